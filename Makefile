@@ -1,0 +1,39 @@
+# Two commands on a fresh machine: `make demo` (a whole task, every phase, against FakeOllama)
+# and `make test`. Each installs what it needs into .venv and node_modules first.
+PYTHON ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: install test lint demo bench clean
+
+install: $(STAMP) node_modules/.installed
+
+$(STAMP): pyproject.toml
+	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON) on PATH (or make PYTHON=python3)"; exit 1; }
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	@touch $@
+
+# Real MCP servers nobody here wrote, for the interop tests and the bridge benchmark.
+node_modules/.installed: package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
+test: install
+	$(BIN)/pytest -q
+
+lint: install
+	$(BIN)/ruff check hub tests bench scripts
+	$(BIN)/ruff format --check hub tests bench scripts
+	$(BIN)/mypy
+
+demo: install
+	$(BIN)/python scripts/demo.py
+
+bench: install
+	$(BIN)/python bench/run_all.py
+
+clean:
+	rm -rf $(VENV) node_modules .pytest_cache .mypy_cache .ruff_cache .demo

@@ -1,0 +1,366 @@
+"""The `hub` command line: parse, call one function, print. Errors become exit codes in `main()` only.
+
+Heavy libraries are imported inside the commands that need them so `hub --help` and `hub status`
+start fast.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from hub.errors import EXIT_ERROR, HubError, exit_code_for
+
+CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+
+def find_repo_root(start: Path) -> Path:
+    """The nearest folder holding `.git`, walking up from `start` (or `start` itself)."""
+    for folder in (start, *start.parents):
+        if (folder / ".git").exists():
+            return folder
+    return start
+
+
+class State:
+    """What the group's options resolve to; commands build phase contexts from it."""
+
+    def __init__(self, repo: Path | None, handoff: Path | None) -> None:
+        self.repo = (repo or find_repo_root(Path.cwd())).resolve()
+        self.handoff = handoff.resolve() if handoff else None
+
+    def context(self) -> Any:
+        from hub.config import load_config
+        from hub.phases.context import Context
+
+        return Context(load_config(self.repo, self.handoff))
+
+
+pass_state = click.make_pass_decorator(State)
+
+
+def emit(payload: Any, as_json: bool, text: str | None = None) -> None:
+    if as_json:
+        click.echo(json.dumps(payload, indent=2, ensure_ascii=False, default=str))
+    else:
+        click.echo(text if text is not None else payload)
+
+
+def finish(outcome: Any, as_json: bool = False) -> None:
+    """Print a phase outcome and exit with its code (0, or 4 when the phase halted the task)."""
+    emit(outcome.as_dict(), as_json, outcome.message)
+    if outcome.exit_code:
+        sys.exit(outcome.exit_code)
+
+
+json_option = click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+
+
+@click.group(context_settings=CONTEXT_SETTINGS)
+@click.option(
+    "--repo", type=click.Path(file_okay=False, path_type=Path), help="Repository (default: the one around .)."
+)
+@click.option(
+    "--handoff",
+    type=click.Path(file_okay=False, path_type=Path),
+    envvar="HUB_HANDOFF_DIR",
+    help="Handoff folder (default: <repo>/_handoff).",
+)
+@click.option(
+    "--log-format",
+    type=click.Choice(["auto", "console", "json"]),
+    default="auto",
+    envvar="HUB_LOG_FORMAT",
+    help="Logs on stderr: console text, JSON lines, or auto (console on a terminal).",
+)
+@click.option("--log-level", default="INFO", envvar="HUB_LOG_LEVEL", help="DEBUG, INFO, WARNING or ERROR.")
+@click.version_option(package_name="agent-hub", prog_name="hub")
+@click.pass_context
+def cli(ctx: click.Context, repo: Path | None, handoff: Path | None, log_format: str, log_level: str) -> None:
+    """agent-hub: run coding tasks through local models, one restartable phase at a time."""
+    ctx.obj = State(repo, handoff)
+    if ctx.invoked_subcommand not in (None, "status", "log"):
+        from hub.log import configure
+
+        configure(log_format, log_level)
+
+
+# --- setting up ---------------------------------------------------------------------------------------
+
+
+@cli.command()
+@pass_state
+def init(state: State) -> None:
+    """Create _handoff/ and hub.yaml, and keep _handoff/ out of git."""
+    from hub.phases.setup import init as run_init
+
+    finish(run_init(state.context()))
+
+
+@cli.command()
+@click.option("--title", help="One line saying what the task is.")
+@click.option("--requirement", "requirements", multiple=True, help="A requirement (repeat).")
+@click.option("--target", help="The file the task changes.")
+@click.option("--source", "sources", multiple=True, help="A file the model should read (repeat).")
+@click.option(
+    "--acceptance-command", "commands", multiple=True, help="A shell command that must pass (repeat)."
+)
+@click.option(
+    "--criterion", "criteria", multiple=True, help="An acceptance criterion for the judge (repeat)."
+)
+@click.option(
+    "--allowed-path",
+    "allowed",
+    multiple=True,
+    help="A path the model may write (repeat; default: target + sources).",
+)
+@click.option(
+    "--forbidden-path", "forbidden", multiple=True, help="A path the model must never write (repeat)."
+)
+@click.option("--complexity", type=click.Choice(["trivial", "minor", "major", "critical"]), default=None)
+@click.option(
+    "--max-diff-lines", type=click.IntRange(min=1), help="Refuse edits changing more lines than this."
+)
+@click.option(
+    "--from-proposal",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="A markdown proposal: '# Title', a '## Requirements' list, 'Target: path'.",
+)
+@json_option
+@pass_state
+def new(
+    state: State,
+    title: str | None,
+    requirements: tuple[str, ...],
+    target: str | None,
+    sources: tuple[str, ...],
+    commands: tuple[str, ...],
+    criteria: tuple[str, ...],
+    allowed: tuple[str, ...],
+    forbidden: tuple[str, ...],
+    complexity: str | None,
+    max_diff_lines: int | None,
+    from_proposal: Path | None,
+    as_json: bool,
+) -> None:
+    """Write a fresh TASK_CONTRACT.json (refuses while a task is active)."""
+    from hub.contract import proposal_fields
+    from hub.phases.setup import create
+
+    fields: dict[str, Any] = {}
+    if from_proposal:
+        fields = proposal_fields(from_proposal.read_text(encoding="utf-8"), str(from_proposal))
+    for key, value in (("title", title), ("target_file", target), ("complexity", complexity)):
+        if value:
+            fields[key] = value
+    for key, values in (
+        ("requirements", requirements),
+        ("source_files", sources),
+        ("acceptance_commands", commands),
+        ("acceptance_criteria", criteria),
+    ):
+        if values:
+            fields[key] = list(values)
+    if allowed:
+        fields["allowed_paths"] = list(allowed)
+    if forbidden:
+        fields["forbidden_paths"] = list(forbidden)
+    if max_diff_lines:
+        fields["max_diff_lines"] = max_diff_lines
+    if not fields.get("title"):
+        raise click.UsageError("--title (or --from-proposal) is required")
+    if not fields.get("requirements"):
+        raise click.UsageError("at least one --requirement (or --from-proposal) is required")
+    fields.setdefault("complexity", "minor")
+    finish(create(state.context(), fields), as_json)
+
+
+@cli.command("setup-task")
+@click.option("--base", help="Base branch (default: the current branch).")
+@json_option
+@pass_state
+def setup_task(state: State, base: str | None, as_json: bool) -> None:
+    """Create the task branch task/<task_id> from the base branch (the work tree must be clean)."""
+    from hub.phases.setup import setup_task as run
+
+    finish(run(state.context(), base), as_json)
+
+
+# --- the phases -----------------------------------------------------------------------------------------
+
+
+@cli.command("run-implementer")
+@json_option
+@pass_state
+def run_implementer(state: State, as_json: bool) -> None:
+    """Have the local implementer model write the change."""
+    from hub.phases.implement import run_implementer as run
+
+    finish(run(state.context()), as_json)
+
+
+@cli.command("run-local-review")
+@json_option
+@pass_state
+def run_local_review(state: State, as_json: bool) -> None:
+    """Run the static rules, the syntax check and the local reviewer model on the change."""
+    from hub.phases.review import run_local_review as run
+
+    finish(run(state.context()), as_json)
+
+
+@cli.command("report-judge")
+@json_option
+@pass_state
+def report_judge(state: State, as_json: bool) -> None:
+    """Apply the verdict in _handoff/JUDGE_REPORT.json (or JUDGE_REPORT.md)."""
+    from hub.phases.judge import report_judge as run
+
+    finish(run(state.context()), as_json)
+
+
+@cli.command("timeout-judge")
+@json_option
+@pass_state
+def timeout_judge(state: State, as_json: bool) -> None:
+    """Halt a judge review that has run past limits.timeout_minutes.judge."""
+    from hub.phases.judge import timeout_judge as run
+
+    finish(run(state.context()), as_json)
+
+
+@cli.command()
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@json_option
+@pass_state
+def rebut(state: State, file: Path, as_json: bool) -> None:
+    """Disagree with a FAIL verdict: FILE goes to the judge as REBUTTAL.md."""
+    from hub.phases.judge import rebut as run
+
+    finish(run(state.context(), file.read_text(encoding="utf-8")), as_json)
+
+
+@cli.command("finalize-task")
+@json_option
+@pass_state
+def finalize_task(state: State, as_json: bool) -> None:
+    """Merge the task branch into its base (--no-ff) after a PASS verdict."""
+    from hub.phases.finalize import finalize_task as run
+
+    finish(run(state.context()), as_json)
+
+
+@cli.command()
+@click.option("--to", "to_state", required=True, help="The state the task goes to, e.g. pending_implementer.")
+@click.option("--note", help="What you changed; the implementer sees it in its next prompt.")
+@json_option
+@pass_state
+def resume(state: State, to_state: str, note: str | None, as_json: bool) -> None:
+    """Clear a halt (erik_consultation) and move the task to a state you name."""
+    from hub.phases.finalize import resume as run
+
+    finish(run(state.context(), to_state, note), as_json)
+
+
+@cli.command("next")
+@json_option
+@pass_state
+def next_(state: State, as_json: bool) -> None:
+    """Run whatever phase is due (for cron). Exit 0 when nothing is due, 4 when halted."""
+    from hub.phases.next import run_next
+
+    finish(run_next(state.context()), as_json)
+
+
+# --- reading state ---------------------------------------------------------------------------------------
+
+
+@cli.command()
+@json_option
+@pass_state
+def status(state: State, as_json: bool) -> None:
+    """Show the task, its state, lease, breaker, cost, last transitions and what runs next."""
+    from hub.phases.status import status as read
+
+    doc = read(state.context())
+    emit(doc, as_json, render_status(doc))
+
+
+def render_status(doc: dict[str, Any]) -> str:
+    if not doc["active"]:
+        return f"no active task in {doc['handoff']}; next: {doc['next']}"
+    lines = [
+        f"task     {doc['task_id']}  {doc['title']}",
+        f"state    {doc['status']}  ({doc['status_reason']})  attempt {doc['attempt']}",
+        f"branch   {doc['branch'] or '(not set up)'}",
+    ]
+    if doc["running"]:
+        r = doc["running"]
+        lines.append(f"running  {r.get('phase')} (pid {r.get('pid')}, since {r.get('since')})")
+    if doc["lease"]:
+        lines.append(f"lease    {doc['lease'].get('held_by')} until {doc['lease'].get('expires_at')}")
+    breaker = doc["breaker"] or {}
+    if breaker.get("status") == "tripped":
+        lines.append(f"breaker  TRIPPED {breaker.get('trigger')}: {breaker.get('reason')}")
+    for role, cost in doc["cost"].items():
+        lines.append(
+            f"cost     {role}: {cost.get('tokens_in', 0)} in / {cost.get('tokens_out', 0)} out tokens, "
+            f"{cost.get('seconds', 0)} s, {cost.get('calls', 0)} calls"
+        )
+    for entry in doc["last_transitions"]:
+        lines.append(f"  {entry['timestamp']}  {entry['from']} -[{entry['event']}]-> {entry['to']}")
+    if doc["halt_file"]:
+        lines.append(f"HALTED   read {doc['halt_file']}")
+    if doc["stall_report"]:
+        lines.append(f"STALLED  read {doc['stall_report']}")
+    nxt = doc["next"]
+    lines.append(f"next     {'hub ' + nxt['phase'] if nxt['phase'] else '-'}  ({nxt['why']})")
+    return "\n".join(lines)
+
+
+@cli.command()
+@click.option("--task", "task_id", help="Only this task, with its model calls, diffs and commands.")
+@json_option
+@pass_state
+def log(state: State, task_id: str | None, as_json: bool) -> None:
+    """Show the transition log (and, with --task, every model call and command in order)."""
+    from hub.phases.status import log_entries
+
+    entries = log_entries(state.context(), task_id)
+    if as_json:
+        emit(entries, True)
+        return
+    for e in entries:
+        if e["kind"] == "transition":
+            click.echo(
+                f"{e['timestamp']}  {e['task_id']}  {e['old_status']} -[{e['event']}]-> {e['new_status']}"
+                f"  ({e.get('status_reason')})"
+            )
+        else:
+            detail = e.get("model") or e.get("command") or e.get("path") or ""
+            click.echo(f"{e['timestamp']}  {e['file']}  {detail}  {e.get('outcome', '')}")
+
+
+# --- entry point ---------------------------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run the CLI; map every HubError to its exit code with the message on stderr."""
+    try:
+        cli.main(args=argv, prog_name="hub", standalone_mode=False)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        sys.exit(EXIT_ERROR)
+    except HubError as exc:
+        click.echo(f"hub: {exc}", err=True)
+        sys.exit(exit_code_for(exc))
+    sys.exit(0)

@@ -1,0 +1,317 @@
+"""`hub.yaml` plus the environment, read once into one frozen `Config`.
+
+Precedence: explicit arguments (CLI flags) > environment (`OLLAMA_HOST`, `HUB_*`) > hub.yaml > defaults.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from hub.errors import ConfigError
+
+CONFIG_FILE = "hub.yaml"
+ROLES = ("implementer", "local_reviewer", "judge")
+BACKENDS = ("mcp", "ollama", "openai")
+TRANSPORTS = ("stdio", "http", "sse")
+
+DEFAULT_MODEL = "qwen2.5-coder:7b"
+DEFAULT_NUM_CTX = 8192
+
+DEFAULT_YAML = """\
+# agent-hub configuration. Environment variables (OLLAMA_HOST, HUB_*) override these values.
+project: {project}
+
+ollama:
+  host: http://127.0.0.1:11434
+
+# Which model plays each role, and how it is reached:
+#   backend: mcp    -> through an MCP worker server (below), the default
+#   backend: ollama -> straight to Ollama's HTTP API
+#   backend: openai -> an OpenAI-compatible /v1/chat/completions server (vLLM, llama.cpp, LM Studio)
+# Timeouts are seconds: to the first token, the longest gap between tokens (a stall), and in total.
+roles:
+  implementer:
+    model: {model}
+    backend: mcp
+    worker: hub
+    timeouts: {{first_token: 180, stall: 60, total: 900}}
+  local_reviewer:
+    model: {model}
+    backend: mcp
+    worker: hub
+    timeouts: {{first_token: 180, stall: 60, total: 600}}
+  judge:
+    model: {model}
+
+# num_ctx is fixed per model: a value that changes between calls makes Ollama reload the model.
+models:
+  {model}:
+    num_ctx: {num_ctx}
+
+# MCP worker servers. "hub" is this package's own (`hub worker serve`).
+# npm ollama-mcp 2.x works too:  {{name: npm, transport: stdio, command: [npx, -y, ollama-mcp@2]}}
+workers:
+  - name: hub
+    transport: stdio
+    command: [{python}, -m, hub, worker, serve]
+
+# The judge: a command given REVIEW_REQUEST.md on stdin (e.g. "claude -p ..."), or a model (backend).
+judge:
+  command: null
+  backend: null
+
+acceptance_timeout_seconds: 300
+halt_file: ERIK_HALT.md
+"""
+
+
+@dataclass(frozen=True)
+class Timeouts:
+    """The three clocks of a model call, in seconds."""
+
+    first_token: float = 180.0
+    stall: float = 60.0
+    total: float = 900.0
+
+
+@dataclass(frozen=True)
+class RoleConfig:
+    """How one role (implementer, local_reviewer, judge) reaches its model."""
+
+    name: str
+    model: str
+    backend: str = "mcp"
+    worker: str = "hub"
+    timeouts: Timeouts = field(default_factory=Timeouts)
+    temperature: float = 0.2
+    num_predict: int | None = None
+
+
+@dataclass(frozen=True)
+class WorkerServer:
+    """An MCP worker server the hub may talk to."""
+
+    name: str
+    transport: str = "stdio"
+    command: tuple[str, ...] = ()
+    url: str | None = None
+    env: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class JudgeConfig:
+    """Who gives the verdict when `hub run-judge` runs."""
+
+    command: str | None = None
+    backend: str | None = None
+
+
+@dataclass(frozen=True)
+class Config:
+    """Everything configurable, resolved."""
+
+    repo_root: Path
+    handoff_dir: Path
+    project: str = "hub"
+    halt_file: str = "ERIK_HALT.md"
+    ollama_host: str = "http://127.0.0.1:11434"
+    openai_base_url: str = "http://127.0.0.1:8000/v1"
+    openai_api_key: str | None = None
+    roles: Mapping[str, RoleConfig] = field(default_factory=dict)
+    num_ctx: Mapping[str, int] = field(default_factory=dict)
+    default_num_ctx: int = DEFAULT_NUM_CTX
+    workers: tuple[WorkerServer, ...] = ()
+    judge: JudgeConfig = field(default_factory=JudgeConfig)
+    acceptance_timeout_seconds: float = 300.0
+    max_changed_files: int = 20
+    global_timeout_hours: float = 4.0
+    inactivity_hours: float = 2.0
+    rules_catalog_url: str | None = None
+    mcp_token: str | None = None
+
+    def role(self, name: str) -> RoleConfig:
+        try:
+            return self.roles[name]
+        except KeyError:
+            raise ConfigError(f"{CONFIG_FILE}: roles.{name}: no such role") from None
+
+    def num_ctx_for(self, model: str) -> int:
+        return self.num_ctx.get(model, self.default_num_ctx)
+
+    def worker_server(self, name: str) -> WorkerServer:
+        for server in self.workers:
+            if server.name == name:
+                return server
+        known = ", ".join(s.name for s in self.workers) or "none"
+        raise ConfigError(f"{CONFIG_FILE}: workers: no worker server named '{name}' (configured: {known})")
+
+
+def normalize_ollama_host(value: str) -> str:
+    """Accept OLLAMA_HOST the way Ollama does: `host`, `host:port`, or a URL."""
+    value = value.strip().rstrip("/")
+    if not value:
+        return "http://127.0.0.1:11434"
+    if "://" not in value:
+        value = "http://" + value
+    scheme, rest = value.split("://", 1)
+    host = rest.split("/", 1)[0]
+    if ":" not in host.rsplit("]", 1)[-1]:
+        rest = host + ":11434" + rest[len(host) :]
+    if rest.startswith("0.0.0.0"):
+        rest = "127.0.0.1" + rest[len("0.0.0.0") :]
+    return f"{scheme}://{rest}"
+
+
+def default_yaml(project: str, model: str = DEFAULT_MODEL) -> str:
+    return DEFAULT_YAML.format(project=project, model=model, num_ctx=DEFAULT_NUM_CTX, python="python")
+
+
+def load_config(
+    repo_root: Path,
+    handoff_dir: Path | None = None,
+    env: Mapping[str, str] | None = None,
+) -> Config:
+    """Read `<repo_root>/hub.yaml` (optional) and the environment into a Config."""
+    env = os.environ if env is None else env
+    path = repo_root / CONFIG_FILE
+    raw: dict[str, Any] = {}
+    if path.exists():
+        try:
+            loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+        if loaded is not None and not isinstance(loaded, dict):
+            raise ConfigError(f"{path}: expected a mapping at the top level")
+        raw = loaded or {}
+    return _from_raw(raw, repo_root, handoff_dir, env, str(path))
+
+
+def _from_raw(
+    raw: dict[str, Any],
+    repo_root: Path,
+    handoff_dir: Path | None,
+    env: Mapping[str, str],
+    source: str,
+) -> Config:
+    def section(name: str) -> dict[str, Any]:
+        value = raw.get(name) or {}
+        if not isinstance(value, dict):
+            raise ConfigError(f"{source}: {name}: expected a mapping")
+        return value
+
+    if handoff_dir is None:
+        handoff_dir = Path(env.get("HUB_HANDOFF_DIR") or raw.get("handoff_dir") or repo_root / "_handoff")
+        if not handoff_dir.is_absolute():
+            handoff_dir = repo_root / handoff_dir
+
+    ollama_host = normalize_ollama_host(env.get("OLLAMA_HOST") or section("ollama").get("host") or "")
+    openai = section("openai")
+    api_key_env = openai.get("api_key_env", "OPENAI_API_KEY")
+
+    raw_models = section("models")
+    num_ctx: dict[str, int] = {}
+    for model, settings in raw_models.items():
+        value = (settings or {}).get("num_ctx") if isinstance(settings, dict) else None
+        if value is not None:
+            if not isinstance(value, int) or value < 256:
+                raise ConfigError(f"{source}: models.{model}.num_ctx: expected an integer >= 256")
+            num_ctx[str(model)] = value
+
+    raw_roles = section("roles")
+    roles = {name: _role(name, raw_roles.get(name) or {}, env, source) for name in ROLES}
+
+    workers = [_worker(i, w, source) for i, w in enumerate(raw.get("workers") or [])]
+    if not any(w.name == "hub" for w in workers):
+        workers.append(WorkerServer(name="hub", command=(sys.executable, "-m", "hub", "worker", "serve")))
+
+    judge = section("judge")
+    judge_backend = judge.get("backend")
+    if judge_backend is not None and judge_backend not in BACKENDS:
+        raise ConfigError(f"{source}: judge.backend: expected one of {', '.join(BACKENDS)}")
+
+    limits = section("limits")
+    rules = section("rules")
+    return Config(
+        repo_root=repo_root,
+        handoff_dir=handoff_dir,
+        project=str(env.get("HUB_PROJECT") or raw.get("project") or repo_root.name or "hub"),
+        halt_file=str(env.get("HUB_HALT_FILE") or raw.get("halt_file") or "ERIK_HALT.md"),
+        ollama_host=ollama_host,
+        openai_base_url=str(
+            env.get("HUB_OPENAI_BASE_URL") or openai.get("base_url") or "http://127.0.0.1:8000/v1"
+        ),
+        openai_api_key=env.get(str(api_key_env)) or None,
+        roles=roles,
+        num_ctx=num_ctx,
+        default_num_ctx=int(raw.get("default_num_ctx") or DEFAULT_NUM_CTX),
+        workers=tuple(workers),
+        judge=JudgeConfig(
+            command=env.get("HUB_JUDGE_COMMAND") or judge.get("command"), backend=judge_backend
+        ),
+        acceptance_timeout_seconds=float(raw.get("acceptance_timeout_seconds") or 300),
+        max_changed_files=int(limits.get("max_changed_files") or 20),
+        global_timeout_hours=float(limits.get("global_timeout_hours") or 4),
+        inactivity_hours=float(limits.get("inactivity_hours") or 2),
+        rules_catalog_url=rules.get("catalog_url"),
+        mcp_token=env.get("HUB_MCP_TOKEN") or None,
+    )
+
+
+def _role(name: str, raw: Any, env: Mapping[str, str], source: str) -> RoleConfig:
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{source}: roles.{name}: expected a mapping")
+    env_key = f"HUB_{name.upper()}_"
+    backend = env.get(env_key + "BACKEND") or raw.get("backend") or "mcp"
+    if backend not in BACKENDS:
+        raise ConfigError(f"{source}: roles.{name}.backend: '{backend}' is not one of {', '.join(BACKENDS)}")
+    t = raw.get("timeouts") or {}
+    if not isinstance(t, dict):
+        raise ConfigError(f"{source}: roles.{name}.timeouts: expected a mapping")
+    try:
+        timeouts = Timeouts(
+            first_token=float(t.get("first_token", 180)),
+            stall=float(t.get("stall", 60)),
+            total=float(t.get("total", 900)),
+        )
+    except (TypeError, ValueError):
+        raise ConfigError(f"{source}: roles.{name}.timeouts: expected numbers of seconds") from None
+    return RoleConfig(
+        name=name,
+        model=str(env.get(env_key + "MODEL") or raw.get("model") or DEFAULT_MODEL),
+        backend=str(backend),
+        worker=str(raw.get("worker") or "hub"),
+        timeouts=timeouts,
+        temperature=float(raw.get("temperature", 0.2)),
+        num_predict=raw.get("num_predict"),
+    )
+
+
+def _worker(index: int, raw: Any, source: str) -> WorkerServer:
+    where = f"{source}: workers[{index}]"
+    if not isinstance(raw, dict) or not raw.get("name"):
+        raise ConfigError(f"{where}: expected a mapping with a name")
+    transport = raw.get("transport", "stdio")
+    if transport not in TRANSPORTS:
+        raise ConfigError(f"{where}.transport: '{transport}' is not one of {', '.join(TRANSPORTS)}")
+    command = raw.get("command") or []
+    if isinstance(command, str):
+        command = command.split()
+    if transport == "stdio" and not command:
+        raise ConfigError(f"{where}.command: a stdio worker needs a command")
+    if transport != "stdio" and not raw.get("url"):
+        raise ConfigError(f"{where}.url: an {transport} worker needs a url")
+    command = [sys.executable if part == "python" else str(part) for part in command]
+    return WorkerServer(
+        name=str(raw["name"]),
+        transport=transport,
+        command=tuple(command),
+        url=raw.get("url"),
+        env={str(k): str(v) for k, v in (raw.get("env") or {}).items()},
+    )

@@ -1,0 +1,470 @@
+"""The task contract (schema 2.0): schema, load/validate/save, new contracts, judge reports.
+
+The schema half is pure. `load` and `save` are the only functions that touch files; `save` is atomic
+(temp file in the same folder, fsync, `os.replace`) so a crash never leaves half a contract.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import re
+import tempfile
+from datetime import UTC, datetime, timedelta
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from hub.errors import ContractInvalid
+from hub.machine import STATES
+
+SCHEMA_VERSION = "2.0"
+COMPLEXITIES = ("trivial", "minor", "major", "critical")
+VERDICTS = ("PASS", "CONDITIONAL", "FAIL", "CRITICAL_HALT")
+ROLE_NAMES = ("implementer", "local_reviewer", "judge")
+
+Contract = dict[str, Any]
+
+_STR = {"type": "string"}
+_STR_OR_NULL = {"type": ["string", "null"]}
+_STR_LIST = {"type": "array", "items": _STR}
+_NUM = {"type": "number", "minimum": 0}
+_INT = {"type": "integer", "minimum": 0}
+_ROLE_COST = {
+    "type": "object",
+    "properties": {"tokens_in": _INT, "tokens_out": _INT, "seconds": _NUM, "usd": _NUM, "calls": _INT},
+}
+
+
+def _obj(required: list[str], **properties: Any) -> dict[str, Any]:
+    return {"type": "object", "required": required, "properties": properties}
+
+
+SCHEMA: dict[str, Any] = _obj(
+    [
+        "schema_version",
+        "task_id",
+        "project",
+        "complexity",
+        "status",
+        "attempt",
+        "timestamps",
+        "git",
+        "roles",
+        "limits",
+        "constraints",
+        "specification",
+        "handoff_data",
+        "history",
+    ],
+    schema_version={"const": SCHEMA_VERSION},
+    task_id={"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9._-]{0,120}$"},
+    title=_STR,
+    project={"type": "string", "minLength": 1},
+    complexity={"enum": list(COMPLEXITIES)},
+    status={"enum": list(STATES)},
+    status_reason=_STR_OR_NULL,
+    attempt={"type": "integer", "minimum": 1},
+    timestamps=_obj(
+        ["created_at", "updated_at"],
+        created_at=_STR,
+        updated_at=_STR,
+        deadline_at=_STR_OR_NULL,
+    ),
+    git=_obj(
+        [],
+        repo_root=_STR_OR_NULL,
+        base_branch=_STR_OR_NULL,
+        task_branch=_STR_OR_NULL,
+        base_commit=_STR_OR_NULL,
+    ),
+    roles=_obj(["implementer", "local_reviewer", "judge"], implementer=_STR, local_reviewer=_STR, judge=_STR),
+    limits=_obj(
+        ["max_rebuttals", "max_review_cycles", "timeout_minutes"],
+        max_rebuttals=_INT,
+        max_review_cycles={"type": "integer", "minimum": 1},
+        timeout_minutes=_obj(
+            ["implementer", "local_review", "judge"],
+            implementer={"type": "number", "exclusiveMinimum": 0},
+            local_review={"type": "number", "exclusiveMinimum": 0},
+            judge={"type": "number", "exclusiveMinimum": 0},
+        ),
+        token_budget={"type": ["integer", "null"], "minimum": 0},
+        cost_ceiling_usd={"type": ["number", "null"], "minimum": 0},
+        max_changed_files={"type": "integer", "minimum": 1},
+    ),
+    constraints=_obj(
+        ["allowed_paths", "forbidden_paths"],
+        allowed_paths=_STR_LIST,
+        forbidden_paths=_STR_LIST,
+        delete_allowed={"type": "boolean"},
+        max_diff_lines={"type": ["integer", "null"], "minimum": 1},
+    ),
+    specification=_obj(
+        ["requirements"],
+        source_files=_STR_LIST,
+        target_file=_STR_OR_NULL,
+        requirements={"type": "array", "items": {"type": "string", "minLength": 1}, "minItems": 1},
+        acceptance_criteria=_STR_LIST,
+        acceptance_commands=_STR_LIST,
+    ),
+    handoff_data={"type": "object"},
+    lock={
+        "type": ["object", "null"],
+        "properties": {"held_by": _STR_OR_NULL, "acquired_at": _STR_OR_NULL, "expires_at": _STR_OR_NULL},
+    },
+    breaker={
+        "type": "object",
+        "properties": {
+            "status": {"enum": ["closed", "tripped"]},
+            "trigger": _STR_OR_NULL,
+            "reason": _STR_OR_NULL,
+            "counters": {"type": "object", "additionalProperties": _INT},
+        },
+    },
+    cost={"type": "object", "additionalProperties": _ROLE_COST},
+    history={
+        "type": "array",
+        "items": _obj(["timestamp", "event", "from", "to"], timestamp=_STR, event=_STR, to=_STR),
+    },
+)
+
+JUDGE_REPORT_SCHEMA: dict[str, Any] = _obj(
+    ["verdict"],
+    verdict={"enum": list(VERDICTS)},
+    summary=_STR,
+    blocking_issues={
+        "type": "array",
+        "items": _obj(
+            ["description"],
+            id=_STR,
+            severity=_STR,
+            file=_STR_OR_NULL,
+            line={"type": ["integer", "null"]},
+            description=_STR,
+            fix_required=_STR_OR_NULL,
+        ),
+    },
+    suggestions={"type": "array", "items": {"type": ["string", "object"]}},
+    usage=_obj(
+        [],
+        prompt_tokens=_INT,
+        completion_tokens=_INT,
+        model=_STR,
+        cost_usd=_NUM,
+    ),
+)
+
+
+# --- time -----------------------------------------------------------------------------------------
+
+
+def now_utc() -> datetime:
+    return datetime.now(UTC)
+
+
+def iso(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_iso(value: str) -> datetime:
+    return datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+# --- validation -------------------------------------------------------------------------------------
+
+
+@cache
+def _validator(which: str) -> Any:
+    # fastjsonschema compiles the schema to Python once; it imports in ~30 ms where jsonschema
+    # takes ~150 ms, and every `hub status` validates the contract.
+    import fastjsonschema
+
+    return fastjsonschema.compile(SCHEMA if which == "contract" else JUDGE_REPORT_SCHEMA)
+
+
+def _invalid(file: str, exc: Any) -> ContractInvalid:
+    # fastjsonschema names fields "data.limits.max_rebuttals" / "data.history[2].event".
+    name = str(exc.name or "data")
+    path = "$" + name[len("data") :] if name.startswith("data") else name
+    return ContractInvalid(file, path, str(exc.message).replace(name, "value"))
+
+
+def validate(contract: Any, file: str = "TASK_CONTRACT.json") -> Contract:
+    """Check a contract against the schema and the rules a schema cannot say; return it unchanged."""
+    from fastjsonschema import JsonSchemaValueException
+
+    if not isinstance(contract, dict):
+        raise ContractInvalid(file, "$", "expected a JSON object")
+    try:
+        _validator("contract")(contract)
+    except JsonSchemaValueException as exc:
+        raise _invalid(file, exc) from None
+    constraints = contract["constraints"]
+    allowed = set(constraints["allowed_paths"])
+    for i, path in enumerate(constraints["forbidden_paths"]):
+        if path in allowed:
+            raise ContractInvalid(
+                file,
+                f"$.constraints.forbidden_paths[{i}]",
+                f"'{path}' is listed as both allowed and forbidden",
+            )
+    for key in ("created_at", "updated_at", "deadline_at"):
+        value = contract["timestamps"].get(key)
+        if value is not None:
+            try:
+                parse_iso(value)
+            except ValueError:
+                raise ContractInvalid(
+                    file, f"$.timestamps.{key}", f"'{value}' is not an ISO 8601 time"
+                ) from None
+    return contract
+
+
+def validate_judge_report(report: Any, file: str = "JUDGE_REPORT.json") -> dict[str, Any]:
+    from fastjsonschema import JsonSchemaValueException
+
+    if not isinstance(report, dict):
+        raise ContractInvalid(file, "$", "expected a JSON object")
+    try:
+        _validator("judge")(report)
+    except JsonSchemaValueException as exc:
+        raise _invalid(file, exc) from None
+    return report
+
+
+_VERDICT_LINE = re.compile(r"^\W*verdict\W*:?\W*([A-Za-z_]+)", re.IGNORECASE | re.MULTILINE)
+
+
+def judge_report_from_markdown(text: str, file: str = "JUDGE_REPORT.md") -> dict[str, Any]:
+    """A JUDGE_REPORT.md with a `Verdict: X` line; its bullets under 'Blocking' become blocking issues."""
+    match = _VERDICT_LINE.search(text)
+    if not match:
+        raise ContractInvalid(file, "Verdict", "no 'Verdict: PASS|CONDITIONAL|FAIL|CRITICAL_HALT' line")
+    verdict = match.group(1).upper()
+    if verdict not in VERDICTS:
+        raise ContractInvalid(
+            file, "Verdict", f"unknown verdict '{match.group(1)}'; expected one of {', '.join(VERDICTS)}"
+        )
+    issues: list[dict[str, Any]] = []
+    in_blocking = False
+    for line in text.splitlines():
+        stripped = line.strip()
+        if stripped.startswith("#"):
+            in_blocking = "blocking" in stripped.lower()
+        elif in_blocking and stripped[:2] in ("- ", "* "):
+            issues.append(
+                {"id": f"B{len(issues) + 1}", "severity": "major", "description": stripped[2:].strip()}
+            )
+    return validate_judge_report(
+        {"verdict": verdict, "blocking_issues": issues, "summary": text.strip()}, file
+    )
+
+
+# --- files ---------------------------------------------------------------------------------------------
+
+
+def load(path: Path) -> Contract:
+    """Read and validate a contract; ContractInvalid names the file and the first bad field."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ContractInvalid(str(path), "$", "no such file") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ContractInvalid(
+            str(path), "$", f"not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
+        ) from None
+    return validate(data, str(path))
+
+
+def save(path: Path, contract: Contract, now: datetime) -> Contract:
+    """Validate, stamp `updated_at`, and atomically replace the file. Returns the saved contract."""
+    contract["timestamps"]["updated_at"] = iso(now)
+    validate(contract, str(path))
+    write_atomic(path, json.dumps(contract, indent=2, ensure_ascii=False) + "\n")
+    return contract
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write to a temp file beside `path`, fsync, then os.replace: readers see old or new, never half."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    _fsync_dir(path.parent)
+
+
+def _fsync_dir(folder: Path) -> None:
+    # The rename itself is durable only once the directory entry is flushed.
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+# --- new contracts ---------------------------------------------------------------------------------------
+
+
+def slugify(text: str, limit: int = 40) -> str:
+    slug = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+    return slug[:limit].rstrip("-") or "task"
+
+
+def make_task_id(project: str, title: str, now: datetime) -> str:
+    """`PROJECT-MMDDHHMMSS-slug`."""
+    return f"{slugify(project, 24)}-{now.astimezone(UTC).strftime('%m%d%H%M%S')}-{slugify(title)}"
+
+
+DEFAULT_LIMITS: dict[str, Any] = {
+    "max_rebuttals": 2,
+    "max_review_cycles": 3,
+    "timeout_minutes": {"implementer": 30, "local_review": 15, "judge": 60},
+    "token_budget": 500_000,
+    "cost_ceiling_usd": 5.0,
+    "max_changed_files": 20,
+}
+
+
+def new_contract(
+    *,
+    project: str,
+    title: str,
+    requirements: list[str],
+    now: datetime,
+    roles: dict[str, str],
+    target_file: str | None = None,
+    source_files: list[str] | None = None,
+    acceptance_criteria: list[str] | None = None,
+    acceptance_commands: list[str] | None = None,
+    allowed_paths: list[str] | None = None,
+    forbidden_paths: list[str] | None = None,
+    complexity: str = "minor",
+    max_diff_lines: int | None = None,
+    global_timeout_hours: float = 4.0,
+) -> Contract:
+    """A fresh, valid contract in `pending_implementer`."""
+    source_files = list(source_files or [])
+    if allowed_paths is None:
+        allowed_paths = sorted({p for p in [target_file, *source_files] if p})
+    contract: Contract = {
+        "schema_version": SCHEMA_VERSION,
+        "task_id": make_task_id(project, title, now),
+        "title": title,
+        "project": project,
+        "complexity": complexity,
+        "status": "pending_implementer",
+        "status_reason": "created",
+        "attempt": 1,
+        "timestamps": {
+            "created_at": iso(now),
+            "updated_at": iso(now),
+            "deadline_at": iso(now + timedelta(hours=global_timeout_hours)),
+        },
+        "git": {"repo_root": None, "base_branch": None, "task_branch": None, "base_commit": None},
+        "roles": {name: roles.get(name, "") for name in ROLE_NAMES},
+        "limits": copy.deepcopy(DEFAULT_LIMITS),
+        "constraints": {
+            "allowed_paths": allowed_paths,
+            "forbidden_paths": list(forbidden_paths or []),
+            "delete_allowed": False,
+            "max_diff_lines": max_diff_lines,
+        },
+        "specification": {
+            "source_files": source_files,
+            "target_file": target_file,
+            "requirements": list(requirements),
+            "acceptance_criteria": list(acceptance_criteria or []),
+            "acceptance_commands": list(acceptance_commands or []),
+        },
+        "handoff_data": {
+            "changed_files": [],
+            "diff_summary": None,
+            "local_review_passed": None,
+            "local_review_issues": [],
+            "judge_verdict": None,
+            "judge_blocking_issues": [],
+            "judge_suggestions": [],
+            "acceptance_results": [],
+            "attempts": [],
+        },
+        "lock": None,
+        "breaker": {"status": "closed", "trigger": None, "reason": None, "counters": {}},
+        "cost": {},
+        "history": [],
+    }
+    return validate(contract, "new contract")
+
+
+_HEADING = re.compile(r"^#+\s*(.+?)\s*$")
+_FIELD = re.compile(
+    r"^\s*(?:[-*]\s*)?\**(target(?: file)?|source(?: files?)?|complexity)\**\s*:\s*(.+)$", re.IGNORECASE
+)
+
+
+def proposal_fields(markdown: str, file: str = "proposal") -> dict[str, Any]:
+    """Title (first heading), requirements (bullets under a 'Requirements' heading), target and sources.
+
+    Recognised lines: `Target: path`, `Source: a.py, b.py`, `Complexity: minor`; a section named
+    'Acceptance' gives acceptance criteria, one named 'Commands' gives acceptance commands.
+    """
+    title: str | None = None
+    section = ""
+    fields: dict[str, Any] = {
+        "requirements": [],
+        "acceptance_criteria": [],
+        "acceptance_commands": [],
+        "source_files": [],
+        "target_file": None,
+    }
+    for line in markdown.splitlines():
+        heading = _HEADING.match(line)
+        if heading:
+            if title is None:
+                title = heading.group(1)
+            section = heading.group(1).lower()
+            continue
+        field = _FIELD.match(line)
+        if field:
+            key, value = field.group(1).lower(), field.group(2).strip().strip("`")
+            if key.startswith("target"):
+                fields["target_file"] = value
+            elif key.startswith("source"):
+                fields["source_files"] = [v.strip().strip("`") for v in value.split(",") if v.strip()]
+            else:
+                fields["complexity"] = value.lower()
+            continue
+        bullet = re.match(r"^\s*(?:[-*]|\d+[.)])\s+(.+)$", line)
+        if not bullet:
+            continue
+        item = bullet.group(1).strip()
+        if "requirement" in section:
+            fields["requirements"].append(item)
+        elif "acceptance" in section or "criteria" in section:
+            fields["acceptance_criteria"].append(item)
+        elif "command" in section:
+            fields["acceptance_commands"].append(item.strip("`"))
+    if title is None:
+        raise ContractInvalid(file, "title", "no '# Title' heading")
+    if not fields["requirements"]:
+        raise ContractInvalid(file, "requirements", "no bullet list under a 'Requirements' heading")
+    if fields.get("complexity") not in (None, *COMPLEXITIES):
+        raise ContractInvalid(
+            file, "complexity", f"'{fields['complexity']}' is not one of {', '.join(COMPLEXITIES)}"
+        )
+    fields["title"] = title
+    return fields

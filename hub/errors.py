@@ -1,0 +1,170 @@
+"""The one error tree of agent-hub, and the exit code each error maps to.
+
+    HubError (exit 1)
+    ├── ContractInvalid            the contract (or a report) fails validation
+    ├── ConfigError                hub.yaml or the environment is wrong
+    ├── GitError                   a git operation failed
+    │   └── DirtyWorkTree          uncommitted changes where a clean tree is needed
+    ├── EditError                  model output could not become file edits, or an edit was refused
+    ├── RuleError                  an ast-grep rule is invalid, missing, or the scanner failed
+    ├── WorkerError                talking to a model failed
+    │   ├── WorkerUnavailable      the server is unreachable (after retries)
+    │   ├── ModelNotFound          the server does not have the model
+    │   ├── WorkerTimeout          one of the three clocks ran out (also a TimeoutError)
+    │   ├── ContextOverflow        the prompt does not fit the model's num_ctx
+    │   ├── MalformedStream        the server sent something that is not its protocol
+    │   └── MCPError               an MCP call failed
+    │       ├── MCPTimeoutError    the call ran past its timeout (also a TimeoutError)
+    │       └── MCPServerCrashed   the server process died
+    ├── WrongState (exit 3)        the task is not in a state this command accepts
+    │   └── InvalidTransition      the state machine has no such edge
+    ├── TaskHalted (exit 4)        the task waits for a person in erik_consultation
+    └── LockBusy (exit 75)         another phase holds the lock
+
+`exit_code_for` is the single mapping the CLI uses.
+"""
+
+from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+EXIT_WRONG_STATE = 3
+EXIT_HALTED = 4
+EXIT_LOCKED = 75
+
+
+class HubError(Exception):
+    """Base of every error agent-hub raises on purpose."""
+
+    exit_code = EXIT_ERROR
+
+
+class ContractInvalid(HubError):
+    """A contract or report file fails validation."""
+
+    def __init__(self, file: str, json_path: str, problem: str) -> None:
+        self.file = file
+        self.json_path = json_path
+        self.problem = problem
+        super().__init__(f"{file}: {json_path}: {problem}")
+
+
+class ConfigError(HubError):
+    """hub.yaml or the environment holds a bad value."""
+
+
+class GitError(HubError):
+    """A git operation failed."""
+
+
+class DirtyWorkTree(GitError):
+    """The work tree has uncommitted changes where a clean one is needed."""
+
+    def __init__(self, files: list[str]) -> None:
+        self.files = files
+        shown = ", ".join(files[:10]) + (f" and {len(files) - 10} more" if len(files) > 10 else "")
+        super().__init__(f"work tree has uncommitted changes: {shown}; commit or stash them first")
+
+
+class EditError(HubError):
+    """Model output could not be turned into edits, or an edit was refused."""
+
+
+class RuleError(HubError):
+    """An ast-grep rule is invalid or missing, or the scanner failed."""
+
+
+class WorkerError(HubError):
+    """Talking to a model failed."""
+
+
+class WorkerUnavailable(WorkerError):
+    """The model server cannot be reached (after retries)."""
+
+
+class ModelNotFound(WorkerError):
+    """The model server does not have the requested model."""
+
+    def __init__(self, model: str, detail: str = "") -> None:
+        self.model = model
+        super().__init__(detail or f"model '{model}' not found")
+
+
+class WorkerTimeout(WorkerError, TimeoutError):
+    """One of the three clocks ran out: first_token, stall (gap between tokens) or total."""
+
+    def __init__(self, clock: str, seconds: float, partial_text: str = "") -> None:
+        self.clock = clock
+        self.seconds = seconds
+        self.partial_text = partial_text
+        super().__init__(f"{clock} timeout after {seconds:g}s")
+
+
+class ContextOverflow(WorkerError):
+    """The prompt does not fit the model's context window."""
+
+    def __init__(self, prompt_tokens: int, num_ctx: int) -> None:
+        self.prompt_tokens = prompt_tokens
+        self.num_ctx = num_ctx
+        super().__init__(
+            f"prompt of ~{prompt_tokens} tokens does not fit num_ctx={num_ctx}; "
+            "raise num_ctx for the model in hub.yaml or send fewer source files"
+        )
+
+
+class MalformedStream(WorkerError):
+    """The server answered with something that is not its protocol."""
+
+
+class MCPError(WorkerError):
+    """An MCP request failed."""
+
+    def __init__(self, message: str, code: int | None = None) -> None:
+        self.code = code
+        super().__init__(message)
+
+
+class MCPTimeoutError(MCPError, TimeoutError):
+    """An MCP request ran past its timeout."""
+
+
+class MCPServerCrashed(MCPError):
+    """The MCP server process died."""
+
+    def __init__(self, message: str, exit_code: int | None = None, stderr_tail: str = "") -> None:
+        self.server_exit_code = exit_code
+        self.stderr_tail = stderr_tail
+        super().__init__(message)
+
+
+class WrongState(HubError):
+    """The task is not in a state this command accepts."""
+
+    exit_code = EXIT_WRONG_STATE
+
+
+class InvalidTransition(WrongState):
+    """The state machine has no edge for this event from this state."""
+
+    def __init__(self, state: str, event: str) -> None:
+        self.state = state
+        self.event = event
+        super().__init__(f"Cannot {event} from {state}")
+
+
+class TaskHalted(HubError):
+    """The task is halted in erik_consultation and needs a person."""
+
+    exit_code = EXIT_HALTED
+
+
+class LockBusy(HubError):
+    """Another phase holds the handoff lock."""
+
+    exit_code = EXIT_LOCKED
+
+
+def exit_code_for(error: BaseException) -> int:
+    """The process exit code for an error (1 for anything not ours)."""
+    return error.exit_code if isinstance(error, HubError) else EXIT_ERROR

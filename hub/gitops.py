@@ -1,0 +1,201 @@
+"""Every git operation the hub does, through GitPython."""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from hub.errors import DirtyWorkTree, GitError
+from hub.log import get_logger
+
+if TYPE_CHECKING:
+    from git import Repo
+
+log = get_logger(__name__)
+
+
+class MergeConflict(GitError):
+    """The task branch does not merge cleanly into the base branch."""
+
+    def __init__(self, task_branch: str, base_branch: str, files: list[str]) -> None:
+        self.files = files
+        super().__init__(
+            f"merging {task_branch} into {base_branch} conflicts in: {', '.join(files) or 'unknown files'}; "
+            "the merge was aborted and both branches are as they were"
+        )
+
+
+@dataclass(frozen=True)
+class DiffStats:
+    """What the task branch changed against its base commit."""
+
+    files: tuple[str, ...]
+    added: int
+    removed: int
+    per_file: tuple[tuple[str, int, int], ...] = ()
+
+    @property
+    def changed_lines(self) -> int:
+        return self.added + self.removed
+
+
+def open_repo(path: Path) -> Repo:
+    import git
+
+    try:
+        return git.Repo(path, search_parent_directories=True)
+    except (git.InvalidGitRepositoryError, git.NoSuchPathError):
+        raise GitError(f"{path} is not inside a git repository (run `git init` first)") from None
+
+
+def repo_root(path: Path) -> Path:
+    return Path(open_repo(path).working_tree_dir or path)
+
+
+def _run(repo: Repo, *args: str) -> str:
+    import git
+
+    try:
+        return str(repo.git.execute(["git", *args]))
+    except git.GitCommandError as exc:
+        detail = (exc.stderr or exc.stdout or "").strip().removeprefix("stderr: ").strip("'\n ")
+        raise GitError(f"git {' '.join(args[:2])} failed: {detail}") from None
+
+
+def current_branch(repo: Repo) -> str:
+    return _run(repo, "rev-parse", "--abbrev-ref", "HEAD")
+
+
+def head_commit(repo: Repo) -> str:
+    return _run(repo, "rev-parse", "HEAD")
+
+
+def dirty_files(repo: Repo) -> list[str]:
+    """Files with uncommitted changes, untracked ones included (ignored ones not)."""
+    out = _run(repo, "status", "--porcelain=v1", "-z", "--untracked-files=all")
+    return [entry[3:] for entry in out.split("\0") if len(entry) > 3]
+
+
+def ensure_clean(repo: Repo) -> None:
+    files = dirty_files(repo)
+    if files:
+        raise DirtyWorkTree(files)
+
+
+def exclude_path(repo: Repo, rel: str) -> bool:
+    """Add `rel` to .git/info/exclude once; True if it was added."""
+    exclude = Path(repo.git_dir) / "info" / "exclude"
+    exclude.parent.mkdir(parents=True, exist_ok=True)
+    lines = exclude.read_text(encoding="utf-8").splitlines() if exclude.exists() else []
+    entry = "/" + rel.strip("/") + "/"
+    if entry in lines:
+        return False
+    with exclude.open("a", encoding="utf-8") as handle:
+        handle.write(("\n" if lines and lines[-1] else "") + entry + "\n")
+    return True
+
+
+def branch_exists(repo: Repo, name: str) -> bool:
+    return bool(_run(repo, "branch", "--list", name).strip())
+
+
+def create_task_branch(repo: Repo, base_branch: str, task_branch: str) -> str:
+    """Create and check out `task_branch` from `base_branch`; return the base commit."""
+    if not branch_exists(repo, base_branch):
+        raise GitError(f"base branch '{base_branch}' does not exist")
+    if branch_exists(repo, task_branch):
+        raise GitError(f"branch '{task_branch}' exists already; delete it or start a new task")
+    base_commit = _run(repo, "rev-parse", base_branch)
+    _run(repo, "checkout", "-q", "-b", task_branch, base_commit)
+    return base_commit
+
+
+def checkout(repo: Repo, branch: str) -> None:
+    if current_branch(repo) != branch:
+        _run(repo, "checkout", "-q", branch)
+
+
+def _in_scope(path: str, scopes: list[str]) -> bool:
+    for scope in scopes:
+        scope = scope.strip("/")
+        if path == scope or path.startswith(scope + "/") or fnmatch.fnmatchcase(path, scope):
+            return True
+    return False
+
+
+def checkpoint(repo: Repo, message: str, scope: list[str] | None = None) -> str | None:
+    """Commit what changed, only inside `scope` (allowed paths) when given; None if nothing changed."""
+    changed = dirty_files(repo)
+    if scope:
+        changed = [path for path in changed if _in_scope(path, scope)]
+    if not changed:
+        return None
+    _run(repo, "add", "-A", "--", *changed)
+    if not _run(repo, "diff", "--cached", "--name-only").strip():
+        return None
+    _run(repo, "commit", "-q", "--no-verify", "-m", message, "--", *changed)
+    sha = head_commit(repo)
+    log.debug("checkpoint", commit=sha[:12], files=len(changed))
+    return sha
+
+
+def diff_stats(repo: Repo, base_commit: str, ref: str = "HEAD") -> DiffStats:
+    out = _run(
+        repo, "diff", "--numstat", "-z", f"{base_commit}...{ref}" if ref != "WORKTREE" else base_commit
+    )
+    per_file: list[tuple[str, int, int]] = []
+    for entry in out.split("\0"):
+        parts = entry.split("\t")
+        if len(parts) == 3 and parts[2]:
+            added = int(parts[0]) if parts[0].isdigit() else 0
+            removed = int(parts[1]) if parts[1].isdigit() else 0
+            per_file.append((parts[2], added, removed))
+    return DiffStats(
+        files=tuple(p for p, _, _ in per_file),
+        added=sum(a for _, a, _ in per_file),
+        removed=sum(r for _, _, r in per_file),
+        per_file=tuple(per_file),
+    )
+
+
+def diff_text(repo: Repo, base_commit: str, ref: str = "HEAD") -> str:
+    return _run(repo, "diff", "--no-color", f"{base_commit}...{ref}")
+
+
+def content_hash(repo_dir: Path, files: list[str]) -> str:
+    """A hash of the named files' current contents (missing files count as empty)."""
+    digest = hashlib.sha256()
+    for name in sorted(files):
+        digest.update(name.encode() + b"\0")
+        path = repo_dir / name
+        digest.update(path.read_bytes() if path.is_file() else b"")
+        digest.update(b"\0")
+    return digest.hexdigest()
+
+
+def stash(repo: Repo, message: str) -> bool:
+    """Move uncommitted changes (untracked included) to a named stash; True if anything was stashed."""
+    if not dirty_files(repo):
+        return False
+    _run(repo, "stash", "push", "--include-untracked", "-m", message)
+    return True
+
+
+def merge_no_ff(repo: Repo, task_branch: str, base_branch: str, message: str) -> str:
+    """Merge `task_branch` into `base_branch` with a merge commit; on conflict abort and raise."""
+    import git
+
+    checkout(repo, base_branch)
+    try:
+        repo.git.execute(["git", "merge", "--no-ff", "--no-edit", "-m", message, task_branch])
+    except git.GitCommandError:
+        conflicted = _run(repo, "diff", "--name-only", "--diff-filter=U").split()
+        try:
+            _run(repo, "merge", "--abort")
+        finally:
+            checkout(repo, task_branch)
+        raise MergeConflict(task_branch, base_branch, conflicted) from None
+    return head_commit(repo)

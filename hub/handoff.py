@@ -1,0 +1,297 @@
+"""The `_handoff/` folder: its paths, the OS lock, the transition log, report files and the archive."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from hub import contract as contract_mod
+from hub.contract import Contract, iso, write_atomic
+from hub.errors import LockBusy
+from hub.log import get_logger
+from hub.machine import HALT_EVENT, RESUME_EVENT, transition
+
+log = get_logger(__name__)
+
+ROTATE_BYTES = 5 * 1024 * 1024
+
+# Files that belong to the active task and move to archive/<task_id>/ when it ends.
+TASK_FILES = (
+    "TASK_CONTRACT.json",
+    "REVIEW_REQUEST.md",
+    "REVIEW_IN_PROGRESS.md",
+    "JUDGE_REPORT.json",
+    "JUDGE_REPORT.md",
+    "REBUTTAL.md",
+    "STALL_REPORT.md",
+)
+
+
+@dataclass(frozen=True)
+class Handoff:
+    """Paths inside one handoff folder."""
+
+    dir: Path
+    halt_name: str = "ERIK_HALT.md"
+
+    @property
+    def contract(self) -> Path:
+        return self.dir / "TASK_CONTRACT.json"
+
+    @property
+    def lock_file(self) -> Path:
+        return self.dir / ".hub.lock"
+
+    @property
+    def lock_owner(self) -> Path:
+        return self.dir / ".hub.lock.owner"
+
+    @property
+    def transitions(self) -> Path:
+        return self.dir / "transition.ndjson"
+
+    @property
+    def review_request(self) -> Path:
+        return self.dir / "REVIEW_REQUEST.md"
+
+    @property
+    def review_in_progress(self) -> Path:
+        return self.dir / "REVIEW_IN_PROGRESS.md"
+
+    @property
+    def judge_report_json(self) -> Path:
+        return self.dir / "JUDGE_REPORT.json"
+
+    @property
+    def judge_report_md(self) -> Path:
+        return self.dir / "JUDGE_REPORT.md"
+
+    @property
+    def rebuttal(self) -> Path:
+        return self.dir / "REBUTTAL.md"
+
+    @property
+    def stall_report(self) -> Path:
+        return self.dir / "STALL_REPORT.md"
+
+    @property
+    def halt_report(self) -> Path:
+        return self.dir / self.halt_name
+
+    @property
+    def backlog(self) -> Path:
+        return self.dir / "backlog.json"
+
+    @property
+    def notes(self) -> Path:
+        return self.dir / "notes.json"
+
+    @property
+    def archive(self) -> Path:
+        return self.dir / "archive"
+
+    @property
+    def logs(self) -> Path:
+        return self.dir / "logs"
+
+    def runs(self, task_id: str) -> Path:
+        return self.dir / "runs" / task_id
+
+    def has_task(self) -> bool:
+        return self.contract.exists()
+
+    def ensure(self) -> None:
+        self.dir.mkdir(parents=True, exist_ok=True)
+
+
+# --- the OS lock --------------------------------------------------------------------------------------
+
+
+def holder_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+@contextmanager
+def phase_lock(handoff: Handoff, phase: str, now: datetime) -> Iterator[None]:
+    """Hold `.hub.lock` for the whole phase, or raise LockBusy (exit 75) at once.
+
+    The kernel drops the lock when the process dies, so a lock that can be taken proves that any
+    phase which held it before is gone.
+    """
+    from filelock import FileLock, Timeout
+
+    handoff.ensure()
+    lock = FileLock(str(handoff.lock_file), timeout=0, is_singleton=False)
+    try:
+        lock.acquire()
+    except Timeout:
+        raise LockBusy(f"another phase is running ({_owner_text(handoff)}); try later") from None
+    try:
+        # The owner goes in a file of its own: filelock truncates the lock file on open.
+        write_atomic(
+            handoff.lock_owner,
+            json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "phase": phase, "since": iso(now)}),
+        )
+        yield
+    finally:
+        handoff.lock_owner.unlink(missing_ok=True)
+        # Do not remove the lock file itself: https://github.com/tox-dev/py-filelock/issues/31
+        lock.release()
+
+
+def _owner_text(handoff: Handoff) -> str:
+    try:
+        owner = json.loads(handoff.lock_owner.read_text(encoding="utf-8"))
+        return f"{owner.get('phase', 'a phase')}, pid {owner['pid']}, since {owner['since']}"
+    except (OSError, ValueError, KeyError):
+        return "pid unknown"
+
+
+def lock_owner(handoff: Handoff) -> dict[str, Any] | None:
+    """Who holds the OS lock right now, as its owner file says (None if free or unknown)."""
+    try:
+        owner = json.loads(handoff.lock_owner.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return owner if isinstance(owner, dict) else None
+
+
+# --- transitions ---------------------------------------------------------------------------------------
+
+
+def cumulative_cost(contract: Contract) -> float:
+    return round(sum(float(role.get("usd", 0.0)) for role in contract.get("cost", {}).values()), 6)
+
+
+def advance(
+    contract: Contract,
+    event: str,
+    now: datetime,
+    reason: str | None = None,
+    resume_to: str | None = None,
+) -> dict[str, Any]:
+    """Apply `event` to the contract in memory (pure) and return the transition record."""
+    old = contract["status"]
+    new = transition(old, event, resume_to)
+    contract["status"] = new
+    contract["status_reason"] = reason or event
+    entry = {
+        "timestamp": iso(now),
+        "event": event,
+        "from": old,
+        "to": new,
+        "reason": contract["status_reason"],
+        "attempt": contract["attempt"],
+    }
+    contract["history"].append(entry)
+    return {
+        "timestamp": entry["timestamp"],
+        "task_id": contract["task_id"],
+        "event": event,
+        "old_status": old,
+        "new_status": new,
+        "status_reason": contract["status_reason"],
+        "attempt": contract["attempt"],
+        "cumulative_cost_usd": cumulative_cost(contract),
+    }
+
+
+def record(
+    handoff: Handoff,
+    contract: Contract,
+    event: str,
+    now: datetime,
+    reason: str | None = None,
+    resume_to: str | None = None,
+) -> Contract:
+    """Apply an event, save the contract atomically, then append the line to transition.ndjson."""
+    line = advance(contract, event, now, reason, resume_to)
+    contract_mod.save(handoff.contract, contract, now)
+    append_transition(handoff, line)
+    log.debug(
+        "transition", task=contract["task_id"], event=event, old=line["old_status"], new=line["new_status"]
+    )
+    return contract
+
+
+def append_transition(handoff: Handoff, line: dict[str, Any]) -> None:
+    path = handoff.transitions
+    try:
+        if path.stat().st_size >= ROTATE_BYTES:
+            os.replace(path, path.with_name(path.name + ".1"))
+    except FileNotFoundError:
+        pass
+    with path.open("a", encoding="utf-8") as handle:
+        handle.write(json.dumps(line, ensure_ascii=False) + "\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+def read_transitions(handoff: Handoff, task_id: str | None = None) -> list[dict[str, Any]]:
+    """Every transition line (rotated file first); lines that are not JSON are skipped."""
+    lines: list[dict[str, Any]] = []
+    for path in (handoff.transitions.with_name(handoff.transitions.name + ".1"), handoff.transitions):
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            continue
+        for raw in text.splitlines():
+            try:
+                item = json.loads(raw)
+            except ValueError:
+                continue
+            if task_id is None or item.get("task_id") == task_id:
+                lines.append(item)
+    return lines
+
+
+# --- report files -------------------------------------------------------------------------------------
+
+
+def write_report(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(path, text)
+
+
+def archive_task(handoff: Handoff, task_id: str) -> Path:
+    """Move the task's files into archive/<task_id>/ (the folder is then free for the next task)."""
+    target = handoff.archive / task_id
+    target.mkdir(parents=True, exist_ok=True)
+    for name in (*TASK_FILES, handoff.halt_name):
+        source = handoff.dir / name
+        if source.exists():
+            shutil.move(str(source), str(target / name))
+    return target
+
+
+def set_aside(handoff: Handoff, path: Path, task_id: str, label: str) -> Path | None:
+    """Move a report a person has dealt with into runs/<task_id>/, numbered, instead of deleting it."""
+    if not path.exists():
+        return None
+    folder = handoff.runs(task_id)
+    folder.mkdir(parents=True, exist_ok=True)
+    n = len(list(folder.glob(f"*-{label}.md"))) + 1
+    target = folder / f"{n:03d}-{label}.md"
+    os.replace(path, target)
+    return target
+
+
+__all__ = [
+    "HALT_EVENT",
+    "RESUME_EVENT",
+    "Handoff",
+    "advance",
+    "append_transition",
+    "archive_task",
+    "phase_lock",
+    "read_transitions",
+    "record",
+]

@@ -1,0 +1,306 @@
+"""What every phase shares: the context it is given, and `running()`, its hold on the task.
+
+`running()` takes the OS lock, loads the contract, recovers a task whose last phase died, refuses a
+halted task or one in the wrong state, runs the pre-phase breakers, and logs one canonical line.
+"""
+
+from __future__ import annotations
+
+import shlex
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from hub import breakers, gitops, handoff
+from hub import contract as contract_mod
+from hub.breakers import Trip
+from hub.config import Config
+from hub.contract import Contract, iso, now_utc, parse_iso
+from hub.errors import LockBusy, TaskHalted, WrongState
+from hub.log import get_logger
+from hub.machine import (
+    ERIK_CONSULTATION,
+    HALT_EVENT,
+    IMPLEMENTATION_IN_PROGRESS,
+    IN_PROGRESS_STATES,
+    JUDGE_REVIEW_IN_PROGRESS,
+    PENDING_IMPLEMENTER,
+    PENDING_JUDGE_REVIEW,
+    RESUMABLE_STATES,
+)
+
+if TYPE_CHECKING:
+    from git import Repo
+
+    from hub.workers.base import Worker
+
+log = get_logger("hub.phase")
+
+EXIT_HALTED = 4
+
+
+@dataclass
+class Context:
+    """What a phase is given: configuration, a clock, and a way to get a worker for a role."""
+
+    config: Config
+    clock: Callable[[], datetime] = now_utc
+    worker_factory: Callable[[str], Worker] | None = None
+
+    @property
+    def handoff(self) -> handoff.Handoff:
+        return handoff.Handoff(self.config.handoff_dir, self.config.halt_file)
+
+    @property
+    def repo_root(self) -> Path:
+        return self.config.repo_root
+
+    def worker(self, role: str) -> Worker:
+        if self.worker_factory is not None:
+            return self.worker_factory(role)
+        from hub.workers.bridge import make_worker
+
+        return make_worker(self.config, role)
+
+
+@dataclass
+class Outcome:
+    """What a phase did, for the CLI, the MCP server and `hub next`."""
+
+    phase: str
+    task_id: str | None = None
+    from_state: str | None = None
+    to_state: str | None = None
+    message: str = ""
+    exit_code: int = 0
+    data: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "phase": self.phase,
+            "task_id": self.task_id,
+            "from": self.from_state,
+            "to": self.to_state,
+            "message": self.message,
+            "exit_code": self.exit_code,
+            **({"data": self.data} if self.data else {}),
+        }
+
+
+class Run:
+    """One phase's hold on the task: the contract, and the ways to move it."""
+
+    def __init__(self, ctx: Context, contract: Contract, phase: str) -> None:
+        self.ctx = ctx
+        self.contract = contract
+        self.phase = phase
+        self.start_state: str = contract["status"]
+        self.tokens = 0
+        self._repo: Repo | None = None
+
+    @property
+    def task_id(self) -> str:
+        return str(self.contract["task_id"])
+
+    @property
+    def now(self) -> datetime:
+        return self.ctx.clock()
+
+    @property
+    def repo(self) -> Repo:
+        if self._repo is None:
+            self._repo = gitops.open_repo(self.ctx.repo_root)
+        return self._repo
+
+    def record(self, event: str, reason: str | None = None, resume_to: str | None = None) -> str:
+        handoff.record(self.ctx.handoff, self.contract, event, self.now, reason, resume_to)
+        return str(self.contract["status"])
+
+    def save(self) -> None:
+        contract_mod.save(self.ctx.handoff.contract, self.contract, self.now)
+
+    def counters(self) -> dict[str, int]:
+        return self.contract.setdefault("breaker", {}).setdefault("counters", {})
+
+    def bump(self, name: str, by: int = 1) -> int:
+        counters = self.counters()
+        counters[name] = counters.get(name, 0) + by
+        return counters[name]
+
+    def take_lease(self, minutes: float) -> None:
+        now = self.now
+        self.contract["lock"] = {
+            "held_by": handoff.holder_id(),
+            "acquired_at": iso(now),
+            "expires_at": iso(now + timedelta(minutes=minutes)),
+        }
+
+    def drop_lease(self) -> None:
+        self.contract["lock"] = None
+
+    def checkpoint(self, event: str) -> str | None:
+        """Commit the work on the task branch, scoped to the allowed paths when the contract sets them."""
+        branch = self.contract["git"].get("task_branch")
+        if not branch:
+            return None
+        gitops.checkout(self.repo, branch)
+        message = f"[TASK: {self.task_id}] Transition: {self.contract['status']} (Event: {event})"
+        return gitops.checkpoint(self.repo, message, self.contract["constraints"]["allowed_paths"] or None)
+
+    def add_cost(
+        self, role: str, tokens_in: int = 0, tokens_out: int = 0, seconds: float = 0.0, usd: float = 0.0
+    ) -> None:
+        cost = self.contract.setdefault("cost", {}).setdefault(
+            role, {"tokens_in": 0, "tokens_out": 0, "seconds": 0.0, "usd": 0.0, "calls": 0}
+        )
+        cost["tokens_in"] = cost.get("tokens_in", 0) + int(tokens_in)
+        cost["tokens_out"] = cost.get("tokens_out", 0) + int(tokens_out)
+        cost["seconds"] = round(cost.get("seconds", 0.0) + seconds, 3)
+        cost["usd"] = round(cost.get("usd", 0.0) + usd, 6)
+        cost["calls"] = cost.get("calls", 0) + 1
+        self.tokens += int(tokens_in) + int(tokens_out)
+
+    def halt(self, trip: Trip, event: str = HALT_EVENT) -> Outcome:
+        """Move the task to erik_consultation, write ERIK_HALT.md, and say so (exit 4)."""
+        before = self.contract["status"]
+        self.drop_lease()
+        self.contract["breaker"] = {
+            **self.contract.get("breaker", {}),
+            "status": "tripped",
+            "trigger": trip.trigger,
+            "reason": trip.reason,
+        }
+        self.contract["handoff_data"]["halt"] = {
+            "trigger": trip.trigger,
+            "reason": trip.reason,
+            "from_state": before,
+        }
+        self.record(event, f"{trip.trigger}: {trip.reason}")
+        path = self.ctx.handoff.halt_report
+        handoff.write_report(path, render_halt(self.ctx, self.contract, trip, before))
+        return Outcome(
+            self.phase,
+            self.task_id,
+            self.start_state,
+            ERIK_CONSULTATION,
+            f"halted ({trip.trigger}): {trip.reason}; see {path}",
+            exit_code=EXIT_HALTED,
+            data={"trigger": trip.trigger, "halt_file": str(path)},
+        )
+
+
+def suggested_resume_state(state_before: str) -> str:
+    if state_before in (IMPLEMENTATION_IN_PROGRESS, "timeout_implementer"):
+        return PENDING_IMPLEMENTER
+    if state_before in (JUDGE_REVIEW_IN_PROGRESS, "timeout_judge", "pending_rebuttal"):
+        return PENDING_JUDGE_REVIEW
+    return state_before if state_before in RESUMABLE_STATES else PENDING_IMPLEMENTER
+
+
+def resume_command(ctx: Context, state: str) -> str:
+    parts = ["hub"]
+    default_handoff = ctx.repo_root / "_handoff"
+    if ctx.config.handoff_dir.resolve() != default_handoff.resolve():
+        parts += ["--handoff", str(ctx.config.handoff_dir)]
+    parts += ["resume", "--to", state, "--note", "what you changed"]
+    return f"cd {shlex.quote(str(ctx.repo_root))} && " + " ".join(shlex.quote(p) for p in parts)
+
+
+def render_halt(ctx: Context, contract: Contract, trip: Trip, before: str) -> str:
+    state = suggested_resume_state(before)
+    evidence = "\n".join(f"- {key}: {value}" for key, value in trip.evidence.items()) or "- (none recorded)"
+    others = ", ".join(sorted(RESUMABLE_STATES - {state}))
+    return f"""# Task halted: a person is needed
+
+- Task: `{contract["task_id"]}` ({contract.get("title", "")})
+- Trigger: `{trip.trigger}`
+- Reason: {trip.reason}
+- State before the halt: `{before}`
+- Attempt: {contract["attempt"]}
+- Halted at: {contract["timestamps"]["updated_at"]}
+- Task branch: `{contract["git"].get("task_branch")}` (base `{contract["git"].get("base_branch")}`)
+
+## Evidence
+
+{evidence}
+
+## To resume
+
+Deal with the cause, then run:
+
+    {resume_command(ctx, state)}
+
+`--to` may also name: {others}.
+See `hub status` and `hub log` for the history, and `_handoff/runs/{contract["task_id"]}/` for every model call.
+"""
+
+
+@contextmanager
+def running(ctx: Context, phase: str, accepts: frozenset[str] | set[str]) -> Iterator[Run]:
+    """Hold the task for one phase. See the module docstring."""
+    hand = ctx.handoff
+    started = time.perf_counter()
+    with handoff.phase_lock(hand, phase, ctx.clock()):
+        contract = contract_mod.load(hand.contract)
+        run = Run(ctx, contract, phase)
+        if contract["status"] in IN_PROGRESS_STATES:
+            recover(run)
+        status = contract["status"]
+        if status == ERIK_CONSULTATION and ERIK_CONSULTATION not in accepts:
+            raise TaskHalted(
+                f"task {run.task_id} is halted ({contract.get('status_reason')}); read {hand.halt_report} "
+                "and run `hub resume --to STATE`"
+            )
+        if status not in accepts:
+            raise WrongState(
+                f"{phase} needs the task in {' or '.join(sorted(accepts))}; task {run.task_id} is in {status}"
+                " (see `hub status`)"
+            )
+        run.start_state = status
+        yield run
+        log.info(
+            "phase",
+            task=run.task_id,
+            phase=phase,
+            **{"from": run.start_state},
+            to=contract["status"],
+            attempt=contract["attempt"],
+            seconds=round(time.perf_counter() - started, 3),
+            tokens=run.tokens,
+        )
+
+
+def recover(run: Run) -> None:
+    """The phase that left the task in an *_in_progress state is dead: record it, keep its work, go on."""
+    contract = run.contract
+    lease = contract.get("lock") or {}
+    holder = str(lease.get("held_by") or "")
+    same_host = holder.split(":", 1)[0] == handoff.holder_id().split(":", 1)[0]
+    expires = lease.get("expires_at")
+    if holder and not same_host and expires and parse_iso(expires) > run.now:
+        raise LockBusy(f"task {run.task_id} is held by {holder} on another host until {expires}")
+    stash_name = None
+    if contract["status"] == IMPLEMENTATION_IN_PROGRESS and contract["git"].get("task_branch"):
+        stash_name = f"hub:{run.task_id}:attempt-{contract['attempt']}:interrupted"
+        if not gitops.stash(run.repo, stash_name):
+            stash_name = None
+    run.bump("interruptions")
+    run.drop_lease()
+    reason = f"the phase holding {contract['status']} died ({holder or 'unknown holder'})"
+    if stash_name:
+        reason += f"; its uncommitted changes are in git stash '{stash_name}'"
+    run.record("interrupted", reason)
+    log.warning("recovered", task=run.task_id, reason=reason)
+
+
+def pre_phase_trip(run: Run) -> Trip | None:
+    return breakers.before_phase(run.contract, run.now)
+
+
+def require_setup(run: Run) -> None:
+    if not run.contract["git"].get("task_branch"):
+        raise WrongState(f"task {run.task_id} has no task branch yet: run `hub setup-task` first")

@@ -1,0 +1,225 @@
+"""The judge hand-off: REVIEW_REQUEST.md out, JUDGE_REPORT in, verdicts applied; timeouts and rebuttals."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from hub import breakers, gitops, handoff
+from hub import contract as contract_mod
+from hub.breakers import Trip
+from hub.contract import iso, parse_iso
+from hub.errors import ContractInvalid, WrongState
+from hub.machine import (
+    JUDGE_REVIEW_IN_PROGRESS,
+    PENDING_IMPLEMENTER,
+    PENDING_JUDGE_REVIEW,
+    PENDING_REBUTTAL,
+    REVIEW_COMPLETE,
+)
+from hub.phases.context import Context, Outcome, Run, running
+
+
+def enter_judge_review(run: Run, event: str, reason: str | None = None) -> None:
+    """Record the move to pending_judge_review and write REVIEW_REQUEST.md for the judge."""
+    run.contract["handoff_data"]["review_requested_at"] = iso(run.now)
+    run.record(event, reason)
+    write_review_request(run)
+
+
+def write_review_request(run: Run) -> Path:
+    from hub.prompts import render_review_request
+
+    contract = run.contract
+    base = contract["git"].get("base_commit")
+    diff = (
+        gitops.diff_text(run.repo, base, contract["git"]["task_branch"]) if base else "(no git base recorded)"
+    )
+    rebuttal_path = run.ctx.handoff.rebuttal
+    rebuttal = rebuttal_path.read_text(encoding="utf-8") if rebuttal_path.exists() else ""
+    text = render_review_request(run.ctx.repo_root, contract, diff, rebuttal)
+    path = run.ctx.handoff.review_request
+    handoff.write_report(path, text)
+    return path
+
+
+def read_judge_report(run: Run) -> dict[str, Any]:
+    """JUDGE_REPORT.json, or failing that JUDGE_REPORT.md with a `Verdict: X` line; validated."""
+    hand = run.ctx.handoff
+    if hand.judge_report_json.exists():
+        raw = hand.judge_report_json.read_text(encoding="utf-8")
+        try:
+            data = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise ContractInvalid(
+                str(hand.judge_report_json), "$", f"not valid JSON: {exc.msg} at line {exc.lineno}"
+            ) from None
+        return contract_mod.validate_judge_report(data, str(hand.judge_report_json))
+    if hand.judge_report_md.exists():
+        return contract_mod.judge_report_from_markdown(
+            hand.judge_report_md.read_text(encoding="utf-8"), str(hand.judge_report_md)
+        )
+    raise ContractInvalid(
+        str(hand.judge_report_json), "$", f"no JUDGE_REPORT.json or JUDGE_REPORT.md in {hand.dir}"
+    )
+
+
+def claim_review(run: Run) -> None:
+    """pending_judge_review -> judge_review_in_progress; REVIEW_REQUEST.md becomes REVIEW_IN_PROGRESS.md."""
+    hand = run.ctx.handoff
+    if hand.review_request.exists():
+        hand.review_request.replace(hand.review_in_progress)
+    run.take_lease(run.contract["limits"]["timeout_minutes"]["judge"])
+    run.record("review_started")
+
+
+def report_judge(ctx: Context) -> Outcome:
+    """Apply the judge's verdict (works straight from pending_judge_review)."""
+    with running(ctx, "report-judge", {PENDING_JUDGE_REVIEW, JUDGE_REVIEW_IN_PROGRESS}) as run:
+        report = read_judge_report(run)
+        if run.contract["status"] == PENDING_JUDGE_REVIEW:
+            claim_review(run)
+        return apply_verdict(run, report)
+
+
+def apply_verdict(run: Run, report: dict[str, Any]) -> Outcome:
+    """judge_review_in_progress -> review_complete, then on to the verdict's next state."""
+    contract = run.contract
+    data = contract["handoff_data"]
+    verdict = report["verdict"]
+    data["judge_verdict"] = verdict
+    data["judge_blocking_issues"] = report.get("blocking_issues", [])
+    data["judge_suggestions"] = report.get("suggestions", [])
+    data["judge_summary"] = report.get("summary", "")
+    for attempt in reversed(data.get("attempts", [])):
+        if attempt.get("attempt") == contract["attempt"]:
+            attempt["verdict"] = verdict
+            break
+    usage = report.get("usage") or {}
+    run.add_cost(
+        "judge",
+        usage.get("prompt_tokens", 0),
+        usage.get("completion_tokens", 0),
+        0.0,
+        usage.get("cost_usd", 0.0),
+    )
+    run.drop_lease()
+    run.counters().pop("interruptions", None)
+    if verdict != "PASS":
+        run.bump("review_cycles")
+    run.record("judge_complete", f"verdict {verdict}")
+    _set_aside_reports(run)
+
+    if verdict == "PASS":
+        return Outcome(
+            "report-judge",
+            run.task_id,
+            run.start_state,
+            REVIEW_COMPLETE,
+            "verdict PASS: run `hub finalize-task`",
+            data={"verdict": verdict},
+        )
+    if verdict == "CRITICAL_HALT":
+        issues = "; ".join(i.get("description", "") for i in data["judge_blocking_issues"][:3])
+        return run.halt(
+            Trip(
+                "critical_halt",
+                f"the judge halted the task: {issues or report.get('summary', '')}",
+                {"blocking_issues": len(data["judge_blocking_issues"])},
+            )
+        )
+    trip = breakers.review_cycles_exceeded(contract) or breakers.budget_exceeded(contract)
+    if trip:
+        return run.halt(trip)
+    contract["attempt"] += 1
+    run.record(
+        "conditional" if verdict == "CONDITIONAL" else "fail_agree",
+        f"verdict {verdict}: {len(data['judge_blocking_issues'])} blocking issues for the next attempt",
+    )
+    return Outcome(
+        "report-judge",
+        run.task_id,
+        run.start_state,
+        PENDING_IMPLEMENTER,
+        f"verdict {verdict}: back to the implementer with {len(data['judge_blocking_issues'])} blocking issues",
+        data={"verdict": verdict},
+    )
+
+
+def _set_aside_reports(run: Run) -> None:
+    hand = run.ctx.handoff
+    for path, label in (
+        (hand.judge_report_json, "judge-report-json"),
+        (hand.judge_report_md, "judge-report"),
+        (hand.review_in_progress, "review-request"),
+    ):
+        handoff.set_aside(hand, path, run.task_id, label)
+
+
+def review_deadline(contract: dict[str, Any]) -> str | None:
+    started = contract["handoff_data"].get("review_requested_at")
+    if not started:
+        return None
+    minutes = contract["limits"]["timeout_minutes"]["judge"]
+    return iso(parse_iso(started) + timedelta(minutes=minutes))
+
+
+def timeout_judge(ctx: Context) -> Outcome:
+    """Halt a judge review that has run past limits.timeout_minutes.judge."""
+    with running(ctx, "timeout-judge", {PENDING_JUDGE_REVIEW, JUDGE_REVIEW_IN_PROGRESS}) as run:
+        deadline = review_deadline(run.contract)
+        if deadline is None or run.now <= parse_iso(deadline):
+            raise WrongState(
+                f"the review of {run.task_id} is not past its deadline ({deadline or 'none set'})"
+            )
+        if run.contract["status"] == PENDING_JUDGE_REVIEW:
+            claim_review(run)
+        minutes = run.contract["limits"]["timeout_minutes"]["judge"]
+        run.drop_lease()
+        run.record("timeout", f"no verdict within {minutes} minutes")
+        return run.halt(
+            Trip(
+                "judge_timeout",
+                f"no verdict within {minutes} minutes (deadline {deadline})",
+                {"deadline": deadline},
+            ),
+            event="escalate",
+        )
+
+
+def rebut(ctx: Context, text: str) -> Outcome:
+    """Record a rebuttal of a FAIL verdict and send the task back to the judge, within max_rebuttals."""
+    accepts = {REVIEW_COMPLETE, PENDING_IMPLEMENTER, PENDING_REBUTTAL}
+    with running(ctx, "rebut", accepts) as run:
+        contract = run.contract
+        data = contract["handoff_data"]
+        if run.start_state != PENDING_REBUTTAL:
+            last = contract["history"][-1] if contract["history"] else {}
+            if data.get("judge_verdict") != "FAIL" or (
+                run.start_state == PENDING_IMPLEMENTER and last.get("event") != "fail_agree"
+            ):
+                raise WrongState(
+                    "a rebuttal answers a FAIL verdict before the rework starts; there is none to answer"
+                )
+            if not text.strip():
+                raise WrongState("the rebuttal is empty")
+            handoff.write_report(ctx.handoff.rebuttal, text)
+            if run.start_state == PENDING_IMPLEMENTER:
+                contract["attempt"] = max(1, contract["attempt"] - 1)
+            run.record("fail_disagree", "the implementer disagrees with the FAIL verdict")
+        trip = breakers.rebuttals_exceeded(contract)
+        if trip:
+            return run.halt(trip, event="rebuttal_limit_exceeded")
+        run.bump("rebuttals")
+        enter_judge_review(
+            run, "rebuttal_accepted", f"rebuttal {run.counters()['rebuttals']} sent to the judge"
+        )
+        return Outcome(
+            "rebut",
+            run.task_id,
+            run.start_state,
+            PENDING_JUDGE_REVIEW,
+            f"rebuttal recorded; {ctx.handoff.review_request.name} rewritten for the judge",
+        )

@@ -1,0 +1,41 @@
+"""`hub next`: run whatever phase is due, for cron and the watcher. Nothing due is exit 0."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+
+from hub.errors import TaskHalted
+from hub.machine import ERIK_CONSULTATION
+from hub.phases.context import Context, Outcome
+from hub.phases.setup import active_contract
+from hub.phases.status import due
+
+# phase name -> "module:function"; imported only when the phase runs.
+PHASES: dict[str, str] = {
+    "setup-task": "hub.phases.setup:setup_task",
+    "run-implementer": "hub.phases.implement:run_implementer",
+    "run-local-review": "hub.phases.review:run_local_review",
+    "run-judge": "hub.phases.judge_runner:run_judge",
+    "timeout-judge": "hub.phases.judge:timeout_judge",
+    "finalize-task": "hub.phases.finalize:finalize_task",
+    "promote-backlog": "hub.backlog:promote_next",
+}
+
+
+def phase_function(name: str) -> Callable[[Context], Outcome]:
+    module, _, func = PHASES[name].partition(":")
+    return getattr(importlib.import_module(module), func)
+
+
+def run_next(ctx: Context) -> Outcome:
+    contract = active_contract(ctx)
+    if contract is not None and contract["status"] == ERIK_CONSULTATION:
+        raise TaskHalted(f"task {contract['task_id']} is halted; read {ctx.handoff.halt_report}")
+    judge_configured = bool(ctx.config.judge.command or ctx.config.judge.backend)
+    phase, why = due(contract, ctx.clock(), judge_configured)
+    if phase is None:
+        return Outcome("next", contract["task_id"] if contract else None, message=f"nothing to do: {why}")
+    outcome = phase_function(phase)(ctx)
+    outcome.data.setdefault("ran", phase)
+    return outcome

@@ -1,0 +1,119 @@
+"""`hub init`, `hub new` and `hub setup-task`: a handoff folder, a contract, a task branch."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hub import contract as contract_mod
+from hub import gitops
+from hub.config import CONFIG_FILE, default_yaml
+from hub.contract import Contract
+from hub.errors import WrongState
+from hub.handoff import write_report
+from hub.machine import MERGED, PENDING_IMPLEMENTER
+from hub.phases.context import Context, Outcome, running
+
+HANDOFF_README = """# _handoff
+
+The active task's state, written by `hub`. Not committed: `hub init` lists this folder in .git/info/exclude.
+See `hub status`. TASK_CONTRACT.json is the task; ERIK_HALT.md or STALL_REPORT.md, when present, need you.
+"""
+
+
+def init(ctx: Context) -> Outcome:
+    """Create _handoff/, a default hub.yaml, and keep _handoff/ out of git."""
+    repo = gitops.open_repo(ctx.repo_root)
+    hand = ctx.handoff
+    hand.ensure()
+    created: list[str] = []
+    readme = hand.dir / "README.md"
+    if not readme.exists():
+        write_report(readme, HANDOFF_README)
+    config_path = ctx.repo_root / CONFIG_FILE
+    if not config_path.exists():
+        config_path.write_text(default_yaml(ctx.config.project), encoding="utf-8")
+        created.append(CONFIG_FILE)
+    try:
+        rel = hand.dir.resolve().relative_to(Path(repo.working_tree_dir or ctx.repo_root).resolve())
+    except ValueError:
+        rel = None
+    if rel is not None and gitops.exclude_path(repo, str(rel)):
+        created.append(f".git/info/exclude: /{rel}/")
+    hint = f"; commit {CONFIG_FILE} before `hub setup-task`" if CONFIG_FILE in created else ""
+    return Outcome(
+        "init", message=f"initialised {hand.dir}" + (f" ({', '.join(created)})" if created else "") + hint
+    )
+
+
+def active_contract(ctx: Context) -> Contract | None:
+    if not ctx.handoff.contract.exists():
+        return None
+    return contract_mod.load(ctx.handoff.contract)
+
+
+def create(ctx: Context, fields: dict[str, object]) -> Outcome:
+    """Write a fresh contract; refuse while an unfinished one is active."""
+    hand = ctx.handoff
+    hand.ensure()
+    from hub.handoff import phase_lock
+
+    with phase_lock(hand, "new", ctx.clock()):
+        if hand.contract.exists():
+            try:
+                current = contract_mod.load(hand.contract)
+            except Exception as exc:
+                raise WrongState(
+                    f"{hand.contract} exists and is not a valid contract ({exc}); move it aside first"
+                ) from None
+            if current["status"] != MERGED:
+                raise WrongState(
+                    f"task {current['task_id']} is still active ({current['status']}); "
+                    "finish it or move TASK_CONTRACT.json to archive/ first"
+                )
+        roles = {name: ctx.config.role(name).model for name in ("implementer", "local_reviewer", "judge")}
+        contract = contract_mod.new_contract(
+            project=ctx.config.project,
+            now=ctx.clock(),
+            roles=roles,
+            global_timeout_hours=ctx.config.global_timeout_hours,
+            **fields,  # type: ignore[arg-type]
+        )
+        contract["limits"]["max_changed_files"] = ctx.config.max_changed_files
+        contract_mod.save(hand.contract, contract, ctx.clock())
+    return Outcome(
+        "new",
+        contract["task_id"],
+        None,
+        contract["status"],
+        f"created {hand.contract}",
+        data={"task_id": contract["task_id"]},
+    )
+
+
+def setup_task(ctx: Context, base_branch: str | None = None) -> Outcome:
+    """Create task/<task_id> from the base branch on a clean work tree and record it."""
+    with running(ctx, "setup-task", {PENDING_IMPLEMENTER}) as run:
+        git = run.contract["git"]
+        if git.get("task_branch"):
+            raise WrongState(f"task {run.task_id} is set up already on {git['task_branch']}")
+        repo = run.repo
+        gitops.ensure_clean(repo)
+        base = base_branch or gitops.current_branch(repo)
+        if base == "HEAD":
+            raise WrongState("HEAD is detached: check out the base branch or pass --base")
+        task_branch = f"task/{run.task_id}"
+        base_commit = gitops.create_task_branch(repo, base, task_branch)
+        git.update(
+            repo_root=str(repo.working_tree_dir),
+            base_branch=base,
+            task_branch=task_branch,
+            base_commit=base_commit,
+        )
+        run.save()
+        return Outcome(
+            "setup-task",
+            run.task_id,
+            run.start_state,
+            run.contract["status"],
+            f"on {task_branch} from {base} at {base_commit[:12]}",
+        )

@@ -1,0 +1,103 @@
+"""Read-only views (`hub status`, `hub log`) and what is due next (`hub next`).
+
+No lock, no git, no network: these must start fast and never change anything.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from hub import contract as contract_mod
+from hub import handoff
+from hub.contract import Contract, parse_iso
+from hub.machine import (
+    ERIK_CONSULTATION,
+    IMPLEMENTATION_IN_PROGRESS,
+    JUDGE_REVIEW_IN_PROGRESS,
+    MERGED,
+    PENDING_IMPLEMENTER,
+    PENDING_JUDGE_REVIEW,
+    PENDING_LOCAL_REVIEW,
+    PENDING_REBUTTAL,
+    REVIEW_COMPLETE,
+    TIMEOUT_IMPLEMENTER,
+    TIMEOUT_JUDGE,
+)
+from hub.phases.context import Context
+
+
+def due(contract: Contract | None, now: datetime, judge_configured: bool) -> tuple[str | None, str]:
+    """The phase `hub next` runs for this contract, and why (None: nothing is due). Pure."""
+    if contract is None:
+        return "promote-backlog", "no active task: promote the next ready backlog proposal"
+    status = contract["status"]
+    if status == PENDING_IMPLEMENTER or status in (IMPLEMENTATION_IN_PROGRESS, TIMEOUT_IMPLEMENTER):
+        if not contract["git"].get("task_branch"):
+            return "setup-task", "the task has no branch yet"
+        return "run-implementer", "the implementer is due"
+    if status == PENDING_LOCAL_REVIEW:
+        return "run-local-review", "the local review is due"
+    if status in (PENDING_JUDGE_REVIEW, JUDGE_REVIEW_IN_PROGRESS):
+        from hub.phases.judge import review_deadline
+
+        deadline = review_deadline(contract)
+        if deadline and now > parse_iso(deadline):
+            return "timeout-judge", f"the review passed its deadline {deadline}"
+        if judge_configured:
+            return "run-judge", "a judge is configured"
+        return None, "waiting for the judge: write _handoff/JUDGE_REPORT.json, then `hub report-judge`"
+    if status == TIMEOUT_JUDGE:
+        return "timeout-judge", "the judge timed out"
+    if status == REVIEW_COMPLETE:
+        if contract["handoff_data"].get("judge_verdict") == "PASS":
+            return "finalize-task", "the judge passed the task"
+        return None, "review complete without PASS: run `hub rebut FILE` or resume by hand"
+    if status == PENDING_REBUTTAL:
+        return None, "waiting on a rebuttal: `hub rebut FILE`"
+    if status == ERIK_CONSULTATION:
+        return None, "halted: a person must read the halt file and run `hub resume --to STATE`"
+    if status == MERGED:
+        return None, "merged"
+    return None, f"nothing runs from {status}"
+
+
+def status(ctx: Context) -> dict[str, Any]:
+    """Everything `hub status` shows, as one JSON-able document."""
+    hand = ctx.handoff
+    if not hand.contract.exists():
+        return {"active": False, "handoff": str(hand.dir), "next": due(None, ctx.clock(), False)[1]}
+    contract = contract_mod.load(hand.contract)
+    phase, why = due(contract, ctx.clock(), bool(ctx.config.judge.command or ctx.config.judge.backend))
+    owner = handoff.lock_owner(hand)
+    return {
+        "active": True,
+        "task_id": contract["task_id"],
+        "title": contract.get("title", ""),
+        "status": contract["status"],
+        "status_reason": contract.get("status_reason"),
+        "attempt": contract["attempt"],
+        "lease": contract.get("lock"),
+        "running": owner,
+        "breaker": contract.get("breaker"),
+        "cost": contract.get("cost", {}),
+        "verdict": contract["handoff_data"].get("judge_verdict"),
+        "branch": contract["git"].get("task_branch"),
+        "last_transitions": contract["history"][-3:],
+        "next": {"phase": phase, "why": why},
+        "halt_file": str(hand.halt_report) if hand.halt_report.exists() else None,
+        "stall_report": str(hand.stall_report) if hand.stall_report.exists() else None,
+    }
+
+
+def log_entries(ctx: Context, task_id: str | None = None) -> list[dict[str, Any]]:
+    """Transitions (and, for one task, its provenance records) in order."""
+    entries: list[dict[str, Any]] = [
+        {"kind": "transition", **line} for line in handoff.read_transitions(ctx.handoff, task_id)
+    ]
+    if task_id:
+        from hub.provenance import read_records
+
+        entries += [{"kind": "run", **record} for record in read_records(ctx.handoff, task_id)]
+        entries.sort(key=lambda e: str(e.get("timestamp", "")))
+    return entries

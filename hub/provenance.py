@@ -1,0 +1,58 @@
+"""One JSON record per model call, applied diff and command run: `_handoff/runs/<task_id>/NNN-<kind>.json`.
+
+Values under keys that look like credentials are redacted before anything is written.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from hub.contract import iso, write_atomic
+from hub.handoff import Handoff
+
+SECRET_KEY = re.compile(r"(token|secret|key|password|passwd|authorization|credential)", re.IGNORECASE)
+# Token-count fields are numbers, not credentials.
+NOT_SECRET = re.compile(
+    r"^(prompt_tokens|completion_tokens|tokens_in|tokens_out|eval_count|max_tokens|num_tokens)$"
+)
+SECRET_VALUE = re.compile(
+    r"(sk-[A-Za-z0-9_-]{16,}|ghp_[A-Za-z0-9]{20,}|xox[abp]-[A-Za-z0-9-]{10,}|AKIA[0-9A-Z]{16}|Bearer\s+[A-Za-z0-9._-]{12,})"
+)
+REDACTED = "[REDACTED]"
+
+
+def redact(value: Any, key: str = "") -> Any:
+    """A copy of `value` with credential-looking keys' values and token-looking strings replaced."""
+    if key and SECRET_KEY.search(key) and not NOT_SECRET.match(key) and not isinstance(value, (dict, list)):
+        return REDACTED if value not in (None, "") else value
+    if isinstance(value, dict):
+        return {k: redact(v, str(k)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [redact(v) for v in value]
+    if isinstance(value, str):
+        return SECRET_VALUE.sub(REDACTED, value)
+    return value
+
+
+def write_record(handoff: Handoff, task_id: str, kind: str, payload: dict[str, Any], now: datetime) -> Path:
+    folder = handoff.runs(task_id)
+    folder.mkdir(parents=True, exist_ok=True)
+    n = 1 + max((int(p.name[:3]) for p in folder.glob("[0-9][0-9][0-9]-*.json")), default=0)
+    path = folder / f"{n:03d}-{kind}.json"
+    record = redact({"timestamp": iso(now), "kind": kind, "task_id": task_id, **payload})
+    write_atomic(path, json.dumps(record, indent=2, ensure_ascii=False, default=str) + "\n")
+    return path
+
+
+def read_records(handoff: Handoff, task_id: str) -> list[dict[str, Any]]:
+    records = []
+    for path in sorted(handoff.runs(task_id).glob("[0-9][0-9][0-9]-*.json")):
+        try:
+            records.append({"file": path.name, **json.loads(path.read_text(encoding="utf-8"))})
+        except (OSError, ValueError):
+            continue
+    return records

@@ -1,0 +1,72 @@
+"""The one seam between the phases and any model: `Worker.generate(request) -> Generation`."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Protocol
+
+THINK_RE = re.compile(r"<think>(.*?)(?:</think>|\Z)", re.DOTALL | re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    """One model call. Timeouts are seconds; num_ctx is fixed per model by config."""
+
+    model: str
+    prompt: str
+    system: str | None = None
+    temperature: float = 0.2
+    num_ctx: int = 8192
+    num_predict: int | None = None
+    first_token_timeout: float = 180.0
+    stall_timeout: float = 60.0
+    total_timeout: float = 900.0
+
+
+@dataclass(frozen=True)
+class Generation:
+    """What a model said, with the think blocks taken out and kept apart."""
+
+    text: str
+    model: str
+    thinking: str = ""
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    seconds: float = 0.0
+    first_token_seconds: float = 0.0
+    done_reason: str = ""
+    truncated: bool = False
+    raw: str = ""
+
+
+@dataclass(frozen=True)
+class Health:
+    """What a worker can see: reachable or not, its models, and the ones we need but it lacks."""
+
+    ok: bool
+    models: tuple[str, ...] = ()
+    missing: tuple[str, ...] = ()
+    detail: str = ""
+    extra: dict[str, str] = field(default_factory=dict)
+
+
+class Worker(Protocol):
+    """Anything that turns a ChatRequest into a Generation."""
+
+    def generate(self, request: ChatRequest) -> Generation: ...
+
+    def check_health(self, models: list[str]) -> Health: ...
+
+    def close(self) -> None: ...
+
+
+def split_thinking(text: str) -> tuple[str, str]:
+    """Strip `<think>...</think>` blocks (an unclosed one runs to the end); return (text, thinking)."""
+    thoughts = [m.group(1).strip() for m in THINK_RE.finditer(text)]
+    return THINK_RE.sub("", text).strip(), "\n\n".join(t for t in thoughts if t)
+
+
+def estimate_tokens(text: str) -> int:
+    """A cheap, deliberately generous token estimate (~3.5 characters a token for code)."""
+    return int(len(text) / 3.5) + 1
