@@ -70,6 +70,7 @@ class Reply:
     eval_count: int | None = None
     done_reason: str = "stop"
     chunk_chars: int = 8  # characters per streamed chunk
+    chunk_delay: float = 0.0  # seconds between chunks: a slow but steady model
 
 
 @dataclass(frozen=True)
@@ -495,6 +496,8 @@ def _send_stream(h: _Handler, fmt: _Format, reply: Reply) -> None:
     pos = 0
     for field_name, piece in _split_at(pieces, (stall_at, drop_at)):
         checkpoint(pos)
+        if first_at is not None:
+            h._pause(reply.chunk_delay)
         h._chunk(fmt.line(fmt.chunk(field_name, piece)))
         first_at = first_at or time.monotonic()
         pos += len(piece)

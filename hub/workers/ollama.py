@@ -1,0 +1,150 @@
+"""Ollama's own HTTP API: `POST /api/chat` streamed as NDJSON, `GET /api/tags` for health and models.
+
+`num_ctx` goes out on every call, from the request (the caller takes it from config per model): a call
+without it gets the server's default window, and a value that changes between calls makes Ollama
+reload the model.
+"""
+
+from __future__ import annotations
+
+import json
+from types import TracebackType
+from typing import Any
+
+import httpx
+import structlog
+
+from hub.config import normalize_ollama_host
+from hub.errors import MalformedStream, WorkerError, WorkerUnavailable
+from hub.workers.base import ChatRequest, Generation, Health
+from hub.workers.streaming import StreamState, shown, stream_generation
+
+log = structlog.get_logger(__name__)
+
+HEALTH_TIMEOUT = 10.0
+
+
+class OllamaProvider:
+    """A Worker that talks to one Ollama server directly."""
+
+    def __init__(
+        self,
+        host: str,
+        *,
+        retries: int = 2,
+        backoff: float = 0.5,
+        keep_alive: str | int = "30m",
+        connect_timeout: float = 5.0,
+    ) -> None:
+        self.host = normalize_ollama_host(host)
+        self.retries = retries
+        self.backoff = backoff
+        self.keep_alive = keep_alive
+        self.connect_timeout = connect_timeout
+        self._client = httpx.Client(base_url=self.host, headers={"User-Agent": "agent-hub"})
+
+    def generate(self, request: ChatRequest) -> Generation:
+        """Stream one chat completion; raises the WorkerError leaves (see hub/errors.py)."""
+        messages = []
+        if request.system:
+            messages.append({"role": "system", "content": request.system})
+        messages.append({"role": "user", "content": request.prompt})
+        options: dict[str, Any] = {"num_ctx": request.num_ctx, "temperature": request.temperature}
+        if request.num_predict is not None:
+            options["num_predict"] = request.num_predict
+        payload = {
+            "model": request.model,
+            "messages": messages,
+            "stream": True,
+            "options": options,
+            "keep_alive": self.keep_alive,
+        }
+        return stream_generation(
+            self._client,
+            url="/api/chat",
+            payload=payload,
+            request=request,
+            parse_line=self._parse_line,
+            host=self.host,
+            retries=self.retries,
+            backoff=self.backoff,
+            connect_timeout=self.connect_timeout,
+            provider="ollama",
+        )
+
+    def _parse_line(self, line: str, state: StreamState) -> bool:
+        try:
+            chunk = json.loads(line)
+        except ValueError:
+            chunk = None
+        if not isinstance(chunk, dict):
+            raise MalformedStream(
+                f"{self.host}: /api/chat sent a line that is not a JSON object: {shown(line)}"
+            )
+        if "error" in chunk:
+            raise WorkerError(f"{self.host}: Ollama reported an error mid-stream: {chunk['error']}")
+        message = chunk.get("message")
+        if not isinstance(message, dict):
+            message = {}
+        content = message.get("content") or ""
+        thinking = message.get("thinking") or ""
+        if content:
+            state.content.append(str(content))
+        if thinking:
+            state.thinking.append(str(thinking))
+        if chunk.get("done"):
+            state.done = True
+            state.done_reason = str(chunk.get("done_reason") or "stop")
+            state.prompt_tokens = _int_or_none(chunk.get("prompt_eval_count"))
+            state.completion_tokens = _int_or_none(chunk.get("eval_count"))
+        return bool(content or thinking)
+
+    def list_models(self) -> list[str]:
+        """The models the server has, as it names them (`name:tag`)."""
+        try:
+            response = self._client.get("/api/tags", timeout=HEALTH_TIMEOUT)
+        except httpx.HTTPError as exc:
+            raise WorkerUnavailable(f"cannot reach Ollama at {self.host}: {exc}") from None
+        if response.status_code != 200:
+            status = response.status_code
+            raise WorkerUnavailable(f"Ollama at {self.host}: GET /api/tags answered HTTP {status}")
+        try:
+            models = response.json().get("models") or []
+            return [str(m.get("name") or m.get("model")) for m in models]
+        except (ValueError, AttributeError):
+            problem = f"{self.host}: /api/tags is not a model list: {shown(response.text)}"
+            raise MalformedStream(problem) from None
+
+    def check_health(self, models: list[str]) -> Health:
+        """Reachable, which models it has, and which of `models` it lacks."""
+        try:
+            available = self.list_models()
+        except WorkerError as exc:
+            return Health(ok=False, missing=tuple(models), detail=f"{exc}; is `ollama serve` running?")
+        missing = tuple(m for m in models if not any(same_model(m, a) for a in available))
+        detail = f"missing: {', '.join(missing)} (run `ollama pull <model>`)" if missing else "ok"
+        return Health(ok=not missing, models=tuple(available), missing=missing, detail=detail)
+
+    def close(self) -> None:
+        self._client.close()
+
+    def __enter__(self) -> OllamaProvider:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+
+def same_model(a: str, b: str) -> bool:
+    """Ollama's names: `qwen2.5-coder` is `qwen2.5-coder:latest`."""
+    return _tagged(a) == _tagged(b)
+
+
+def _tagged(name: str) -> str:
+    return name if ":" in name.rsplit("/", 1)[-1] else name + ":latest"
+
+
+def _int_or_none(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None

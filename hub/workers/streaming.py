@@ -1,0 +1,348 @@
+"""What the HTTP providers share: the three clocks, retries, HTTP error mapping and the final Generation.
+
+A provider supplies the URL, the JSON body and a line parser; `stream_generation` does the rest:
+
+    attempt ──▶ connect + send ──▶ headers ──▶ lines ... done
+       ▲              │               │            │
+       └── retry ◀────┘ refused, 5xx  │            └─ first_token / stall / total clocks (watchdog)
+           (never once a 200 has      └─ 404 ModelNotFound, other 4xx WorkerError
+            started streaming)
+
+httpx alone cannot enforce the clocks: its read timeout is fixed for the whole body and restarts on every
+byte. Waiting for the headers is bounded by the httpx read timeout (Ollama sends its headers with the
+first token); once the body streams, a watchdog thread shuts the socket down when the clock of the
+current phase runs out, which wakes the blocked read at once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+import structlog
+
+from hub.errors import (
+    ContextOverflow,
+    MalformedStream,
+    ModelNotFound,
+    WorkerError,
+    WorkerTimeout,
+    WorkerUnavailable,
+)
+from hub.workers.base import ChatRequest, Generation, estimate_tokens, split_thinking
+
+log = structlog.get_logger(__name__)
+
+# Below this many estimated prompt tokens a low prompt_eval_count says nothing useful.
+TRUNCATION_MIN_TOKENS = 256
+TRUNCATION_RATIO = 0.5
+SHOWN_LINE_CHARS = 200
+
+
+@dataclass
+class StreamState:
+    """What the lines of one response said so far; a provider's line parser fills it in."""
+
+    content: list[str] = field(default_factory=list)
+    thinking: list[str] = field(default_factory=list)
+    done: bool = False
+    done_reason: str = ""
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    finished: bool = False  # a terminal marker short of `done` (an OpenAI finish_reason before [DONE])
+
+    def text(self) -> str:
+        return "".join(self.content)
+
+
+LineParser = Callable[[str, StreamState], bool]
+"""Reads one non-blank line into the state; True when it carried a token (content or thinking)."""
+
+
+def check_fits(request: ChatRequest) -> int:
+    """The prompt's estimated size; ContextOverflow before anything is sent if it exceeds num_ctx."""
+    estimate = estimate_tokens((request.system or "") + request.prompt)
+    if estimate > request.num_ctx:
+        raise ContextOverflow(estimate, request.num_ctx)
+    return estimate
+
+
+def shown(line: str) -> str:
+    """A line trimmed for an error message."""
+    line = line.strip()
+    return line if len(line) <= SHOWN_LINE_CHARS else line[:SHOWN_LINE_CHARS] + "..."
+
+
+def error_text(body: bytes) -> str:
+    """The message in an error body: Ollama's {"error": "..."}, OpenAI's {"error": {"message": ...}},
+    vLLM's {"message": ...}, or the text itself."""
+    text = body.decode("utf-8", "replace").strip()
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return shown(text) or "(empty body)"
+    if isinstance(data, dict):
+        err = data.get("error")
+        if isinstance(err, dict) and err.get("message"):
+            return str(err["message"])
+        if isinstance(err, str) and err:
+            return err
+        for key in ("message", "detail"):
+            if data.get(key):
+                return str(data[key])
+    return shown(text)
+
+
+class Clocks:
+    """The three deadlines of one attempt. The total deadline is shared by all attempts of a call."""
+
+    def __init__(self, request: ChatRequest, total_deadline: float) -> None:
+        self.request = request
+        self.started = time.monotonic()
+        self.total_deadline = total_deadline
+        self.first_token_at: float | None = None
+        self.last_token_at = self.started
+        self.expired: tuple[str, float] | None = None
+
+    def token(self, now: float) -> None:
+        if self.first_token_at is None:
+            self.first_token_at = now
+        self.last_token_at = now
+
+    def phase(self) -> tuple[str, float, float]:
+        """(clock, deadline, limit in seconds) of the clock that runs out next."""
+        r = self.request
+        if self.first_token_at is None:
+            clock, limit, since = "first_token", r.first_token_timeout, self.started
+        else:
+            clock, limit, since = "stall", r.stall_timeout, self.last_token_at
+        deadline = since + limit
+        if self.total_deadline <= deadline:
+            return "total", self.total_deadline, r.total_timeout
+        return clock, deadline, limit
+
+    def remaining(self) -> float:
+        return self.phase()[1] - time.monotonic()
+
+    def overdue(self, now: float) -> tuple[str, float] | None:
+        clock, deadline, limit = self.phase()
+        return (clock, limit) if now >= deadline else None
+
+
+class Watchdog:
+    """Shuts the response's socket down when the current clock runs out, so a blocked read returns."""
+
+    def __init__(self, clocks: Clocks, sock: socket.socket) -> None:
+        self._clocks = clocks
+        self._sock = sock
+        self._cond = threading.Condition()
+        self._stopped = False
+        self._thread = threading.Thread(target=self._run, name="hub-stream-watchdog", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        with self._cond:
+            while not self._stopped:
+                # The deadline moves with every token; waking at an old deadline just recomputes it.
+                remaining = self._clocks.remaining()
+                if remaining <= 0:
+                    clock, _, limit = self._clocks.phase()
+                    self._clocks.expired = (clock, limit)
+                    with contextlib.suppress(OSError):
+                        self._sock.shutdown(socket.SHUT_RDWR)
+                    return
+                self._cond.wait(remaining)
+
+    def stop(self) -> None:
+        with self._cond:
+            self._stopped = True
+            self._cond.notify()
+        self._thread.join()
+
+
+def stream_generation(
+    client: httpx.Client,
+    *,
+    url: str,
+    payload: dict[str, Any],
+    request: ChatRequest,
+    parse_line: LineParser,
+    host: str,
+    retries: int,
+    backoff: float,
+    connect_timeout: float,
+    provider: str,
+) -> Generation:
+    """POST a streaming generation and assemble it, enforcing the clocks, retrying only before it starts."""
+    estimate = check_fits(request)
+    call_started = time.monotonic()
+    total_deadline = call_started + request.total_timeout
+    attempts = retries + 1
+    last_problem = ""
+    for attempt in range(1, attempts + 1):
+        clocks = Clocks(request, total_deadline)
+        clock, _, limit = clocks.phase()
+        header_wait = max(0.001, clocks.remaining())
+        connect = min(connect_timeout, header_wait)
+        timeout = httpx.Timeout(connect=connect, read=header_wait, write=30.0, pool=30.0)
+        log.debug("worker.request", provider=provider, url=url, model=request.model, attempt=attempt)
+        try:
+            with client.stream("POST", url, json=payload, timeout=timeout) as response:
+                if response.status_code == 200:
+                    state = _consume(response, clocks, parse_line, host, request.model)
+                    return _finish(request, state, clocks, call_started, estimate, provider)
+                body = response.read()
+            problem = f"HTTP {response.status_code}: {error_text(body)}"
+            if response.status_code == 404:
+                message = error_text(body)
+                if "model" in message.lower():
+                    raise ModelNotFound(request.model, f"{host}: {message}")
+                raise WorkerError(f"{url}: HTTP 404 {message} (is this the right server and path?)")
+            if response.status_code < 500:
+                raise WorkerError(f"{host}: {request.model}: {problem}")
+        except httpx.TimeoutException as exc:
+            if isinstance(exc, httpx.ConnectTimeout | httpx.PoolTimeout):
+                problem = f"connect timed out: {exc}"
+            else:
+                # The model is loading or thinking; a retry would only start that over. Never retry.
+                raise WorkerTimeout(clock, limit) from None
+        except httpx.ConnectError as exc:
+            problem = f"connection failed: {exc}"
+        except httpx.RemoteProtocolError as exc:
+            # Closed before any response (a stale keep-alive connection, a restarting server).
+            problem = f"server closed the connection before answering: {exc}"
+        last_problem = problem
+        log.debug("worker.retryable", provider=provider, host=host, attempt=attempt, problem=problem)
+        if attempt == attempts:
+            break
+        pause = backoff * 2 ** (attempt - 1)
+        if time.monotonic() + pause >= total_deadline:
+            break
+        time.sleep(pause)
+    raise WorkerUnavailable(f"{provider} at {host} unavailable after {attempt} attempt(s): {last_problem}")
+
+
+def _response_socket(response: httpx.Response) -> socket.socket | None:
+    stream = response.extensions.get("network_stream")
+    sock = stream.get_extra_info("socket") if stream is not None else None
+    return sock if isinstance(sock, socket.socket) else None
+
+
+def _consume(
+    response: httpx.Response, clocks: Clocks, parse_line: LineParser, host: str, model: str
+) -> StreamState:
+    state = StreamState()
+    timeouts = response.request.extensions.get("timeout")
+    if isinstance(timeouts, dict):
+        # The body's reads use this value (read when the body starts); the watchdog cuts sooner,
+        # so this is only the backstop where the socket cannot be reached.
+        timeouts["read"] = max(0.001, clocks.total_deadline - time.monotonic())
+    sock = _response_socket(response)
+    watchdog = Watchdog(clocks, sock) if sock is not None else None
+    try:
+        for line in _lines(response, clocks, state):
+            if parse_line(line, state):
+                clocks.token(time.monotonic())
+    finally:
+        if watchdog is not None:
+            watchdog.stop()
+    if not state.done and state.finished:
+        state.done = True
+    if not state.done:
+        raise MalformedStream(
+            f"{host}: {model}: the stream ended without its final message after "
+            f"{len(state.text())} characters"
+        )
+    return state
+
+
+def _lines(response: httpx.Response, clocks: Clocks, state: StreamState) -> Iterator[str]:
+    """The response's non-blank lines, turning a cut-off read into the clock that cut it."""
+    try:
+        for line in response.iter_lines():
+            now = time.monotonic()
+            if not state.done:
+                overdue = clocks.expired or clocks.overdue(now)
+                if overdue is not None:
+                    raise WorkerTimeout(overdue[0], overdue[1], state.text())
+            if line.strip():
+                yield line
+    except (httpx.TimeoutException, httpx.TransportError) as exc:
+        if state.done:
+            return  # everything arrived; a slow or broken tail changes nothing
+        expired = clocks.expired
+        if expired is None and isinstance(exc, httpx.TimeoutException):
+            clock, _, limit = clocks.phase()
+            expired = (clock, limit)
+        if expired is not None:
+            raise WorkerTimeout(expired[0], expired[1], state.text()) from None
+        if state.finished:
+            return
+        raise MalformedStream(
+            f"connection dropped mid-generation after {len(state.text())} characters "
+            f"(no final message): {exc}"
+        ) from None
+
+
+def _finish(
+    request: ChatRequest,
+    state: StreamState,
+    clocks: Clocks,
+    call_started: float,
+    estimate: int,
+    provider: str,
+) -> Generation:
+    raw = state.text()
+    text, thinking = split_thinking(raw)
+    separate = "".join(state.thinking).strip()
+    if separate:
+        thinking = separate + ("\n\n" + thinking if thinking else "")
+    prompt_tokens = state.prompt_tokens or 0
+    truncated = bool(
+        state.prompt_tokens
+        and estimate >= TRUNCATION_MIN_TOKENS
+        and state.prompt_tokens < TRUNCATION_RATIO * estimate
+    )
+    if truncated:
+        log.warning(
+            "worker.prompt_truncated",
+            provider=provider,
+            model=request.model,
+            estimated_tokens=estimate,
+            prompt_eval_count=state.prompt_tokens,
+            num_ctx=request.num_ctx,
+            hint="the server read far fewer prompt tokens than were sent: its context window is "
+            "smaller than num_ctx, so the start of the prompt was silently dropped",
+        )
+    now = time.monotonic()
+    first = clocks.first_token_at
+    generation = Generation(
+        text=text,
+        model=request.model,
+        thinking=thinking,
+        prompt_tokens=prompt_tokens,
+        completion_tokens=state.completion_tokens or 0,
+        seconds=now - call_started,
+        first_token_seconds=(first - clocks.started) if first is not None else now - clocks.started,
+        done_reason=state.done_reason,
+        truncated=truncated,
+        raw=raw,
+    )
+    log.debug(
+        "worker.done",
+        provider=provider,
+        model=request.model,
+        prompt_tokens=generation.prompt_tokens,
+        completion_tokens=generation.completion_tokens,
+        seconds=round(generation.seconds, 3),
+        first_token_seconds=round(generation.first_token_seconds, 3),
+        done_reason=generation.done_reason,
+    )
+    return generation
