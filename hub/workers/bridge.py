@@ -1,0 +1,391 @@
+"""The WorkerClient: the `Worker` protocol over an MCP worker server, and the factory that picks a backend.
+
+Two dialects, chosen from the server's `tools/list`:
+
+- `ollama_run` (this project's `hub worker serve`, and the original ollama-mcp): the result text is JSON
+  `{stdout, stderr, exitCode, metadata}` and the reply is `stdout` (the original hub read the whole JSON
+  as the reply and every run looked malformed). Failures come back with `exitCode != 0`; `metadata.error_type`
+  (ours) or `metadata.timed_out` / the stderr text (the original) say which hub error to raise.
+- `ollama_chat` (npm ollama-mcp 2.x): `format: "markdown"` (its default, json, makes Ollama emit JSON and
+  wraps anything else as an error) and `options` as a JSON string. It reports no token counts (they are
+  estimated), enforces no clock of its own (the call's timeout is the total clock), and drops `num_ctx`
+  from options (its schema does not know it; Ollama then uses the model's own default). It also rewrites
+  a reply that is itself valid JSON into markdown; ask such models for fenced JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+from hub.errors import (
+    ContextOverflow,
+    MalformedStream,
+    MCPError,
+    MCPTimeoutError,
+    ModelNotFound,
+    WorkerError,
+    WorkerTimeout,
+    WorkerUnavailable,
+)
+from hub.workers.base import ChatRequest, Generation, Health, Worker, estimate_tokens, split_thinking
+
+if TYPE_CHECKING:
+    from hub.config import Config, RoleConfig, WorkerServer
+    from hub.workers.mcp_client import MCPClient, ToolResult
+
+log = structlog.get_logger(__name__)
+
+HUB_DIALECT = "ollama_run"
+NPM_DIALECT = "ollama_chat"
+# Our server enforces the request's clocks itself and answers with which one ran out; the MCP call gets
+# this much longer so that answer arrives before the client gives up on its own.
+SERVER_CLOCK_MARGIN = 15.0
+LIST_TIMEOUT = 30.0
+
+
+@dataclass(frozen=True)
+class _Reply:
+    text: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    seconds: float = 0.0
+    first_token_seconds: float = 0.0
+    done_reason: str = ""
+    truncated: bool = False
+    thinking: str = ""
+    model: str = ""
+
+
+class WorkerClient:
+    """A `Worker` that reaches Ollama through an MCP worker server (spawned on first use for stdio)."""
+
+    def __init__(
+        self,
+        server: WorkerServer,
+        ollama_host: str,
+        *,
+        log_dir: str | Path | None = None,
+        startup_timeout: float = 30.0,
+    ) -> None:
+        self.server = server
+        self.ollama_host = ollama_host
+        self.log_dir = log_dir
+        self.startup_timeout = startup_timeout
+        self.dialect: str | None = None
+        self.tools: tuple[str, ...] = ()
+        self._client: MCPClient | None = None
+
+    def __enter__(self) -> WorkerClient:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # -- the Worker protocol ---------------------------------------------------------------------
+
+    def generate(self, request: ChatRequest) -> Generation:
+        client = self._connect()
+        started = time.perf_counter()
+        log.debug("bridge.generate", server=self.server.name, dialect=self.dialect, model=request.model)
+        reply = self._run(client, request) if self.dialect == HUB_DIALECT else self._chat(client, request)
+        text, thinking = split_thinking(reply.text)
+        thinking = "\n\n".join(t for t in (reply.thinking, thinking) if t)
+        return Generation(
+            text=text,
+            model=reply.model or request.model,
+            thinking=thinking,
+            prompt_tokens=reply.prompt_tokens or estimate_tokens((request.system or "") + request.prompt),
+            completion_tokens=reply.completion_tokens or estimate_tokens(reply.text),
+            seconds=reply.seconds or round(time.perf_counter() - started, 3),
+            first_token_seconds=reply.first_token_seconds,
+            done_reason=reply.done_reason,
+            truncated=reply.truncated,
+            raw=reply.text,
+        )
+
+    def check_health(self, models: list[str]) -> Health:
+        """Start the server if needed, list its models, and name the wanted ones it lacks."""
+        try:
+            seen = self.list_models()
+        except WorkerError as exc:
+            return Health(ok=False, detail=str(exc), extra={"server": self.server.name})
+        missing = tuple(m for m in models if not any(same_model(m, s) for s in seen))
+        detail = f"missing: {', '.join(missing)}" if missing else f"{len(seen)} models"
+        extra = {"server": self.server.name, "dialect": self.dialect or "", "ollama": self.ollama_host}
+        return Health(ok=not missing, models=tuple(seen), missing=missing, detail=detail, extra=extra)
+
+    def list_models(self) -> list[str]:
+        client = self._connect()
+        tool = "ollama_list_models" if self.dialect == HUB_DIALECT else "ollama_list"
+        args: dict[str, Any] = {} if self.dialect == HUB_DIALECT else {"format": "json"}
+        result = self._call(client, tool, args, LIST_TIMEOUT, total_clock=None)
+        if result.is_error:
+            raise _tool_error(self.server.name, tool, result.text, model="")
+        data = _json_object(result.text, self.server.name, tool)
+        names = []
+        for entry in data.get("models") or []:
+            name = (
+                entry if isinstance(entry, str) else (entry or {}).get("name") or (entry or {}).get("model")
+            )
+            if name:
+                names.append(str(name))
+        return names
+
+    def close(self) -> None:
+        client, self._client = self._client, None
+        if client is not None:
+            client.stop()
+
+    # -- connection ------------------------------------------------------------------------------
+
+    def connect(self) -> str:
+        """Start the server (if it is not running) and return the dialect its tools/list chose."""
+        self._connect()
+        assert self.dialect is not None
+        return self.dialect
+
+    def _connect(self) -> MCPClient:
+        from hub.workers.mcp_client import MCPClient
+
+        if self._client is not None and self._client.running:
+            return self._client
+        if self._client is not None:
+            # The last server died (its MCPServerCrashed reached the caller then); this is a fresh one.
+            log.info("bridge.restart", server=self.server.name)
+            self.close()
+        client = MCPClient.for_server(
+            self.server,
+            env={"OLLAMA_HOST": self.ollama_host},
+            log_dir=self.log_dir if self.log_dir is not None else default_log_dir(),
+            startup_timeout=self.startup_timeout,
+        )
+        client.start()
+        try:
+            self.tools = tuple(t.name for t in client.list_tools())
+            self.dialect = pick_dialect(self.server.name, self.tools)
+        except BaseException:
+            client.stop()
+            raise
+        self._client = client
+        log.debug("bridge.connected", server=self.server.name, dialect=self.dialect, tools=len(self.tools))
+        return client
+
+    def _call(
+        self, client: MCPClient, tool: str, args: dict[str, Any], timeout: float, total_clock: float | None
+    ) -> ToolResult:
+        try:
+            return client.call_tool(tool, args, timeout=timeout, raise_on_error=False)
+        except MCPTimeoutError as exc:
+            if total_clock is None:
+                raise
+            # The server said nothing within the whole allowance: for the pipeline that is the total clock.
+            raise WorkerTimeout("total", total_clock) from exc
+
+    # -- dialects --------------------------------------------------------------------------------
+
+    def _run(self, client: MCPClient, request: ChatRequest) -> _Reply:
+        options: dict[str, Any] = {
+            "temperature": request.temperature,
+            "num_ctx": request.num_ctx,
+            "timeout": round(request.total_timeout * 1000),
+            "first_token_timeout": round(request.first_token_timeout * 1000),
+            "stall_timeout": round(request.stall_timeout * 1000),
+        }
+        if request.system:
+            options["system"] = request.system
+        if request.num_predict is not None:
+            options["num_predict"] = request.num_predict
+        args = {"model": request.model, "prompt": request.prompt, "options": options}
+        timeout = request.total_timeout + SERVER_CLOCK_MARGIN
+        result = self._call(client, "ollama_run", args, timeout, total_clock=request.total_timeout)
+        if result.is_error:
+            raise _tool_error(self.server.name, "ollama_run", result.text, model=request.model)
+        return unwrap_run_result(result.text, self.server.name, request)
+
+    def _chat(self, client: MCPClient, request: ChatRequest) -> _Reply:
+        messages = []
+        if request.system:
+            messages.append({"role": "system", "content": request.system})
+        messages.append({"role": "user", "content": request.prompt})
+        options: dict[str, Any] = {"temperature": request.temperature, "num_ctx": request.num_ctx}
+        if request.num_predict is not None:
+            options["num_predict"] = request.num_predict
+        args = {
+            "model": request.model,
+            "messages": messages,
+            "options": json.dumps(options),
+            "format": "markdown",
+        }
+        started = time.perf_counter()
+        result = self._call(
+            client, "ollama_chat", args, request.total_timeout, total_clock=request.total_timeout
+        )
+        if result.is_error:
+            raise _tool_error(self.server.name, "ollama_chat", result.text, model=request.model)
+        return _Reply(text=result.text, seconds=round(time.perf_counter() - started, 3))
+
+
+def pick_dialect(server_name: str, tools: tuple[str, ...] | list[str]) -> str:
+    """`ollama_run` when offered (hub and the original ollama-mcp), else `ollama_chat` (npm ollama-mcp)."""
+    if HUB_DIALECT in tools:
+        return HUB_DIALECT
+    if NPM_DIALECT in tools:
+        return NPM_DIALECT
+    found = ", ".join(sorted(tools)) or "no tools"
+    raise WorkerError(
+        f"MCP server '{server_name}' is not a worker this hub can drive: it offers neither ollama_run "
+        f"(hub worker serve, the original ollama-mcp) nor ollama_chat (npm ollama-mcp 2.x); found: {found}"
+    )
+
+
+def unwrap_run_result(text: str, server_name: str, request: ChatRequest) -> _Reply:
+    """The reply inside an ollama_run result, or the hub error its failure stands for."""
+    data = _json_object(text, server_name, "ollama_run")
+    if "stdout" not in data or "exitCode" not in data:
+        raise MalformedStream(
+            f"MCP server '{server_name}': ollama_run result lacks stdout/exitCode: {text[:200]!r}"
+        )
+    meta = data.get("metadata") or {}
+    if not isinstance(meta, dict):
+        meta = {}
+    if data.get("exitCode") != 0 or data.get("error"):
+        raise run_error(data, meta, request)
+
+    def number(key: str) -> int:
+        value = meta.get(key)
+        return int(value) if isinstance(value, int | float) else 0
+
+    return _Reply(
+        text=str(data.get("stdout") or ""),
+        prompt_tokens=number("prompt_tokens"),
+        completion_tokens=number("completion_tokens"),
+        seconds=number("duration_ms") / 1000.0,
+        first_token_seconds=number("first_token_ms") / 1000.0,
+        done_reason=str(meta.get("done_reason") or ""),
+        truncated=bool(meta.get("truncated")),
+        thinking=str(meta.get("thinking") or ""),
+        model=str(meta.get("model_used") or ""),
+    )
+
+
+def run_error(data: dict[str, Any], meta: dict[str, Any], request: ChatRequest) -> WorkerError:
+    """Rebuild the hub error a failed ollama_run stands for (ours names it; the original only hints)."""
+    message = str(data.get("stderr") or data.get("error") or f"exit code {data.get('exitCode')}").strip()
+    kind = str(meta.get("error_type") or "")
+    partial = str(data.get("stdout") or "")
+    if kind == "WorkerTimeout" or meta.get("timed_out"):
+        clock = str(meta.get("clock") or "total")
+        seconds = meta.get("timeout_seconds")
+        return WorkerTimeout(clock, float(seconds) if seconds is not None else request.total_timeout, partial)
+    if kind == "ModelNotFound" or (not kind and "not found" in message.lower()):
+        return ModelNotFound(str(meta.get("model_missing") or request.model), message)
+    if kind == "ContextOverflow":
+        return ContextOverflow(
+            int(meta.get("prompt_tokens") or 0), int(meta.get("num_ctx") or request.num_ctx)
+        )
+    if kind == "WorkerUnavailable":
+        return WorkerUnavailable(message)
+    if kind == "MalformedStream":
+        return MalformedStream(message)
+    return WorkerError(f"ollama_run failed: {message}")
+
+
+def _tool_error(server_name: str, tool: str, text: str, model: str) -> WorkerError:
+    """An isError tool result as a hub error (ours: `Error executing tool X: ...`; npm: `Error: ...`)."""
+    message = text.strip()
+    for prefix in (f"Error executing tool {tool}:", "Error:"):
+        if message.startswith(prefix):
+            message = message[len(prefix) :].strip()
+    lowered = message.lower()
+    if model and "not found" in lowered:
+        return ModelNotFound(model, f"MCP server '{server_name}': {message}")
+    if any(s in lowered for s in ("cannot reach", "fetch failed", "econnrefused", "connection refused")):
+        reach = "" if "reach" in lowered else "cannot reach Ollama: "
+        return WorkerUnavailable(f"MCP server '{server_name}': {reach}{message}")
+    return MCPError(f"MCP server '{server_name}': tool {tool} failed: {message}")
+
+
+def _json_object(text: str, server_name: str, tool: str) -> dict[str, Any]:
+    try:
+        data = json.loads(text)
+    except ValueError:
+        data = None
+    if not isinstance(data, dict):
+        raise MalformedStream(
+            f"MCP server '{server_name}': {tool} did not answer with a JSON object: {text[:200]!r}"
+        )
+    return data
+
+
+def same_model(a: str, b: str) -> bool:
+    """Ollama's naming: `name` and `name:latest` are the same model."""
+
+    def tagged(name: str) -> str:
+        return name if ":" in name.rsplit("/", 1)[-1] else name + ":latest"
+
+    return tagged(a) == tagged(b)
+
+
+def default_log_dir() -> Path:
+    return Path(tempfile.gettempdir()) / "agent-hub-logs"
+
+
+def log_dir_for(config: Config) -> Path:
+    """Worker server stderr logs: beside the task's other files when the handoff folder exists."""
+    return config.handoff_dir / "logs" if config.handoff_dir.is_dir() else default_log_dir()
+
+
+def make_worker(config: Config, role: str | RoleConfig) -> Worker:
+    """The Worker a role is configured to use: an MCP worker server, Ollama directly, or an OpenAI API."""
+    role_config = config.role(role) if isinstance(role, str) else role
+    if role_config.backend == "mcp":
+        return WorkerClient(
+            config.worker_server(role_config.worker), config.ollama_host, log_dir=log_dir_for(config)
+        )
+    if role_config.backend == "ollama":
+        from hub.workers.ollama import OllamaProvider
+
+        return OllamaProvider(config.ollama_host)
+    if role_config.backend == "openai":
+        from hub.workers.openai import OpenAIProvider
+
+        return OpenAIProvider(config.openai_base_url, config.openai_api_key)
+    from hub.errors import ConfigError
+
+    raise ConfigError(f"roles.{role_config.name}.backend: unknown backend '{role_config.backend}'")
+
+
+def request_for(
+    config: Config, role: str | RoleConfig, prompt: str, system: str | None = None
+) -> ChatRequest:
+    """A ChatRequest for a role: its model, the model's fixed num_ctx, temperature and three clocks."""
+    r = config.role(role) if isinstance(role, str) else role
+    return ChatRequest(
+        model=r.model,
+        prompt=prompt,
+        system=system,
+        temperature=r.temperature,
+        num_ctx=config.num_ctx_for(r.model),
+        num_predict=r.num_predict,
+        first_token_timeout=r.timeouts.first_token,
+        stall_timeout=r.timeouts.stall,
+        total_timeout=r.timeouts.total,
+    )
+
+
+__all__ = [
+    "HUB_DIALECT",
+    "NPM_DIALECT",
+    "WorkerClient",
+    "make_worker",
+    "pick_dialect",
+    "request_for",
+    "same_model",
+]
