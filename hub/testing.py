@@ -41,7 +41,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -58,7 +58,10 @@ class Reply:
     """One scripted answer and the faults to inject while sending it."""
 
     text: str = ""
-    thinking: str = ""  # sent as a <think>...</think> prefix, or as message.thinking if the call asks "think"
+    thinking: str = ""  # sent as a <think>...</think> prefix, or as message.thinking (see thinking_field)
+    thinking_field: bool = (
+        False  # send thinking apart (message.thinking) even if the call did not ask "think"
+    )
     first_token_delay: float = 0.0  # seconds before the first chunk (and before the response headers)
     stall_after_chars: int | None = None  # stop sending after this many characters...
     stall_seconds: float = 0.0  # ...for this long, then carry on unless the client has gone
@@ -80,6 +83,7 @@ class RecordedRequest:
     method: str
     path: str
     body: dict[str, Any] | None
+    headers: Mapping[str, str] = field(default_factory=dict)  # lower-cased names
 
 
 Responder = Callable[[dict[str, Any]], "Reply | str"]
@@ -203,9 +207,9 @@ class FakeOllama:
                 return key
         return None
 
-    def _record(self, method: str, path: str, body: dict[str, Any] | None) -> None:
+    def _record(self, method: str, path: str, body: dict[str, Any] | None, headers: dict[str, str]) -> None:
         with self._lock:
-            self.requests.append(RecordedRequest(method, path, body))
+            self.requests.append(RecordedRequest(method, path, body, headers))
 
     def _reply_for(self, model: str, body: dict[str, Any]) -> Reply | None:
         with self._lock:
@@ -335,7 +339,7 @@ class _Handler(BaseHTTPRequestHandler):
                 if body is None:
                     bad_json = "request body must be a JSON object"
         fake = self.server.fake
-        fake._record(method, path, body)
+        fake._record(method, path, body, {k.lower(): v for k, v in self.headers.items()})
         try:
             if bad_json is not None:
                 self._send_json(400, {"error": bad_json})
@@ -576,7 +580,7 @@ class _Format:
         self.model = model
         self.body = body
         self.reply = reply
-        self.think_field = bool(body.get("think")) and bool(reply.thinking)
+        self.think_field = bool(reply.thinking) and (reply.thinking_field or bool(body.get("think")))
 
     @staticmethod
     def error_body(message: str) -> dict[str, Any]:

@@ -111,10 +111,13 @@ class Clocks:
         self.last_token_at = self.started
         self.expired: tuple[str, float] | None = None
 
-    def token(self, now: float) -> None:
+    def token(self, now: float) -> bool:
+        """Note a token; True for the first, which swaps the first-token clock for the stall clock."""
+        self.last_token_at = now
         if self.first_token_at is None:
             self.first_token_at = now
-        self.last_token_at = now
+            return True
+        return False
 
     def phase(self) -> tuple[str, float, float]:
         """(clock, deadline, limit in seconds) of the clock that runs out next."""
@@ -159,6 +162,11 @@ class Watchdog:
                         self._sock.shutdown(socket.SHUT_RDWR)
                     return
                 self._cond.wait(remaining)
+
+    def nudge(self) -> None:
+        """Recompute the deadline now: it moved earlier (the stall clock can be shorter than the first)."""
+        with self._cond:
+            self._cond.notify()
 
     def stop(self) -> None:
         with self._cond:
@@ -248,8 +256,8 @@ def _consume(
     watchdog = Watchdog(clocks, sock) if sock is not None else None
     try:
         for line in _lines(response, clocks, state):
-            if parse_line(line, state):
-                clocks.token(time.monotonic())
+            if parse_line(line, state) and clocks.token(time.monotonic()) and watchdog is not None:
+                watchdog.nudge()
     finally:
         if watchdog is not None:
             watchdog.stop()

@@ -1,0 +1,160 @@
+"""OpenAI-compatible servers (vLLM, llama.cpp server, LM Studio, Ollama's /v1): `/chat/completions` over SSE.
+
+The context window is the server's own setting here (the API has no num_ctx), so the prompt is checked
+against the request's num_ctx, which config should set to what the server was started with.
+"""
+
+from __future__ import annotations
+
+import json
+from types import TracebackType
+from typing import Any
+
+import httpx
+
+from hub.errors import MalformedStream, WorkerError, WorkerUnavailable
+from hub.workers.base import ChatRequest, Generation, Health
+from hub.workers.ollama import same_model
+from hub.workers.streaming import StreamState, error_text, shown, stream_generation
+
+HEALTH_TIMEOUT = 10.0
+# Fields where servers put reasoning apart from the answer: vLLM and llama.cpp, and Ollama's /v1.
+REASONING_FIELDS = ("reasoning_content", "reasoning")
+
+
+class OpenAIProvider:
+    """A Worker over an OpenAI-compatible chat completions API."""
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str | None = None,
+        *,
+        retries: int = 2,
+        backoff: float = 0.5,
+        connect_timeout: float = 5.0,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.retries = retries
+        self.backoff = backoff
+        self.connect_timeout = connect_timeout
+        headers = {"User-Agent": "agent-hub", "Accept": "text/event-stream, application/json"}
+        if api_key:
+            headers["Authorization"] = f"Bearer {api_key}"
+        self._client = httpx.Client(base_url=self.base_url + "/", headers=headers)
+
+    def generate(self, request: ChatRequest) -> Generation:
+        """Stream one chat completion; raises the WorkerError leaves (see hub/errors.py)."""
+        messages = []
+        if request.system:
+            messages.append({"role": "system", "content": request.system})
+        messages.append({"role": "user", "content": request.prompt})
+        payload: dict[str, Any] = {
+            "model": request.model,
+            "messages": messages,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            "temperature": request.temperature,
+        }
+        if request.num_predict is not None:
+            payload["max_tokens"] = request.num_predict
+        return stream_generation(
+            self._client,
+            url="chat/completions",
+            payload=payload,
+            request=request,
+            parse_line=self._parse_line,
+            host=self.base_url,
+            retries=self.retries,
+            backoff=self.backoff,
+            connect_timeout=self.connect_timeout,
+            provider="openai",
+        )
+
+    def _parse_line(self, line: str, state: StreamState) -> bool:
+        if line.startswith(":") or line.startswith(("event:", "id:", "retry:")):
+            return False  # SSE comments (keep-alive pings) and fields we do not use
+        if not line.startswith("data:"):
+            raise MalformedStream(f"{self.base_url}: the stream sent a line that is not SSE: {shown(line)}")
+        data = line[len("data:") :].strip()
+        if data == "[DONE]":
+            state.done = True
+            return False
+        try:
+            event = json.loads(data)
+        except ValueError:
+            event = None
+        if not isinstance(event, dict):
+            raise MalformedStream(f"{self.base_url}: an SSE event is not a JSON object: {shown(line)}")
+        if "error" in event:
+            raise WorkerError(f"{self.base_url}: the server reported an error mid-stream: {_message(event)}")
+        usage = event.get("usage")
+        if isinstance(usage, dict):
+            state.prompt_tokens = _int_or(usage.get("prompt_tokens"), state.prompt_tokens)
+            state.completion_tokens = _int_or(usage.get("completion_tokens"), state.completion_tokens)
+        token = False
+        for choice in event.get("choices") or []:
+            if not isinstance(choice, dict) or choice.get("index", 0) != 0:
+                continue
+            delta = choice.get("delta") or choice.get("message") or {}
+            content = delta.get("content") if isinstance(delta, dict) else None
+            if content:
+                state.content.append(str(content))
+                token = True
+            for name in REASONING_FIELDS:
+                reasoning = delta.get(name) if isinstance(delta, dict) else None
+                if reasoning:
+                    state.thinking.append(str(reasoning))
+                    token = True
+            if choice.get("finish_reason"):
+                state.done_reason = str(choice["finish_reason"])
+                state.finished = True
+        return token
+
+    def list_models(self) -> list[str]:
+        """The model ids `/models` lists."""
+        try:
+            response = self._client.get("models", timeout=HEALTH_TIMEOUT)
+        except httpx.HTTPError as exc:
+            raise WorkerUnavailable(f"cannot reach {self.base_url}: {exc}") from None
+        if response.status_code != 200:
+            problem = f"HTTP {response.status_code}: {error_text(response.content)}"
+            raise WorkerUnavailable(f"{self.base_url}: GET /models answered {problem}")
+        try:
+            return [str(m["id"]) for m in response.json()["data"]]
+        except (ValueError, KeyError, TypeError):
+            problem = f"{self.base_url}: /models is not a model list: {shown(response.text)}"
+            raise MalformedStream(problem) from None
+
+    def check_health(self, models: list[str]) -> Health:
+        """Reachable, which models it serves, and which of `models` it lacks."""
+        try:
+            available = self.list_models()
+        except WorkerError as exc:
+            return Health(ok=False, missing=tuple(models), detail=str(exc))
+        # Ollama's /v1 lists `name:latest` and accepts `name`; other servers' ids compare as they are.
+        missing = tuple(m for m in models if not any(same_model(m, a) for a in available))
+        detail = f"missing: {', '.join(missing)}" if missing else "ok"
+        return Health(ok=not missing, models=tuple(available), missing=missing, detail=detail)
+
+    def close(self) -> None:
+        self._client.close()
+
+    def __enter__(self) -> OpenAIProvider:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+
+def _message(event: dict[str, Any]) -> str:
+    err = event.get("error")
+    if isinstance(err, dict):
+        return str(err.get("message") or err)
+    return str(err)
+
+
+def _int_or(value: Any, default: int | None) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else default

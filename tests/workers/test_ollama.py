@@ -1,0 +1,273 @@
+"""OllamaProvider against a real FakeOllama: streaming, the three clocks, errors and retries."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import structlog
+
+from hub.errors import (
+    ContextOverflow,
+    MalformedStream,
+    ModelNotFound,
+    WorkerError,
+    WorkerTimeout,
+    WorkerUnavailable,
+)
+from hub.testing import FakeOllama, Reply
+from hub.workers.base import ChatRequest
+from hub.workers.ollama import OllamaProvider
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeOllama]:
+    with FakeOllama() as server:
+        yield server
+
+
+@pytest.fixture
+def provider(fake: FakeOllama) -> Iterator[OllamaProvider]:
+    with OllamaProvider(fake.url, retries=2, backoff=0.01) as p:
+        yield p
+
+
+def request(**overrides: Any) -> ChatRequest:
+    values: dict[str, Any] = {
+        "model": "m",
+        "prompt": "write a function",
+        "first_token_timeout": 2.0,
+        "stall_timeout": 2.0,
+        "total_timeout": 5.0,
+    }
+    values.update(overrides)
+    return ChatRequest(**values)
+
+
+def timeout_of(provider: OllamaProvider, req: ChatRequest) -> tuple[WorkerTimeout, float]:
+    started = time.monotonic()
+    with pytest.raises(WorkerTimeout) as caught:
+        provider.generate(req)
+    return caught.value, time.monotonic() - started
+
+
+def test_streamed_chunks_are_assembled_into_the_text(fake: FakeOllama, provider: OllamaProvider) -> None:
+    text = "def add(a, b):\n    return a + b\n" * 5
+    fake.script("m", Reply(text=text, chunk_chars=3))
+    generation = provider.generate(request())
+    assert generation.text == text.strip()
+    assert generation.raw == text
+    assert generation.model == "m"
+    assert generation.done_reason == "stop"
+    assert len(fake.requests) == 1
+
+
+def test_every_call_sends_num_ctx_temperature_and_keep_alive(
+    fake: FakeOllama, provider: OllamaProvider
+) -> None:
+    fake.script("m", "one", "two")
+    provider.generate(request(num_ctx=4096, system="be brief"))
+    provider.generate(request(num_ctx=4096, temperature=0.0, num_predict=64))
+    first, second = fake.chat_requests("m")
+    assert first["options"] == {"num_ctx": 4096, "temperature": 0.2}
+    assert second["options"] == {"num_ctx": 4096, "temperature": 0.0, "num_predict": 64}
+    assert first["messages"] == [
+        {"role": "system", "content": "be brief"},
+        {"role": "user", "content": "write a function"},
+    ]
+    assert first["stream"] is True and first["keep_alive"] == "30m"
+
+
+def test_a_slow_first_token_fires_the_first_token_clock(fake: FakeOllama, provider: OllamaProvider) -> None:
+    fake.script("m", Reply(text="late", first_token_delay=0.5))
+    error, seconds = timeout_of(provider, request(first_token_timeout=0.2, stall_timeout=0.05))
+    assert (error.clock, error.seconds, error.partial_text) == ("first_token", 0.2, "")
+    assert seconds < 0.45
+    assert len(fake.requests) == 1  # a timeout is never retried
+
+
+def test_a_first_token_within_its_clock_is_not_a_stall(fake: FakeOllama, provider: OllamaProvider) -> None:
+    fake.script("m", Reply(text="worth the wait", first_token_delay=0.15))
+    generation = provider.generate(request(first_token_timeout=1.0, stall_timeout=0.05))
+    assert generation.text == "worth the wait"
+    assert generation.first_token_seconds >= 0.15
+
+
+def test_a_stall_mid_stream_fires_the_stall_clock_with_the_partial_text(
+    fake: FakeOllama, provider: OllamaProvider
+) -> None:
+    fake.script("m", Reply(text="abcdefgh" * 4, stall_after_chars=8, stall_seconds=30))
+    error, seconds = timeout_of(provider, request(stall_timeout=0.2, total_timeout=10.0))
+    assert (error.clock, error.seconds, error.partial_text) == ("stall", 0.2, "abcdefgh")
+    assert seconds < 1.0  # caught by the stall clock, long before the total
+    assert len(fake.requests) == 1
+
+
+def test_a_pause_shorter_than_the_stall_clock_passes(fake: FakeOllama, provider: OllamaProvider) -> None:
+    fake.script("m", Reply(text="abcdefgh" * 4, stall_after_chars=8, stall_seconds=0.1))
+    assert provider.generate(request(stall_timeout=0.5)).text == "abcdefgh" * 4
+
+
+def test_a_slow_but_steady_stream_fires_the_total_clock(fake: FakeOllama, provider: OllamaProvider) -> None:
+    fake.script("m", Reply(text="x" * 40, chunk_chars=2, chunk_delay=0.05))
+    error, seconds = timeout_of(
+        provider, request(first_token_timeout=0.3, stall_timeout=0.3, total_timeout=0.4)
+    )
+    assert (error.clock, error.seconds) == ("total", 0.4)
+    assert 0 < len(error.partial_text) < 40
+    assert 0.35 < seconds < 0.8
+
+
+def test_an_unknown_model_is_model_not_found(fake: FakeOllama, provider: OllamaProvider) -> None:
+    with pytest.raises(ModelNotFound) as caught:
+        provider.generate(request(model="ghost:7b"))
+    assert caught.value.model == "ghost:7b"
+    assert "ghost:7b" in str(caught.value)
+    assert len(fake.requests) == 1
+
+
+def test_a_broken_ndjson_line_is_a_malformed_stream_naming_it(
+    fake: FakeOllama, provider: OllamaProvider
+) -> None:
+    fake.script("m", Reply(text="abcdefghijklmnop", truncate_line=True))
+    with pytest.raises(MalformedStream, match=r'not a JSON object: \{"model":"m"'):
+        provider.generate(request())
+    assert len(fake.requests) == 1
+
+
+def test_a_dropped_connection_is_a_clear_error_and_never_retried(
+    fake: FakeOllama, provider: OllamaProvider
+) -> None:
+    fake.script("m", Reply(text="0123456789" * 3, drop_after_chars=12), "a retry would get this")
+    with pytest.raises(MalformedStream, match="dropped mid-generation after 12 characters"):
+        provider.generate(request())
+    assert len(fake.requests) == 1
+
+
+def test_a_stream_cut_just_before_its_final_chunk_is_malformed(
+    fake: FakeOllama, provider: OllamaProvider
+) -> None:
+    fake.script("m", Reply(text="complete text", drop_after_chars=10_000))
+    with pytest.raises(MalformedStream, match="13 characters"):
+        provider.generate(request())
+
+
+def test_a_server_error_is_retried_then_succeeds(fake: FakeOllama, provider: OllamaProvider) -> None:
+    fake.script("m", Reply(status=500), "second time lucky")
+    assert provider.generate(request()).text == "second time lucky"
+    assert len(fake.requests) == 2
+
+
+def test_server_errors_past_the_retries_are_unavailable_naming_the_host(
+    fake: FakeOllama, provider: OllamaProvider
+) -> None:
+    fake.script("m", *[Reply(status=503, error="loading model")] * 3, "never reached")
+    with pytest.raises(WorkerUnavailable, match="loading model") as caught:
+        provider.generate(request())
+    assert fake.url in str(caught.value)
+    assert len(fake.requests) == 3
+
+
+def test_a_refused_connection_is_unavailable_naming_the_host() -> None:
+    with FakeOllama() as gone:
+        url = gone.url
+    with OllamaProvider(url, retries=1, backoff=0.01) as provider, pytest.raises(WorkerUnavailable) as caught:
+        provider.generate(request())
+    assert url in str(caught.value)
+    assert "2 attempt" in str(caught.value)
+
+
+def test_an_error_line_mid_stream_is_raised_with_its_message(
+    fake: FakeOllama, provider: OllamaProvider
+) -> None:
+    fake.script("m", Reply(text="partial", error="CUDA error: out of memory"))
+    with pytest.raises(WorkerError, match="CUDA error: out of memory"):
+        provider.generate(request())
+    assert len(fake.requests) == 1
+
+
+def test_think_blocks_are_stripped_and_kept_apart(fake: FakeOllama, provider: OllamaProvider) -> None:
+    fake.script("m", Reply(text="the answer", thinking="first, consider"))
+    generation = provider.generate(request())
+    assert (generation.text, generation.thinking) == ("the answer", "first, consider")
+    assert generation.raw.startswith("<think>")
+
+
+def test_a_separate_thinking_field_is_kept_apart_too(fake: FakeOllama, provider: OllamaProvider) -> None:
+    fake.script("m", Reply(text="the answer", thinking="pondering", thinking_field=True))
+    generation = provider.generate(request())
+    assert (generation.text, generation.thinking) == ("the answer", "pondering")
+
+
+def test_token_counts_durations_and_done_reason_are_reported(
+    fake: FakeOllama, provider: OllamaProvider
+) -> None:
+    fake.script(
+        "m",
+        Reply(
+            text="x" * 30, prompt_eval_count=11, eval_count=7, done_reason="length", first_token_delay=0.05
+        ),
+    )
+    generation = provider.generate(request())
+    assert (generation.prompt_tokens, generation.completion_tokens) == (11, 7)
+    assert generation.done_reason == "length"
+    assert 0.05 <= generation.first_token_seconds <= generation.seconds < 2
+
+
+def test_a_prompt_larger_than_num_ctx_is_refused_before_sending(
+    fake: FakeOllama, provider: OllamaProvider
+) -> None:
+    fake.script("m", "unused")
+    with pytest.raises(ContextOverflow) as caught:
+        provider.generate(request(prompt="x" * 5000, system="s" * 100, num_ctx=1024))
+    assert caught.value.num_ctx == 1024
+    assert caught.value.prompt_tokens > 1024
+    assert "1024" in str(caught.value) and str(caught.value.prompt_tokens) in str(caught.value)
+    assert fake.requests == []
+
+
+def test_a_prompt_eval_count_far_below_the_prompt_is_flagged_as_truncation(
+    fake: FakeOllama, provider: OllamaProvider
+) -> None:
+    fake.script("m", Reply(text="ok", prompt_eval_count=200))
+    with structlog.testing.capture_logs() as logs:
+        generation = provider.generate(request(prompt="y" * 8000, num_ctx=8192))
+    assert generation.truncated is True
+    warnings = [e for e in logs if e["event"] == "worker.prompt_truncated"]
+    assert len(warnings) == 1 and warnings[0]["log_level"] == "warning"
+    assert warnings[0]["prompt_eval_count"] == 200
+
+
+def test_a_full_prompt_eval_count_is_not_truncation(fake: FakeOllama, provider: OllamaProvider) -> None:
+    fake.script("m", "ok")
+    assert provider.generate(request(prompt="y" * 8000, num_ctx=8192)).truncated is False
+
+
+def test_health_lists_models_and_names_the_missing_ones(fake: FakeOllama, provider: OllamaProvider) -> None:
+    fake.add_model("qwen2.5-coder:7b")
+    fake.add_model("tiny")
+    health = provider.check_health(["qwen2.5-coder:7b", "tiny", "absent:1b"])
+    assert health.ok is False
+    assert health.models == ("qwen2.5-coder:7b", "tiny:latest")
+    assert health.missing == ("absent:1b",)
+    assert provider.check_health(["tiny:latest"]).ok is True
+    assert provider.list_models() == ["qwen2.5-coder:7b", "tiny:latest"]
+
+
+def test_health_of_an_unreachable_server_is_not_ok() -> None:
+    with FakeOllama() as gone:
+        url = gone.url
+    with OllamaProvider(url) as provider:
+        health = provider.check_health(["m"])
+        assert health.ok is False and url in health.detail
+        with pytest.raises(WorkerUnavailable):
+            provider.list_models()
+
+
+def test_a_bare_host_is_accepted_like_ollama_host(fake: FakeOllama) -> None:
+    fake.script("m", "hi")
+    with OllamaProvider(f"127.0.0.1:{fake.port}") as provider:
+        assert provider.host == fake.url
+        assert provider.generate(request()).text == "hi"
