@@ -73,14 +73,14 @@ def head_commit(repo: Repo) -> str:
     return _run(repo, "rev-parse", "HEAD")
 
 
-def dirty_files(repo: Repo) -> list[str]:
-    """Files with uncommitted changes, untracked ones included (ignored ones not)."""
-    out = _run(repo, "status", "--porcelain=v1", "-z", "--untracked-files=all")
+def dirty_files(repo: Repo, untracked: bool = True) -> list[str]:
+    """Files with uncommitted changes, untracked ones included unless asked not to (ignored ones never)."""
+    out = _run(repo, "status", "--porcelain=v1", "-z", "--untracked-files=" + ("all" if untracked else "no"))
     return [entry[3:] for entry in out.split("\0") if len(entry) > 3]
 
 
-def ensure_clean(repo: Repo) -> None:
-    files = dirty_files(repo)
+def ensure_clean(repo: Repo, untracked: bool = True) -> None:
+    files = dirty_files(repo, untracked)
     if files:
         raise DirtyWorkTree(files)
 

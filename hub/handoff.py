@@ -216,8 +216,9 @@ def record(
     line = advance(contract, event, now, reason, resume_to)
     contract_mod.save(handoff.contract, contract, now)
     append_transition(handoff, line)
+    # Not `event=`: structlog takes the message as its `event` argument.
     log.debug(
-        "transition", task=contract["task_id"], event=event, old=line["old_status"], new=line["new_status"]
+        "transition", task=contract["task_id"], on=event, old=line["old_status"], new=line["new_status"]
     )
     return contract
 
@@ -272,14 +273,18 @@ def archive_task(handoff: Handoff, task_id: str) -> Path:
     return target
 
 
+def next_number(folder: Path) -> int:
+    """The next free NNN prefix in a runs/<task_id>/ folder (records and set-aside reports share it)."""
+    return 1 + max((int(p.name[:3]) for p in folder.glob("[0-9][0-9][0-9]-*")), default=0)
+
+
 def set_aside(handoff: Handoff, path: Path, task_id: str, label: str) -> Path | None:
-    """Move a report a person has dealt with into runs/<task_id>/, numbered, instead of deleting it."""
+    """Move a report that has been dealt with into runs/<task_id>/, numbered, instead of deleting it."""
     if not path.exists():
         return None
     folder = handoff.runs(task_id)
     folder.mkdir(parents=True, exist_ok=True)
-    n = len(list(folder.glob(f"*-{label}.md"))) + 1
-    target = folder / f"{n:03d}-{label}.md"
+    target = folder / f"{next_number(folder):03d}-{label}{path.suffix}"
     os.replace(path, target)
     return target
 

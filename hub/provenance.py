@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from hub.contract import iso, write_atomic
-from hub.handoff import Handoff
+from hub.handoff import Handoff, next_number
 
 SECRET_KEY = re.compile(r"(token|secret|key|password|passwd|authorization|credential)", re.IGNORECASE)
 # Token-count fields are numbers, not credentials.
@@ -41,8 +41,7 @@ def redact(value: Any, key: str = "") -> Any:
 def write_record(handoff: Handoff, task_id: str, kind: str, payload: dict[str, Any], now: datetime) -> Path:
     folder = handoff.runs(task_id)
     folder.mkdir(parents=True, exist_ok=True)
-    n = 1 + max((int(p.name[:3]) for p in folder.glob("[0-9][0-9][0-9]-*.json")), default=0)
-    path = folder / f"{n:03d}-{kind}.json"
+    path = folder / f"{next_number(folder):03d}-{kind}.json"
     record = redact({"timestamp": iso(now), "kind": kind, "task_id": task_id, **payload})
     write_atomic(path, json.dumps(record, indent=2, ensure_ascii=False, default=str) + "\n")
     return path

@@ -20,7 +20,8 @@ def finalize_task(ctx: Context) -> Outcome:
         git = run.contract["git"]
         repo = run.repo
         gitops.checkout(repo, git["task_branch"])
-        gitops.ensure_clean(repo)
+        # Untracked files (build output of acceptance commands) cannot be lost by a merge; changes can.
+        gitops.ensure_clean(repo, untracked=False)
         try:
             merge_commit = gitops.merge_no_ff(
                 repo,

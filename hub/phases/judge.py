@@ -151,7 +151,7 @@ def apply_verdict(run: Run, report: dict[str, Any]) -> Outcome:
 def _set_aside_reports(run: Run) -> None:
     hand = run.ctx.handoff
     for path, label in (
-        (hand.judge_report_json, "judge-report-json"),
+        (hand.judge_report_json, "judge-report"),
         (hand.judge_report_md, "judge-report"),
         (hand.review_in_progress, "review-request"),
     ):

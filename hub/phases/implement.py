@@ -1,0 +1,360 @@
+"""`hub run-implementer`: the local model writes the change.
+
+pending_implementer -[lock_acquired]-> implementation_in_progress, then one attempt: health check, prompt,
+model call, edits applied inside the allowed paths, acceptance commands with up to two in-attempt
+reflections, checkpoint -[code_written]-> pending_local_review. Every way the model can fail ends in a
+stall strike (retry, or STALL_REPORT.md on the second) or a halt; nothing the model wrote is thrown away.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from hub import breakers, gitops, prompts
+from hub.breakers import Trip
+from hub.errors import ContextOverflow, ModelNotFound, WorkerError, WorkerTimeout, WorkerUnavailable
+from hub.machine import PENDING_IMPLEMENTER, TIMEOUT_IMPLEMENTER
+from hub.phases.acceptance import CommandResult, run_command
+from hub.phases.context import Context, Outcome, Run, pre_phase_trip, require_setup, running
+from hub.phases.stall import Stall, implementer_stall, strike
+from hub.provenance import write_record
+from hub.workers.base import Generation, Worker
+
+MAX_REFLECTIONS = 2
+MAX_FILE_CHARS = 60_000
+
+
+def run_implementer(ctx: Context) -> Outcome:
+    """Have the implementer model write the change for the current attempt."""
+    with running(ctx, "run-implementer", {PENDING_IMPLEMENTER, TIMEOUT_IMPLEMENTER}) as run:
+        require_setup(run)
+        if run.contract["status"] == TIMEOUT_IMPLEMENTER:
+            stalls = run.contract["handoff_data"].get("stalls") or [{"reason": "interrupted"}]
+            return strike(run, stalls[-1]["reason"])
+        trip = pre_phase_trip(run)
+        if trip:
+            return run.halt(trip)
+        gitops.checkout(run.repo, run.contract["git"]["task_branch"])
+        # A person may have fixed things by hand while the task was halted: their edits are the task's.
+        run.checkpoint("manual_edit")
+        run.take_lease(run.contract["limits"]["timeout_minutes"]["implementer"])
+        run.record("lock_acquired", f"attempt {run.contract['attempt']}")
+        return Attempt(run).execute()
+
+
+class Attempt:
+    """One implementer attempt, from health check to code_written (or a stall, or a halt)."""
+
+    def __init__(self, run: Run) -> None:
+        self.run = run
+        self.contract = run.contract
+        self.config = run.ctx.config
+        self.model = self.config.role("implementer").model
+        self.raw = ""
+        self.applied_any = False
+
+    def execute(self) -> Outcome:
+        worker = self.run.ctx.worker("implementer")
+        try:
+            return self._attempt(worker)
+        except WorkerTimeout as exc:
+            return self._stall(f"timeout: {exc.clock}", str(exc), exc.partial_text or self.raw, "timeout")
+        except ContextOverflow as exc:
+            return self._stall("truncated_context", str(exc))
+        except (ModelNotFound, WorkerUnavailable) as exc:
+            return self.run.halt(Trip("ollama_unavailable", str(exc), {"model": self.model}))
+        except WorkerError as exc:
+            return self._stall(f"error: {type(exc).__name__}", str(exc))
+        finally:
+            worker.close()
+
+    def _stall(self, reason: str, detail: str, raw: str | None = None, event: str = "stall") -> Outcome:
+        return implementer_stall(
+            self.run, Stall(reason, detail, (raw if raw is not None else self.raw), event=event)
+        )
+
+    def _attempt(self, worker: Worker) -> Outcome:
+        health = worker.check_health([self.model])
+        if not health.ok or health.missing:
+            why = (
+                health.detail
+                or f"model {self.model} is not available (the worker has: {', '.join(health.models) or 'none'})"
+            )
+            return self.run.halt(Trip("ollama_unavailable", why, {"model": self.model}))
+        system = prompts.template(self.run.ctx.repo_root, "implementer_system").strip()
+        prompt = build_prompt(self.run)
+        generation = self._call(worker, prompt, system, "implement")
+        if generation.truncated:
+            return self._stall(
+                "truncated_context",
+                f"Ollama read {generation.prompt_tokens} prompt tokens of a larger prompt (num_ctx "
+                f"{self.config.num_ctx_for(self.model)}): the start was silently dropped",
+            )
+        result = self._apply(generation.text)
+        if isinstance(result, Stall):
+            return self._stall(result.reason, result.detail)
+        if result.failed_blocks:
+            from hub.edits import feedback_for
+
+            retry = self._call(
+                worker, prompt + "\n\n" + feedback_for(result.failed_blocks), system, "block-feedback"
+            )
+            again = self._apply(retry.text)
+            if not isinstance(again, Stall):
+                result = again
+        acceptance = self._acceptance(worker, prompt, system)
+        if isinstance(acceptance, Stall):
+            return self._stall(acceptance.reason, acceptance.detail)
+        return self._written(acceptance)
+
+    def _call(self, worker: Worker, prompt: str, system: str, purpose: str) -> Generation:
+        from hub.workers.bridge import request_for
+
+        request = request_for(self.config, "implementer", prompt, system)
+        outcome = "ok"
+        generation: Generation | None = None
+        try:
+            generation = worker.generate(request)
+            self.raw = generation.raw or generation.text
+            return generation
+        except WorkerError as exc:
+            outcome = f"{type(exc).__name__}: {exc}"
+            raise
+        finally:
+            g = generation
+            self.run.add_cost(
+                "implementer",
+                g.prompt_tokens if g else 0,
+                g.completion_tokens if g else 0,
+                g.seconds if g else 0.0,
+            )
+            write_record(
+                self.run.ctx.handoff,
+                self.run.task_id,
+                "model-call",
+                {
+                    "role": "implementer",
+                    "purpose": purpose,
+                    "attempt": self.contract["attempt"],
+                    "model": request.model,
+                    "num_ctx": request.num_ctx,
+                    "system": system,
+                    "prompt": prompt,
+                    "response": g.raw if g else "",
+                    "thinking": g.thinking if g else "",
+                    "prompt_tokens": g.prompt_tokens if g else 0,
+                    "completion_tokens": g.completion_tokens if g else 0,
+                    "seconds": g.seconds if g else 0.0,
+                    "first_token_seconds": g.first_token_seconds if g else 0.0,
+                    "done_reason": g.done_reason if g else "",
+                    "truncated": g.truncated if g else False,
+                    "outcome": outcome,
+                },
+                self.run.now,
+            )
+
+    def _apply(self, text: str) -> Any:
+        """Parse and write the edits; a Stall when nothing usable came of it."""
+        from hub.edits import Policy, apply_edits, parse_edits
+
+        if not text.strip():
+            return Stall("empty_output", "the model's answer was empty (after removing think blocks)")
+        constraints = self.contract["constraints"]
+        allowed = list(constraints["allowed_paths"])
+        single = allowed[0] if len(allowed) == 1 and not any(c in allowed[0] for c in "*?[") else None
+        parsed = parse_edits(text, default_path=single)
+        if not parsed.edits:
+            why = "; ".join(parsed.problems) or "no file path followed by a fenced code block was found"
+            return Stall("malformed_output", why)
+        policy = Policy(
+            repo_root=self.run.ctx.repo_root,
+            allowed_paths=tuple(allowed),
+            forbidden_paths=tuple(constraints["forbidden_paths"]),
+            max_diff_lines=constraints.get("max_diff_lines"),
+            delete_allowed=bool(constraints.get("delete_allowed", False)),
+        )
+        result = apply_edits(parsed.edits, policy)
+        handoff = self.run.ctx.handoff
+        for applied in result.applied:
+            write_record(
+                handoff,
+                self.run.task_id,
+                "diff",
+                {
+                    "path": applied.path,
+                    "diff": applied.diff,
+                    "added": applied.added,
+                    "removed": applied.removed,
+                    "outcome": "applied",
+                },
+                self.run.now,
+            )
+        for refusal in result.refused:
+            write_record(
+                handoff,
+                self.run.task_id,
+                "diff",
+                {"path": refusal.path, "outcome": f"refused: {refusal.reason}"},
+                self.run.now,
+            )
+        if not result.changed_files and not self.applied_any:
+            parts = [f"{r.path}: {r.reason}" for r in result.refused]
+            parts += [f"{f.path}: a SEARCH block did not match ({f.reason})" for f in result.failed_blocks]
+            if result.unchanged:
+                parts.append(f"{', '.join(result.unchanged)}: the new content is the same as the old")
+            return Stall(
+                "malformed_output", "no edit could be applied: " + ("; ".join(parts) or "nothing parsed")
+            )
+        self.applied_any = self.applied_any or bool(result.changed_files)
+        return result
+
+    def _acceptance(self, worker: Worker, prompt: str, system: str) -> list[CommandResult] | Stall:
+        commands = self.contract["specification"].get("acceptance_commands") or []
+        results: list[CommandResult] = []
+        for reflection in range(MAX_REFLECTIONS + 1):
+            results = [self._command(c) for c in commands]
+            failed = [r for r in results if not r.ok]
+            if not failed:
+                return results
+            if reflection == MAX_REFLECTIONS:
+                break
+            feedback = "\n\n".join(r.feedback() for r in failed)
+            reflect = (
+                f"{prompt}\n\n## Your change was applied, but the acceptance commands failed\n\n```text\n{feedback}\n```\n\n"
+                "Fix the code. Answer again in the same format, with the complete content of every file you change."
+            )
+            generation = self._call(worker, reflect, system, f"reflection-{reflection + 1}")
+            applied = self._apply(generation.text)
+            if isinstance(applied, Stall):
+                return applied
+        self.contract["handoff_data"]["acceptance_results"] = [r.summary() for r in results]
+        failed = [r for r in results if not r.ok]
+        return Stall("tests_failed", "\n\n".join(r.feedback() for r in failed)[-3000:])
+
+    def _command(self, command: str) -> CommandResult:
+        result = run_command(command, self.run.ctx.repo_root, self.config.acceptance_timeout_seconds)
+        write_record(
+            self.run.ctx.handoff,
+            self.run.task_id,
+            "command",
+            {
+                "command": command,
+                "exit_code": result.exit_code,
+                "stdout": result.stdout[-8000:],
+                "stderr": result.stderr[-8000:],
+                "seconds": round(result.seconds, 3),
+                "timed_out": result.timed_out,
+                "outcome": "ok" if result.ok else "failed",
+            },
+            self.run.now,
+        )
+        return result
+
+    def _written(self, acceptance: list[CommandResult]) -> Outcome:
+        run, data = self.run, self.contract["handoff_data"]
+        data["acceptance_results"] = [r.summary() for r in acceptance]
+        run.drop_lease()
+        counters = run.counters()
+        for name in ("stall_strikes", "interruptions"):
+            counters.pop(name, None)
+        run.record("code_written", f"attempt {self.contract['attempt']}")
+        commit = run.checkpoint("code_written")
+        git = self.contract["git"]
+        stats = gitops.diff_stats(run.repo, git["base_commit"], git["task_branch"])
+        content_hash = gitops.content_hash(run.ctx.repo_root, list(stats.files))
+        data["changed_files"] = list(stats.files)
+        data["diff_summary"] = f"{len(stats.files)} files changed, +{stats.added} -{stats.removed}"
+        trip = breakers.after_implementation(
+            self.contract, len(stats.files), stats.added, stats.removed, content_hash
+        )
+        data.setdefault("attempts", []).append(
+            {
+                "attempt": self.contract["attempt"],
+                "content_hash": content_hash,
+                "commit": commit,
+                "changed_files": list(stats.files),
+                "verdict": None,
+            }
+        )
+        if trip:
+            return run.halt(trip)
+        run.save()
+        return Outcome(
+            "run-implementer",
+            run.task_id,
+            run.start_state,
+            self.contract["status"],
+            f"attempt {self.contract['attempt']}: {data['diff_summary']}",
+            data={"changed_files": data["changed_files"], "commit": commit},
+        )
+
+
+def build_prompt(run: Run) -> str:
+    contract = run.contract
+    spec, constraints = contract["specification"], contract["constraints"]
+    repo_root = run.ctx.repo_root
+    paths = list(dict.fromkeys(p for p in [spec.get("target_file"), *spec.get("source_files", [])] if p))
+    example = spec.get("target_file") or (paths[0] if paths else "path/to/file.py")
+    from hub.code import language_for
+
+    forbidden = constraints["forbidden_paths"]
+    return prompts.render(
+        repo_root,
+        "implementer",
+        task_id=contract["task_id"],
+        title=contract.get("title", ""),
+        allowed_paths=", ".join(constraints["allowed_paths"]) or "any file in the repository",
+        forbidden_line=f"Never touch: {', '.join(forbidden)}.\n" if forbidden else "",
+        requirements=prompts.bullets(spec["requirements"]),
+        acceptance_criteria=prompts.bullets(spec.get("acceptance_criteria", [])),
+        acceptance_commands=", ".join(f"`{c}`" for c in spec.get("acceptance_commands", [])) or "(none)",
+        feedback=feedback_section(run),
+        files="\n\n".join(file_section(repo_root, p) for p in paths) or "(no files named in the contract)",
+        example_path=example,
+        example_lang=language_for(example) or "",
+    )
+
+
+def file_section(repo_root: Path, rel: str) -> str:
+    from hub.code import language_for, outline, render_outline
+
+    path = repo_root / rel
+    if not path.is_file():
+        return f"### {rel}\n\n(does not exist yet: create it)"
+    text = path.read_text(encoding="utf-8", errors="replace")
+    if len(text) > MAX_FILE_CHARS:
+        text = text[:MAX_FILE_CHARS] + "\n... (cut: the file is longer)"
+    shape = outline(rel, text)
+    summary = f"\n{render_outline(shape)}\n" if shape else ""
+    return f"### {rel}\n{summary}\n```{language_for(rel) or ''}\n{text.rstrip()}\n```"
+
+
+def feedback_section(run: Run) -> str:
+    """What the model must know from earlier: the judge's issues, its own last stall, a person's notes."""
+    data = run.contract["handoff_data"]
+    parts: list[str] = []
+    if data.get("judge_verdict") in ("FAIL", "CONDITIONAL") and data.get("judge_blocking_issues"):
+        parts.append(
+            f"## The judge rated the last attempt {data['judge_verdict']}. Fix every blocking issue\n\n"
+            + prompts.issue_lines(data["judge_blocking_issues"])
+        )
+        if data.get("judge_suggestions"):
+            parts.append("Suggestions (optional):\n" + prompts.bullets(data["judge_suggestions"]))
+    stalls = [s for s in data.get("stalls", []) if s.get("role") == "implementer"]
+    if stalls and stalls[-1].get("attempt") == run.contract["attempt"] - 1:
+        last = stalls[-1]
+        parts.append(f"## Your previous attempt failed ({last['reason']})\n\n{last.get('detail', '')[:1500]}")
+    notes = list(data.get("resume_notes", []))
+    try:
+        from hub.backlog import notes_for_prompt
+
+        notes += [
+            f"({n.get('type', 'note')}) {n.get('content', '')}"
+            for n in notes_for_prompt(run.ctx.handoff, run.task_id)
+        ]
+    except ImportError:
+        pass
+    if notes:
+        parts.append("## Notes\n\n" + prompts.bullets(notes))
+    return ("\n" + "\n\n".join(parts) + "\n") if parts else ""

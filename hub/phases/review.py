@@ -1,0 +1,309 @@
+"""`hub run-local-review`: static rules, the syntax check, then the local reviewer model.
+
+A blocking rule finding (severity error, tagged security) or a critical issue from the reviewer halts
+the task with the issue, file and line in ERIK_HALT.md. Anything else goes on to the judge, with the
+findings recorded so the judge sees them. An unusable reviewer answer is a review stall (two strikes).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from hub import gitops, prompts
+from hub.breakers import Trip
+from hub.errors import (
+    ContextOverflow,
+    ModelNotFound,
+    RuleError,
+    WorkerError,
+    WorkerTimeout,
+    WorkerUnavailable,
+)
+from hub.machine import PENDING_LOCAL_REVIEW
+from hub.phases.context import Context, Outcome, Run, pre_phase_trip, require_setup, running
+from hub.phases.judge import enter_judge_review
+from hub.phases.stall import Stall, review_stall
+from hub.provenance import write_record
+
+SEVERITIES = ("critical", "major", "minor")
+MAX_DIFF_CHARS = 40_000
+
+
+class ReviewParseError(ValueError):
+    """The reviewer's answer holds no usable review object."""
+
+
+def parse_review(text: str) -> dict[str, Any]:
+    """The reviewer's JSON object, from a fenced block or bare in the text (think blocks already gone)."""
+    candidates = [m.group(1) for m in re.finditer(r"```(?:json)?\s*\n(.*?)```", text, re.DOTALL)]
+    candidates += _balanced_objects(text)
+    if not candidates:
+        raise ReviewParseError("no JSON object in the answer")
+    problems = []
+    for candidate in candidates:
+        try:
+            data = json.loads(candidate)
+        except json.JSONDecodeError as exc:
+            problems.append(f"invalid JSON ({exc.msg})")
+            continue
+        try:
+            return _normalize(data)
+        except ReviewParseError as exc:
+            problems.append(str(exc))
+    raise ReviewParseError("; ".join(dict.fromkeys(problems)))
+
+
+def _balanced_objects(text: str) -> list[str]:
+    found, depth, start, in_string, escaped = [], 0, -1, False, False
+    for i, ch in enumerate(text):
+        if in_string:
+            escaped = (ch == "\\") and not escaped
+            if ch == '"' and not escaped:
+                in_string = False
+            continue
+        if ch == '"' and depth:
+            in_string = True
+        elif ch == "{":
+            start = i if depth == 0 else start
+            depth += 1
+        elif ch == "}" and depth:
+            depth -= 1
+            if depth == 0:
+                found.append(text[start : i + 1])
+    return found
+
+
+def _normalize(data: Any) -> dict[str, Any]:
+    if not isinstance(data, dict) or "passed" not in data:
+        raise ReviewParseError('the JSON object has no "passed" field')
+    if not isinstance(data["passed"], bool):
+        raise ReviewParseError('"passed" must be true or false')
+    issues = data.get("issues") or []
+    if not isinstance(issues, list):
+        raise ReviewParseError('"issues" must be a list')
+    clean = []
+    for issue in issues:
+        if isinstance(issue, str):
+            issue = {"description": issue}
+        if not isinstance(issue, dict) or not issue.get("description"):
+            continue
+        severity = str(issue.get("severity", "minor")).lower()
+        line = issue.get("line")
+        clean.append(
+            {
+                "severity": severity if severity in SEVERITIES else "minor",
+                "file": issue.get("file"),
+                "line": line if isinstance(line, int) else None,
+                "description": str(issue["description"]),
+                "source": "reviewer",
+            }
+        )
+    critical = bool(data.get("critical", False)) or any(i["severity"] == "critical" for i in clean)
+    return {"passed": data["passed"], "critical": critical, "issues": clean}
+
+
+def run_local_review(ctx: Context) -> Outcome:
+    """Static gate, syntax check and the reviewer model on the task's changed files."""
+    with running(ctx, "run-local-review", {PENDING_LOCAL_REVIEW}) as run:
+        require_setup(run)
+        trip = pre_phase_trip(run)
+        if trip:
+            return run.halt(trip)
+        return Review(run).execute()
+
+
+class Review:
+    def __init__(self, run: Run) -> None:
+        self.run = run
+        self.contract = run.contract
+        self.config = run.ctx.config
+        self.model = self.config.role("local_reviewer").model
+        git = self.contract["git"]
+        gitops.checkout(run.repo, git["task_branch"])
+        self.diff = gitops.diff_text(run.repo, git["base_commit"], git["task_branch"])
+        stats = gitops.diff_stats(run.repo, git["base_commit"], git["task_branch"])
+        root = run.ctx.repo_root
+        self.files = [f for f in stats.files if (root / f).is_file()]
+
+    def execute(self) -> Outcome:
+        static = self._static()
+        if isinstance(static, Outcome):
+            return static
+        worker = self.run.ctx.worker("local_reviewer")
+        try:
+            review = self._ask(worker, static)
+        except WorkerTimeout as exc:
+            return review_stall(self.run, Stall(f"timeout: {exc.clock}", str(exc), exc.partial_text))
+        except ContextOverflow as exc:
+            return review_stall(self.run, Stall("truncated_context", str(exc)))
+        except (ModelNotFound, WorkerUnavailable) as exc:
+            return self.run.halt(Trip("ollama_unavailable", str(exc), {"model": self.model}))
+        except WorkerError as exc:
+            return review_stall(self.run, Stall(f"error: {type(exc).__name__}", str(exc)))
+        finally:
+            worker.close()
+        if isinstance(review, Outcome):
+            return review
+        return self._decide(static, review)
+
+    def _static(self) -> list[dict[str, Any]] | Outcome:
+        """ast-grep rules and tree-sitter syntax errors; a blocking finding halts at once."""
+        from hub.code import syntax_errors
+        from hub.rules import is_blocking, scan_paths
+
+        issues: list[dict[str, Any]] = []
+        try:
+            findings = scan_paths(self.run.ctx.repo_root, self.files) if self.files else []
+        except RuleError as exc:
+            # A broken rule set must not wave a change through: make it the judge's business.
+            findings = []
+            issues.append(
+                {
+                    "severity": "major",
+                    "file": None,
+                    "line": None,
+                    "source": "rules",
+                    "description": f"the static rules could not run: {exc}",
+                }
+            )
+        for f in findings:
+            issue = {
+                "severity": "critical" if is_blocking(f) else ("major" if f.severity == "error" else "minor"),
+                "file": f.file,
+                "line": f.line,
+                "description": f"{f.rule_id}: {f.message}",
+                "source": "rules",
+                "rule_id": f.rule_id,
+                "tags": list(f.tags),
+            }
+            if is_blocking(f):
+                self._record_issues([*issues, issue], passed=False)
+                return self.run.halt(
+                    Trip(
+                        "critical_flaw",
+                        f"rule {f.rule_id} at {f.file}:{f.line}: {f.message}",
+                        {"rule": f.rule_id, "file": f.file, "line": f.line, "note": f.note},
+                    ),
+                    event="critical_flaw",
+                )
+            issues.append(issue)
+        root = self.run.ctx.repo_root
+        for rel in self.files:
+            for err in syntax_errors(rel, (root / rel).read_text(encoding="utf-8", errors="replace"))[:5]:
+                issues.append(
+                    {
+                        "severity": "major",
+                        "file": rel,
+                        "line": err.line,
+                        "source": "syntax",
+                        "description": f"syntax error: {err.message}",
+                    }
+                )
+        return issues
+
+    def _ask(self, worker: Any, static: list[dict[str, Any]]) -> dict[str, Any] | Outcome:
+        from hub.workers.bridge import request_for
+
+        health = worker.check_health([self.model])
+        if not health.ok or health.missing:
+            return self.run.halt(
+                Trip(
+                    "ollama_unavailable",
+                    health.detail or f"model {self.model} is not available",
+                    {"model": self.model},
+                )
+            )
+        diff = (
+            self.diff if len(self.diff) <= MAX_DIFF_CHARS else self.diff[:MAX_DIFF_CHARS] + "\n... (diff cut)"
+        )
+        prompt = prompts.render(
+            self.run.ctx.repo_root,
+            "local_reviewer",
+            task_id=self.run.task_id,
+            title=self.contract.get("title", ""),
+            requirements=prompts.bullets(self.contract["specification"]["requirements"]),
+            static_findings=prompts.issue_lines(static),
+            diff=diff or "(empty diff)",
+        )
+        request = request_for(self.config, "local_reviewer", prompt)
+        generation = None
+        outcome = "ok"
+        try:
+            generation = worker.generate(request)
+            try:
+                return parse_review(generation.text)
+            except ReviewParseError as exc:
+                outcome = f"unparseable: {exc}"
+                return review_stall(
+                    self.run, Stall("malformed_output", str(exc), generation.raw or generation.text)
+                )
+        except WorkerError as exc:
+            outcome = f"{type(exc).__name__}: {exc}"
+            raise
+        finally:
+            g = generation
+            self.run.add_cost(
+                "local_reviewer",
+                g.prompt_tokens if g else 0,
+                g.completion_tokens if g else 0,
+                g.seconds if g else 0.0,
+            )
+            write_record(
+                self.run.ctx.handoff,
+                self.run.task_id,
+                "model-call",
+                {
+                    "role": "local_reviewer",
+                    "model": request.model,
+                    "num_ctx": request.num_ctx,
+                    "prompt": prompt,
+                    "response": g.raw if g else "",
+                    "thinking": g.thinking if g else "",
+                    "prompt_tokens": g.prompt_tokens if g else 0,
+                    "completion_tokens": g.completion_tokens if g else 0,
+                    "seconds": g.seconds if g else 0.0,
+                    "done_reason": g.done_reason if g else "",
+                    "outcome": outcome,
+                },
+                self.run.now,
+            )
+
+    def _record_issues(self, issues: list[dict[str, Any]], passed: bool) -> None:
+        data = self.contract["handoff_data"]
+        data["local_review_issues"] = issues
+        data["local_review_passed"] = passed
+
+    def _decide(self, static: list[dict[str, Any]], review: dict[str, Any]) -> Outcome:
+        issues = static + review["issues"]
+        self.run.counters().pop("review_stalls", None)
+        if review["critical"]:
+            first = next((i for i in review["issues"] if i["severity"] == "critical"), None) or {
+                "description": "the reviewer flagged the change as critical",
+                "file": None,
+                "line": None,
+            }
+            self._record_issues(issues, passed=False)
+            where = f"{first.get('file')}:{first.get('line')}" if first.get("file") else "the change"
+            return self.run.halt(
+                Trip(
+                    "critical_flaw",
+                    f"the local reviewer found a critical issue in {where}: {first['description']}",
+                    {"file": first.get("file"), "line": first.get("line"), "model": self.model},
+                ),
+                event="critical_flaw",
+            )
+        passed = review["passed"] and not any(i["severity"] in ("critical", "major") for i in issues)
+        self._record_issues(issues, passed=passed)
+        event = "local_pass" if passed and not issues else "local_warn"
+        enter_judge_review(self.run, event, f"local review: {len(issues)} issues, passed={passed}")
+        return Outcome(
+            "run-local-review",
+            self.run.task_id,
+            self.run.start_state,
+            self.contract["status"],
+            f"local review {'passed' if passed else 'found issues'} ({len(issues)}); "
+            f"{self.run.ctx.handoff.review_request.name} is ready for the judge",
+            data={"passed": passed, "issues": len(issues)},
+        )

@@ -1,0 +1,152 @@
+"""The two-strike stall rule, shared by the implementer and the local review, and STALL_REPORT.md."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from hub import gitops, handoff
+from hub.breakers import Trip
+from hub.contract import iso
+from hub.machine import IMPLEMENTATION_IN_PROGRESS
+from hub.phases.context import Outcome, Run
+
+STRIKES_TO_HALT = 2
+TAIL_CHARS = 1200
+
+ADVICE = {
+    "empty_output": "The model answered with nothing. Check that it is loaded (`ollama ps`), try a larger or "
+    "instruction-tuned model, or lower temperature.",
+    "malformed_output": "No edit could be parsed. Small models follow the whole-file format best: make sure the "
+    "prompt's target file is named, or switch roles.implementer.model to a stronger coder model.",
+    "timeout": "A clock ran out. first_token: the prompt is large or the model is loading (raise "
+    "timeouts.first_token or trim source files); stall: the model stopped mid-stream (check GPU memory, "
+    "`ollama ps`); total: raise timeouts.total or split the task.",
+    "truncated_context": "The prompt does not fit the model's context window. Raise models.<model>.num_ctx in "
+    "hub.yaml (the GPU must hold it), or list fewer source files in the contract.",
+    "tests_failed": "The acceptance commands still fail after the model's reflections. Read the command output "
+    "below; the requirement may be ambiguous, or the task too big for this model.",
+    "error": "The worker failed. Run `hub doctor`; check the worker log under _handoff/logs/.",
+}
+
+
+@dataclass
+class Stall:
+    """One failed attempt: why, and what there is to show for it."""
+
+    reason: str
+    detail: str = ""
+    raw_tail: str = ""
+    timings: dict[str, float] = field(default_factory=dict)
+    event: str = "stall"
+
+    @property
+    def kind(self) -> str:
+        return self.reason.split(":", 1)[0]
+
+
+def record_stall(run: Run, role: str, stall: Stall) -> dict[str, Any]:
+    entry = {
+        "timestamp": iso(run.now),
+        "role": role,
+        "attempt": run.contract["attempt"],
+        "reason": stall.reason,
+        "detail": stall.detail[:2000],
+        "raw_tail": stall.raw_tail[-TAIL_CHARS:],
+        "timings": stall.timings,
+    }
+    run.contract["handoff_data"].setdefault("stalls", []).append(entry)
+    return entry
+
+
+def implementer_stall(run: Run, stall: Stall) -> Outcome:
+    """Strike 1: keep the attempt's work in a stash, attempt + 1, back to pending_implementer.
+    Strike 2: STALL_REPORT.md and a halt."""
+    record_stall(run, "implementer", stall)
+    if run.contract["status"] == IMPLEMENTATION_IN_PROGRESS:
+        name = f"hub:{run.task_id}:attempt-{run.contract['attempt']}:stalled"
+        if gitops.stash(run.repo, name):
+            run.contract["handoff_data"].setdefault("stashes", []).append(name)
+        run.drop_lease()
+        run.record(stall.event, f"{stall.reason}: {stall.detail}"[:500])
+    return strike(run, stall.reason)
+
+
+def strike(run: Run, reason: str) -> Outcome:
+    """From timeout_implementer: retry (strike 1) or escalate (strike 2). Also settles a task left in
+    timeout_implementer by a phase that died between the two transitions."""
+    strikes = run.bump("stall_strikes")
+    if strikes >= STRIKES_TO_HALT:
+        write_stall_report(run, "implementer")
+        return run.halt(_trip(run, "implementer", strikes), event="escalate")
+    run.contract["attempt"] += 1
+    run.record("retry", f"strike {strikes}: {reason}")
+    return Outcome(
+        run.phase,
+        run.task_id,
+        run.start_state,
+        run.contract["status"],
+        f"strike {strikes} ({reason}): attempt {run.contract['attempt']} is due",
+        data={"stall": reason},
+    )
+
+
+def review_stall(run: Run, stall: Stall) -> Outcome:
+    """The reviewer's answer was unusable: strike 1 stays in pending_local_review, strike 2 halts."""
+    record_stall(run, "local_reviewer", stall)
+    strikes = run.bump("review_stalls")
+    if strikes >= STRIKES_TO_HALT:
+        write_stall_report(run, "local_reviewer")
+        return run.halt(_trip(run, "local_reviewer", strikes))
+    run.record("stall", f"review strike {strikes}: {stall.reason}: {stall.detail}"[:500])
+    return Outcome(
+        run.phase,
+        run.task_id,
+        run.start_state,
+        run.contract["status"],
+        f"review strike {strikes} ({stall.reason}): the review runs again next",
+        data={"stall": stall.reason},
+    )
+
+
+def _trip(run: Run, role: str, strikes: int) -> Trip:
+    stalls = [s for s in run.contract["handoff_data"].get("stalls", []) if s["role"] == role][-strikes:]
+    reasons = "; ".join(f"attempt {s['attempt']}: {s['reason']}" for s in stalls)
+    return Trip(
+        "stall" if role == "implementer" else "review_stall",
+        f"the {role} stalled twice ({reasons}); see {run.ctx.handoff.stall_report.name}",
+        {"stall_report": str(run.ctx.handoff.stall_report), "model": run.contract["roles"].get(role, "")},
+    )
+
+
+def write_stall_report(run: Run, role: str) -> None:
+    stalls = [s for s in run.contract["handoff_data"].get("stalls", []) if s["role"] == role][
+        -STRIKES_TO_HALT:
+    ]
+    parts = [
+        f"# Stall report: {run.task_id}",
+        "",
+        f"The {role} (`{run.contract['roles'].get(role, '')}`) failed two attempts in a row, so the task is "
+        f"halted for a person. {run.ctx.handoff.halt_name} has the command that resumes it.",
+    ]
+    for s in stalls:
+        timings = ", ".join(f"{k} {v:.2f} s" for k, v in s.get("timings", {}).items()) or "none recorded"
+        parts += [
+            "",
+            f"## Attempt {s['attempt']}: {s['reason']}",
+            "",
+            f"- When: {s['timestamp']}",
+            f"- Timings: {timings}",
+            f"- Detail: {s['detail'] or '(none)'}",
+            "",
+            "Last of the model's raw output:",
+            "",
+            "```text",
+            (s.get("raw_tail") or "(no output)").replace("```", "ʼʼʼ"),
+            "```",
+        ]
+    kinds = dict.fromkeys(s["reason"].split(":", 1)[0] for s in stalls)
+    parts += ["", "## What to try", ""]
+    parts += [f"- {ADVICE.get(kind, ADVICE['error'])}" for kind in kinds]
+    parts += ["", f"Every model call is recorded in `_handoff/runs/{run.task_id}/`.", ""]
+    handoff.write_report(run.ctx.handoff.stall_report, "\n".join(parts))
