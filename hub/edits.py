@@ -1,0 +1,397 @@
+"""Model text -> file edits, and the one place that writes them.
+
+    parse_edits(text)            model answer -> ParseResult(edits, problems)        (hub.edit_parse, pure)
+    apply_blocks / feedback_for  search/replace matching and the retry message      (hub.edit_match, pure)
+    plan_edits(edits, policy)    -> Plan: what would be written, refused, or failed (reads files only)
+    apply_edits(edits, policy)   -> ApplyResult: the plan, written                  (the only writer)
+
+Safety: an edit is written only inside `Policy.allowed_paths` and never inside `forbidden_paths`.
+Refused, with nothing of that edit written: a path that escapes the repository (`..`, absolute, `~`,
+a symlink anywhere on the way, even one pointing inside the repository, since the link's target is
+what gets written), a path into `.git/`, a binary payload, a change over `max_diff_lines`, a delete
+without `delete_allowed`. Each file is written atomically (temp file in its folder, fsync,
+`os.replace`) as UTF-8, keeping its newline style (LF or CRLF, by majority), BOM, final-newline-or-not
+and mode. Diffs are computed on LF text.
+"""
+
+from __future__ import annotations
+
+import codecs
+import os
+import re
+import secrets
+import stat
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import structlog
+
+from hub.edit_match import BlockFailure, apply_blocks, diff_stats, feedback_for, unified_diff
+from hub.edit_parse import FileEdit, ParseResult, SearchReplace, parse_edits, render_edit
+
+__all__ = [
+    "AppliedEdit",
+    "ApplyResult",
+    "BlockFailure",
+    "FileEdit",
+    "ParseResult",
+    "Plan",
+    "Policy",
+    "Refusal",
+    "SearchReplace",
+    "apply_blocks",
+    "apply_edits",
+    "diff_stats",
+    "feedback_for",
+    "is_binary",
+    "parse_edits",
+    "path_allowed",
+    "plan_edits",
+    "render_edit",
+    "unified_diff",
+]
+
+log = structlog.get_logger(__name__)
+
+
+@dataclass(frozen=True)
+class Policy:
+    """Where edits may be written.
+
+    `allowed_paths` and `forbidden_paths` hold repo-relative files, directories (everything under them)
+    or globs (`*`, `?`, `[...]` within a name; `**` across folders; a glob without a slash matches the
+    file name at any depth). Forbidden wins. `max_diff_lines` bounds added+removed lines of each edit."""
+
+    repo_root: Path
+    allowed_paths: tuple[str, ...]
+    forbidden_paths: tuple[str, ...] = ()
+    max_diff_lines: int | None = None
+    delete_allowed: bool = False
+
+
+@dataclass(frozen=True)
+class AppliedEdit:
+    """An edit that was (in a plan: would be) written, as a unified diff with a/ b/ prefixes."""
+
+    path: str
+    diff: str
+    added: int
+    removed: int
+    created: bool
+    deleted: bool = False
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """An edit of which nothing was written, and why."""
+
+    path: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class ApplyResult:
+    """What happened to each edit: applied, refused, its blocks that failed, or no change (`unchanged`).
+    An edit whose blocks partly failed is in `applied` (the blocks that matched) and in `failed_blocks`."""
+
+    applied: tuple[AppliedEdit, ...]
+    refused: tuple[Refusal, ...]
+    failed_blocks: tuple[BlockFailure, ...]
+    unchanged: tuple[str, ...] = ()
+
+    @property
+    def changed_files(self) -> tuple[str, ...]:
+        """Paths written, in order, each once."""
+        return tuple(dict.fromkeys(a.path for a in self.applied))
+
+
+@dataclass(frozen=True)
+class _Write:
+    path: str
+    data: bytes | None  # None deletes the file
+    mode: int | None  # None: a new file, whose mode the umask decides
+
+
+@dataclass(frozen=True)
+class Plan(ApplyResult):
+    """What `apply_edits` would do: the ApplyResult it would return, plus the bytes it would write."""
+
+    writes: tuple[_Write, ...] = field(default=(), repr=False)
+
+    def result(self) -> ApplyResult:
+        return ApplyResult(self.applied, self.refused, self.failed_blocks, self.unchanged)
+
+
+class _Refused(Exception):
+    """Internal: carries a refusal reason out of the checks."""
+
+
+@dataclass
+class _File:
+    """One file as found on disk, and its text as planned so far (None: absent or deleted)."""
+
+    original: str | None
+    current: str | None
+    newline: str = "\n"
+    bom: bool = False
+    mode: int | None = None
+
+
+def plan_edits(edits: Sequence[FileEdit], policy: Policy) -> Plan:
+    """Decide every edit without writing: new contents, diffs, refusals, failed blocks. Reads files."""
+    root = policy.repo_root.resolve()
+    files: dict[str, _File] = {}
+    applied: list[AppliedEdit] = []
+    refused: list[Refusal] = []
+    failed: list[BlockFailure] = []
+    unchanged: list[str] = []
+    for edit in edits:
+        try:
+            rel = _check_path(edit.path, policy, root)
+            state = files.get(rel) or _load(root / rel)
+            new, failures = _new_text(edit, rel, state, policy)
+        except _Refused as refusal:
+            refused.append(Refusal(edit.path, str(refusal)))
+            continue
+        failed.extend(failures)
+        if new == state.current:
+            if not failures:
+                unchanged.append(rel)
+            continue
+        diff = unified_diff(
+            rel, state.current or "", new or "", created=state.current is None, deleted=new is None
+        )
+        added, removed = diff_stats(diff)
+        if policy.max_diff_lines is not None and added + removed > policy.max_diff_lines:
+            refused.append(
+                Refusal(
+                    edit.path,
+                    f"change of {added + removed} lines is over max_diff_lines={policy.max_diff_lines}",
+                )
+            )
+            continue
+        applied.append(
+            AppliedEdit(rel, diff, added, removed, created=state.current is None, deleted=new is None)
+        )
+        state.current = new
+        files[rel] = state
+    writes = tuple(
+        _Write(rel, None if f.current is None else _encode(f), f.mode)
+        for rel, f in files.items()
+        if f.current != f.original
+    )
+    return Plan(tuple(applied), tuple(refused), tuple(failed), tuple(unchanged), writes)
+
+
+def apply_edits(edits: Sequence[FileEdit], policy: Policy) -> ApplyResult:
+    """Plan the edits, then write each planned file atomically; the result says what happened to each."""
+    plan = plan_edits(edits, policy)
+    root = policy.repo_root.resolve()
+    failed_paths: dict[str, str] = {}
+    for write in plan.writes:
+        try:
+            # Checked again at write time: the tree may have changed since the plan read it.
+            _check_filesystem(root, write.path)
+            _write(root / write.path, write.data, write.mode)
+        except (_Refused, OSError) as error:
+            failed_paths[write.path] = f"write failed: {error}"
+            log.debug("edit_write_failed", path=write.path, error=str(error))
+    applied = tuple(a for a in plan.applied if a.path not in failed_paths)
+    refused = plan.refused + tuple(Refusal(path, reason) for path, reason in failed_paths.items())
+    result = ApplyResult(applied, refused, plan.failed_blocks, plan.unchanged)
+    log.debug(
+        "edits_applied",
+        files=list(result.changed_files),
+        refused=[r.path for r in refused],
+        failed_blocks=len(plan.failed_blocks),
+    )
+    return result
+
+
+def _new_text(
+    edit: FileEdit, rel: str, state: _File, policy: Policy
+) -> tuple[str | None, list[BlockFailure]]:
+    if edit.delete:
+        if not policy.delete_allowed:
+            raise _Refused("deleting files is not allowed (constraints.delete_allowed is false)")
+        if state.current is None:
+            raise _Refused("cannot delete: the file does not exist")
+        return None, []
+    if edit.content is None and not edit.blocks:
+        raise _Refused("the edit holds neither content nor search/replace blocks")
+    payloads = ([edit.content] if edit.content is not None else []) + [b.replace for b in edit.blocks]
+    if any(is_binary(p) for p in payloads):
+        raise _Refused("binary payload (NUL bytes or mostly control characters)")
+    text = state.current
+    if edit.content is not None:
+        text = edit.content.replace("\r\n", "\n")
+        if state.original is not None and not state.original.endswith("\n") and text.endswith("\n"):
+            text = text[:-1]
+    if edit.blocks:
+        return apply_blocks(rel, text, edit.blocks)
+    return text, []
+
+
+def is_binary(text: str) -> bool:
+    """NUL anywhere, or more than 10% control characters other than tab, newline, CR, form feed, ESC."""
+    if "\x00" in text:
+        return True
+    if not text:
+        return False
+    control = sum(1 for ch in text if (ord(ch) < 32 and ch not in "\t\n\r\f\x1b") or ch == "\ufffd")
+    return control > len(text) // 10
+
+
+def _check_path(raw: str, policy: Policy, root: Path) -> str:
+    """The edit's path as a clean repo-relative path, or `_Refused` naming the rule it breaks."""
+    path = raw.strip().replace("\\", "/")
+    if not path:
+        raise _Refused("empty path")
+    if "\x00" in path:
+        raise _Refused("path contains a NUL byte")
+    if path.startswith("~"):
+        raise _Refused("path escapes the repository (home-relative '~')")
+    if path.startswith("/") or re.match(r"^[A-Za-z]:", path):
+        raise _Refused("path escapes the repository (absolute path)")
+    parts = [p for p in path.split("/") if p not in ("", ".")]
+    if not parts:
+        raise _Refused("path names the repository root, not a file")
+    if ".." in parts:
+        raise _Refused("path escapes the repository ('..')")
+    if any(p.lower() == ".git" for p in parts):
+        raise _Refused("path is inside .git/")
+    rel = "/".join(parts)
+    forbidden = _first_match(rel, policy.forbidden_paths)
+    if forbidden is not None:
+        raise _Refused(f"path is inside forbidden_paths ({forbidden!r})")
+    if _first_match(rel, policy.allowed_paths) is None:
+        shown = ", ".join(policy.allowed_paths) if policy.allowed_paths else "none"
+        raise _Refused(f"path is not inside allowed_paths ({shown})")
+    _check_filesystem(root, rel)
+    return rel
+
+
+def _check_filesystem(root: Path, rel: str) -> None:
+    current = root
+    parts = rel.split("/")
+    for i, part in enumerate(parts):
+        current = current / part
+        if current.is_symlink():
+            target = os.path.realpath(current)
+            shown = "/".join(parts[: i + 1])
+            if not _inside(root, Path(target)):
+                raise _Refused(f"path escapes the repository through the symlink {shown} -> {target}")
+            raise _Refused(f"path goes through the symlink {shown}; edits are never written through links")
+        if not current.exists():
+            break
+        if i < len(parts) - 1 and not current.is_dir():
+            raise _Refused(f"{'/'.join(parts[: i + 1])} is a file, not a folder")
+    if not _inside(root, Path(os.path.realpath(root / rel))):
+        raise _Refused("path escapes the repository")
+
+
+def _inside(root: Path, target: Path) -> bool:
+    return target == root or root in target.parents
+
+
+def path_allowed(path: str, entries: Sequence[str]) -> bool:
+    """Whether a clean repo-relative path falls under any entry (file, directory or glob)."""
+    return _first_match(path, entries) is not None
+
+
+def _first_match(path: str, entries: Sequence[str]) -> str | None:
+    for entry in entries:
+        pattern = "/".join(p for p in entry.strip().replace("\\", "/").split("/") if p not in ("", "."))
+        if not pattern:
+            if entry.strip() in (".", "./", "/"):
+                return entry
+            continue
+        if any(ch in pattern for ch in "*?["):
+            target = path if "/" in pattern else path.rsplit("/", 1)[-1]
+            if _glob_regex(pattern).match(target) or ("/" not in pattern and _under_glob(path, pattern)):
+                return entry
+        elif path == pattern or path.startswith(pattern + "/"):
+            return entry
+    return None
+
+
+def _under_glob(path: str, pattern: str) -> bool:
+    """A slash-free glob also matches a folder anywhere on the path (`build*` covers `build1/x`)."""
+    regex = _glob_regex(pattern)
+    return any(regex.match(part) for part in path.split("/")[:-1])
+
+
+def _glob_regex(pattern: str) -> re.Pattern[str]:
+    out = []
+    i = 0
+    while i < len(pattern):
+        if pattern.startswith("**/", i):
+            out.append("(?:[^/]+/)*")
+            i += 3
+        elif pattern.startswith("**", i):
+            out.append(".*")
+            i += 2
+        elif pattern[i] == "*":
+            out.append("[^/]*")
+            i += 1
+        elif pattern[i] == "?":
+            out.append("[^/]")
+            i += 1
+        elif pattern[i] == "[" and "]" in pattern[i + 2 :]:
+            close = pattern.index("]", i + 2)
+            body = pattern[i + 1 : close]
+            out.append("[" + ("^" + body[1:] if body.startswith("!") else body).replace("\\", "\\\\") + "]")
+            i = close + 1
+        else:
+            out.append(re.escape(pattern[i]))
+            i += 1
+    # A glob naming a folder allows everything under it, like a plain directory entry.
+    return re.compile("".join(out) + "(?:/.*)?$")
+
+
+def _load(target: Path) -> _File:
+    if not target.exists():
+        return _File(original=None, current=None)
+    if not target.is_file():
+        raise _Refused("not a regular file")
+    raw = target.read_bytes()
+    bom = raw.startswith(codecs.BOM_UTF8)
+    try:
+        text = raw[len(codecs.BOM_UTF8) if bom else 0 :].decode("utf-8")
+    except UnicodeDecodeError:
+        raise _Refused("the existing file is not UTF-8 text") from None
+    if "\x00" in text:
+        raise _Refused("the existing file is binary")
+    crlf = text.count("\r\n")
+    newline = "\r\n" if crlf and crlf >= text.count("\n") - crlf else "\n"
+    text = text.replace("\r\n", "\n")
+    return _File(text, text, newline, bom, stat.S_IMODE(target.stat().st_mode))
+
+
+def _encode(state: _File) -> bytes:
+    text = state.current or ""
+    if state.newline != "\n":
+        text = text.replace("\n", state.newline)
+    return (codecs.BOM_UTF8 if state.bom else b"") + text.encode("utf-8")
+
+
+def _write(target: Path, data: bytes | None, mode: int | None) -> None:
+    if data is None:
+        target.unlink()
+        return
+    target.parent.mkdir(parents=True, exist_ok=True)
+    temp = target.parent / f".{target.name}.{secrets.token_hex(4)}.tmp"
+    # 0o666 lets the umask pick a new file's mode, as any editor would; existing files keep theirs.
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600 if mode is not None else 0o666)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        if mode is not None:
+            os.chmod(temp, mode)
+        os.replace(temp, target)
+    except BaseException:
+        temp.unlink(missing_ok=True)
+        raise
