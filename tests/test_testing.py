@@ -185,6 +185,24 @@ def test_replies_come_from_the_queue_then_the_function(fake: FakeOllama, client:
     assert seen == [chat(stream=False)]
 
 
+def test_a_responder_that_raises_is_a_loud_500(fake: FakeOllama, client: httpx.Client) -> None:
+    def broken(body: dict[str, object]) -> str:
+        raise KeyError("prompt")
+
+    fake.respond_with("m", broken)
+    response = client.post("/api/chat", json=chat())
+    assert response.status_code == 500
+    assert "responder for model 'm' raised KeyError('prompt')" in response.json()["error"]
+
+
+def test_early_headers_arrive_before_the_first_token(fake: FakeOllama, client: httpx.Client) -> None:
+    fake.script("m", Reply(text="late", first_token_delay=30, early_headers=True))
+    started = time.monotonic()
+    with client.stream("POST", "/api/chat", json=chat()) as response:
+        assert response.status_code == 200
+        assert time.monotonic() - started < 2
+
+
 def test_model_names_match_with_or_without_latest(fake: FakeOllama, client: httpx.Client) -> None:
     fake.script("tiny", "a")
     fake.script("tiny:latest", "b")

@@ -88,6 +88,15 @@ def test_a_slow_first_token_fires_the_first_token_clock(fake: FakeOllama, provid
     assert len(fake.requests) == 1  # a timeout is never retried
 
 
+def test_the_first_token_clock_also_runs_after_early_headers(
+    fake: FakeOllama, provider: OllamaProvider
+) -> None:
+    fake.script("m", Reply(text="late", first_token_delay=30, early_headers=True))
+    error, seconds = timeout_of(provider, request(first_token_timeout=0.2, stall_timeout=0.05))
+    assert error.clock == "first_token"
+    assert seconds < 1.0
+
+
 def test_a_first_token_within_its_clock_is_not_a_stall(fake: FakeOllama, provider: OllamaProvider) -> None:
     fake.script("m", Reply(text="worth the wait", first_token_delay=0.15))
     generation = provider.generate(request(first_token_timeout=1.0, stall_timeout=0.05))

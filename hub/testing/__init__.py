@@ -1,0 +1,38 @@
+"""`FakeOllama`: a real loopback HTTP server that speaks Ollama's API, with scripted replies and faults.
+
+It lives in the package, not under tests/, the way `httpx.MockTransport` lives in httpx: the tests, the
+demo and the benchmarks all talk to it over real sockets, so the code under test cannot tell it from
+Ollama. Served:
+
+    GET  /  (and HEAD)        "Ollama is running"
+    GET  /api/version         {"version": ...}
+    GET  /api/tags            the models, untagged names shown as "name:latest" as Ollama does
+    GET  /api/ps              the models called so far, with the num_ctx of the last call
+    POST /api/chat            NDJSON stream unless "stream": false
+    POST /api/generate        same, with "response" instead of "message"
+    POST /api/show            model details
+    POST /v1/chat/completions OpenAI-compatible; SSE ("data: {...}" ... "data: [DONE]") when "stream": true
+    GET  /v1/models
+
+Replies are scripted per model, as a queue (`script`) or a function of the request body (`respond_with`);
+a queued reply is used first; a model with neither left answers a loud 500. A `Reply` injects the
+faults a local model shows: a slow first token, a stall mid-stream, a slow but steady stream, a dropped
+connection, an HTTP error, an error line mid-stream, a broken NDJSON line, and token counts that give
+away a silently truncated prompt. Character positions (`stall_after_chars`, `drop_after_chars`) count
+over everything streamed, the `<think>` block included. Delays wait on the socket and a stop event, never
+in sleep: a stalled reply ends as soon as its client hangs up or the server stops.
+
+Layout: `replies` (Reply, RecordedRequest, script files), `wire` (the JSON shapes), `server` (FakeOllama,
+the handler and routes), `__main__` (the command line).
+
+Standalone: `python -m hub.testing --port 11434 --script replies.yaml`, where the script is
+`{"models": {"name": ["text", {"text": "...", "first_token_delay": 1.5}], "other": {"repeat": "text"}}}`.
+
+Only the standard library is imported (yaml only to read a YAML script): this package is imported
+by every test that needs a model.
+"""
+
+from hub.testing.replies import RecordedRequest, Reply, load_script
+from hub.testing.server import FakeOllama
+
+__all__ = ["FakeOllama", "RecordedRequest", "Reply", "load_script"]

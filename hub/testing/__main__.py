@@ -1,0 +1,54 @@
+"""`python -m hub.testing --port N --script FILE`: serve a scripted FakeOllama until SIGTERM or SIGINT."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from hub.testing.replies import Reply, load_script
+from hub.testing.server import FakeOllama
+
+
+def _always(reply: Reply) -> Callable[[dict[str, Any]], Reply]:
+    return lambda _body: reply
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m hub.testing", description="Serve a scripted fake Ollama."
+    )
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
+    parser.add_argument("--script", help="JSON or YAML: {models: {name: [reply, ...] | {repeat: reply}}}")
+    args = parser.parse_args(argv)
+
+    fake = FakeOllama(host=args.host, port=args.port)
+    if args.script:
+        try:
+            with open(args.script, encoding="utf-8") as f:
+                script = load_script(f.read())
+        except (OSError, ValueError, TypeError) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        for name, replies in script.items():
+            if isinstance(replies, Reply):
+                fake.respond_with(name, _always(replies))
+            else:
+                fake.script(name, *replies)
+
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    with fake:
+        print(f"FakeOllama listening on {fake.url}", flush=True)
+        while not stop.wait(1.0):
+            pass
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,519 @@
+"""The loopback HTTP server: FakeOllama's scripting and lifecycle, the request handler and the routes."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import select
+import socket
+import sys
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from hub.testing.replies import RecordedRequest, Reply, Responder, as_reply
+from hub.testing.wire import (
+    VERSION,
+    Chat,
+    Completion,
+    Format,
+    OpenAI,
+    Timing,
+    default_error,
+    details,
+    dumps,
+    model_entry,
+    openai_model,
+    same_model,
+    split_at,
+    tagged,
+    timestamp,
+)
+
+GENERATING_PATHS = ("/api/chat", "/api/generate", "/v1/chat/completions")
+
+
+class _Abort(Exception):
+    """The reply ends here: the connection is closed without finishing (a drop, a gone client, a stop)."""
+
+
+class FakeOllama:
+    """A loopback Ollama that answers from a script. Use as a context manager, or `start()` / `stop()`."""
+
+    def __init__(
+        self,
+        models: Mapping[str, Sequence[Reply | str] | Callable[[dict[str, Any]], Reply | str]] | None = None,
+        host: str = "127.0.0.1",
+        port: int = 0,
+    ) -> None:
+        self.host = host
+        self.port = port
+        self.url = f"http://{host}:{port}"
+        self.requests: list[RecordedRequest] = []
+        self._lock = threading.Lock()
+        self._queues: dict[str, deque[Reply | str]] = {}
+        self._responders: dict[str, Responder] = {}
+        self._loaded: dict[str, tuple[int, float]] = {}
+        self._stopping = threading.Event()
+        self._server: _Server | None = None
+        self._thread: threading.Thread | None = None
+        for name, replies in (models or {}).items():
+            if callable(replies):
+                self.respond_with(name, replies)
+            else:
+                self.script(name, *replies)
+
+    # -- scripting -------------------------------------------------------------------------------------
+
+    def add_model(self, name: str) -> None:
+        """Make a model exist (listed in /api/tags) even with nothing scripted for it."""
+        with self._lock:
+            if self._find(name) is None:
+                self._queues[name] = deque()
+
+    def script(self, model: str, *replies: Reply | str) -> None:
+        """Queue replies for a model (adding the model); each call to it takes the next one."""
+        with self._lock:
+            key = self._find(model) or model
+            self._queues.setdefault(key, deque()).extend(replies)
+
+    def respond_with(self, model: str, fn: Callable[[dict[str, Any]], Reply | str]) -> None:
+        """Answer every call to a model with fn(request body), once its queue is empty."""
+        with self._lock:
+            key = self._find(model) or model
+            self._queues.setdefault(key, deque())
+            self._responders[key] = fn
+
+    def chat_requests(self, model: str | None = None) -> list[dict[str, Any]]:
+        """Bodies of the generation calls (/api/chat, /api/generate, /v1/chat/completions), oldest first."""
+        with self._lock:
+            recorded = list(self.requests)
+        bodies = [r.body for r in recorded if r.path in GENERATING_PATHS and r.body is not None]
+        if model is None:
+            return bodies
+        return [b for b in bodies if same_model(str(b.get("model", "")), model)]
+
+    @property
+    def models(self) -> list[str]:
+        """The model names as /api/tags shows them."""
+        with self._lock:
+            return [tagged(name) for name in self._queues]
+
+    # -- lifecycle -------------------------------------------------------------------------------------
+
+    def start(self) -> FakeOllama:
+        if self._server is not None:
+            return self
+        self._stopping.clear()
+        server = _Server((self.host, self.port), _Handler)
+        server.fake = self
+        self._server = server
+        self.port = server.server_address[1]
+        self.url = f"http://{self.host}:{self.port}"
+        # A short poll keeps stop() quick: shutdown() waits for the serve loop to notice.
+        self._thread = threading.Thread(
+            target=server.serve_forever, kwargs={"poll_interval": 0.02}, name="fake-ollama", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        server, self._server = self._server, None
+        if server is None:
+            return
+        self._stopping.set()
+        server.shutdown()
+        # Idle keep-alive connections and stalled replies wait on their sockets; shutting the sockets
+        # down wakes them so every handler thread ends and closes what it opened.
+        for _, sock in server.connections():
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+        for thread, _ in server.connections():
+            thread.join(timeout=5)
+        server.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None
+
+    def __enter__(self) -> FakeOllama:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    # -- internals used by the handler -------------------------------------------------------------------
+
+    def _find(self, name: str) -> str | None:
+        if name in self._queues:
+            return name
+        for key in self._queues:
+            if same_model(key, name):
+                return key
+        return None
+
+    def _record(self, method: str, path: str, body: dict[str, Any] | None, headers: dict[str, str]) -> None:
+        with self._lock:
+            self.requests.append(RecordedRequest(method, path, body, headers))
+
+    def _reply_for(self, model: str, body: dict[str, Any]) -> Reply | None:
+        with self._lock:
+            key = self._find(model)
+            if key is None:
+                return None
+            queue = self._queues[key]
+            if queue:
+                return as_reply(queue.popleft())
+            responder = self._responders.get(key)
+        if responder is None:
+            return None
+        try:
+            return as_reply(responder(body))
+        except Exception as exc:
+            # Shown to the client as a 500, so the test that scripted it fails with the reason.
+            return Reply(status=500, error=f"FakeOllama: the responder for model '{model}' raised {exc!r}")
+
+    def _mark_loaded(self, model: str, body: dict[str, Any]) -> None:
+        options = body.get("options") or {}
+        num_ctx = options.get("num_ctx") if isinstance(options, dict) else None
+        with self._lock:
+            key = self._find(model) or model
+            if body.get("keep_alive") in (0, "0", "0s"):
+                self._loaded.pop(key, None)
+            else:
+                previous = self._loaded.get(key, (4096, 0.0))[0]
+                self._loaded[key] = (int(num_ctx) if isinstance(num_ctx, int) else previous, time.time())
+
+    def _pause(self, sock: socket.socket, seconds: float) -> bool:
+        """Wait up to `seconds`; False as soon as the client has gone or the server is stopping."""
+        if self._stopping.is_set():
+            return False
+        if seconds <= 0:
+            return True
+        deadline = time.monotonic() + seconds
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return not self._stopping.is_set()
+            # A closed peer, and stop() shutting the socket down, both make it readable: no polling.
+            readable, _, _ = select.select([sock], [], [], remaining)
+            if self._stopping.is_set():
+                return False
+            if readable:
+                try:
+                    peeked = sock.recv(1, socket.MSG_PEEK)
+                except OSError:
+                    return False
+                if not peeked:
+                    return False
+                # The client sent more bytes (a pipelined request): keep waiting, on the stop event alone.
+                return not self._stopping.wait(max(0.0, deadline - time.monotonic()))
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    block_on_close = False
+    allow_reuse_address = True
+    fake: FakeOllama
+
+    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler]) -> None:
+        self._conn_lock = threading.Lock()
+        self._conns: dict[threading.Thread, socket.socket] = {}
+        super().__init__(address, handler)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        thread = threading.Thread(
+            target=self._serve_connection,
+            args=(request, client_address),
+            name="fake-ollama-conn",
+            daemon=True,
+        )
+        with self._conn_lock:
+            self._conns[thread] = request
+        thread.start()
+
+    def _serve_connection(self, request: Any, client_address: Any) -> None:
+        try:
+            self.process_request_thread(request, client_address)
+        finally:
+            with self._conn_lock:
+                self._conns.pop(threading.current_thread(), None)
+
+    def connections(self) -> list[tuple[threading.Thread, socket.socket]]:
+        with self._conn_lock:
+            return list(self._conns.items())
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A client that hangs up mid-reply is routine here (timeouts under test); anything else is a bug.
+        if isinstance(sys.exc_info()[1], OSError):
+            return
+        super().handle_error(request, client_address)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "FakeOllama"
+    # Go's net/http (Ollama) sets TCP_NODELAY; without it Nagle + delayed ACK add ~40 ms per reply.
+    disable_nagle_algorithm = True
+    sys_version = ""
+    server: _Server
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def do_HEAD(self) -> None:
+        self._dispatch("HEAD")
+
+    def do_GET(self) -> None:
+        self._dispatch("GET")
+
+    def do_POST(self) -> None:
+        self._dispatch("POST")
+
+    def do_DELETE(self) -> None:
+        self._dispatch("DELETE")
+
+    def _dispatch(self, method: str) -> None:
+        path = self.path.split("?", 1)[0].rstrip("/") or "/"
+        raw = self._read_body()
+        body: dict[str, Any] | None = None
+        bad_json: str | None = None
+        if raw:
+            try:
+                parsed = json.loads(raw)
+            except ValueError as exc:
+                bad_json = str(exc)
+            else:
+                body = parsed if isinstance(parsed, dict) else None
+                if body is None:
+                    bad_json = "request body must be a JSON object"
+        fake = self.server.fake
+        fake._record(method, path, body, {k.lower(): v for k, v in self.headers.items()})
+        try:
+            if bad_json is not None:
+                self._send_json(400, {"error": bad_json})
+            else:
+                _route(self, fake, method, path, body)
+        except _Abort:
+            self._abort()
+
+    def _read_body(self) -> bytes:
+        length = int(self.headers.get("Content-Length") or 0)
+        return self.rfile.read(length) if length > 0 else b""
+
+    # -- responses -----------------------------------------------------------------------------------------
+
+    def _send_json(self, status: int, payload: Any, raw: bytes | None = None) -> None:
+        data = raw if raw is not None else dumps(payload).encode("utf-8")
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json; charset=utf-8")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(data)
+
+    def _send_text(self, status: int, text: str) -> None:
+        data = text.encode("utf-8")
+        self.send_response(status)
+        self.send_header("Content-Type", "text/plain; charset=utf-8")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(data)
+
+    def _start_chunked(self, content_type: str) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+
+    def _chunk(self, data: str) -> None:
+        encoded = data.encode("utf-8")
+        if not encoded:
+            return  # an empty chunk would end the body
+        try:
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(encoded), encoded))
+        except OSError:
+            raise _Abort from None
+
+    def _end_chunked(self) -> None:
+        try:
+            self.wfile.write(b"0\r\n\r\n")
+        except OSError:
+            raise _Abort from None
+
+    def _abort(self) -> None:
+        self.close_connection = True
+        with contextlib.suppress(OSError):
+            self.connection.shutdown(socket.SHUT_RDWR)
+
+    def _pause(self, seconds: float) -> None:
+        if not self.server.fake._pause(self.connection, seconds):
+            raise _Abort
+
+
+# -- routing ---------------------------------------------------------------------------------------------
+
+
+def _route(h: _Handler, fake: FakeOllama, method: str, path: str, body: dict[str, Any] | None) -> None:
+    if method in ("GET", "HEAD") and path == "/":
+        h._send_text(200, "Ollama is running")
+    elif method == "GET" and path == "/api/version":
+        h._send_json(200, {"version": VERSION})
+    elif method == "GET" and path == "/api/tags":
+        h._send_json(200, {"models": [model_entry(name) for name in fake.models]})
+    elif method == "GET" and path == "/api/ps":
+        h._send_json(200, {"models": _running(fake)})
+    elif method == "GET" and path == "/v1/models":
+        h._send_json(200, {"object": "list", "data": [openai_model(name) for name in fake.models]})
+    elif method == "POST" and path == "/api/show":
+        _show(h, fake, body or {})
+    elif method == "POST" and path in GENERATING_PATHS:
+        _generate(h, fake, path, body)
+    else:
+        h._send_text(404, "404 page not found")
+
+
+def _show(h: _Handler, fake: FakeOllama, body: dict[str, Any]) -> None:
+    name = str(body.get("model") or body.get("name") or "")
+    with fake._lock:
+        found = fake._find(name) if name else None
+    if found is None:
+        h._send_json(404, {"error": f"model '{name}' not found"})
+        return
+    h._send_json(
+        200,
+        {
+            "license": "",
+            "modelfile": f"# Modelfile generated by FakeOllama\nFROM {tagged(found)}\n",
+            "parameters": 'stop "<|im_end|>"',
+            "template": "{{ .Prompt }}",
+            "details": details(),
+            "model_info": {"general.architecture": "fake", "fake.context_length": 32768},
+            "capabilities": ["completion"],
+            "modified_at": timestamp(),
+        },
+    )
+
+
+def _generate(h: _Handler, fake: FakeOllama, path: str, body: dict[str, Any] | None) -> None:
+    kind = {"/api/chat": Chat, "/api/generate": Completion, "/v1/chat/completions": OpenAI}[path]
+    if body is None:
+        h._send_json(400, kind.error_body("missing request body"))
+        return
+    model = str(body.get("model") or "")
+    if not model:
+        h._send_json(400, kind.error_body("model is required"))
+        return
+    with fake._lock:
+        known = fake._find(model) is not None
+    if not known:
+        h._send_json(404, kind.error_body(f"model '{model}' not found"))
+        return
+    reply = fake._reply_for(model, body)
+    if reply is None:
+        h._send_json(500, kind.error_body(f"FakeOllama: no scripted reply left for model '{model}'"))
+        return
+    fake._mark_loaded(model, body)
+    fmt = kind(model, body, reply)
+    # Unset (or null) means stream for Ollama's own API and do not stream for the OpenAI one.
+    requested = body.get("stream")
+    stream = kind.stream_default if requested is None else bool(requested)
+    if reply.status != 200:
+        h._pause(reply.first_token_delay)
+        h._send_json(reply.status, kind.error_body(reply.error or default_error(reply.status)))
+    elif stream:
+        _send_stream(h, fmt, reply)
+    else:
+        _send_whole(h, fmt, reply)
+
+
+def _send_stream(h: _Handler, fmt: Format, reply: Reply) -> None:
+    started = time.monotonic()
+    if reply.early_headers:
+        h._start_chunked(fmt.content_type)
+    h._pause(reply.first_token_delay)
+    pieces = fmt.pieces()
+    total = sum(len(p) for _, p in pieces)
+    stall_at = None if reply.stall_after_chars is None else min(reply.stall_after_chars, total)
+    drop_at = None if reply.drop_after_chars is None else min(reply.drop_after_chars, total)
+    stalled = False
+    broke_line = False
+    first_at: float | None = None
+    if not reply.early_headers:
+        h._start_chunked(fmt.content_type)
+
+    def checkpoint(pos: int) -> None:
+        nonlocal stalled
+        if drop_at is not None and pos >= drop_at:
+            raise _Abort
+        if stall_at is not None and not stalled and pos >= stall_at:
+            stalled = True
+            h._pause(reply.stall_seconds)
+
+    pos = 0
+    for field_name, piece in split_at(pieces, (stall_at, drop_at)):
+        checkpoint(pos)
+        if first_at is not None:
+            h._pause(reply.chunk_delay)
+        h._chunk(fmt.line(fmt.chunk(field_name, piece)))
+        first_at = first_at or time.monotonic()
+        pos += len(piece)
+        if reply.truncate_line and not broke_line:
+            broke_line = True
+            whole = dumps(fmt.chunk("content", "and then"))
+            h._chunk(fmt.line_raw(whole[: len(whole) // 2]))
+    checkpoint(pos)
+    if reply.truncate_line and not broke_line:
+        whole = dumps(fmt.chunk("content", ""))
+        h._chunk(fmt.line_raw(whole[: len(whole) // 2]))
+    if reply.error:
+        h._chunk(fmt.line(fmt.error_body(reply.error)))
+    else:
+        timing = Timing(started, first_at or time.monotonic(), time.monotonic())
+        for event in fmt.final(timing):
+            h._chunk(fmt.line(event))
+        h._chunk(fmt.end())
+    h._end_chunked()
+
+
+def _send_whole(h: _Handler, fmt: Format, reply: Reply) -> None:
+    started = time.monotonic()
+    h._pause(reply.first_token_delay)
+    total = sum(len(p) for _, p in fmt.pieces())
+    if reply.stall_after_chars is not None and reply.stall_after_chars <= total:
+        h._pause(reply.stall_seconds)
+    if reply.drop_after_chars is not None:
+        raise _Abort
+    if reply.error:
+        h._send_json(500, fmt.error_body(reply.error))
+        return
+    now = time.monotonic()
+    payload = fmt.whole(Timing(started, now, now))
+    if reply.truncate_line:
+        data = dumps(payload).encode("utf-8")
+        h._send_json(200, None, raw=data[: len(data) // 2])
+    else:
+        h._send_json(200, payload)
+
+
+def _running(fake: FakeOllama) -> list[dict[str, Any]]:
+    with fake._lock:
+        loaded = dict(fake._loaded)
+    out = []
+    for key, (num_ctx, at) in loaded.items():
+        entry = model_entry(tagged(key))
+        del entry["modified_at"]
+        expires = datetime.fromtimestamp(at, UTC) + timedelta(minutes=5)
+        out.append(
+            {
+                **entry,
+                "expires_at": timestamp(expires),
+                "size_vram": entry["size"],
+                "context_length": num_ctx,
+            }
+        )
+    return out

@@ -1,0 +1,297 @@
+"""The shapes of Ollama's answers: NDJSON chunks (/api/chat, /api/generate), SSE (/v1), metrics, models."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from hub.testing.replies import Reply
+
+VERSION = "0.6.8"
+RUNNER_CRASHED = "llama runner process has terminated: exit status 2"
+
+
+def split_at(pieces: list[tuple[str, str]], marks: Iterable[int | None]) -> list[tuple[str, str]]:
+    """Split the pieces so that every mark (a character position) falls on a piece boundary."""
+    cuts = sorted({m for m in marks if m is not None and m > 0})
+    out: list[tuple[str, str]] = []
+    pos = 0
+    for name, piece in pieces:
+        start = pos
+        end = pos + len(piece)
+        for cut in cuts:
+            if start < cut < end:
+                out.append((name, piece[start - pos : cut - pos]))
+                start = cut
+        out.append((name, piece[start - pos :]))
+        pos = end
+    return out
+
+
+@dataclass(frozen=True)
+class Timing:
+    started: float
+    first_token: float
+    finished: float
+
+
+class Format:
+    """One API's shape: chunks, the final chunk, the whole (non-streamed) body and errors."""
+
+    content_type = "application/x-ndjson"
+    stream_default = True
+
+    def __init__(self, model: str, body: dict[str, Any], reply: Reply) -> None:
+        self.model = model
+        self.body = body
+        self.reply = reply
+        self.think_field = bool(reply.thinking) and (reply.thinking_field or bool(body.get("think")))
+
+    @staticmethod
+    def error_body(message: str) -> dict[str, Any]:
+        return {"error": message}
+
+    def pieces(self) -> list[tuple[str, str]]:
+        r = self.reply
+        if self.think_field:
+            segments = [("thinking", r.thinking), ("content", r.text)]
+        elif r.thinking:
+            segments = [("content", f"<think>\n{r.thinking}\n</think>\n\n{r.text}")]
+        else:
+            segments = [("content", r.text)]
+        size = max(1, r.chunk_chars)
+        return [(name, s[i : i + size]) for name, s in segments for i in range(0, len(s), size)]
+
+    def line(self, payload: dict[str, Any]) -> str:
+        return self.line_raw(dumps(payload))
+
+    def line_raw(self, text: str) -> str:
+        return text + "\n"
+
+    def end(self) -> str:
+        return ""
+
+    def prompt_text(self) -> str:
+        messages = self.body.get("messages") or []
+        parts = [m.get("content", "") for m in messages if isinstance(m, dict)]
+        return "".join(p if isinstance(p, str) else dumps(p) for p in parts)
+
+    def counts(self) -> tuple[int, int]:
+        r = self.reply
+        prompt = r.prompt_eval_count if r.prompt_eval_count is not None else len(self.prompt_text()) // 4 + 1
+        streamed = sum(len(p) for _, p in self.pieces())
+        return prompt, r.eval_count if r.eval_count is not None else streamed // 4 + 1
+
+    def metrics(self, t: Timing) -> dict[str, Any]:
+        prompt, evals = self.counts()
+        total = max(1, int((t.finished - t.started) * 1e9))
+        load = min(total // 10, 1_500_000)
+        prompt_ns = max(1, int((t.first_token - t.started) * 1e9) - load)
+        return {
+            "total_duration": total,
+            "load_duration": load,
+            "prompt_eval_count": prompt,
+            "prompt_eval_duration": prompt_ns,
+            "eval_count": evals,
+            "eval_duration": max(1, total - load - prompt_ns),
+        }
+
+    def chunk(self, field_name: str, piece: str) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def final(self, t: Timing) -> list[dict[str, Any]]:
+        raise NotImplementedError
+
+    def whole(self, t: Timing) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def text_and_thinking(self) -> tuple[str, str]:
+        content = "".join(p for name, p in self.pieces() if name == "content")
+        thinking = "".join(p for name, p in self.pieces() if name == "thinking")
+        return content, thinking
+
+
+class Chat(Format):
+    def chunk(self, field_name: str, piece: str) -> dict[str, Any]:
+        message: dict[str, Any] = {"role": "assistant", "content": piece if field_name == "content" else ""}
+        if field_name == "thinking":
+            message["thinking"] = piece
+        return {"model": self.model, "created_at": timestamp(), "message": message, "done": False}
+
+    def final(self, t: Timing) -> list[dict[str, Any]]:
+        return [
+            {
+                "model": self.model,
+                "created_at": timestamp(),
+                "message": {"role": "assistant", "content": ""},
+                "done_reason": self.reply.done_reason,
+                "done": True,
+                **self.metrics(t),
+            }
+        ]
+
+    def whole(self, t: Timing) -> dict[str, Any]:
+        content, thinking = self.text_and_thinking()
+        message: dict[str, Any] = {"role": "assistant", "content": content}
+        if thinking:
+            message["thinking"] = thinking
+        final = self.final(t)[0]
+        final["message"] = message
+        return final
+
+
+class Completion(Format):
+    def prompt_text(self) -> str:
+        return str(self.body.get("system") or "") + str(self.body.get("prompt") or "")
+
+    def chunk(self, field_name: str, piece: str) -> dict[str, Any]:
+        out: dict[str, Any] = {"model": self.model, "created_at": timestamp()}
+        out["response"] = piece if field_name == "content" else ""
+        if field_name == "thinking":
+            out["thinking"] = piece
+        out["done"] = False
+        return out
+
+    def final(self, t: Timing) -> list[dict[str, Any]]:
+        prompt, evals = self.counts()
+        return [
+            {
+                "model": self.model,
+                "created_at": timestamp(),
+                "response": "",
+                "done": True,
+                "done_reason": self.reply.done_reason,
+                "context": list(range(1, min(prompt + evals, 16) + 1)),
+                **self.metrics(t),
+            }
+        ]
+
+    def whole(self, t: Timing) -> dict[str, Any]:
+        content, thinking = self.text_and_thinking()
+        final = self.final(t)[0]
+        final["response"] = content
+        if thinking:
+            final["thinking"] = thinking
+        return final
+
+
+class OpenAI(Format):
+    content_type = "text/event-stream"
+    stream_default = False
+
+    def __init__(self, model: str, body: dict[str, Any], reply: Reply) -> None:
+        super().__init__(model, body, reply)
+        self.think_field = False
+        self.id = "chatcmpl-" + hashlib.sha1(f"{time.time_ns()}".encode()).hexdigest()[:8]
+        self.created = int(time.time())
+        self.first = True
+
+    @staticmethod
+    def error_body(message: str) -> dict[str, Any]:
+        return {"error": {"message": message, "type": "api_error", "param": None, "code": None}}
+
+    def line_raw(self, text: str) -> str:
+        return f"data: {text}\n\n"
+
+    def end(self) -> str:
+        return "data: [DONE]\n\n"
+
+    def _envelope(self, obj: str, choices: list[dict[str, Any]]) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "object": obj,
+            "created": self.created,
+            "model": self.model,
+            "system_fingerprint": "fp_ollama",
+            "choices": choices,
+        }
+
+    def _usage(self) -> dict[str, int]:
+        prompt, evals = self.counts()
+        return {"prompt_tokens": prompt, "completion_tokens": evals, "total_tokens": prompt + evals}
+
+    def chunk(self, field_name: str, piece: str) -> dict[str, Any]:
+        delta = {"role": "assistant", "content": piece}
+        return self._envelope("chat.completion.chunk", [{"index": 0, "delta": delta, "finish_reason": None}])
+
+    def final(self, t: Timing) -> list[dict[str, Any]]:
+        events = [
+            self._envelope(
+                "chat.completion.chunk",
+                [
+                    {
+                        "index": 0,
+                        "delta": {"role": "assistant", "content": ""},
+                        "finish_reason": self.reply.done_reason,
+                    }
+                ],
+            )
+        ]
+        options = self.body.get("stream_options") or {}
+        if isinstance(options, dict) and options.get("include_usage"):
+            events.append({**self._envelope("chat.completion.chunk", []), "usage": self._usage()})
+        return events
+
+    def whole(self, t: Timing) -> dict[str, Any]:
+        content, _ = self.text_and_thinking()
+        choice = {
+            "index": 0,
+            "message": {"role": "assistant", "content": content},
+            "finish_reason": self.reply.done_reason,
+        }
+        return {**self._envelope("chat.completion", [choice]), "usage": self._usage()}
+
+
+def dumps(payload: Any) -> str:
+    return json.dumps(payload, separators=(",", ":"))
+
+
+def tagged(name: str) -> str:
+    return name if ":" in name.rsplit("/", 1)[-1] else name + ":latest"
+
+
+def same_model(a: str, b: str) -> bool:
+    return tagged(a) == tagged(b)
+
+
+def timestamp(at: datetime | None = None) -> str:
+    return (at or datetime.now(UTC)).isoformat().replace("+00:00", "Z")
+
+
+def details() -> dict[str, Any]:
+    return {
+        "parent_model": "",
+        "format": "gguf",
+        "family": "fake",
+        "families": ["fake"],
+        "parameter_size": "7.6B",
+        "quantization_level": "Q4_K_M",
+    }
+
+
+def digest(name: str) -> str:
+    return hashlib.sha256(name.encode("utf-8")).hexdigest()
+
+
+def model_entry(name: str) -> dict[str, Any]:
+    return {
+        "name": name,
+        "model": name,
+        "modified_at": timestamp(),
+        "size": 4_683_087_332,
+        "digest": digest(name),
+        "details": details(),
+    }
+
+
+def openai_model(name: str) -> dict[str, Any]:
+    return {"id": name, "object": "model", "created": int(time.time()), "owned_by": "library"}
+
+
+def default_error(status: int) -> str:
+    return RUNNER_CRASHED if status >= 500 else f"FakeOllama: scripted HTTP {status}"

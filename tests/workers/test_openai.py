@@ -1,0 +1,184 @@
+"""OpenAIProvider against FakeOllama's OpenAI-compatible /v1 endpoints."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from hub.errors import (
+    ContextOverflow,
+    MalformedStream,
+    ModelNotFound,
+    WorkerError,
+    WorkerTimeout,
+    WorkerUnavailable,
+)
+from hub.testing import FakeOllama, Reply
+from hub.workers.base import ChatRequest
+from hub.workers.openai import OpenAIProvider
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeOllama]:
+    with FakeOllama() as server:
+        yield server
+
+
+@pytest.fixture
+def provider(fake: FakeOllama) -> Iterator[OpenAIProvider]:
+    with OpenAIProvider(fake.url + "/v1", api_key="sk-test", retries=2, backoff=0.01) as p:
+        yield p
+
+
+def request(**overrides: Any) -> ChatRequest:
+    values: dict[str, Any] = {
+        "model": "m",
+        "prompt": "write a function",
+        "first_token_timeout": 2.0,
+        "stall_timeout": 2.0,
+        "total_timeout": 5.0,
+    }
+    values.update(overrides)
+    return ChatRequest(**values)
+
+
+def test_sse_chunks_are_assembled_with_usage_and_finish_reason(
+    fake: FakeOllama, provider: OpenAIProvider
+) -> None:
+    text = "def add(a, b):\n    return a + b"
+    fake.script(
+        "m", Reply(text=text, chunk_chars=4, prompt_eval_count=21, eval_count=9, done_reason="length")
+    )
+    generation = provider.generate(request())
+    assert generation.text == text
+    assert (generation.prompt_tokens, generation.completion_tokens) == (21, 9)
+    assert generation.done_reason == "length"
+    assert 0 < generation.first_token_seconds <= generation.seconds
+
+
+def test_the_request_asks_for_a_stream_with_usage_and_carries_the_key(
+    fake: FakeOllama, provider: OpenAIProvider
+) -> None:
+    fake.script("m", "ok")
+    provider.generate(request(system="be brief", num_predict=50, temperature=0.0))
+    (sent,) = fake.chat_requests("m")
+    assert sent["stream"] is True and sent["stream_options"] == {"include_usage": True}
+    assert (sent["max_tokens"], sent["temperature"]) == (50, 0.0)
+    assert sent["messages"][0] == {"role": "system", "content": "be brief"}
+    assert fake.requests[0].path == "/v1/chat/completions"
+    assert fake.requests[0].headers["authorization"] == "Bearer sk-test"
+
+
+def test_think_blocks_are_stripped_and_kept_apart(fake: FakeOllama, provider: OpenAIProvider) -> None:
+    fake.script("m", Reply(text="answer", thinking="reasoning here"))
+    generation = provider.generate(request())
+    assert (generation.text, generation.thinking) == ("answer", "reasoning here")
+
+
+def test_a_slow_first_token_fires_the_first_token_clock(fake: FakeOllama, provider: OpenAIProvider) -> None:
+    fake.script("m", Reply(text="late", first_token_delay=0.5))
+    with pytest.raises(WorkerTimeout) as caught:
+        provider.generate(request(first_token_timeout=0.2))
+    assert caught.value.clock == "first_token"
+    assert len(fake.requests) == 1
+
+
+def test_a_slow_first_token_after_early_headers_fires_the_first_token_clock(
+    fake: FakeOllama, provider: OpenAIProvider
+) -> None:
+    fake.script("m", Reply(text="late", first_token_delay=30, early_headers=True))
+    started = time.monotonic()
+    with pytest.raises(WorkerTimeout) as caught:
+        provider.generate(request(first_token_timeout=0.2, stall_timeout=0.05, total_timeout=10))
+    assert caught.value.clock == "first_token"
+    assert time.monotonic() - started < 1.0
+
+
+def test_a_stall_fires_the_stall_clock(fake: FakeOllama, provider: OpenAIProvider) -> None:
+    fake.script("m", Reply(text="abcdefgh" * 3, stall_after_chars=8, stall_seconds=30))
+    started = time.monotonic()
+    with pytest.raises(WorkerTimeout) as caught:
+        provider.generate(request(stall_timeout=0.2, total_timeout=10.0))
+    assert (caught.value.clock, caught.value.partial_text) == ("stall", "abcdefgh")
+    assert time.monotonic() - started < 1.0
+
+
+def test_a_slow_but_steady_stream_fires_the_total_clock(fake: FakeOllama, provider: OpenAIProvider) -> None:
+    fake.script("m", Reply(text="x" * 40, chunk_chars=2, chunk_delay=0.05))
+    with pytest.raises(WorkerTimeout) as caught:
+        provider.generate(request(first_token_timeout=0.3, stall_timeout=0.3, total_timeout=0.3))
+    assert caught.value.clock == "total"
+
+
+def test_an_unknown_model_is_model_not_found(provider: OpenAIProvider) -> None:
+    with pytest.raises(ModelNotFound, match="ghost"):
+        provider.generate(request(model="ghost"))
+
+
+def test_a_dropped_stream_is_malformed_and_never_retried(fake: FakeOllama, provider: OpenAIProvider) -> None:
+    fake.script("m", Reply(text="0123456789" * 2, drop_after_chars=5), "a retry would get this")
+    with pytest.raises(MalformedStream, match="after 5 characters"):
+        provider.generate(request())
+    assert len(fake.requests) == 1
+
+
+def test_a_broken_event_is_malformed_naming_it(fake: FakeOllama, provider: OpenAIProvider) -> None:
+    fake.script("m", Reply(text="abcdefghijkl", truncate_line=True))
+    with pytest.raises(MalformedStream, match=r"not a JSON object: data: \{"):
+        provider.generate(request())
+
+
+def test_an_error_event_mid_stream_is_raised_with_its_message(
+    fake: FakeOllama, provider: OpenAIProvider
+) -> None:
+    fake.script("m", Reply(text="partial", error="context length exceeded"))
+    with pytest.raises(WorkerError, match="context length exceeded"):
+        provider.generate(request())
+
+
+def test_a_server_error_is_retried_then_succeeds(fake: FakeOllama, provider: OpenAIProvider) -> None:
+    fake.script("m", Reply(status=502, error="bad gateway"), "fine now")
+    assert provider.generate(request()).text == "fine now"
+    assert len(fake.requests) == 2
+
+
+def test_a_refused_connection_is_unavailable_naming_the_server() -> None:
+    with FakeOllama() as gone:
+        url = gone.url + "/v1"
+    with (
+        OpenAIProvider(url, retries=1, backoff=0.01) as provider,
+        pytest.raises(WorkerUnavailable, match=url),
+    ):
+        provider.generate(request())
+
+
+def test_a_prompt_larger_than_num_ctx_is_refused_before_sending(
+    fake: FakeOllama, provider: OpenAIProvider
+) -> None:
+    with pytest.raises(ContextOverflow):
+        provider.generate(request(prompt="x" * 4000, num_ctx=512))
+    assert fake.requests == []
+
+
+def test_silent_truncation_is_flagged_from_usage(fake: FakeOllama, provider: OpenAIProvider) -> None:
+    fake.script("m", Reply(text="ok", prompt_eval_count=100))
+    assert provider.generate(request(prompt="z" * 6000)).truncated is True
+
+
+def test_health_and_models_come_from_v1_models(fake: FakeOllama, provider: OpenAIProvider) -> None:
+    fake.add_model("coder:7b")
+    assert provider.list_models() == ["coder:7b"]
+    assert provider.check_health(["coder:7b"]).ok is True
+    health = provider.check_health(["coder:7b", "other"])
+    assert (health.ok, health.missing) == (False, ("other",))
+
+
+def test_health_of_an_unreachable_server_is_not_ok() -> None:
+    with FakeOllama() as gone:
+        url = gone.url + "/v1"
+    with OpenAIProvider(url) as provider:
+        health = provider.check_health(["m"])
+    assert health.ok is False and url in health.detail
