@@ -10,7 +10,7 @@ anything that could write a wrong file:
   on the block's first line (`# file: src/a.py`, `// file: src/a.py`; that line is dropped).
   The nearest attachment wins: first line, then info string, then the line before the fence.
 - Search/replace edits: a path line then `<<<<<<< SEARCH` / `=======` / `>>>>>>> REPLACE` blocks, bare or
-  inside a fence; further blocks without a path of their own go to the previous block's file.
+  inside a fence; further blocks without a path of their own go to the previous edit's file.
 - `DELETE: path` on a line of its own asks to delete a file (refused unless the policy allows deletes).
 - A fence with no closing line is refused, never written: truncation (the model hit its token limit) is
   the usual cause and half a file is worse than none. Complete search/replace blocks before the cut are
@@ -155,7 +155,7 @@ class _Parser:
         self.found: list[FileEdit] = []
         self.bare: list[tuple[str | None, tuple[SearchReplace, ...]]] = []
         self.problems: list[str] = []
-        self.sticky: str | None = None  # the file of the last search/replace block
+        self.sticky: str | None = None  # the file of the last edit, for search/replace blocks without one
         self.gap_start = 0  # path lines for the next block are searched from here
 
     def run(self) -> None:
@@ -221,6 +221,7 @@ class _Parser:
         elif path is None:
             self.bare.append((content, ()))
         else:
+            self.sticky = path
             self.found.append(FileEdit(path, content=content))
         return end + 1
 
@@ -297,6 +298,13 @@ def _read_blocks(lines: list[str], start: int) -> tuple[list[SearchReplace], int
         end = next((k for k in range(divider + 1, len(lines)) if _SR_END.match(lines[k])), None)
         if end is None:
             return blocks, len(lines), "a REPLACE section has no >>>>>>> REPLACE line (output cut off?)"
+        if any(_SR_START.match(line) for line in lines[j + 1 : end]):
+            # A marker went missing and the next block's would be borrowed: stop rather than guess.
+            return (
+                blocks,
+                len(lines),
+                "a block's markers are out of order (a missing ======= or REPLACE line)",
+            )
         blocks.append(SearchReplace(_join(lines[j + 1 : divider]), _join(lines[divider + 1 : end])))
         j = end + 1
     return blocks, j, None
@@ -407,6 +415,8 @@ def _path_from_info(info: str) -> str | None:
             continue
         if ":" in token:
             token = token.split(":", 1)[1]
+        if token.startswith("."):
+            continue  # Pandoc's {.python} is a class, not a dotfile
         path = _as_path(token.strip("'\""))
         if path:
             return path

@@ -29,6 +29,7 @@ import structlog
 
 from hub.edit_match import BlockFailure, apply_blocks, diff_stats, feedback_for, unified_diff
 from hub.edit_parse import FileEdit, ParseResult, SearchReplace, parse_edits, render_edit
+from hub.errors import EditError
 
 __all__ = [
     "AppliedEdit",
@@ -123,10 +124,6 @@ class Plan(ApplyResult):
         return ApplyResult(self.applied, self.refused, self.failed_blocks, self.unchanged)
 
 
-class _Refused(Exception):
-    """Internal: carries a refusal reason out of the checks."""
-
-
 @dataclass
 class _File:
     """One file as found on disk, and its text as planned so far (None: absent or deleted)."""
@@ -151,7 +148,7 @@ def plan_edits(edits: Sequence[FileEdit], policy: Policy) -> Plan:
             rel = _check_path(edit.path, policy, root)
             state = files.get(rel) or _load(root / rel)
             new, failures = _new_text(edit, rel, state, policy)
-        except _Refused as refusal:
+        except EditError as refusal:
             refused.append(Refusal(edit.path, str(refusal)))
             continue
         failed.extend(failures)
@@ -194,7 +191,7 @@ def apply_edits(edits: Sequence[FileEdit], policy: Policy) -> ApplyResult:
             # Checked again at write time: the tree may have changed since the plan read it.
             _check_filesystem(root, write.path)
             _write(root / write.path, write.data, write.mode)
-        except (_Refused, OSError) as error:
+        except (EditError, OSError) as error:
             failed_paths[write.path] = f"write failed: {error}"
             log.debug("edit_write_failed", path=write.path, error=str(error))
     applied = tuple(a for a in plan.applied if a.path not in failed_paths)
@@ -214,15 +211,15 @@ def _new_text(
 ) -> tuple[str | None, list[BlockFailure]]:
     if edit.delete:
         if not policy.delete_allowed:
-            raise _Refused("deleting files is not allowed (constraints.delete_allowed is false)")
+            raise EditError("deleting files is not allowed (constraints.delete_allowed is false)")
         if state.current is None:
-            raise _Refused("cannot delete: the file does not exist")
+            raise EditError("cannot delete: the file does not exist")
         return None, []
     if edit.content is None and not edit.blocks:
-        raise _Refused("the edit holds neither content nor search/replace blocks")
+        raise EditError("the edit holds neither content nor search/replace blocks")
     payloads = ([edit.content] if edit.content is not None else []) + [b.replace for b in edit.blocks]
     if any(is_binary(p) for p in payloads):
-        raise _Refused("binary payload (NUL bytes or mostly control characters)")
+        raise EditError("binary payload (NUL bytes or mostly control characters)")
     text = state.current
     if edit.content is not None:
         text = edit.content.replace("\r\n", "\n")
@@ -244,30 +241,30 @@ def is_binary(text: str) -> bool:
 
 
 def _check_path(raw: str, policy: Policy, root: Path) -> str:
-    """The edit's path as a clean repo-relative path, or `_Refused` naming the rule it breaks."""
+    """The edit's path as a clean repo-relative path, or `EditError` naming the rule it breaks."""
     path = raw.strip().replace("\\", "/")
     if not path:
-        raise _Refused("empty path")
+        raise EditError("empty path")
     if "\x00" in path:
-        raise _Refused("path contains a NUL byte")
+        raise EditError("path contains a NUL byte")
     if path.startswith("~"):
-        raise _Refused("path escapes the repository (home-relative '~')")
+        raise EditError("path escapes the repository (home-relative '~')")
     if path.startswith("/") or re.match(r"^[A-Za-z]:", path):
-        raise _Refused("path escapes the repository (absolute path)")
+        raise EditError("path escapes the repository (absolute path)")
     parts = [p for p in path.split("/") if p not in ("", ".")]
     if not parts:
-        raise _Refused("path names the repository root, not a file")
+        raise EditError("path names the repository root, not a file")
     if ".." in parts:
-        raise _Refused("path escapes the repository ('..')")
+        raise EditError("path escapes the repository ('..')")
     if any(p.lower() == ".git" for p in parts):
-        raise _Refused("path is inside .git/")
+        raise EditError("path is inside .git/")
     rel = "/".join(parts)
     forbidden = _first_match(rel, policy.forbidden_paths)
     if forbidden is not None:
-        raise _Refused(f"path is inside forbidden_paths ({forbidden!r})")
+        raise EditError(f"path is inside forbidden_paths ({forbidden!r})")
     if _first_match(rel, policy.allowed_paths) is None:
         shown = ", ".join(policy.allowed_paths) if policy.allowed_paths else "none"
-        raise _Refused(f"path is not inside allowed_paths ({shown})")
+        raise EditError(f"path is not inside allowed_paths ({shown})")
     _check_filesystem(root, rel)
     return rel
 
@@ -281,14 +278,14 @@ def _check_filesystem(root: Path, rel: str) -> None:
             target = os.path.realpath(current)
             shown = "/".join(parts[: i + 1])
             if not _inside(root, Path(target)):
-                raise _Refused(f"path escapes the repository through the symlink {shown} -> {target}")
-            raise _Refused(f"path goes through the symlink {shown}; edits are never written through links")
+                raise EditError(f"path escapes the repository through the symlink {shown} -> {target}")
+            raise EditError(f"path goes through the symlink {shown}; edits are never written through links")
         if not current.exists():
             break
         if i < len(parts) - 1 and not current.is_dir():
-            raise _Refused(f"{'/'.join(parts[: i + 1])} is a file, not a folder")
+            raise EditError(f"{'/'.join(parts[: i + 1])} is a file, not a folder")
     if not _inside(root, Path(os.path.realpath(root / rel))):
-        raise _Refused("path escapes the repository")
+        raise EditError("path escapes the repository")
 
 
 def _inside(root: Path, target: Path) -> bool:
@@ -354,15 +351,15 @@ def _load(target: Path) -> _File:
     if not target.exists():
         return _File(original=None, current=None)
     if not target.is_file():
-        raise _Refused("not a regular file")
+        raise EditError("not a regular file")
     raw = target.read_bytes()
     bom = raw.startswith(codecs.BOM_UTF8)
     try:
         text = raw[len(codecs.BOM_UTF8) if bom else 0 :].decode("utf-8")
     except UnicodeDecodeError:
-        raise _Refused("the existing file is not UTF-8 text") from None
+        raise EditError("the existing file is not UTF-8 text") from None
     if "\x00" in text:
-        raise _Refused("the existing file is binary")
+        raise EditError("the existing file is binary")
     crlf = text.count("\r\n")
     newline = "\r\n" if crlf and crlf >= text.count("\n") - crlf else "\n"
     text = text.replace("\r\n", "\n")

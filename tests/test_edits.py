@@ -193,6 +193,15 @@ def test_a_path_line_further_back_counts_but_prose_further_back_does_not() -> No
     assert parse_edits(f"I edited `src/app.py`.\nIt now returns 1.\n{fence(CODE)}").edits == ()
 
 
+def test_the_prompts_own_file_section_echoed_back_is_understood() -> None:
+    text = f"### src/app.py\n\nimports: (none)\nfunctions: main (L1-L2)\n\n{fence(CODE)}"
+    assert only_edit(text) == FileEdit("src/app.py", content=CODE)
+
+
+def test_a_pandoc_class_in_the_info_string_is_not_a_path() -> None:
+    assert parse_edits(fence(CODE, "{.python}")).edits == ()
+
+
 def test_a_path_does_not_carry_over_from_an_earlier_block() -> None:
     text = f"a.py\n{fence('a = 1')}\nNow run it:\n{fence('python a.py', 'bash')}"
     assert [e.path for e in parse_edits(text).edits] == ["a.py"]
@@ -271,11 +280,25 @@ def test_later_blocks_without_a_path_go_to_the_previous_blocks_file() -> None:
     assert only_edit(text).blocks == (SearchReplace("x\n", "y\n"), SearchReplace("p\n", "q\n"))
 
 
+def test_a_search_replace_block_after_a_whole_file_goes_to_that_file() -> None:
+    text = "a.py\n" + fence("x = 1\n") + "\nOne more fix:\n" + SR.format("x = 1\n", "x = 2\n")
+    assert only_edit(text) == FileEdit(
+        "a.py", content="x = 1\n", blocks=(SearchReplace("x = 1\n", "x = 2\n"),)
+    )
+
+
 def test_a_truncated_search_replace_block_is_dropped_and_the_complete_ones_kept() -> None:
     text = "a.py\n" + SR.format("x\n", "y\n") + "<<<<<<< SEARCH\np\n=======\nq\n"
     result = parse_edits(text)
     assert result.edits == (FileEdit("a.py", blocks=(SearchReplace("x\n", "y\n"),)),)
     assert "REPLACE" in result.problems[0] and "a.py" in result.problems[0]
+
+
+def test_a_block_missing_its_divider_does_not_borrow_the_next_blocks() -> None:
+    text = "a.py\n" + SR.format("ok\n", "fine\n") + "<<<<<<< SEARCH\nx\n" + SR.format("p\n", "q\n")
+    result = parse_edits(text)
+    assert result.edits == (FileEdit("a.py", blocks=(SearchReplace("ok\n", "fine\n"),)),)
+    assert "out of order" in result.problems[0]
 
 
 def test_an_empty_search_section_parses_as_an_empty_string() -> None:
