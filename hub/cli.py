@@ -223,6 +223,16 @@ def report_judge(state: State, as_json: bool) -> None:
     finish(run(state.context()), as_json)
 
 
+@cli.command("run-judge")
+@json_option
+@pass_state
+def run_judge(state: State, as_json: bool) -> None:
+    """Run the configured judge (judge.command or judge.backend) on the review request; apply its verdict."""
+    from hub.phases.judge_runner import run_judge as run
+
+    finish(run(state.context()), as_json)
+
+
 @cli.command("timeout-judge")
 @json_option
 @pass_state
@@ -343,6 +353,267 @@ def log(state: State, task_id: str | None, as_json: bool) -> None:
         else:
             detail = e.get("model") or e.get("command") or e.get("path") or ""
             click.echo(f"{e['timestamp']}  {e['file']}  {detail}  {e.get('outcome', '')}")
+
+
+# --- models and workers --------------------------------------------------------------------------------
+
+
+@cli.group()
+def worker() -> None:
+    """The worker MCP server in front of Ollama."""
+
+
+@worker.command("serve")
+@click.option("--transport", type=click.Choice(["stdio", "http", "sse"]), default="stdio", show_default=True)
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind (http, sse).")
+@click.option("--port", type=int, default=8765, show_default=True, help="Port to bind (http: endpoint /mcp).")
+def worker_serve(transport: str, host: str, port: int) -> None:
+    """Serve ollama_run, ollama_list_models and ollama_chat over MCP, for the Ollama at OLLAMA_HOST."""
+    from hub.workers.server import serve
+
+    serve(transport, host, port)
+
+
+@cli.command()
+@click.option(
+    "--role", type=click.Choice(["implementer", "local_reviewer", "judge"]), help="Only this role's worker."
+)
+@json_option
+@pass_state
+def models(state: State, role: str | None, as_json: bool) -> None:
+    """List the models each configured worker sees (* marks the ones the roles use)."""
+    from hub.config import load_config
+    from hub.doctor import list_worker_models, render_models
+
+    groups = list_worker_models(load_config(state.repo, state.handoff), role)
+    emit([g.to_dict() for g in groups], as_json, render_models(groups))
+    if not all(g.reached for g in groups):
+        sys.exit(EXIT_ERROR)
+
+
+@cli.command()
+@json_option
+@pass_state
+def doctor(state: State, as_json: bool) -> None:
+    """Check git, ast-grep, Ollama, the worker servers and the configured models, with a fix for each failure."""
+    from hub.config import load_config
+    from hub.doctor import render_checks, run_doctor
+
+    checks = run_doctor(load_config(state.repo, state.handoff))
+    ok = all(c.ok for c in checks)
+    emit({"ok": ok, "checks": [c.to_dict() for c in checks]}, as_json, render_checks(checks))
+    if not ok:
+        sys.exit(EXIT_ERROR)
+
+
+# --- the MCP server, the backlog, unattended running ------------------------------------------------
+
+
+@cli.group()
+def mcp() -> None:
+    """The hub's own MCP server, for a managing agent (pipeline, rules, backlog and notes tools)."""
+
+
+@mcp.command("serve")
+@click.option("--transport", type=click.Choice(["stdio", "http"]), default="stdio", show_default=True)
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind (http).")
+@click.option("--port", type=int, default=8766, show_default=True, help="Port to bind (http: endpoint /mcp).")
+@click.option("--token", envvar="HUB_MCP_TOKEN", help="Require 'Authorization: Bearer TOKEN' (http).")
+@pass_state
+def mcp_serve(state: State, transport: str, host: str, port: int, token: str | None) -> None:
+    """Serve the hub's tools over MCP: stdio for a client that spawns it, or streamable HTTP at /mcp."""
+    from hub.mcp_server import serve
+
+    serve(state.repo, state.handoff, transport, host, port, token)
+
+
+@cli.group()
+def backlog() -> None:
+    """Proposals queued for `hub next`, promoted one at a time when no task is active."""
+
+
+@backlog.command("add")
+@click.argument("content", required=False)
+@click.option(
+    "--file",
+    "file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="A markdown proposal.",
+)
+@click.option("--priority", type=click.IntRange(0, 4), default=2, show_default=True, help="0 is most urgent.")
+@click.option("--depends-on", "depends_on", multiple=True, help="A backlog task to merge first (repeat).")
+@click.option("--id", "task_id", help="An id for the task (default B<n>).")
+@json_option
+@pass_state
+def backlog_add(
+    state: State,
+    content: str | None,
+    file: Path | None,
+    priority: int,
+    depends_on: tuple[str, ...],
+    task_id: str | None,
+    as_json: bool,
+) -> None:
+    """Queue a proposal: CONTENT (first line = title) or --file with '# Title' and '## Requirements'."""
+    from hub.backlog import add_tasks
+
+    if file:
+        content = file.read_text(encoding="utf-8")
+    if not content:
+        raise click.UsageError("give the proposal as CONTENT or --file")
+    task: dict[str, Any] = {"content": content, "priority": priority, "depends_on": list(depends_on)}
+    if task_id:
+        task["id"] = task_id
+    added = add_tasks(state.context(), [task])
+    emit(added, as_json, "\n".join(f"added {e['id']} (priority {e['priority']})" for e in added))
+
+
+@backlog.command("update")
+@click.argument("task_id")
+@click.option("--status", type=click.Choice(["proposed", "blocked", "dropped"]))
+@click.option("--priority", type=click.IntRange(0, 4))
+@click.option("--content")
+@click.option("--depends-on", "depends_on", multiple=True, help="Replace the dependencies (repeat).")
+@click.option("--no-depends", is_flag=True, help="Clear the dependencies.")
+@json_option
+@pass_state
+def backlog_update(
+    state: State,
+    task_id: str,
+    status: str | None,
+    priority: int | None,
+    content: str | None,
+    depends_on: tuple[str, ...],
+    no_depends: bool,
+    as_json: bool,
+) -> None:
+    """Change a backlog task's status, priority, content or dependencies."""
+    from hub.backlog import update_task
+
+    changes: dict[str, Any] = {
+        k: v for k, v in (("status", status), ("priority", priority), ("content", content)) if v is not None
+    }
+    if depends_on or no_depends:
+        changes["depends_on"] = list(depends_on)
+    entry = update_task(state.context(), task_id, changes)
+    emit(entry, as_json, f"{entry['id']}: {entry['status']}, priority {entry['priority']}")
+
+
+def render_backlog(entries: list[dict[str, Any]]) -> str:
+    if not entries:
+        return "the backlog is empty"
+    lines = []
+    for e in entries:
+        title = e["content"].strip().splitlines()[0].lstrip("# ")[:70]
+        deps = f"  after {', '.join(e['depends_on'])}" if e.get("depends_on") else ""
+        task = f"  -> {e['task_id']}" if e.get("task_id") else ""
+        lines.append(f"{e['id']:<6} p{e['priority']}  {e['status']:<11} {title}{deps}{task}")
+    return "\n".join(lines)
+
+
+@backlog.command("list")
+@click.option("--status", type=click.Choice(["proposed", "in_progress", "merged", "blocked", "dropped"]))
+@json_option
+@pass_state
+def backlog_list(state: State, status: str | None, as_json: bool) -> None:
+    """List the backlog, open tasks first, most urgent first."""
+    from hub.backlog import list_tasks
+
+    entries = list_tasks(state.context(), status)
+    emit(entries, as_json, render_backlog(entries))
+
+
+@backlog.command("next")
+@json_option
+@pass_state
+def backlog_next(state: State, as_json: bool) -> None:
+    """Show the proposal `hub next` would promote (most urgent with its dependencies merged)."""
+    from hub.backlog import next_task
+
+    doc = next_task(state.context())
+    text = render_backlog([doc["task"]]) if doc["task"] else f"nothing ready: {doc['why']}"
+    emit(doc, as_json, text)
+
+
+@backlog.command("summary")
+@click.argument("summary")
+@json_option
+@pass_state
+def backlog_summary(state: State, summary: str, as_json: bool) -> None:
+    """Record an iteration summary (what this iteration did)."""
+    from hub.backlog import iteration_summary
+
+    item = iteration_summary(state.context(), summary)
+    emit(item, as_json, f"recorded {item['id']}")
+
+
+@backlog.command("complete")
+@json_option
+@pass_state
+def backlog_complete(state: State, as_json: bool) -> None:
+    """End the session; refused (exit 3) while any backlog task is not merged or dropped."""
+    from hub.backlog import session_complete
+
+    session = session_complete(state.context())
+    emit(session, as_json, f"session complete: {session['merged']} merged, {session['dropped']} dropped")
+
+
+@cli.group()
+def note() -> None:
+    """Notes for the active task; the implementer reads them in its next prompt."""
+
+
+@note.command("add")
+@click.argument("content")
+@click.option(
+    "--type",
+    "note_type",
+    type=click.Choice(["learning", "stuck", "tip", "decision"]),
+    default="tip",
+    show_default=True,
+)
+@json_option
+@pass_state
+def note_add(state: State, content: str, note_type: str, as_json: bool) -> None:
+    """Attach a note to the active task (with none active, to every task)."""
+    from hub.backlog import add_note
+
+    item = add_note(state.context(), content, note_type)
+    emit(item, as_json, f"{item['id']} ({item['type']}) for {item['task_id'] or 'every task'}")
+
+
+@note.command("list")
+@click.option("--type", "note_type", type=click.Choice(["learning", "stuck", "tip", "decision"]))
+@click.option("--all", "all_tasks", is_flag=True, help="Every note, not only the active task's.")
+@json_option
+@pass_state
+def note_list(state: State, note_type: str | None, all_tasks: bool, as_json: bool) -> None:
+    """List the notes of the active task (and those for every task)."""
+    from hub.backlog import list_notes
+
+    notes = list_notes(state.context(), note_type, all_tasks)
+    text = "\n".join(f"{n['id']:<5} {n['type']:<9} {n['content']}" for n in notes) or "no notes"
+    emit(notes, as_json, text)
+
+
+@cli.command()
+@click.option("--poll", is_flag=True, help="Poll the folder instead of using file-system events.")
+@click.option(
+    "--interval", type=float, default=30.0, show_default=True, help="Re-check at least this often (seconds)."
+)
+@click.option(
+    "--grace",
+    type=float,
+    default=10.0,
+    show_default=True,
+    help="On SIGINT/SIGTERM, let a running phase finish for this long before interrupting it.",
+)
+@pass_state
+def watch(state: State, poll: bool, interval: float, grace: float) -> None:
+    """Run whatever phase is due whenever _handoff/ changes, until SIGINT or SIGTERM."""
+    from hub.watch import watch as run_watch
+
+    run_watch(state.repo, state.handoff, poll=poll, interval=interval, grace=grace)
 
 
 # --- entry point ---------------------------------------------------------------------------------------

@@ -91,6 +91,10 @@ class WorkerClient:
     # -- the Worker protocol ---------------------------------------------------------------------
 
     def generate(self, request: ChatRequest) -> Generation:
+        from hub.workers.streaming import check_fits
+
+        # Refused here, before any round trip: npm ollama-mcp would not refuse it at all.
+        check_fits(request)
         client = self._connect()
         started = time.perf_counter()
         log.debug("bridge.generate", server=self.server.name, dialect=self.dialect, model=request.model)

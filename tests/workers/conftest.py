@@ -35,10 +35,30 @@ def log_dir(tmp_path: Path) -> Path:
     return tmp_path / "logs"
 
 
+@pytest.fixture
 def free_port() -> int:
+    """A port nothing listens on right now."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="session")
+def hub_serve() -> tuple[str, ...]:
+    """The command that runs this package's worker server over stdio."""
+    return HUB_SERVE
+
+
+@pytest.fixture(scope="session")
+def node_server() -> Callable[[str], Path]:
+    """Path of an npm-installed server's entry point; a missing one fails (CI runs `npm ci`)."""
+
+    def path(which: str) -> Path:
+        entry = {"everything": EVERYTHING, "ollama-mcp": OLLAMA_MCP}[which]
+        assert entry.is_file(), f"{entry} is missing: run `npm ci` (make install does)"
+        return entry
+
+    return path
 
 
 class ServerProcess:

@@ -1,0 +1,218 @@
+"""hub doctor and hub models: checks with fakes passed in, and once end to end through the CLI."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hub.config import Config, JudgeConfig, RoleConfig, WorkerServer
+from hub.doctor import (
+    Check,
+    check_ast_grep,
+    check_git,
+    check_ollama,
+    list_worker_models,
+    render_checks,
+    render_models,
+    run_doctor,
+)
+from hub.errors import MCPServerCrashed
+from hub.testing import FakeOllama
+from hub.workers.base import Health
+
+
+@dataclass
+class FakeWorker:
+    """A worker with canned answers; `connect` present makes it look like an MCP worker."""
+
+    models: tuple[str, ...] = ()
+    reachable: bool = True
+    start_error: Exception | None = None
+    closed: bool = False
+    asked: list[list[str]] = field(default_factory=list)
+    tools: tuple[str, ...] = ("ollama_run", "ollama_list_models", "ollama_chat")
+
+    def connect(self) -> str:
+        if self.start_error is not None:
+            raise self.start_error
+        return "ollama_run"
+
+    def generate(self, request: Any) -> Any:
+        raise AssertionError("the doctor never generates")
+
+    def check_health(self, models: list[str]) -> Health:
+        self.asked.append(models)
+        if not self.reachable:
+            return Health(ok=False, detail="cannot reach Ollama at http://127.0.0.1:9")
+        missing = tuple(m for m in models if m not in self.models)
+        return Health(ok=not missing, models=self.models, missing=missing, detail="")
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def config(
+    tmp_path: Path, ollama_host: str = "http://127.0.0.1:9", judge_backend: str | None = None
+) -> Config:
+    roles = {
+        "implementer": RoleConfig(name="implementer", model="coder:7b"),
+        "local_reviewer": RoleConfig(name="local_reviewer", model="reviewer:3b"),
+        "judge": RoleConfig(name="judge", model="judge:70b"),
+    }
+    return Config(
+        repo_root=tmp_path,
+        handoff_dir=tmp_path / "_handoff",
+        ollama_host=ollama_host,
+        roles=roles,
+        workers=(WorkerServer(name="hub", command=("python", "-m", "hub", "worker", "serve")),),
+        judge=JudgeConfig(backend=judge_backend),
+    )
+
+
+def factory(worker: FakeWorker) -> Callable[[Config, RoleConfig], FakeWorker]:
+    def make(cfg: Config, role: RoleConfig) -> FakeWorker:
+        return worker
+
+    return make
+
+
+def by_name(checks: list[Check]) -> dict[str, Check]:
+    return {c.name: c for c in checks}
+
+
+def test_roles_sharing_a_worker_server_start_it_once_and_ask_for_both_models(tmp_path: Path) -> None:
+    worker = FakeWorker(models=("coder:7b", "reviewer:3b"))
+
+    groups = list_worker_models(config(tmp_path), make=factory(worker))
+
+    assert len(groups) == 1 and groups[0].roles == ("implementer", "local_reviewer")
+    assert worker.asked == [["coder:7b", "reviewer:3b"]] and worker.closed
+    assert groups[0].ok and groups[0].server_started
+
+
+def test_the_judge_is_checked_only_when_it_has_a_backend(tmp_path: Path) -> None:
+    worker = FakeWorker(models=("coder:7b", "reviewer:3b", "judge:70b"))
+
+    groups = list_worker_models(config(tmp_path, judge_backend="ollama"), make=factory(worker))
+
+    assert [g.roles for g in groups] == [("implementer", "local_reviewer"), ("judge",)]
+    assert groups[1].backend == "ollama" and groups[1].label == "judge via ollama"
+
+
+def test_a_missing_model_fails_with_the_pull_command_as_fix(tmp_path: Path) -> None:
+    worker = FakeWorker(models=("coder:7b",))
+
+    checks = by_name(run_doctor(config(tmp_path), make=factory(worker)))
+
+    assert checks["model coder:7b (implementer, local_reviewer)"].ok
+    missing = checks["model reviewer:3b (implementer, local_reviewer)"]
+    assert not missing.ok and missing.fix == "ollama pull reviewer:3b"
+
+
+def test_a_worker_server_that_does_not_start_fails_once_and_skips_the_model_lines(tmp_path: Path) -> None:
+    worker = FakeWorker(start_error=MCPServerCrashed("MCP server 'hub' exited with code 1", exit_code=1))
+
+    checks = run_doctor(config(tmp_path), make=factory(worker))
+
+    server = by_name(checks)["worker server 'hub'"]
+    assert not server.ok and "exited with code 1" in server.detail and "hub.yaml" in server.fix
+    assert not [c for c in checks if c.name.startswith("model")]
+
+
+def test_a_started_server_that_cannot_reach_ollama_is_told_apart_from_one_that_did_not_start(
+    tmp_path: Path,
+) -> None:
+    checks = by_name(run_doctor(config(tmp_path), make=factory(FakeWorker(reachable=False))))
+
+    assert checks["worker server 'hub'"].ok
+    unreached = checks["models for implementer, local_reviewer via MCP worker 'hub'"]
+    assert not unreached.ok and "OLLAMA_HOST" in unreached.fix
+    assert not checks["ollama"].ok and "ollama serve" in checks["ollama"].fix
+
+
+def test_no_git_on_path_fails_with_an_install_hint() -> None:
+    check = check_git(which=lambda name: None)
+
+    assert not check.ok and "install git" in check.fix
+
+
+def test_git_and_ast_grep_report_their_versions() -> None:
+    assert check_git().ok and check_git().detail.startswith("git version")
+    assert check_ast_grep().ok and "ast-grep" in check_ast_grep().detail
+
+
+def test_ollama_is_reachable_when_it_answers_its_version() -> None:
+    with FakeOllama() as fake:
+        check = check_ollama(fake.url)
+
+    assert check.ok and fake.url in check.detail
+
+
+def test_the_report_prints_a_line_per_check_and_a_fix_under_each_failure() -> None:
+    text = render_checks([Check("git", True, "git version 2"), Check("ollama", False, "refused", "start it")])
+
+    assert text.splitlines() == [
+        "ok    git: git version 2",
+        "FAIL  ollama: refused",
+        "      fix: start it",
+        "1 of 2 checks failed",
+    ]
+
+
+def test_models_marks_the_configured_ones_and_names_the_missing(tmp_path: Path) -> None:
+    worker = FakeWorker(models=("coder:7b", "other:1b"))
+
+    text = render_models(list_worker_models(config(tmp_path), make=factory(worker)))
+
+    assert text.splitlines() == [
+        "implementer, local_reviewer via MCP worker 'hub': 2 models",
+        "  * coder:7b",
+        "    other:1b",
+        "  missing: reviewer:3b (ollama pull reviewer:3b)",
+    ]
+
+
+@pytest.fixture
+def scripted_ollama() -> Any:
+    with FakeOllama() as fake:
+        fake.add_model("qwen2.5-coder:7b")
+        yield fake
+
+
+def test_hub_doctor_passes_end_to_end_with_the_default_config(hub: Any, scripted_ollama: FakeOllama) -> None:
+    done = hub("doctor", "--json", env={"OLLAMA_HOST": scripted_ollama.url})
+
+    report = json.loads(done.stdout)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert report["ok"] and {c["name"] for c in report["checks"]} >= {
+        "git",
+        "ast-grep",
+        "ollama",
+        "worker server 'hub'",
+    }
+    assert "model qwen2.5-coder:7b (implementer, local_reviewer)" in {c["name"] for c in report["checks"]}
+
+
+def test_hub_models_lists_what_the_worker_sees(hub: Any, scripted_ollama: FakeOllama) -> None:
+    scripted_ollama.add_model("llama3")
+
+    done = hub("models", "--role", "implementer", env={"OLLAMA_HOST": scripted_ollama.url})
+
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "implementer via MCP worker 'hub': 2 models",
+        "  * qwen2.5-coder:7b",
+        "    llama3:latest",
+    ]
+
+
+def test_hub_doctor_exits_1_naming_the_fix_when_ollama_is_down(hub: Any) -> None:
+    done = hub("doctor", env={"OLLAMA_HOST": "http://127.0.0.1:9"})
+
+    assert done.returncode == 1
+    assert "FAIL  ollama" in done.stdout and "fix: start Ollama" in done.stdout
