@@ -8,6 +8,7 @@ stall strike (retry, or STALL_REPORT.md on the second) or a halt; nothing the mo
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -327,7 +328,10 @@ def file_section(repo_root: Path, rel: str) -> str:
         text = text[:MAX_FILE_CHARS] + "\n... (cut: the file is longer)"
     shape = outline(rel, text)
     summary = f"\n{render_outline(shape)}\n" if shape else ""
-    return f"### {rel}\n{summary}\n```{language_for(rel) or ''}\n{text.rstrip()}\n```"
+    # A fence longer than any backtick run in the file, so a markdown file cannot close it early.
+    longest = max((len(run) for run in re.findall(r"`{3,}", text)), default=2)
+    fence = "`" * max(3, longest + 1)
+    return f"### {rel}\n{summary}\n{fence}{language_for(rel) or ''}\n{text.rstrip()}\n{fence}"
 
 
 def feedback_section(run: Run) -> str:
