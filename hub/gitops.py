@@ -76,7 +76,15 @@ def head_commit(repo: Repo) -> str:
 def dirty_files(repo: Repo, untracked: bool = True) -> list[str]:
     """Files with uncommitted changes, untracked ones included unless asked not to (ignored ones never)."""
     out = _run(repo, "status", "--porcelain=v1", "-z", "--untracked-files=" + ("all" if untracked else "no"))
-    return [entry[3:] for entry in out.split("\0") if len(entry) > 3]
+    files: list[str] = []
+    entries = iter(out.split("\0"))
+    for entry in entries:
+        if len(entry) > 3:
+            files.append(entry[3:])
+            # With -z a rename or copy is followed by its source path as a field of its own, unprefixed.
+            if entry[0] in "RC":
+                files.append(next(entries, ""))
+    return [name for name in files if name]
 
 
 def ensure_clean(repo: Repo, untracked: bool = True) -> None:
@@ -89,12 +97,12 @@ def exclude_path(repo: Repo, rel: str) -> bool:
     """Add `rel` to .git/info/exclude once; True if it was added."""
     exclude = Path(repo.git_dir) / "info" / "exclude"
     exclude.parent.mkdir(parents=True, exist_ok=True)
-    lines = exclude.read_text(encoding="utf-8").splitlines() if exclude.exists() else []
+    text = exclude.read_text(encoding="utf-8") if exclude.exists() else ""
     entry = "/" + rel.strip("/") + "/"
-    if entry in lines:
+    if entry in text.splitlines():
         return False
     with exclude.open("a", encoding="utf-8") as handle:
-        handle.write(("\n" if lines and lines[-1] else "") + entry + "\n")
+        handle.write(("\n" if text and not text.endswith("\n") else "") + entry + "\n")
     return True
 
 

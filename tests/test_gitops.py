@@ -1,0 +1,207 @@
+"""Git operations on real repositories: dirty trees, task branches, scoped checkpoints, diffs, stashes
+and --no-ff merges."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from hub import gitops
+from hub.errors import DirtyWorkTree, GitError
+from hub.gitops import MergeConflict
+
+Git = Callable[..., str]
+
+
+def write(repo: Path, name: str, text: str) -> None:
+    path = repo / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+
+
+def test_dirty_files_lists_modified_untracked_staged_and_deleted_but_not_ignored_or_handoff(
+    git_repo: Path, run_git: Git
+) -> None:
+    repo = gitops.open_repo(git_repo)
+    assert gitops.dirty_files(repo) == []
+    write(git_repo, "src/app.py", "changed\n")
+    write(git_repo, "new dir/with space.txt", "x\n")
+    write(git_repo, "staged.txt", "s\n")
+    run_git(git_repo, "add", "staged.txt")
+    (git_repo / "README.md").unlink()
+    write(git_repo, ".gitignore", "*.log\n")
+    write(git_repo, "debug.log", "ignored\n")
+    write(git_repo, "_handoff/TASK_CONTRACT.json", "{}\n")
+    assert sorted(gitops.dirty_files(repo)) == [
+        ".gitignore",
+        "README.md",
+        "new dir/with space.txt",
+        "src/app.py",
+        "staged.txt",
+    ]
+
+
+def test_a_staged_rename_lists_both_paths_intact(git_repo: Path, run_git: Git) -> None:
+    (git_repo / "docs").mkdir()
+    run_git(git_repo, "mv", "README.md", "docs/READ ME.md")
+    assert sorted(gitops.dirty_files(gitops.open_repo(git_repo))) == ["README.md", "docs/READ ME.md"]
+
+
+def test_a_dirty_tree_is_refused_naming_the_files(git_repo: Path) -> None:
+    repo = gitops.open_repo(git_repo)
+    write(git_repo, "src/app.py", "changed\n")
+    write(git_repo, "notes.txt", "x\n")
+    with pytest.raises(DirtyWorkTree) as caught:
+        gitops.ensure_clean(repo)
+    assert sorted(caught.value.files) == ["notes.txt", "src/app.py"]
+    assert "notes.txt" in str(caught.value) and "src/app.py" in str(caught.value)
+
+
+def test_a_long_list_of_dirty_files_is_shortened_in_the_message() -> None:
+    error = DirtyWorkTree([f"f{i}.txt" for i in range(14)])
+    assert str(error).startswith("work tree has uncommitted changes: f0.txt, f1.txt")
+    assert "f9.txt and 4 more;" in str(error) and "f10.txt" not in str(error)
+
+
+def test_a_folder_outside_any_repository_is_a_git_error(tmp_path: Path) -> None:
+    with pytest.raises(GitError, match="is not inside a git repository"):
+        gitops.open_repo(tmp_path)
+
+
+def test_excluding_a_path_is_idempotent(git_repo: Path) -> None:
+    repo = gitops.open_repo(git_repo)
+    assert gitops.exclude_path(repo, "_handoff") is False  # the fixture excluded it already
+    assert gitops.exclude_path(repo, "scratch/") is True
+    assert gitops.exclude_path(repo, "scratch") is False
+    lines = (git_repo / ".git/info/exclude").read_text(encoding="utf-8").splitlines()
+    assert lines == ["/_handoff/", "/scratch/"]
+
+
+def test_a_task_branch_starts_at_the_base_commit_and_is_checked_out(git_repo: Path, run_git: Git) -> None:
+    repo = gitops.open_repo(git_repo)
+    base = run_git(git_repo, "rev-parse", "main")
+    assert gitops.create_task_branch(repo, "main", "task/t1") == base
+    assert gitops.current_branch(repo) == "task/t1"
+    with pytest.raises(GitError, match="branch 'task/t1' exists already"):
+        gitops.create_task_branch(repo, "main", "task/t1")
+    with pytest.raises(GitError, match="base branch 'develop' does not exist"):
+        gitops.create_task_branch(repo, "develop", "task/t2")
+
+
+def test_a_checkpoint_commits_only_inside_the_allowed_paths(git_repo: Path, run_git: Git) -> None:
+    repo = gitops.open_repo(git_repo)
+    gitops.create_task_branch(repo, "main", "task/t1")
+    write(git_repo, "src/app.py", "inside\n")
+    write(git_repo, "src/new_module.py", "inside too\n")
+    write(git_repo, "README.md", "outside\n")
+    write(git_repo, "srcfoo.py", "prefix but outside\n")
+    sha = gitops.checkpoint(repo, "[TASK: t1] Transition: x (Event: y)", ["src"])
+    assert sha == run_git(git_repo, "rev-parse", "HEAD")
+    committed = run_git(git_repo, "show", "--name-only", "--format=%s", "HEAD").splitlines()
+    assert committed == ["[TASK: t1] Transition: x (Event: y)", "", "src/app.py", "src/new_module.py"]
+    assert sorted(gitops.dirty_files(repo)) == ["README.md", "srcfoo.py"]
+
+
+def test_a_checkpoint_scope_may_be_a_file_or_a_glob(git_repo: Path, run_git: Git) -> None:
+    repo = gitops.open_repo(git_repo)
+    write(git_repo, "src/app.py", "a\n")
+    write(git_repo, "docs/guide.md", "b\n")
+    write(git_repo, "docs/notes.txt", "c\n")
+    gitops.checkpoint(repo, "scoped", ["src/app.py", "docs/*.md"])
+    assert run_git(git_repo, "show", "--name-only", "--format=", "HEAD").splitlines() == [
+        "docs/guide.md",
+        "src/app.py",
+    ]
+    assert gitops.dirty_files(repo) == ["docs/notes.txt"]
+
+
+def test_a_checkpoint_commits_a_deletion_and_returns_none_when_nothing_in_scope_changed(
+    git_repo: Path, run_git: Git
+) -> None:
+    repo = gitops.open_repo(git_repo)
+    head = run_git(git_repo, "rev-parse", "HEAD")
+    assert gitops.checkpoint(repo, "nothing", None) is None
+    write(git_repo, "README.md", "outside\n")
+    assert gitops.checkpoint(repo, "nothing in scope", ["src"]) is None
+    assert run_git(git_repo, "rev-parse", "HEAD") == head
+    (git_repo / "src/app.py").unlink()
+    assert gitops.checkpoint(repo, "delete", ["src"]) is not None
+    assert run_git(git_repo, "show", "--name-status", "--format=", "HEAD") == "D\tsrc/app.py"
+
+
+def test_a_checkpoint_without_scope_commits_everything_dirty(git_repo: Path, run_git: Git) -> None:
+    repo = gitops.open_repo(git_repo)
+    write(git_repo, "README.md", "changed\n")
+    write(git_repo, "extra.txt", "new\n")
+    gitops.checkpoint(repo, "all", None)
+    assert gitops.dirty_files(repo) == []
+
+
+def test_diff_stats_and_text_cover_the_task_branch_against_its_base(git_repo: Path, run_git: Git) -> None:
+    repo = gitops.open_repo(git_repo)
+    base = gitops.create_task_branch(repo, "main", "task/t1")
+    write(git_repo, "src/app.py", "one\ntwo\nthree\n")
+    write(git_repo, "logo.bin", "\0\1\2")
+    gitops.checkpoint(repo, "work", None)
+    stats = gitops.diff_stats(repo, base)
+    assert sorted(stats.files) == ["logo.bin", "src/app.py"]
+    assert (stats.added, stats.removed, stats.changed_lines) == (3, 2, 5)  # binary files count no lines
+    assert "+three" in gitops.diff_text(repo, base, "task/t1")
+
+
+def test_the_content_hash_depends_on_contents_not_on_order(tmp_path: Path) -> None:
+    write(tmp_path, "a.py", "A")
+    write(tmp_path, "b.py", "B")
+    first = gitops.content_hash(tmp_path, ["a.py", "b.py"])
+    assert first == gitops.content_hash(tmp_path, ["b.py", "a.py"])
+    write(tmp_path, "b.py", "B2")
+    assert gitops.content_hash(tmp_path, ["a.py", "b.py"]) != first
+    assert gitops.content_hash(tmp_path, ["gone.py"]) == gitops.content_hash(tmp_path, ["gone.py"])
+
+
+def test_a_stash_keeps_untracked_work_under_its_name(git_repo: Path, run_git: Git) -> None:
+    repo = gitops.open_repo(git_repo)
+    assert gitops.stash(repo, "hub:t1:attempt-1:interrupted") is False
+    write(git_repo, "src/app.py", "half written\n")
+    write(git_repo, "src/new.py", "untracked\n")
+    assert gitops.stash(repo, "hub:t1:attempt-1:interrupted") is True
+    assert gitops.dirty_files(repo) == []
+    assert "hub:t1:attempt-1:interrupted" in run_git(git_repo, "stash", "list")
+    run_git(git_repo, "stash", "pop")
+    assert (git_repo / "src/new.py").read_text(encoding="utf-8") == "untracked\n"
+
+
+def test_a_merge_makes_a_no_ff_merge_commit_on_the_base(git_repo: Path, run_git: Git) -> None:
+    repo = gitops.open_repo(git_repo)
+    gitops.create_task_branch(repo, "main", "task/t1")
+    write(git_repo, "src/app.py", "merged content\n")
+    task_head = gitops.checkpoint(repo, "work", None)
+    merge = gitops.merge_no_ff(repo, "task/t1", "main", "[TASK: t1] Merge task/t1")
+    assert gitops.current_branch(repo) == "main"
+    assert run_git(git_repo, "rev-parse", "main") == merge
+    parents = run_git(git_repo, "log", "-1", "--format=%P", "main").split()
+    assert len(parents) == 2 and parents[1] == task_head
+    assert (git_repo / "src/app.py").read_text(encoding="utf-8") == "merged content\n"
+
+
+def test_a_conflicting_merge_is_aborted_leaving_both_branches_and_the_tree_as_they_were(
+    git_repo: Path, run_git: Git
+) -> None:
+    repo = gitops.open_repo(git_repo)
+    gitops.create_task_branch(repo, "main", "task/t1")
+    write(git_repo, "src/app.py", "task side\n")
+    gitops.checkpoint(repo, "task work", None)
+    run_git(git_repo, "checkout", "-q", "main")
+    write(git_repo, "src/app.py", "base side\n")
+    gitops.checkpoint(repo, "someone else's work", None)
+    heads = {b: run_git(git_repo, "rev-parse", b) for b in ("main", "task/t1")}
+    with pytest.raises(MergeConflict) as caught:
+        gitops.merge_no_ff(repo, "task/t1", "main", "merge")
+    assert caught.value.files == ["src/app.py"]
+    assert "conflicts in: src/app.py" in str(caught.value)
+    assert {b: run_git(git_repo, "rev-parse", b) for b in heads} == heads
+    assert gitops.current_branch(repo) == "task/t1"
+    assert gitops.dirty_files(repo) == []
+    assert not (git_repo / ".git/MERGE_HEAD").exists()

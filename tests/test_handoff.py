@@ -1,0 +1,280 @@
+"""The handoff folder: the OS lock, transitions (contract history and transition.ndjson in step),
+log rotation, report files and the archive."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from hub import handoff
+from hub.contract import load, new_contract, save
+from hub.errors import EXIT_LOCKED, InvalidTransition, LockBusy, exit_code_for
+from hub.handoff import Handoff, phase_lock, read_transitions, record
+from hub.machine import EVENTS, RESUMABLE_STATES, RESUME_EVENT, events_from
+
+NOW = datetime(2026, 5, 1, 12, 0, 0, tzinfo=UTC)
+
+
+def make_task(folder: Path, title: str = "Greet politely") -> tuple[Handoff, dict[str, Any]]:
+    hand = Handoff(folder)
+    hand.ensure()
+    contract = new_contract(project="demo", title=title, requirements=["say hello"], now=NOW, roles={})
+    save(hand.contract, contract, NOW)
+    return hand, contract
+
+
+def history_as_lines(contract: dict[str, Any]) -> list[dict[str, Any]]:
+    """The contract's history in transition.ndjson's shape (cost aside: history does not keep it)."""
+    return [
+        {
+            "timestamp": entry["timestamp"],
+            "task_id": contract["task_id"],
+            "event": entry["event"],
+            "old_status": entry["from"],
+            "new_status": entry["to"],
+            "status_reason": entry["reason"],
+            "attempt": entry["attempt"],
+        }
+        for entry in contract["history"]
+    ]
+
+
+def read_or_empty(path: Path) -> bytes:
+    return path.read_bytes() if path.exists() else b""
+
+
+def fast_tmpdir() -> tempfile.TemporaryDirectory[str]:
+    """A temp dir on tmpfs when there is one: fsync there is free, and this test is about logic."""
+    shm = Path("/dev/shm")
+    return tempfile.TemporaryDirectory(dir=shm if shm.is_dir() and os.access(shm, os.W_OK) else None)
+
+
+def without_cost(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{k: v for k, v in line.items() if k != "cumulative_cost_usd"} for line in lines]
+
+
+# --- the OS lock ---------------------------------------------------------------------------------------
+
+
+def test_a_second_phase_is_refused_at_once_with_the_holders_phase_pid_and_start(tmp_path: Path) -> None:
+    hand = Handoff(tmp_path / "_handoff")
+    with phase_lock(hand, "report-judge", NOW):
+        owner = json.loads(hand.lock_owner.read_text(encoding="utf-8"))
+        assert owner["pid"] == os.getpid() and owner["phase"] == "report-judge"
+        with pytest.raises(LockBusy) as caught, phase_lock(hand, "setup-task", NOW):
+            pass
+    assert str(caught.value) == (
+        f"another phase is running (report-judge, pid {os.getpid()}, since 2026-05-01T12:00:00Z); try later"
+    )
+    assert exit_code_for(caught.value) == EXIT_LOCKED == 75
+
+
+def test_the_lock_is_free_again_after_the_phase_even_when_it_raised(tmp_path: Path) -> None:
+    hand = Handoff(tmp_path / "_handoff")
+    with pytest.raises(RuntimeError), phase_lock(hand, "a", NOW):
+        raise RuntimeError("the phase failed")
+    assert not hand.lock_owner.exists()
+    with phase_lock(hand, "b", NOW):
+        assert handoff.lock_owner(hand)["phase"] == "b"  # type: ignore[index]
+    assert handoff.lock_owner(hand) is None
+    assert hand.lock_file.exists()  # filelock issue 31: the lock file itself stays
+
+
+HOLDER = """
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from hub.handoff import Handoff, phase_lock
+with phase_lock(Handoff(Path(sys.argv[1])), "holder", datetime.now(UTC)):
+    print("held", flush=True)
+    sys.stdin.read()
+"""
+
+
+def test_the_kernel_frees_the_lock_of_a_killed_process(tmp_path: Path) -> None:
+    hand = Handoff(tmp_path / "_handoff")
+    with subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(hand.dir)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    ) as child:
+        assert child.stdout is not None and child.stdout.readline() == "held\n"
+        with pytest.raises(LockBusy, match=f"holder, pid {child.pid}, since "), phase_lock(hand, "x", NOW):
+            pass
+        child.send_signal(signal.SIGKILL)
+        child.wait(timeout=10)
+        assert child.stdin is not None
+        child.stdin.close()
+    # The dead holder's owner file is still there, but the lock is free: the kernel dropped it.
+    with phase_lock(hand, "after", NOW):
+        assert handoff.lock_owner(hand)["pid"] == os.getpid()  # type: ignore[index]
+
+
+def test_a_busy_lock_without_an_owner_file_still_refuses_cleanly(tmp_path: Path) -> None:
+    hand = Handoff(tmp_path / "_handoff")
+    with phase_lock(hand, "a", NOW):
+        hand.lock_owner.unlink()
+        with (
+            pytest.raises(LockBusy, match=r"another phase is running \(pid unknown\)"),
+            phase_lock(hand, "b", NOW),
+        ):
+            pass
+
+
+# --- transitions ----------------------------------------------------------------------------------------
+
+
+def test_record_saves_the_contract_and_appends_one_log_line_with_the_plans_fields(tmp_path: Path) -> None:
+    hand, contract = make_task(tmp_path)
+    contract["cost"] = {"judge": {"usd": 0.25}, "implementer": {"usd": 0.5}}
+    record(hand, contract, "lock_acquired", NOW + timedelta(seconds=5), reason="started")
+    saved = load(hand.contract)
+    assert saved["status"] == "implementation_in_progress"
+    assert saved["status_reason"] == "started"
+    assert saved["timestamps"]["updated_at"] == "2026-05-01T12:00:05Z"
+    assert saved["history"] == [
+        {
+            "timestamp": "2026-05-01T12:00:05Z",
+            "event": "lock_acquired",
+            "from": "pending_implementer",
+            "to": "implementation_in_progress",
+            "reason": "started",
+            "attempt": 1,
+        }
+    ]
+    assert read_transitions(hand) == [
+        {
+            "timestamp": "2026-05-01T12:00:05Z",
+            "task_id": contract["task_id"],
+            "event": "lock_acquired",
+            "old_status": "pending_implementer",
+            "new_status": "implementation_in_progress",
+            "status_reason": "started",
+            "attempt": 1,
+            "cumulative_cost_usd": 0.75,
+        }
+    ]
+
+
+def test_a_refused_transition_changes_neither_the_contract_nor_the_log(tmp_path: Path) -> None:
+    hand, contract = make_task(tmp_path)
+    record(hand, contract, "lock_acquired", NOW)
+    before = (hand.contract.read_bytes(), hand.transitions.read_bytes())
+    with pytest.raises(InvalidTransition, match="Cannot pass from implementation_in_progress"):
+        record(hand, contract, "pass", NOW + timedelta(minutes=1))
+    assert (hand.contract.read_bytes(), hand.transitions.read_bytes()) == before
+    assert contract["status"] == "implementation_in_progress" and len(contract["history"]) == 1
+
+
+def test_the_transition_log_rotates_at_5_mb_and_is_read_across_the_rotation(tmp_path: Path) -> None:
+    hand, contract = make_task(tmp_path)
+    # Long lines: the file must pass 5 MB, and parsing it back should stay cheap.
+    old = {"timestamp": "2026-01-01T00:00:00Z", "task_id": "old-task", "event": "x", "pad": "." * 50_000}
+    line = json.dumps(old) + "\n"
+    hand.transitions.write_text(line * (handoff.ROTATE_BYTES // len(line) + 1), encoding="utf-8")
+    assert hand.transitions.stat().st_size >= handoff.ROTATE_BYTES
+    record(hand, contract, "lock_acquired", NOW)
+    rotated = hand.transitions.with_name("transition.ndjson.1")
+    assert rotated.stat().st_size >= handoff.ROTATE_BYTES
+    assert len(hand.transitions.read_text(encoding="utf-8").splitlines()) == 1
+    lines = read_transitions(hand)
+    assert lines[0]["task_id"] == "old-task" and lines[-1]["event"] == "lock_acquired"
+    assert [x["event"] for x in read_transitions(hand, contract["task_id"])] == ["lock_acquired"]
+
+
+def test_reading_the_log_skips_torn_lines(tmp_path: Path) -> None:
+    hand, contract = make_task(tmp_path)
+    record(hand, contract, "lock_acquired", NOW)
+    with hand.transitions.open("a", encoding="utf-8") as handle:
+        handle.write('{"timestamp": "2026-05-01T12:0')  # a writer killed mid-line
+    assert [x["event"] for x in read_transitions(hand)] == ["lock_acquired"]
+
+
+# Events drawn mostly from those the current state accepts, so sequences get deep into the machine,
+# and sometimes from all events, so refusals are exercised too.
+@settings(
+    deadline=None,
+    max_examples=60,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(st.data())
+def test_random_event_sequences_keep_the_contract_valid_and_history_equal_to_the_log(data: Any) -> None:
+    with fast_tmpdir() as tmp:
+        hand, contract = make_task(Path(tmp))
+        now = NOW
+        steps = data.draw(st.integers(min_value=1, max_value=25), label="steps")
+        for _ in range(steps):
+            state = contract["status"]
+            valid = events_from(state)
+            if valid and data.draw(st.integers(0, 4), label="pick") > 0:
+                event = data.draw(st.sampled_from(valid), label="event")
+            else:
+                event = data.draw(st.sampled_from(EVENTS), label="any event")
+            resume_to = (
+                data.draw(st.sampled_from(sorted(RESUMABLE_STATES)), label="resume_to")
+                if event == RESUME_EVENT
+                else None
+            )
+            if event in ("fail_agree", "conditional"):
+                contract["attempt"] += 1
+            now += timedelta(seconds=data.draw(st.integers(0, 3600), label="dt"))
+            before = (hand.contract.read_bytes(), read_or_empty(hand.transitions))
+            try:
+                record(hand, contract, event, now, resume_to=resume_to)
+            except InvalidTransition:
+                if event in ("fail_agree", "conditional"):
+                    contract["attempt"] -= 1
+                assert (hand.contract.read_bytes(), read_or_empty(hand.transitions)) == before
+                continue
+            saved = load(hand.contract)  # validates
+            assert saved == contract
+            assert history_as_lines(saved) == without_cost(read_transitions(hand))
+        assert len(read_transitions(hand)) == len(load(hand.contract)["history"])
+
+
+# --- report files and the archive --------------------------------------------------------------------
+
+
+def test_archiving_moves_the_tasks_files_and_the_halt_file_and_leaves_the_rest(tmp_path: Path) -> None:
+    hand, contract = make_task(tmp_path)
+    for name in ("REVIEW_REQUEST.md", "JUDGE_REPORT.json", "ERIK_HALT.md", "backlog.json"):
+        (tmp_path / name).write_text(name, encoding="utf-8")
+    target = handoff.archive_task(hand, contract["task_id"])
+    assert target == tmp_path / "archive" / contract["task_id"]
+    assert sorted(p.name for p in target.iterdir()) == [
+        "ERIK_HALT.md",
+        "JUDGE_REPORT.json",
+        "REVIEW_REQUEST.md",
+        "TASK_CONTRACT.json",
+    ]
+    assert not hand.has_task()
+    assert (tmp_path / "backlog.json").exists()
+
+
+def test_reports_set_aside_are_numbered_and_never_overwritten(tmp_path: Path) -> None:
+    hand, contract = make_task(tmp_path)
+    for text in ("first", "second"):
+        hand.halt_report.write_text(text, encoding="utf-8")
+        handoff.set_aside(hand, hand.halt_report, contract["task_id"], "halt")
+    folder = hand.runs(contract["task_id"])
+    assert [(p.name, p.read_text(encoding="utf-8")) for p in sorted(folder.iterdir())] == [
+        ("001-halt.md", "first"),
+        ("002-halt.md", "second"),
+    ]
+    assert handoff.set_aside(hand, hand.halt_report, contract["task_id"], "halt") is None
+
+
+def test_the_halt_file_name_is_configurable(tmp_path: Path) -> None:
+    assert Handoff(tmp_path, halt_name="HALT.md").halt_report == tmp_path / "HALT.md"
