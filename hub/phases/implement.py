@@ -92,7 +92,7 @@ class Attempt:
                 f"Ollama read {generation.prompt_tokens} prompt tokens of a larger prompt (num_ctx "
                 f"{self.config.num_ctx_for(self.model)}): the start was silently dropped",
             )
-        result = self._apply(generation.text)
+        result = self._apply(generation.text, feedback_due=True)
         if isinstance(result, Stall):
             return self._stall(result.reason, result.detail)
         if result.failed_blocks:
@@ -104,6 +104,8 @@ class Attempt:
             again = self._apply(retry.text)
             if not isinstance(again, Stall):
                 result = again
+            elif not self.applied_any:
+                return self._stall(again.reason, again.detail)
         acceptance = self._acceptance(worker, prompt, system)
         if isinstance(acceptance, Stall):
             return self._stall(acceptance.reason, acceptance.detail)
@@ -155,8 +157,9 @@ class Attempt:
                 self.run.now,
             )
 
-    def _apply(self, text: str) -> Any:
-        """Parse and write the edits; a Stall when nothing usable came of it."""
+    def _apply(self, text: str, feedback_due: bool = False) -> Any:
+        """Parse and write the edits; a Stall when nothing usable came of it. With `feedback_due`, SEARCH
+        blocks that all failed are not yet a stall: the caller feeds them back to the model once."""
         from hub.edits import Policy, apply_edits, parse_edits
 
         if not text.strip():
@@ -199,7 +202,7 @@ class Attempt:
                 {"path": refusal.path, "outcome": f"refused: {refusal.reason}"},
                 self.run.now,
             )
-        if not result.changed_files and not self.applied_any:
+        if not result.changed_files and not self.applied_any and not (feedback_due and result.failed_blocks):
             parts = [f"{r.path}: {r.reason}" for r in result.refused]
             parts += [f"{f.path}: a SEARCH block did not match ({f.reason})" for f in result.failed_blocks]
             if result.unchanged:
