@@ -12,14 +12,11 @@ from types import TracebackType
 from typing import Any
 
 import httpx
-import structlog
 
 from hub.config import normalize_ollama_host
 from hub.errors import MalformedStream, WorkerError, WorkerUnavailable
 from hub.workers.base import ChatRequest, Generation, Health
-from hub.workers.streaming import StreamState, shown, stream_generation
-
-log = structlog.get_logger(__name__)
+from hub.workers.streaming import StreamState, Watchdog, shown, stream_generation
 
 HEALTH_TIMEOUT = 10.0
 
@@ -42,6 +39,7 @@ class OllamaProvider:
         self.keep_alive = keep_alive
         self.connect_timeout = connect_timeout
         self._client = httpx.Client(base_url=self.host, headers={"User-Agent": "agent-hub"})
+        self._watchdog = Watchdog()
 
     def generate(self, request: ChatRequest) -> Generation:
         """Stream one chat completion; raises the WorkerError leaves (see hub/errors.py)."""
@@ -65,6 +63,7 @@ class OllamaProvider:
             payload=payload,
             request=request,
             parse_line=self._parse_line,
+            watchdog=self._watchdog,
             host=self.host,
             retries=self.retries,
             backoff=self.backoff,
@@ -126,6 +125,7 @@ class OllamaProvider:
         return Health(ok=not missing, models=tuple(available), missing=missing, detail=detail)
 
     def close(self) -> None:
+        self._watchdog.close()
         self._client.close()
 
     def __enter__(self) -> OllamaProvider:

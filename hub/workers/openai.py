@@ -15,7 +15,7 @@ import httpx
 from hub.errors import MalformedStream, WorkerError, WorkerUnavailable
 from hub.workers.base import ChatRequest, Generation, Health
 from hub.workers.ollama import same_model
-from hub.workers.streaming import StreamState, error_text, shown, stream_generation
+from hub.workers.streaming import StreamState, Watchdog, error_text, shown, stream_generation
 
 HEALTH_TIMEOUT = 10.0
 # Fields where servers put reasoning apart from the answer: vLLM and llama.cpp, and Ollama's /v1.
@@ -42,6 +42,7 @@ class OpenAIProvider:
         if api_key:
             headers["Authorization"] = f"Bearer {api_key}"
         self._client = httpx.Client(base_url=self.base_url + "/", headers=headers)
+        self._watchdog = Watchdog()
 
     def generate(self, request: ChatRequest) -> Generation:
         """Stream one chat completion; raises the WorkerError leaves (see hub/errors.py)."""
@@ -64,6 +65,7 @@ class OpenAIProvider:
             payload=payload,
             request=request,
             parse_line=self._parse_line,
+            watchdog=self._watchdog,
             host=self.base_url,
             retries=self.retries,
             backoff=self.backoff,
@@ -138,6 +140,7 @@ class OpenAIProvider:
         return Health(ok=not missing, models=tuple(available), missing=missing, detail=detail)
 
     def close(self) -> None:
+        self._watchdog.close()
         self._client.close()
 
     def __enter__(self) -> OpenAIProvider:

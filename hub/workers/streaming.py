@@ -1,4 +1,4 @@
-"""What the HTTP providers share: the three clocks, retries, HTTP error mapping and the final Generation.
+"""What the HTTP providers share: the three clocks, retries, HTTP errors and the final Generation.
 
 A provider supplies the URL, the JSON body and a line parser; `stream_generation` does the rest:
 
@@ -140,39 +140,65 @@ class Clocks:
 
 
 class Watchdog:
-    """Shuts the response's socket down when the current clock runs out, so a blocked read returns."""
+    """One thread per provider that shuts a stream's socket down when its current clock runs out.
 
-    def __init__(self, clocks: Clocks, sock: socket.socket) -> None:
-        self._clocks = clocks
-        self._sock = sock
+    A thread per call would cost more than the rest of a call to a fast local server (start and join
+    wait on the GIL), so the thread lives as long as its provider and watches every stream in flight.
+    """
+
+    def __init__(self) -> None:
         self._cond = threading.Condition()
-        self._stopped = False
-        self._thread = threading.Thread(target=self._run, name="hub-stream-watchdog", daemon=True)
-        self._thread.start()
+        self._watched: dict[int, tuple[Clocks, socket.socket]] = {}
+        self._next_key = 0
+        self._thread: threading.Thread | None = None
+        self._closed = False
+
+    def watch(self, clocks: Clocks, sock: socket.socket) -> int:
+        with self._cond:
+            if self._closed:
+                raise WorkerError("the provider is closed")
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="hub-stream-watchdog", daemon=True)
+                self._thread.start()
+            self._next_key += 1
+            self._watched[self._next_key] = (clocks, sock)
+            self._cond.notify()
+            return self._next_key
+
+    def nudge(self) -> None:
+        """Recompute the deadlines now: one moved earlier (the stall clock can be shorter than the first)."""
+        with self._cond:
+            self._cond.notify()
+
+    def unwatch(self, key: int) -> None:
+        # Under the lock: once this returns the socket is never shut, and may go back to the pool.
+        with self._cond:
+            self._watched.pop(key, None)
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._cond.notify()
+            thread, self._thread = self._thread, None
+        if thread is not None:
+            thread.join()
 
     def _run(self) -> None:
         with self._cond:
-            while not self._stopped:
-                # The deadline moves with every token; waking at an old deadline just recomputes it.
-                remaining = self._clocks.remaining()
-                if remaining <= 0:
-                    clock, _, limit = self._clocks.phase()
-                    self._clocks.expired = (clock, limit)
+            while not self._closed:
+                # Deadlines move with every token; waking at an old one just recomputes it.
+                wait: float | None = None
+                for key, (clocks, sock) in list(self._watched.items()):
+                    remaining = clocks.remaining()
+                    if remaining > 0:
+                        wait = remaining if wait is None else min(wait, remaining)
+                        continue
+                    clock, _, limit = clocks.phase()
+                    clocks.expired = (clock, limit)
+                    del self._watched[key]
                     with contextlib.suppress(OSError):
-                        self._sock.shutdown(socket.SHUT_RDWR)
-                    return
-                self._cond.wait(remaining)
-
-    def nudge(self) -> None:
-        """Recompute the deadline now: it moved earlier (the stall clock can be shorter than the first)."""
-        with self._cond:
-            self._cond.notify()
-
-    def stop(self) -> None:
-        with self._cond:
-            self._stopped = True
-            self._cond.notify()
-        self._thread.join()
+                        sock.shutdown(socket.SHUT_RDWR)
+                self._cond.wait(wait)
 
 
 def stream_generation(
@@ -182,6 +208,7 @@ def stream_generation(
     payload: dict[str, Any],
     request: ChatRequest,
     parse_line: LineParser,
+    watchdog: Watchdog,
     host: str,
     retries: int,
     backoff: float,
@@ -204,7 +231,7 @@ def stream_generation(
         try:
             with client.stream("POST", url, json=payload, timeout=timeout) as response:
                 if response.status_code == 200:
-                    state = _consume(response, clocks, parse_line, host, request.model)
+                    state = _consume(response, clocks, watchdog, parse_line, host, request.model)
                     return _finish(request, state, clocks, call_started, estimate, provider)
                 body = response.read()
             problem = f"HTTP {response.status_code}: {error_text(body)}"
@@ -244,7 +271,12 @@ def _response_socket(response: httpx.Response) -> socket.socket | None:
 
 
 def _consume(
-    response: httpx.Response, clocks: Clocks, parse_line: LineParser, host: str, model: str
+    response: httpx.Response,
+    clocks: Clocks,
+    watchdog: Watchdog,
+    parse_line: LineParser,
+    host: str,
+    model: str,
 ) -> StreamState:
     state = StreamState()
     timeouts = response.request.extensions.get("timeout")
@@ -253,14 +285,14 @@ def _consume(
         # so this is only the backstop where the socket cannot be reached.
         timeouts["read"] = max(0.001, clocks.total_deadline - time.monotonic())
     sock = _response_socket(response)
-    watchdog = Watchdog(clocks, sock) if sock is not None else None
+    key = watchdog.watch(clocks, sock) if sock is not None else None
     try:
         for line in _lines(response, clocks, state):
-            if parse_line(line, state) and clocks.token(time.monotonic()) and watchdog is not None:
+            if parse_line(line, state) and clocks.token(time.monotonic()):
                 watchdog.nudge()
     finally:
-        if watchdog is not None:
-            watchdog.stop()
+        if key is not None:
+            watchdog.unwatch(key)
     if not state.done and state.finished:
         state.done = True
     if not state.done:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -273,6 +274,15 @@ def test_health_of_an_unreachable_server_is_not_ok() -> None:
         assert health.ok is False and url in health.detail
         with pytest.raises(WorkerUnavailable):
             provider.list_models()
+
+
+def test_closing_the_provider_leaves_no_thread_behind(fake: FakeOllama) -> None:
+    fake.script("m", "one", Reply(text="two", stall_after_chars=1, stall_seconds=30))
+    with OllamaProvider(fake.url) as provider:
+        provider.generate(request())
+        with pytest.raises(WorkerTimeout):
+            provider.generate(request(stall_timeout=0.1))
+    assert not [t for t in threading.enumerate() if t.name == "hub-stream-watchdog"]
 
 
 def test_a_bare_host_is_accepted_like_ollama_host(fake: FakeOllama) -> None:
