@@ -613,7 +613,17 @@ def watch(state: State, poll: bool, interval: float, grace: float) -> None:
     """Run whatever phase is due whenever _handoff/ changes, until SIGINT or SIGTERM."""
     from hub.watch import watch as run_watch
 
-    run_watch(state.repo, state.handoff, poll=poll, interval=interval, grace=grace)
+    root = click.get_current_context().find_root().params
+    level = "DEBUG" if str(root.get("log_level", "")).upper() == "DEBUG" else "WARNING"
+    run_watch(
+        state.repo,
+        state.handoff,
+        poll=poll,
+        interval=interval,
+        grace=grace,
+        child_log_level=level,
+        child_log_format=root.get("log_format"),
+    )
 
 
 # --- entry point ---------------------------------------------------------------------------------------

@@ -1,0 +1,381 @@
+"""`hub run-judge`: run the configured judge on REVIEW_REQUEST.md and apply its verdict.
+
+Two kinds of judge (`judge:` in hub.yaml):
+
+- `command`: a shell command run in the repository with the review request on stdin, e.g. a `claude -p`
+  line. It writes `_handoff/JUDGE_REPORT.json` (the path is in `$HUB_JUDGE_REPORT`) or prints the JSON on
+  stdout. It runs in a process group of its own so that a timeout, or a stop of the hub, kills its
+  children too.
+- `backend` (ollama | openai | mcp): the `roles.judge` model through the workers, asked to answer with
+  the JSON; the reply is parsed out of a fenced block (think blocks are already stripped).
+
+The clock is `limits.timeout_minutes.judge`. A judge that runs out of it is a `timeout` and the task
+halts (`timeout_judge -> erik_consultation`, exit 4). A judge that fails otherwise (exits non-zero
+without a verdict, answers with something that is not a valid report) sends the task back to
+`pending_judge_review` as `interrupted`; the interruptions breaker halts it after three in a row.
+
+Also here, for the MCP server: `read_review_request` and `submit_verdict`, the two halves of an agent
+acting as the judge.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import signal
+import subprocess
+import time
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from hub import contract as contract_mod
+from hub import handoff, provenance
+from hub.breakers import Trip
+from hub.errors import ConfigError, ContractInvalid, HubError, WorkerError, WorkerTimeout, WrongState
+from hub.log import get_logger
+from hub.machine import JUDGE_REVIEW_IN_PROGRESS, PENDING_JUDGE_REVIEW
+from hub.phases.context import Context, Outcome, Run, pre_phase_trip, running
+from hub.phases.judge import (
+    apply_verdict,
+    claim_review,
+    read_judge_report,
+    report_judge,
+    write_review_request,
+)
+
+log = get_logger(__name__)
+
+WAITING_FOR_VERDICT = frozenset({PENDING_JUDGE_REVIEW, JUDGE_REVIEW_IN_PROGRESS})
+KILL_GRACE_SECONDS = 2.0  # between SIGTERM and SIGKILL of a judge command's process group
+TAIL_CHARS = 4000
+
+JUDGE_SYSTEM = """You are the judge of a code change made by another model. Read the review request and
+decide. Answer with one JSON object in a ```json fenced block and nothing else:
+{"verdict": "PASS" | "CONDITIONAL" | "FAIL" | "CRITICAL_HALT", "summary": "...",
+ "blocking_issues": [{"id": "B1", "severity": "critical|major|minor", "file": "path", "line": 1,
+   "description": "what is wrong", "fix_required": "what to change"}],
+ "suggestions": ["..."]}
+PASS merges the change. FAIL and CONDITIONAL send it back with your blocking issues. CRITICAL_HALT stops
+the task for a person. Do not run any command; your answer is the report."""
+
+
+@dataclass
+class JudgeResult:
+    """What one judge run produced: a report, or why there is none."""
+
+    report: dict[str, Any] | None = None
+    timed_out: bool = False
+    error: str = ""
+    record: dict[str, Any] = field(default_factory=dict)
+
+
+def run_judge(ctx: Context) -> Outcome:
+    """Run the configured judge on the review request and apply its verdict."""
+    judge = ctx.config.judge
+    if not (judge.command or judge.backend):
+        raise ConfigError(
+            "no judge configured: set judge.command or judge.backend in hub.yaml, or write "
+            "_handoff/JUDGE_REPORT.json and run `hub report-judge`"
+        )
+    with running(ctx, "run-judge", {PENDING_JUDGE_REVIEW}) as run:
+        trip = pre_phase_trip(run)
+        if trip:
+            return run.halt(trip)
+        hand = ctx.handoff
+        if hand.judge_report_json.exists() or hand.judge_report_md.exists():
+            # A verdict is already waiting (an agent wrote it, or the judge of a run that died did).
+            report = read_judge_report(run)
+            claim_review(run)
+            return apply_verdict(run, report)
+        request = _review_request_text(run)
+        claim_review(run)
+        seconds = float(run.contract["limits"]["timeout_minutes"]["judge"]) * 60
+        started = time.perf_counter()
+        if judge.command:
+            result = _run_command(run, judge.command, request, seconds)
+        else:
+            result = _run_model(run, request, seconds)
+        result.record.update(seconds=round(time.perf_counter() - started, 3), timeout_seconds=seconds)
+        provenance.write_record(
+            hand,
+            run.task_id,
+            "judge",
+            {
+                **result.record,
+                "timed_out": result.timed_out,
+                "error": result.error or None,
+                "verdict": (result.report or {}).get("verdict"),
+            },
+            run.now,
+        )
+        if result.timed_out:
+            run.drop_lease()
+            run.record("timeout", f"the judge gave no verdict within {seconds:g} s")
+            return run.halt(
+                Trip(
+                    "judge_timeout",
+                    f"the judge gave no verdict within {seconds:g} s ({_judge_name(ctx)})",
+                    {"timeout_seconds": seconds},
+                ),
+                event="escalate",
+            )
+        if result.report is None:
+            return _failed(run, result.error)
+        return apply_verdict(run, result.report)
+
+
+def _judge_name(ctx: Context) -> str:
+    judge = ctx.config.judge
+    return (
+        f"command {judge.command!r}"
+        if judge.command
+        else f"{judge.backend} model {ctx.config.role('judge').model}"
+    )
+
+
+def _review_request_text(run: Run) -> str:
+    hand = run.ctx.handoff
+    if not hand.review_request.exists() and hand.review_in_progress.exists():
+        # Left claimed by a judge run that died; claim_review renames it again.
+        hand.review_in_progress.replace(hand.review_request)
+    if not hand.review_request.exists():
+        write_review_request(run)
+    return hand.review_request.read_text(encoding="utf-8")
+
+
+def _failed(run: Run, error: str) -> Outcome:
+    """No verdict: back to pending_judge_review so the next run asks again (the breaker bounds the retries)."""
+    hand = run.ctx.handoff
+    if hand.review_in_progress.exists():
+        hand.review_in_progress.replace(hand.review_request)
+    run.bump("interruptions")
+    run.drop_lease()
+    run.record("interrupted", f"the judge gave no verdict: {error}"[:500])
+    return Outcome(
+        "run-judge",
+        run.task_id,
+        run.start_state,
+        PENDING_JUDGE_REVIEW,
+        f"the judge gave no verdict: {error}; the review request is back in {hand.review_request.name}",
+        exit_code=1,
+    )
+
+
+# --- a command judge ---------------------------------------------------------------------------------
+
+
+def _run_command(run: Run, command: str, request: str, seconds: float) -> JudgeResult:
+    hand = run.ctx.handoff
+    env = {
+        **os.environ,
+        "HUB_TASK_ID": run.task_id,
+        "HUB_HANDOFF_DIR": str(hand.dir),
+        "HUB_REVIEW_REQUEST": str(hand.review_in_progress),
+        "HUB_JUDGE_REPORT": str(hand.judge_report_json),
+    }
+    record: dict[str, Any] = {"judge": "command", "command": command}
+    log.debug("judge.command", task=run.task_id, command=command, timeout=seconds)
+    proc = subprocess.Popen(
+        command,
+        shell=True,
+        cwd=run.ctx.repo_root,
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        encoding="utf-8",
+        errors="replace",
+        start_new_session=True,
+    )
+    timed_out = False
+    try:
+        try:
+            stdout, stderr = proc.communicate(request, timeout=seconds)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            _kill_group(proc)
+            stdout, stderr = proc.communicate()
+    finally:
+        # Also on KeyboardInterrupt (the watcher stopping us): no judge outlives its phase.
+        _kill_group(proc)
+    record.update(
+        exit_code=proc.returncode, stdout_tail=stdout[-TAIL_CHARS:], stderr_tail=stderr[-TAIL_CHARS:]
+    )
+    if timed_out:
+        return JudgeResult(timed_out=True, record=record)
+    if hand.judge_report_json.exists() or hand.judge_report_md.exists():
+        try:
+            return JudgeResult(report=read_judge_report(run), record=record)
+        except ContractInvalid as exc:
+            handoff.set_aside(hand, hand.judge_report_json, run.task_id, "invalid-judge-report")
+            handoff.set_aside(hand, hand.judge_report_md, run.task_id, "invalid-judge-report")
+            return JudgeResult(error=f"the judge wrote an invalid report: {exc}", record=record)
+    try:
+        report = extract_report(stdout)
+    except ContractInvalid as exc:
+        status = f"exited {proc.returncode}" if proc.returncode else "exited 0"
+        detail = (stderr.strip().splitlines() or [""])[-1][:300]
+        return JudgeResult(
+            error=f"the judge command {status} without a report ({exc.problem})"
+            + (f": {detail}" if detail else ""),
+            record=record,
+        )
+    contract_mod.write_atomic(hand.judge_report_json, json.dumps(report, indent=2, ensure_ascii=False) + "\n")
+    return JudgeResult(report=report, record=record)
+
+
+def _kill_group(proc: subprocess.Popen[str]) -> None:
+    """SIGTERM the judge's process group, then SIGKILL what is left of it."""
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+    except (ProcessLookupError, PermissionError):
+        return
+    deadline = time.monotonic() + KILL_GRACE_SECONDS
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(proc.pid, 0)
+        except (ProcessLookupError, PermissionError):
+            return
+        if proc.poll() is not None:
+            # The leader is reaped; what remains of the group gets no more grace.
+            break
+        time.sleep(0.05)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+
+
+# --- a model judge ------------------------------------------------------------------------------------
+
+
+def _run_model(run: Run, request: str, seconds: float) -> JudgeResult:
+    from hub.workers.bridge import make_worker, request_for
+
+    config = run.ctx.config
+    role = config.role("judge")
+    if config.judge.backend:
+        role = replace(role, backend=config.judge.backend)
+    chat = request_for(config, role, request, system=JUDGE_SYSTEM)
+    chat = replace(chat, total_timeout=min(chat.total_timeout, seconds))
+    record: dict[str, Any] = {"judge": "model", "backend": role.backend, "model": role.model}
+    worker = run.ctx.worker_factory("judge") if run.ctx.worker_factory else make_worker(config, role)
+    try:
+        generation = worker.generate(chat)
+    except WorkerTimeout as exc:
+        record.update(clock=exc.clock, partial=exc.partial_text[-TAIL_CHARS:])
+        return JudgeResult(timed_out=True, record=record)
+    except WorkerError as exc:
+        return JudgeResult(error=f"the judge model failed: {exc}", record=record)
+    finally:
+        worker.close()
+    record.update(
+        prompt_tokens=generation.prompt_tokens,
+        completion_tokens=generation.completion_tokens,
+        reply_tail=generation.text[-TAIL_CHARS:],
+    )
+    try:
+        report = extract_report(generation.text)
+    except ContractInvalid as exc:
+        return JudgeResult(error=f"the judge model's answer is not a report: {exc.problem}", record=record)
+    report.setdefault(
+        "usage",
+        {
+            "prompt_tokens": generation.prompt_tokens,
+            "completion_tokens": generation.completion_tokens,
+            "model": generation.model or role.model,
+        },
+    )
+    try:
+        contract_mod.validate_judge_report(report, "judge reply")
+    except ContractInvalid as exc:
+        return JudgeResult(error=f"the judge model's answer is not a report: {exc}", record=record)
+    contract_mod.write_atomic(
+        run.ctx.handoff.judge_report_json, json.dumps(report, indent=2, ensure_ascii=False) + "\n"
+    )
+    return JudgeResult(report=report, record=record)
+
+
+_FENCE = re.compile(r"```(?:json|JSON)?[ \t]*\n(.*?)```", re.DOTALL)
+
+
+def extract_report(text: str) -> dict[str, Any]:
+    """The judge report in a reply: a ```json fenced block, or the first JSON object in the text. Pure."""
+    from hub.workers.base import split_thinking
+
+    text, _ = split_thinking(text)
+    candidates = [m.group(1) for m in _FENCE.finditer(text)] + [text]
+    decoder = json.JSONDecoder()
+    for candidate in candidates:
+        start = candidate.find("{")
+        while start != -1:
+            try:
+                value, _ = decoder.raw_decode(candidate, start)
+            except ValueError:
+                start = candidate.find("{", start + 1)
+                continue
+            if isinstance(value, dict) and "verdict" in value:
+                if isinstance(value["verdict"], str):
+                    value["verdict"] = value["verdict"].strip().upper()
+                return contract_mod.validate_judge_report(value, "judge reply")
+            start = candidate.find("{", start + 1)
+    raise ContractInvalid("judge reply", "$", "no JSON object with a 'verdict' in it")
+
+
+# --- an agent as the judge (the MCP tools) ---------------------------------------------------------------
+
+
+def read_review_request(ctx: Context) -> dict[str, Any]:
+    """The review request the judge must read, with the task's state (read-only)."""
+    hand = ctx.handoff
+    if not hand.contract.exists():
+        raise WrongState("no active task: there is nothing to review")
+    contract = contract_mod.load(hand.contract)
+    for path in (hand.review_request, hand.review_in_progress):
+        if path.exists():
+            return {
+                "task_id": contract["task_id"],
+                "status": contract["status"],
+                "path": str(path),
+                "text": path.read_text(encoding="utf-8"),
+            }
+    raise WrongState(
+        f"task {contract['task_id']} is in {contract['status']}: no review request yet "
+        "(one is written when the local review passes)"
+    )
+
+
+def submit_verdict(ctx: Context, report: dict[str, Any]) -> Outcome:
+    """Write JUDGE_REPORT.json (validated first) and apply it as `hub report-judge` does.
+
+    Nothing is left behind when it fails: an invalid report is never written, and a report that could
+    not be applied is taken back (the file it replaced, if any, is restored).
+    """
+    hand = ctx.handoff
+    report = contract_mod.validate_judge_report(report, "verdict")
+    if not hand.contract.exists():
+        raise WrongState("no active task: there is nothing to give a verdict on")
+    contract = contract_mod.load(hand.contract)
+    if contract["status"] not in WAITING_FOR_VERDICT:
+        raise WrongState(
+            f"task {contract['task_id']} is in {contract['status']}, not waiting for a verdict; see hub_status"
+        )
+    previous = hand.judge_report_json.read_bytes() if hand.judge_report_json.exists() else None
+    contract_mod.write_atomic(hand.judge_report_json, json.dumps(report, indent=2, ensure_ascii=False) + "\n")
+    try:
+        return report_judge(ctx)
+    except HubError:
+        if previous is None:
+            hand.judge_report_json.unlink(missing_ok=True)
+        else:
+            hand.judge_report_json.write_bytes(previous)
+        raise
+
+
+__all__ = [
+    "extract_report",
+    "read_review_request",
+    "run_judge",
+    "submit_verdict",
+]

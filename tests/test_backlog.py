@@ -1,0 +1,234 @@
+"""The backlog and notes: queueing proposals, what `task-next` picks, promotion by `hub next`, and notes
+reaching the implementer's prompt. Real repos and real files; the CLI as a subprocess where it is the
+boundary."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from hub import backlog
+from hub.contract import iso
+from hub.errors import ContractInvalid, WrongState
+from hub.phases.context import Context
+from hub.phases.next import run_next
+
+PROPOSAL = """# Greet politely
+
+Target: src/app.py
+
+## Requirements
+
+- greet() says 'hello, NAME'
+"""
+
+
+def entries(ctx: Context) -> dict[str, dict[str, Any]]:
+    return {e["id"]: e for e in backlog.list_tasks(ctx)}
+
+
+def finish_active_task(task: Any) -> None:
+    """Drive the active (promoted) task to merged and archived, as the pipeline would."""
+    from hub.phases.finalize import finalize_task
+
+    task.to_review_complete("PASS")
+    assert finalize_task(task.ctx).to_state == "merged"
+
+
+def test_task_next_picks_the_most_urgent_proposal_whose_dependencies_are_merged(ctx: Context) -> None:
+    backlog.add_tasks(
+        ctx,
+        [
+            {"id": "base", "content": "Lay the base", "priority": 3},
+            {"id": "urgent", "content": "Urgent but blocked", "priority": 0, "depends_on": ["base"]},
+            {"id": "later", "content": "Unrelated", "priority": 3},
+            {"id": "soon", "content": "Unrelated and sooner", "priority": 1},
+        ],
+    )
+
+    assert backlog.next_task(ctx)["task"]["id"] == "soon"
+    backlog.update_task(ctx, "soon", {"status": "dropped"})
+    # Equal priority: the one added first.
+    assert backlog.next_task(ctx)["task"]["id"] == "base"
+    backlog.update_task(ctx, "base", {"status": "blocked"})
+    assert backlog.next_task(ctx)["task"]["id"] == "later"
+    backlog.update_task(ctx, "later", {"status": "dropped"})
+    nothing = backlog.next_task(ctx)
+    assert nothing["task"] is None
+    assert "urgent waits on base (blocked)" in nothing["why"]
+
+
+def test_hub_next_promotes_the_next_proposal_after_a_merge(ctx: Context, task: Any, hub: Any) -> None:
+    backlog.add_tasks(
+        ctx,
+        [
+            {"id": "first", "content": PROPOSAL, "priority": 2},
+            {
+                "id": "second",
+                "content": "Say goodbye\nAdd farewell(name).",
+                "priority": 0,
+                "depends_on": ["first"],
+            },
+        ],
+    )
+
+    promoted = run_next(ctx)
+
+    assert promoted.data["ran"] == "promote-backlog"
+    contract = task.contract()
+    assert contract["title"] == "Greet politely"
+    assert contract["specification"]["target_file"] == "src/app.py"
+    assert contract["specification"]["requirements"] == ["greet() says 'hello, NAME'"]
+    first = entries(ctx)["first"]
+    assert (first["status"], first["task_id"]) == ("in_progress", contract["task_id"])
+    # While a task is active nothing else is promoted, however urgent.
+    assert backlog.promote_next(ctx).task_id is None
+
+    finish_active_task(task)
+    assert entries(ctx)["first"]["status"] == "merged"
+
+    done = hub("next", "--json")
+
+    assert done.returncode == 0, done.stderr
+    outcome = json.loads(done.stdout)
+    assert outcome["data"]["backlog_id"] == "second"
+    second_contract = task.contract()
+    assert second_contract["title"] == "Say goodbye"
+    assert second_contract["specification"]["requirements"] == ["Say goodbye\nAdd farewell(name)."]
+    stored = json.loads(ctx.handoff.backlog.read_text(encoding="utf-8"))
+    assert [(e["id"], e["status"]) for e in stored["tasks"]] == [
+        ("first", "merged"),
+        ("second", "in_progress"),
+    ]
+
+
+def test_task_add_is_all_or_nothing(ctx: Context) -> None:
+    backlog.add_tasks(ctx, [{"content": "one"}])
+    before = ctx.handoff.backlog.read_bytes()
+
+    with pytest.raises(ContractInvalid, match="no backlog task 'missing'"):
+        backlog.add_tasks(ctx, [{"content": "two"}, {"content": "three", "depends_on": ["missing"]}])
+    with pytest.raises(ContractInvalid, match="from 0"):
+        backlog.add_tasks(ctx, [{"content": "four", "priority": 5}])
+    with pytest.raises(ContractInvalid, match="complexity"):
+        backlog.add_tasks(ctx, [{"content": "# T\n\nComplexity: huge\n\n## Requirements\n\n- x\n"}])
+
+    assert ctx.handoff.backlog.read_bytes() == before
+
+
+def test_a_dependency_cycle_is_refused(ctx: Context) -> None:
+    backlog.add_tasks(ctx, [{"id": "a", "content": "a"}, {"id": "b", "content": "b", "depends_on": ["a"]}])
+
+    with pytest.raises(ContractInvalid, match="cycle"):
+        backlog.update_task(ctx, "a", {"depends_on": ["b"]})
+
+    assert entries(ctx)["a"]["depends_on"] == []
+
+
+def test_the_hub_alone_sets_in_progress_and_merged(ctx: Context) -> None:
+    backlog.add_tasks(ctx, [{"id": "a", "content": "a"}])
+    with pytest.raises(ContractInvalid, match="proposed, blocked, dropped"):
+        backlog.update_task(ctx, "a", {"status": "merged"})
+
+    run_next(ctx)
+
+    with pytest.raises(WrongState, match="active task"):
+        backlog.update_task(ctx, "a", {"status": "dropped"})
+    with pytest.raises(WrongState, match="no longer change"):
+        backlog.update_task(ctx, "a", {"content": "something else"})
+
+
+def test_session_complete_waits_until_every_task_is_merged_or_dropped(ctx: Context, task: Any) -> None:
+    backlog.add_tasks(ctx, [{"id": "a", "content": "Greet\nsay hello"}, {"id": "b", "content": "b"}])
+    with pytest.raises(WrongState, match=r"2 backlog tasks are not merged or dropped: a \(proposed\)"):
+        backlog.session_complete(ctx)
+
+    run_next(ctx)
+    finish_active_task(task)
+    backlog.update_task(ctx, "b", {"status": "dropped"})
+    session = backlog.session_complete(ctx)
+
+    assert (session["merged"], session["dropped"]) == (1, 1)
+    assert json.loads(ctx.handoff.backlog.read_text(encoding="utf-8"))["session"] == session
+
+
+def test_a_promotion_that_cannot_create_the_contract_puts_the_proposal_back(ctx: Context) -> None:
+    backlog.add_tasks(ctx, [{"id": "a", "content": "a"}])
+    ctx.handoff.contract.write_text("{not json", encoding="utf-8")
+
+    with pytest.raises(WrongState, match="not a valid contract"):
+        backlog.promote_next(ctx)
+
+    assert entries(ctx)["a"]["status"] == "proposed"
+
+
+def test_a_promoter_that_died_midway_is_repaired(ctx: Context, task: Any) -> None:
+    backlog.add_tasks(
+        ctx, [{"id": "linked", "content": "Greet politely\nx"}, {"id": "orphan", "content": "o"}]
+    )
+    doc = json.loads(ctx.handoff.backlog.read_text(encoding="utf-8"))
+    long_ago = iso(ctx.clock() - timedelta(minutes=5))
+    for entry in doc["tasks"]:
+        entry.update(status="in_progress", task_id=None, promoted_at=long_ago)
+    ctx.handoff.backlog.write_text(json.dumps(doc), encoding="utf-8")
+    task_id = task.new(title="Greet politely")
+
+    backlog.add_tasks(ctx, [{"id": "c", "content": "c"}])  # any write repairs the backlog
+
+    now = entries(ctx)
+    assert (now["linked"]["status"], now["linked"]["task_id"]) == ("in_progress", task_id)
+    # The other one has no contract to show for it; with a task active it waits, once none is, it is released.
+    assert now["orphan"]["task_id"] is None
+    ctx.handoff.contract.unlink()
+    backlog.add_tasks(ctx, [{"id": "d", "content": "d"}])
+    assert entries(ctx)["orphan"]["status"] == "proposed"
+
+
+def test_notes_attach_to_the_active_task_and_reach_its_prompt(ctx: Context, task: Any) -> None:
+    everyone = backlog.add_note(ctx, "the project uses pathlib", "tip")
+    task_id = task.new()
+    mine = backlog.add_note(ctx, "greet() is called from cli.py too", "learning")
+    backlog.add_note(ctx, "use an f-string", "decision")
+
+    assert everyone["task_id"] is None and mine["task_id"] == task_id
+    shown = backlog.notes_for_prompt(ctx.handoff, task_id)
+    assert [n["content"] for n in shown] == [
+        "the project uses pathlib",
+        "greet() is called from cli.py too",
+        "use an f-string",
+    ]
+    assert [n["content"] for n in backlog.notes_for_prompt(ctx.handoff, "another-task")] == [
+        "the project uses pathlib"
+    ]
+    assert [n["id"] for n in backlog.list_notes(ctx, "decision")] == ["N3"]
+    with pytest.raises(ContractInvalid, match="learning, stuck, tip, decision"):
+        backlog.add_note(ctx, "x", "rant")
+
+
+def test_iteration_summaries_are_kept_with_the_notes(ctx: Context) -> None:
+    item = backlog.iteration_summary(ctx, "added greet()")
+
+    stored = json.loads(ctx.handoff.notes.read_text(encoding="utf-8"))
+    assert stored["summaries"] == [item]
+    assert item["summary"] == "added greet()"
+
+
+def test_backlog_and_note_commands_on_the_cli(hub: Any) -> None:
+    assert hub("backlog", "add", "Lay the base", "--id", "base", "--priority", "3").returncode == 0
+    added = hub("backlog", "add", "Build on it", "--depends-on", "base", "--priority", "0", "--json")
+    assert added.returncode == 0, added.stderr
+    assert json.loads(added.stdout)[0]["depends_on"] == ["base"]
+
+    listed = hub("backlog", "list")
+    nxt = hub("backlog", "next", "--json")
+    refused = hub("backlog", "complete")
+    note = hub("note", "add", "remember the comma", "--type", "tip", "--json")
+
+    assert "base" in listed.stdout and "after base" in listed.stdout
+    assert json.loads(nxt.stdout)["task"]["id"] == "base"
+    assert refused.returncode == 3 and "not merged or dropped" in refused.stderr
+    assert json.loads(note.stdout)["type"] == "tip"
+    assert "remember the comma" in hub("note", "list").stdout
