@@ -203,6 +203,16 @@ def test_early_headers_arrive_before_the_first_token(fake: FakeOllama, client: h
         assert time.monotonic() - started < 2
 
 
+def test_models_given_to_the_constructor_are_scripted() -> None:
+    models = {"a": ["one", Reply(text="two")], "b": "single", "c": lambda body: "computed"}
+    with FakeOllama(models) as fake, httpx.Client(base_url=fake.url, timeout=5) as c:
+        texts = [
+            c.post("/api/chat", json=chat(m, stream=False)).json()["message"]["content"]
+            for m in ("a", "a", "b", "c", "c")
+        ]
+    assert texts == ["one", "two", "single", "computed", "computed"]
+
+
 def test_model_names_match_with_or_without_latest(fake: FakeOllama, client: httpx.Client) -> None:
     fake.script("tiny", "a")
     fake.script("tiny:latest", "b")

@@ -64,6 +64,8 @@ class FakeOllama:
         for name, replies in (models or {}).items():
             if callable(replies):
                 self.respond_with(name, replies)
+            elif isinstance(replies, str | Reply):
+                self.script(name, replies)  # one reply, not a sequence of characters
             else:
                 self.script(name, *replies)
 
