@@ -626,6 +626,123 @@ def watch(state: State, poll: bool, interval: float, grace: float) -> None:
     )
 
 
+# --- ast-grep rules ------------------------------------------------------------------------------------
+
+
+@cli.group()
+def rules() -> None:
+    """The ast-grep rules the local review enforces: the repository's, the packaged ones, the catalog."""
+
+
+def _catalog(state: State) -> Any:
+    from hub.config import load_config
+    from hub.rules_catalog import load_catalog
+
+    config = load_config(state.repo, state.handoff)
+    return load_catalog(config.rules_catalog_url, config.handoff_dir / "cache")
+
+
+@rules.command("init")
+@pass_state
+def rules_init(state: State) -> None:
+    """Create sgconfig.yml and rules/ in the repository (needed before adding rules)."""
+    from hub.rules import init_project
+
+    click.echo(init_project(state.repo))
+
+
+@rules.command("list")
+@json_option
+@pass_state
+def rules_list(state: State, as_json: bool) -> None:
+    """List the active rules: the repository's first, then the packaged ones it does not replace."""
+    from hub.rules import list_rules
+
+    found = list_rules(state.repo)
+    text = "\n".join(
+        f"{r.id:<30} {r.severity:<8} {r.language:<11} {r.source:<9} {', '.join(r.tags)}" for r in found
+    )
+    emit([r.as_dict() for r in found], as_json, text or "no rules")
+
+
+@rules.command("add")
+@click.argument("file", type=click.File("r", encoding="utf-8"))
+@click.option("--id", "rule_id", help="The rule's id (default: the id in the YAML).")
+@pass_state
+def rules_add(state: State, file: Any, rule_id: str | None) -> None:
+    """Add or replace a rule from a YAML FILE ('-' for stdin); it is validated before anything is written."""
+    from hub.rules import add_or_update_rule, validate_rule
+
+    text = file.read()
+    click.echo(add_or_update_rule(state.repo, rule_id or str(validate_rule(text)["id"]), text))
+
+
+@rules.command("remove")
+@click.argument("rule_id")
+@pass_state
+def rules_remove(state: State, rule_id: str) -> None:
+    """Delete one of the repository's rules."""
+    from hub.rules import remove_rule
+
+    click.echo(remove_rule(state.repo, rule_id))
+
+
+@rules.command("scan")
+@click.argument("paths", nargs=-1)
+@click.option("--no-packaged", is_flag=True, help="Only the repository's own rules.")
+@json_option
+@pass_state
+def rules_scan(state: State, paths: tuple[str, ...], no_packaged: bool, as_json: bool) -> None:
+    """Scan PATHS (default: the whole repository) with the packaged and the repository's rules."""
+    from hub.rules import is_blocking, scan_paths
+
+    found = scan_paths(state.repo, list(paths) or None, include_packaged=not no_packaged)
+    blocking = sum(is_blocking(f) for f in found)
+    lines = [f"{f.file}:{f.line}:{f.column}: {f.severity} {f.rule_id}: {f.message}" for f in found]
+    lines.append(f"{len(found)} finding(s), {blocking} blocking (error + security)")
+    emit([dict(f.as_dict(), blocking=is_blocking(f)) for f in found], as_json, "\n".join(lines))
+
+
+@rules.command("search")
+@click.argument("query", required=False, default="")
+@click.option("--language", help="Only rules for this language (aliases such as py, ts work).")
+@click.option("--tag", "tags", multiple=True, help="Only rules with this tag (repeat: all must match).")
+@json_option
+@pass_state
+def rules_search(
+    state: State, query: str, language: str | None, tags: tuple[str, ...], as_json: bool
+) -> None:
+    """Search the community catalog by words, language and tags."""
+    from hub.rules_catalog import search_community_rules
+
+    found = search_community_rules(query, language, list(tags), catalog=_catalog(state))
+    text = "\n".join(f"{e['id']:<32} {e['language']:<11} {e['severity']:<8} {e['message']}" for e in found)
+    emit(found, as_json, text or "no matching rules")
+
+
+@rules.command("show")
+@click.argument("rule_id")
+@json_option
+@pass_state
+def rules_show(state: State, rule_id: str, as_json: bool) -> None:
+    """Show a community catalog rule: what it catches and its YAML."""
+    from hub.rules_catalog import get_community_rule_details
+
+    details = get_community_rule_details(rule_id, catalog=_catalog(state))
+    text = f"# {details['id']} ({', '.join(details['tags'])})\n# {details['description']}\n{details['rule_yaml']}"
+    emit(details, as_json, text.rstrip("\n"))
+
+
+@rules.command("import")
+@click.argument("rule_id")
+@pass_state
+def rules_import(state: State, rule_id: str) -> None:
+    """Copy a community catalog rule into the repository's rules; the next scan uses it."""
+    from hub.rules_catalog import import_community_rule
+
+    click.echo(import_community_rule(state.repo, rule_id, catalog=_catalog(state)))
+
+
 # --- entry point ---------------------------------------------------------------------------------------
 
 
