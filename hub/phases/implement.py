@@ -9,6 +9,7 @@ stall strike (retry, or STALL_REPORT.md on the second) or a halt; nothing the mo
 from __future__ import annotations
 
 import re
+import time
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +55,9 @@ class Attempt:
         self.model = self.config.role("implementer").model
         self.raw = ""
         self.applied_any = False
+        self.started = time.perf_counter()
+        # For STALL_REPORT.md: where the attempt's time went.
+        self.timings: dict[str, float] = {}
 
     def execute(self) -> Outcome:
         worker = self.run.ctx.worker("implementer")
@@ -71,8 +75,9 @@ class Attempt:
             worker.close()
 
     def _stall(self, reason: str, detail: str, raw: str | None = None, event: str = "stall") -> Outcome:
+        timings = {**self.timings, "attempt": round(time.perf_counter() - self.started, 3)}
         return implementer_stall(
-            self.run, Stall(reason, detail, (raw if raw is not None else self.raw), event=event)
+            self.run, Stall(reason, detail, (raw if raw is not None else self.raw), timings, event=event)
         )
 
     def _attempt(self, worker: Worker) -> Outcome:
@@ -126,6 +131,9 @@ class Attempt:
             raise
         finally:
             g = generation
+            if g is not None:
+                self.timings["model calls"] = round(self.timings.get("model calls", 0.0) + g.seconds, 3)
+                self.timings["first token"] = round(g.first_token_seconds, 3)
             self.run.add_cost(
                 "implementer",
                 g.prompt_tokens if g else 0,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from typing import Any
 
 from hub import gitops, prompts
@@ -120,6 +121,7 @@ class Review:
         self.contract = run.contract
         self.config = run.ctx.config
         self.model = self.config.role("local_reviewer").model
+        self.started = time.perf_counter()
         git = self.contract["git"]
         gitops.checkout(run.repo, git["task_branch"])
         self.diff = gitops.diff_text(run.repo, git["base_commit"], git["task_branch"])
@@ -135,13 +137,13 @@ class Review:
         try:
             review = self._ask(worker, static)
         except WorkerTimeout as exc:
-            return review_stall(self.run, Stall(f"timeout: {exc.clock}", str(exc), exc.partial_text))
+            return self._stall(Stall(f"timeout: {exc.clock}", str(exc), exc.partial_text))
         except ContextOverflow as exc:
-            return review_stall(self.run, Stall("truncated_context", str(exc)))
+            return self._stall(Stall("truncated_context", str(exc)))
         except (ModelNotFound, WorkerUnavailable) as exc:
             return self.run.halt(Trip("ollama_unavailable", str(exc), {"model": self.model}))
         except WorkerError as exc:
-            return review_stall(self.run, Stall(f"error: {type(exc).__name__}", str(exc)))
+            return self._stall(Stall(f"error: {type(exc).__name__}", str(exc)))
         finally:
             worker.close()
         if isinstance(review, Outcome):
@@ -236,8 +238,9 @@ class Review:
                 return parse_review(generation.text)
             except ReviewParseError as exc:
                 outcome = f"unparseable: {exc}"
-                return review_stall(
-                    self.run, Stall("malformed_output", str(exc), generation.raw or generation.text)
+                return self._stall(
+                    Stall("malformed_output", str(exc), generation.raw or generation.text),
+                    {"model call": round(generation.seconds, 3)},
                 )
         except WorkerError as exc:
             outcome = f"{type(exc).__name__}: {exc}"
@@ -269,6 +272,10 @@ class Review:
                 },
                 self.run.now,
             )
+
+    def _stall(self, stall: Stall, timings: dict[str, float] | None = None) -> Outcome:
+        stall.timings = {**(timings or {}), "review": round(time.perf_counter() - self.started, 3)}
+        return review_stall(self.run, stall)
 
     def _record_issues(self, issues: list[dict[str, Any]], passed: bool) -> None:
         data = self.contract["handoff_data"]
