@@ -1,0 +1,523 @@
+"""`hub mcp serve`: the hub's own MCP server, for a managing agent (Claude Code, Cursor, any MCP client).
+
+Every tool is one call into the functions the CLI uses (`hub.phases.*`, `hub.rules`, `hub.rules_catalog`,
+`hub.backlog`); this module only adapts arguments and results. A `HubError` becomes an MCP tool error
+(`is_error`) carrying the hub's own message, which says what to do next.
+
+Tools (names with underscores, as MCP clients expect):
+
+- pipeline: hub_status, hub_create_task, hub_next, hub_read_review_request, hub_submit_verdict,
+  hub_resume, hub_log
+- rules (context-sherpa's names and inputs): initialize_ast_grep, scan_code, scan_path,
+  add_or_update_rule, remove_rule, search_community_rules, get_community_rule_details,
+  import_community_rule
+- backlog and notes (iteratr's verbs): task_add, task_update, task_list, task_next, note_add, note_list,
+  iteration_summary, session_complete
+
+Transports: stdio (nothing but protocol on stdout; the SDK points fd 1 at stderr while serving, so a
+child process cannot corrupt the stream either), or streamable HTTP at `/mcp`, bound to loopback by
+default and, with a token, refusing any request without `Authorization: Bearer <token>` (401).
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Literal
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from pydantic import BaseModel, Field
+
+from hub.errors import ConfigError, HubError
+from hub.log import get_logger
+from hub.phases.context import Context
+
+log = get_logger(__name__)
+
+SERVER_NAME = "agent-hub"
+DEFAULT_HTTP_PORT = 8766
+PIPELINE_TOOLS = (
+    "hub_status",
+    "hub_create_task",
+    "hub_next",
+    "hub_read_review_request",
+    "hub_submit_verdict",
+    "hub_resume",
+    "hub_log",
+)
+RULES_TOOLS = (
+    "initialize_ast_grep",
+    "scan_code",
+    "scan_path",
+    "add_or_update_rule",
+    "remove_rule",
+    "search_community_rules",
+    "get_community_rule_details",
+    "import_community_rule",
+)
+BACKLOG_TOOLS = (
+    "task_add",
+    "task_update",
+    "task_list",
+    "task_next",
+    "note_add",
+    "note_list",
+    "iteration_summary",
+    "session_complete",
+)
+TOOL_NAMES = PIPELINE_TOOLS + RULES_TOOLS + BACKLOG_TOOLS
+
+INSTRUCTIONS = """agent-hub moves one coding task at a time through local models: a contract
+(hub_create_task, or task_add + hub_next to promote from the backlog), then hub_next runs whatever phase
+is due (implementer, local review, judge, merge). When the task waits for a judge, read it with
+hub_read_review_request and answer with hub_submit_verdict. A halted task needs hub_resume. hub_status
+says what is due next. The rules tools manage the ast-grep rules the local review enforces."""
+
+Verdict = Literal["PASS", "CONDITIONAL", "FAIL", "CRITICAL_HALT"]
+Complexity = Literal["trivial", "minor", "major", "critical"]
+NoteType = Literal["learning", "stuck", "tip", "decision"]
+SettableStatus = Literal["proposed", "blocked", "dropped"]
+EntryStatus = Literal["proposed", "in_progress", "merged", "blocked", "dropped"]
+
+
+class BlockingIssue(BaseModel):
+    """One thing the implementer must fix before the task can pass."""
+
+    description: str
+    id: str | None = None
+    severity: str | None = Field(None, description="critical, major or minor")
+    file: str | None = None
+    line: int | None = None
+    fix_required: str | None = None
+
+
+class NewTask(BaseModel):
+    """A proposal for the backlog: a markdown proposal ('# Title', '## Requirements' bullets,
+    'Target: path') or plain text (first line = title)."""
+
+    content: str
+    priority: int = Field(2, ge=0, le=4, description="0 is the most urgent, 4 the least")
+    depends_on: list[str] = Field(default_factory=list, description="ids of backlog tasks to merge first")
+    id: str | None = Field(None, description="optional id (default B<n>), usable in later depends_on")
+
+
+@contextmanager
+def tool_errors() -> Iterator[None]:
+    """Turn the hub's errors into MCP tool errors that keep the hub's message."""
+    try:
+        yield
+    except HubError as exc:
+        raise ToolError(f"{type(exc).__name__}: {exc}") from None
+
+
+def build_server(repo_root: Path, handoff_dir: Path | None = None) -> MCPServer:
+    """The MCP server over one repository (config is re-read on every call, like the CLI)."""
+    from hub.config import load_config
+
+    server: MCPServer = MCPServer(SERVER_NAME, version=_version(), instructions=INSTRUCTIONS)
+
+    def ctx() -> Context:
+        return Context(load_config(repo_root, handoff_dir))
+
+    # --- pipeline ------------------------------------------------------------------------------------
+
+    @server.tool()
+    def hub_status() -> dict[str, Any]:
+        """The active task: state, attempt, lease, breaker, cost, last transitions, and what runs next."""
+        from hub.phases.status import status
+
+        with tool_errors():
+            return status(ctx())
+
+    @server.tool()
+    def hub_create_task(
+        title: str | None = None,
+        requirements: list[str] | None = None,
+        target_file: str | None = None,
+        source_files: list[str] | None = None,
+        acceptance_commands: list[str] | None = None,
+        acceptance_criteria: list[str] | None = None,
+        allowed_paths: list[str] | None = None,
+        forbidden_paths: list[str] | None = None,
+        complexity: Complexity | None = None,
+        max_diff_lines: int | None = Field(None, ge=1),
+        proposal: str | None = Field(
+            None, description="a markdown proposal ('# Title', '## Requirements' bullets, 'Target: path')"
+        ),
+    ) -> dict[str, Any]:
+        """Write a fresh TASK_CONTRACT.json, as `hub new` does (refused while another task is active)."""
+        from hub.contract import proposal_fields
+        from hub.phases.setup import create
+
+        with tool_errors():
+            fields: dict[str, Any] = proposal_fields(proposal, "proposal") if proposal else {}
+            for key, value in (
+                ("title", title),
+                ("target_file", target_file),
+                ("complexity", complexity),
+                ("requirements", requirements),
+                ("source_files", source_files),
+                ("acceptance_commands", acceptance_commands),
+                ("acceptance_criteria", acceptance_criteria),
+                ("allowed_paths", allowed_paths),
+                ("forbidden_paths", forbidden_paths),
+                ("max_diff_lines", max_diff_lines),
+            ):
+                if value:
+                    fields[key] = value
+            if not fields.get("title"):
+                raise ToolError("a title is required (or a proposal with a '# Title' heading)")
+            if not fields.get("requirements"):
+                raise ToolError("at least one requirement is required (or a proposal with '## Requirements')")
+            fields.setdefault("complexity", "minor")
+            return create(ctx(), fields).as_dict()
+
+    @server.tool()
+    def hub_next() -> dict[str, Any]:
+        """Run whatever phase is due (may take minutes when it calls a model); `phase`/`data.ran` say which."""
+        from hub.phases.next import run_next
+
+        with tool_errors():
+            return run_next(ctx()).as_dict()
+
+    @server.tool()
+    def hub_read_review_request() -> dict[str, Any]:
+        """The review request the judge must read (REVIEW_REQUEST.md): requirements, diff, local findings."""
+        from hub.phases.judge_runner import read_review_request
+
+        with tool_errors():
+            return read_review_request(ctx())
+
+    @server.tool()
+    def hub_submit_verdict(
+        verdict: Verdict,
+        summary: str = "",
+        blocking_issues: list[BlockingIssue] | None = None,
+        suggestions: list[str] | None = None,
+    ) -> dict[str, Any]:
+        """Give the judge's verdict: PASS merges, CONDITIONAL/FAIL go back with the blocking issues,
+        CRITICAL_HALT stops the task for a person. Validated before anything is written."""
+        from hub.phases.judge_runner import submit_verdict
+
+        report: dict[str, Any] = {
+            "verdict": verdict,
+            "summary": summary,
+            "blocking_issues": [i.model_dump(exclude_none=True) for i in blocking_issues or []],
+            "suggestions": list(suggestions or []),
+        }
+        with tool_errors():
+            return submit_verdict(ctx(), report).as_dict()
+
+    @server.tool()
+    def hub_resume(to: str, note: str | None = None) -> dict[str, Any]:
+        """Clear a halt: move the task to the state `to` (e.g. pending_implementer); the note reaches the
+        implementer's next prompt."""
+        from hub.phases.finalize import resume
+
+        with tool_errors():
+            return resume(ctx(), to, note).as_dict()
+
+    @server.tool()
+    def hub_log(task_id: str | None = None, limit: int = Field(100, ge=1, le=5000)) -> dict[str, Any]:
+        """The transition log, newest last (with task_id: also that task's model calls and commands)."""
+        from hub.phases.status import log_entries
+
+        with tool_errors():
+            entries = log_entries(ctx(), task_id)
+        return {"entries": entries[-limit:], "total": len(entries)}
+
+    # --- rules -----------------------------------------------------------------------------------------
+
+    @server.tool()
+    def initialize_ast_grep() -> dict[str, Any]:
+        """Create sgconfig.yml and the rules/ folder in the repository (needed before adding rules)."""
+        from hub import rules
+
+        with tool_errors():
+            path = rules.init_project(repo_root)
+            return {
+                "success": True,
+                "sgconfig": str(path),
+                "rule_dirs": [str(d) for d in rules.project_rules(repo_root)],
+            }
+
+    @server.tool()
+    def scan_code(code: str, language: str) -> dict[str, Any]:
+        """Scan source code (not a file) with the packaged and the repository's ast-grep rules."""
+        from hub import rules
+
+        with tool_errors():
+            findings = rules.scan_code(code, language, repo_root)
+        return {"success": True, "issues": [_issue(f, with_file=False) for f in findings]}
+
+    @server.tool()
+    def scan_path(path: str) -> dict[str, Any]:
+        """Scan a file or folder of the repository (relative to its root) with the ast-grep rules."""
+        from hub import rules
+
+        with tool_errors():
+            target = _inside(repo_root, path)
+            findings = rules.scan_paths(repo_root, [str(target)])
+        return {"success": True, "issues": [_issue(f, with_file=True) for f in findings]}
+
+    @server.tool()
+    def add_or_update_rule(rule_id: str, rule_yaml: str) -> dict[str, Any]:
+        """Add or replace a repository rule; the YAML is checked by ast-grep first and refused if invalid."""
+        from hub import rules
+
+        with tool_errors():
+            path = rules.add_or_update_rule(repo_root, rule_id, rule_yaml)
+        return {"success": True, "rule_id": rule_id, "path": str(path)}
+
+    @server.tool()
+    def remove_rule(rule_id: str) -> dict[str, Any]:
+        """Delete a repository rule (a packaged rule is silenced instead with `severity: off`)."""
+        from hub import rules
+
+        with tool_errors():
+            path = rules.remove_rule(repo_root, rule_id)
+        return {"success": True, "rule_id": rule_id, "removed": str(path)}
+
+    @server.tool()
+    def search_community_rules(
+        query: str, language: str | None = None, tags: str | list[str] | None = None
+    ) -> dict[str, Any]:
+        """Search the community rule catalog (works offline); tags is a list or 'a,b' and all must match."""
+        from hub import rules_catalog
+
+        wanted = [t.strip() for t in tags.split(",")] if isinstance(tags, str) else list(tags or [])
+        with tool_errors():
+            found = rules_catalog.search_community_rules(
+                query, language, [t for t in wanted if t], catalog=_catalog(ctx())
+            )
+        return {"success": True, "rules": found}
+
+    @server.tool()
+    def get_community_rule_details(rule_id: str) -> dict[str, Any]:
+        """A community rule's description and full YAML."""
+        from hub import rules_catalog
+
+        with tool_errors():
+            details = rules_catalog.get_community_rule_details(rule_id, catalog=_catalog(ctx()))
+        return {"success": True, "rule": details}
+
+    @server.tool()
+    def import_community_rule(rule_id: str) -> dict[str, Any]:
+        """Copy a community rule into the repository's rules; it is active in the next scan."""
+        from hub import rules_catalog
+
+        with tool_errors():
+            path = rules_catalog.import_community_rule(repo_root, rule_id, catalog=_catalog(ctx()))
+        return {"success": True, "rule_id": rule_id, "path": str(path)}
+
+    # --- backlog and notes ---------------------------------------------------------------------------
+
+    @server.tool()
+    def task_add(tasks: list[NewTask]) -> dict[str, Any]:
+        """Queue proposals in the backlog; `hub_next` promotes the most urgent ready one when no task is active."""
+        from hub import backlog
+
+        with tool_errors():
+            added = backlog.add_tasks(ctx(), [t.model_dump(exclude_none=True) for t in tasks])
+        return {"added": added}
+
+    @server.tool()
+    def task_update(
+        id: str,
+        status: SettableStatus | None = None,
+        priority: int | None = Field(None, ge=0, le=4),
+        content: str | None = None,
+        depends_on: list[str] | None = None,
+    ) -> dict[str, Any]:
+        """Change a backlog task: status (proposed, blocked, dropped), priority, content, depends_on."""
+        from hub import backlog
+
+        changes = {
+            k: v
+            for k, v in (
+                ("status", status),
+                ("priority", priority),
+                ("content", content),
+                ("depends_on", depends_on),
+            )
+            if v is not None
+        }
+        with tool_errors():
+            return {"task": backlog.update_task(ctx(), id, changes)}
+
+    @server.tool()
+    def task_list(status: EntryStatus | None = None) -> dict[str, Any]:
+        """The backlog, open tasks first, most urgent first."""
+        from hub import backlog
+
+        with tool_errors():
+            return {"tasks": backlog.list_tasks(ctx(), status)}
+
+    @server.tool()
+    def task_next() -> dict[str, Any]:
+        """The proposal `hub_next` would promote: the most urgent one whose dependencies are merged."""
+        from hub import backlog
+
+        with tool_errors():
+            return backlog.next_task(ctx())
+
+    @server.tool()
+    def note_add(content: str, type: NoteType) -> dict[str, Any]:
+        """A note for the active task (for every task when none is active); the implementer reads it."""
+        from hub import backlog
+
+        with tool_errors():
+            return {"note": backlog.add_note(ctx(), content, type)}
+
+    @server.tool()
+    def note_list(type: NoteType | None = None, all_tasks: bool = False) -> dict[str, Any]:
+        """Notes of the active task and those for every task (all_tasks: every note ever written)."""
+        from hub import backlog
+
+        with tool_errors():
+            return {"notes": backlog.list_notes(ctx(), type, all_tasks)}
+
+    @server.tool()
+    def iteration_summary(summary: str) -> dict[str, Any]:
+        """Record what this iteration did."""
+        from hub import backlog
+
+        with tool_errors():
+            return {"summary": backlog.iteration_summary(ctx(), summary)}
+
+    @server.tool()
+    def session_complete() -> dict[str, Any]:
+        """End the session; refused while any backlog task is not merged or dropped."""
+        from hub import backlog
+
+        with tool_errors():
+            return {"session": backlog.session_complete(ctx())}
+
+    return server
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("agent-hub")
+    except PackageNotFoundError:
+        return "0"
+
+
+def _issue(finding: Any, with_file: bool) -> dict[str, Any]:
+    issue = {
+        "ruleId": finding.rule_id,
+        "message": finding.message,
+        "line": finding.line,
+        "column": finding.column,
+        "severity": finding.severity,
+    }
+    if with_file:
+        issue["file"] = finding.file
+    return issue
+
+
+def _inside(repo_root: Path, path: str) -> Path:
+    """`path` (relative to the repository, or absolute) if it lies inside the repository."""
+    root = repo_root.resolve()
+    target = (root / path).resolve()
+    if not target.is_relative_to(root):
+        raise ToolError(f"{path} is outside the repository {root}; give a path inside it")
+    if not target.exists():
+        raise ToolError(f"{path} does not exist in {root}")
+    return target
+
+
+def _catalog(context: Context) -> Any:
+    from hub import rules_catalog
+
+    return rules_catalog.load_catalog(context.config.rules_catalog_url)
+
+
+# --- transports ---------------------------------------------------------------------------------------
+
+
+class BearerAuth:
+    """ASGI middleware: a 401 for any HTTP request without `Authorization: Bearer <token>`."""
+
+    def __init__(self, app: Any, token: str) -> None:
+        self.app = app
+        self.expected = f"Bearer {token}".encode()
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            supplied = dict(scope.get("headers") or []).get(b"authorization", b"")
+            if not hmac.compare_digest(supplied, self.expected):
+                body = json.dumps(
+                    {"error": "unauthorized", "error_description": "send Authorization: Bearer <token>"}
+                ).encode()
+                await send(
+                    {
+                        "type": "http.response.start",
+                        "status": 401,
+                        "headers": [
+                            (b"content-type", b"application/json"),
+                            (b"content-length", str(len(body)).encode()),
+                            (b"www-authenticate", b'Bearer realm="agent-hub"'),
+                        ],
+                    }
+                )
+                await send({"type": "http.response.body", "body": body})
+                return
+        await self.app(scope, receive, send)
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def http_app(server: MCPServer, host: str, token: str | None) -> Any:
+    """The streamable HTTP app (endpoint /mcp), behind the bearer check when there is a token."""
+    if not token and not is_loopback(host):
+        raise ConfigError(
+            f"refusing to serve on {host} without a token: anyone who can reach it could drive the hub; "
+            "pass --token or set HUB_MCP_TOKEN (or bind 127.0.0.1)"
+        )
+    app = server.streamable_http_app(host=host)
+    return BearerAuth(app, token) if token else app
+
+
+def serve(
+    repo_root: Path,
+    handoff_dir: Path | None = None,
+    transport: str = "stdio",
+    host: str = "127.0.0.1",
+    port: int = DEFAULT_HTTP_PORT,
+    token: str | None = None,
+) -> None:
+    """Serve until stdin closes (stdio) or the process is stopped (http)."""
+    from hub.config import load_config
+
+    config = load_config(repo_root, handoff_dir)
+    server = build_server(repo_root, handoff_dir)
+    if transport == "stdio":
+        log.info("mcp.serve", transport="stdio", repo=str(repo_root))
+        server.run("stdio")
+        return
+    if transport != "http":
+        raise ConfigError(f"unknown transport '{transport}' (stdio or http)")
+    import uvicorn
+
+    token = token or config.mcp_token
+    app = http_app(server, host, token)
+    log.info("mcp.serve", transport="http", url=f"http://{host}:{port}/mcp", auth=bool(token))
+    # uvicorn's INFO lines go to stderr and say when it listens; access logs would drown them.
+    uvicorn.Server(
+        uvicorn.Config(app, host=host, port=port, log_level="info", access_log=False, lifespan="on")
+    ).run()
