@@ -73,6 +73,11 @@ def head_commit(repo: Repo) -> str:
     return _run(repo, "rev-parse", "HEAD")
 
 
+def commit_of(repo: Repo, ref: str) -> str:
+    """The commit a branch or other ref points at."""
+    return _run(repo, "rev-parse", "--verify", "--quiet", ref + "^{commit}")
+
+
 def dirty_files(repo: Repo, untracked: bool = True) -> list[str]:
     """Files with uncommitted changes, untracked ones included unless asked not to (ignored ones never)."""
     out = _run(repo, "status", "--porcelain=v1", "-z", "--untracked-files=" + ("all" if untracked else "no"))

@@ -61,9 +61,9 @@ def make_repo(path: Path, files: Mapping[str, str] | None = None) -> Path:
     path.mkdir(parents=True, exist_ok=True)
     git(path, "init", "-q", "-b", "main")
     # Repo-local identity: the tests must not depend on the machine's global git config.
-    git(path, "config", "user.name", "Hub Test")
-    git(path, "config", "user.email", "hub-test@example.invalid")
-    git(path, "config", "commit.gpgsign", "false")
+    with (path / ".git" / "config").open("a", encoding="utf-8") as config:
+        config.write("[user]\n\tname = Hub Test\n\temail = hub-test@example.invalid\n")
+        config.write("[commit]\n\tgpgsign = false\n")
     for name, text in (files or {"README.md": "# demo\n", "src/app.py": APP_PY}).items():
         target = path / name
         target.parent.mkdir(parents=True, exist_ok=True)

@@ -18,6 +18,7 @@ from hub.machine import (
     PENDING_JUDGE_REVIEW,
     PENDING_REBUTTAL,
     REVIEW_COMPLETE,
+    TIMEOUT_JUDGE,
 )
 from hub.phases.context import Context, Outcome, Run, running
 
@@ -77,7 +78,10 @@ def claim_review(run: Run) -> None:
 
 def report_judge(ctx: Context) -> Outcome:
     """Apply the judge's verdict (works straight from pending_judge_review)."""
-    with running(ctx, "report-judge", {PENDING_JUDGE_REVIEW, JUDGE_REVIEW_IN_PROGRESS}) as run:
+    accepts = {PENDING_JUDGE_REVIEW, JUDGE_REVIEW_IN_PROGRESS, REVIEW_COMPLETE}
+    with running(ctx, "report-judge", accepts) as run:
+        if run.contract["status"] == REVIEW_COMPLETE:
+            return finish_verdict(run)
         report = read_judge_report(run)
         if run.contract["status"] == PENDING_JUDGE_REVIEW:
             claim_review(run)
@@ -111,8 +115,20 @@ def apply_verdict(run: Run, report: dict[str, Any]) -> Outcome:
         run.bump("review_cycles")
     run.record("judge_complete", f"verdict {verdict}")
     _set_aside_reports(run)
+    return finish_verdict(run)
 
+
+def finish_verdict(run: Run) -> Outcome:
+    """review_complete -> the recorded verdict's next state. Its own step so that a report-judge killed
+    after `judge_complete` is finished by the next one instead of leaving the task in review_complete."""
+    contract = run.contract
+    data = contract["handoff_data"]
+    verdict = data.get("judge_verdict")
+    if verdict not in contract_mod.VERDICTS:
+        raise WrongState(f"task {run.task_id} is in review_complete without a verdict; resume it by hand")
     if verdict == "PASS":
+        if run.start_state == REVIEW_COMPLETE:
+            raise WrongState(f"task {run.task_id} has its PASS already: run `hub finalize-task`")
         return Outcome(
             "report-judge",
             run.task_id,
@@ -126,7 +142,7 @@ def apply_verdict(run: Run, report: dict[str, Any]) -> Outcome:
         return run.halt(
             Trip(
                 "critical_halt",
-                f"the judge halted the task: {issues or report.get('summary', '')}",
+                f"the judge halted the task: {issues or data.get('judge_summary', '')}",
                 {"blocking_issues": len(data["judge_blocking_issues"])},
             )
         )
@@ -168,17 +184,20 @@ def review_deadline(contract: dict[str, Any]) -> str | None:
 
 def timeout_judge(ctx: Context) -> Outcome:
     """Halt a judge review that has run past limits.timeout_minutes.judge."""
-    with running(ctx, "timeout-judge", {PENDING_JUDGE_REVIEW, JUDGE_REVIEW_IN_PROGRESS}) as run:
+    accepts = {PENDING_JUDGE_REVIEW, JUDGE_REVIEW_IN_PROGRESS, TIMEOUT_JUDGE}
+    with running(ctx, "timeout-judge", accepts) as run:
         deadline = review_deadline(run.contract)
-        if deadline is None or run.now <= parse_iso(deadline):
-            raise WrongState(
-                f"the review of {run.task_id} is not past its deadline ({deadline or 'none set'})"
-            )
-        if run.contract["status"] == PENDING_JUDGE_REVIEW:
-            claim_review(run)
         minutes = run.contract["limits"]["timeout_minutes"]["judge"]
-        run.drop_lease()
-        run.record("timeout", f"no verdict within {minutes} minutes")
+        # From timeout_judge (a timeout-judge killed before its escalation) only the halt is left to do.
+        if run.contract["status"] != TIMEOUT_JUDGE:
+            if deadline is None or run.now <= parse_iso(deadline):
+                raise WrongState(
+                    f"the review of {run.task_id} is not past its deadline ({deadline or 'none set'})"
+                )
+            if run.contract["status"] == PENDING_JUDGE_REVIEW:
+                claim_review(run)
+            run.drop_lease()
+            run.record("timeout", f"no verdict within {minutes} minutes")
         return run.halt(
             Trip(
                 "judge_timeout",

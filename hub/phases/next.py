@@ -17,6 +17,7 @@ PHASES: dict[str, str] = {
     "run-implementer": "hub.phases.implement:run_implementer",
     "run-local-review": "hub.phases.review:run_local_review",
     "run-judge": "hub.phases.judge_runner:run_judge",
+    "report-judge": "hub.phases.judge:report_judge",
     "timeout-judge": "hub.phases.judge:timeout_judge",
     "finalize-task": "hub.phases.finalize:finalize_task",
     "promote-backlog": "hub.backlog:promote_next",

@@ -8,7 +8,7 @@ from hub import contract as contract_mod
 from hub import gitops
 from hub.config import CONFIG_FILE, default_yaml
 from hub.contract import Contract
-from hub.errors import WrongState
+from hub.errors import GitError, WrongState
 from hub.handoff import write_report
 from hub.machine import MERGED, PENDING_IMPLEMENTER
 from hub.phases.context import Context, Outcome, running
@@ -98,11 +98,23 @@ def setup_task(ctx: Context, base_branch: str | None = None) -> Outcome:
             raise WrongState(f"task {run.task_id} is set up already on {git['task_branch']}")
         repo = run.repo
         gitops.ensure_clean(repo)
-        base = base_branch or gitops.current_branch(repo)
-        if base == "HEAD":
-            raise WrongState("HEAD is detached: check out the base branch or pass --base")
         task_branch = f"task/{run.task_id}"
-        base_commit = gitops.create_task_branch(repo, base, task_branch)
+        if git.get("base_commit") and gitops.branch_exists(repo, task_branch):
+            # A setup-task killed after creating the branch and before saving it: adopt the branch if
+            # it is still exactly the base it recorded, or the task could never be set up again.
+            base, base_commit = git["base_branch"], git["base_commit"]
+            if gitops.commit_of(repo, task_branch) != base_commit:
+                raise GitError(f"branch '{task_branch}' exists already and has moved; delete it first")
+            gitops.checkout(repo, task_branch)
+        else:
+            base = base_branch or gitops.current_branch(repo)
+            if base == "HEAD":
+                raise WrongState("HEAD is detached: check out the base branch or pass --base")
+            if not gitops.branch_exists(repo, base):
+                raise GitError(f"base branch '{base}' does not exist")
+            git.update(base_branch=base, base_commit=gitops.commit_of(repo, base))
+            run.save()
+            base_commit = gitops.create_task_branch(repo, base, task_branch)
         git.update(
             repo_root=str(repo.working_tree_dir),
             base_branch=base,

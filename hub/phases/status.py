@@ -52,7 +52,11 @@ def due(contract: Contract | None, now: datetime, judge_configured: bool) -> tup
     if status == REVIEW_COMPLETE:
         if contract["handoff_data"].get("judge_verdict") == "PASS":
             return "finalize-task", "the judge passed the task"
-        return None, "review complete without PASS: run `hub rebut FILE` or resume by hand"
+        # A report-judge that died between recording the verdict and applying it.
+        return (
+            "report-judge",
+            f"the {contract['handoff_data'].get('judge_verdict')} verdict is not applied yet",
+        )
     if status == PENDING_REBUTTAL:
         return None, "waiting on a rebuttal: `hub rebut FILE`"
     if status == ERIK_CONSULTATION:
