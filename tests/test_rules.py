@@ -5,8 +5,10 @@ from __future__ import annotations
 import functools
 import http.server
 import json
+import os
 import socket
 import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -249,6 +251,23 @@ def test_a_broken_rule_on_disk_is_a_rule_error_naming_the_cause(project: Path) -
         rules.scan_paths(project)
 
 
+def test_rules_using_the_repositorys_util_rules_are_validated_and_run(project: Path) -> None:
+    (project / "sgconfig.yml").write_text("ruleDirs: [rules]\nutilDirs: [utils]\n", encoding="utf-8")
+    (project / "utils").mkdir()
+    util = "id: print-call\nlanguage: python\nrule:\n  pattern: print($$$)\n"
+    (project / "utils" / "print-call.yml").write_text(util, encoding="utf-8")
+    rule = (
+        "id: print-in-function\nlanguage: python\nseverity: warning\nmessage: print in a function\n"
+        "rule:\n  matches: print-call\n  inside: {kind: function_definition, stopBy: end}\n"
+    )
+    rules.add_or_update_rule(project, "print-in-function", rule)
+    code = "print(0)\n\ndef f():\n    print(1)\n"
+    found = [(f.rule_id, f.line) for f in rules.scan_code(code, "python", project)]
+    assert ("print-in-function", 4) in found and ("print-in-function", 1) not in found
+    with pytest.raises(RuleError, match="no-such-util"):
+        rules.validate_rule(rule.replace("matches: print-call", "matches: no-such-util"), repo_root=project)
+
+
 def test_is_blocking_needs_both_error_severity_and_the_security_tag() -> None:
     def finding(severity: str, tags: tuple[str, ...]) -> Finding:
         return Finding("r", severity, "m", "f.py", 1, 1, tags)
@@ -464,3 +483,52 @@ def test_a_catalog_url_is_fetched_cached_and_used_offline(
     path = rules_catalog.import_community_rule(project, "team-no-print", catalog=stale)
     assert path.name == "team-no-print.yml"
     assert "team-no-print" in {f.rule_id for f in rules.scan_paths(project, ["app/main.py"])}
+
+
+# --- the command line (each call is a process start, so a few calls cover every verb) -------------------
+
+
+def _hub(repo: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HUB_")}
+    env.update(HUB_LOG_FORMAT="json", HUB_LOG_LEVEL="WARNING")
+    return subprocess.run(
+        [sys.executable, "-m", "hub", "--repo", str(repo), "rules", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+        timeout=60,
+    )
+
+
+def test_cli_rules_refuses_to_add_before_init_with_exit_1(tmp_path: Path) -> None:
+    done = _hub(tmp_path, "add", "-", stdin=PROJECT_RULE)
+    assert done.returncode == 1
+    assert "no sgconfig.yml" in done.stderr and done.stdout == ""
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_cli_rules_add_scan_import_remove(project: Path) -> None:
+    rule = "id: no-assert\nlanguage: python\nseverity: warning\nmessage: assert\nrule:\n  kind: assert_statement\n"
+    (project / "app" / "check.py").write_text("assert ready\n", encoding="utf-8")
+    added = _hub(project, "add", "-", stdin=rule)
+    assert added.returncode == 0, added.stderr
+    assert Path(added.stdout.strip()) == (project / "rules" / "no-assert.yml").resolve()
+
+    (project / "app" / "defaults.py").write_text("def f(seen=[]):\n    return seen\n", encoding="utf-8")
+    imported = _hub(project, "import", "py-mutable-default-arg")
+    assert imported.returncode == 0, imported.stderr
+
+    scanned = _hub(project, "scan", "--json")
+    assert scanned.returncode == 0, scanned.stderr
+    found = {(f["file"], f["rule_id"], f["blocking"]) for f in json.loads(scanned.stdout)}
+    assert found == {
+        ("app/check.py", "no-assert", False),
+        ("app/defaults.py", "py-mutable-default-arg", False),
+        ("app/main.py", "no-print", False),
+        ("app/main.py", "py-eval-exec", True),
+    }
+
+    removed = _hub(project, "remove", "no-assert")
+    assert removed.returncode == 0 and not (project / "rules" / "no-assert.yml").exists()
