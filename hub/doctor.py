@@ -11,13 +11,13 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from hub.config import Config, RoleConfig
 from hub.errors import HubError
-from hub.workers.base import Health, Worker
+from hub.workers.base import Worker
 
 Which = Callable[[str], str | None]
 WorkerFactory = Callable[[Config, RoleConfig], Worker]
@@ -52,12 +52,7 @@ class WorkerModels:
     detail: str = ""
     server_started: bool | None = None  # MCP workers only: did the server start and list its tools
     server_detail: str = ""
-    extra: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def reached(self) -> bool:
-        """The worker answered with a model list (possibly lacking what the roles need)."""
-        return self.ok or bool(self.models) or bool(self.missing)
+    reached: bool = False  # the worker answered with a model list (possibly lacking what the roles need)
 
     @property
     def label(self) -> str:
@@ -65,7 +60,7 @@ class WorkerModels:
         return f"{', '.join(self.roles)} via {via}"
 
     def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "label": self.label, "reached": self.reached}
+        return {**asdict(self), "label": self.label}
 
 
 def model_roles(config: Config, role: str | None = None) -> list[RoleConfig]:
@@ -190,12 +185,9 @@ def _probe(
     try:
         worker = make(config, roles[0])
     except HubError as exc:
-        return replace(
-            base, detail=str(exc), server_started=False if backend == "mcp" else None, server_detail=str(exc)
-        )
+        started = False if backend == "mcp" else None
+        return replace(base, detail=str(exc), server_started=started, server_detail=str(exc))
     try:
-        started: bool | None = None
-        server_detail = ""
         connect = getattr(worker, "connect", None)
         if callable(connect):
             # An MCP worker: starting the server and reading its tools is a check of its own.
@@ -203,25 +195,42 @@ def _probe(
                 dialect = connect()
             except HubError as exc:
                 return replace(base, server_started=False, server_detail=str(exc), detail=str(exc))
-            started = True
             tools = getattr(worker, "tools", ())
-            server_detail = f"started; {len(tools)} tools, dialect {dialect}"
-        try:
-            health: Health = worker.check_health(list(wanted))
-        except HubError as exc:
-            health = Health(ok=False, detail=str(exc))
+            base = replace(
+                base, server_started=True, server_detail=f"started; {len(tools)} tools, dialect {dialect}"
+            )
+        return _seen(base, worker, wanted)
     finally:
         worker.close()
-    return replace(
-        base,
-        ok=health.ok,
-        models=health.models,
-        missing=health.missing,
-        detail=health.detail,
-        server_started=started,
-        server_detail=server_detail,
-        extra=dict(health.extra),
-    )
+
+
+def _seen(base: WorkerModels, worker: Worker, wanted: tuple[str, ...]) -> WorkerModels:
+    """The worker's model list; whether it was reached at all is told apart from what it lacks."""
+    from hub.workers.bridge import same_model
+
+    list_models = getattr(worker, "list_models", None)
+    if not callable(list_models):
+        try:
+            health = worker.check_health(list(wanted))
+        except HubError as exc:
+            return replace(base, detail=str(exc))
+        # Without a model list of its own, a worker that names no model at all was not reached.
+        reached = health.ok or bool(health.models)
+        return replace(
+            base,
+            ok=health.ok,
+            reached=reached,
+            models=health.models,
+            missing=health.missing if reached else (),
+            detail=health.detail,
+        )
+    try:
+        seen = tuple(str(m) for m in list_models())
+    except HubError as exc:
+        return replace(base, detail=str(exc))
+    missing = tuple(m for m in wanted if not any(same_model(m, s) for s in seen))
+    detail = f"missing: {', '.join(missing)}" if missing else f"{len(seen)} models"
+    return replace(base, ok=not missing, reached=True, models=seen, missing=missing, detail=detail)
 
 
 def _server_check(group: WorkerModels) -> Check:

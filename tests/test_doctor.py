@@ -212,7 +212,14 @@ def test_hub_models_lists_what_the_worker_sees(hub: Any, scripted_ollama: FakeOl
 
 
 def test_hub_doctor_exits_1_naming_the_fix_when_ollama_is_down(hub: Any) -> None:
-    done = hub("doctor", env={"OLLAMA_HOST": "http://127.0.0.1:9"})
+    # Direct backends: no worker server to start, the Ollama checks are the point here.
+    env = {
+        "OLLAMA_HOST": "http://127.0.0.1:9",
+        "HUB_IMPLEMENTER_BACKEND": "ollama",
+        "HUB_LOCAL_REVIEWER_BACKEND": "ollama",
+    }
+    done = hub("doctor", env=env)
 
     assert done.returncode == 1
     assert "FAIL  ollama" in done.stdout and "fix: start Ollama" in done.stdout
+    assert "FAIL  models for implementer, local_reviewer via ollama" in done.stdout

@@ -297,6 +297,8 @@ class MCPClient:
 
     def stderr_tail(self, limit: int = STDERR_TAIL_BYTES) -> str:
         """The end of what the stdio server wrote to stderr since this client started it."""
+        if self._process is None:
+            return ""  # an HTTP server's stderr is not ours to read
         try:
             with self.stderr_log.open("rb") as f:
                 size = f.seek(0, os.SEEK_END)

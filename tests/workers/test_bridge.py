@@ -111,25 +111,23 @@ def test_health_lists_models_and_names_the_missing_ones(worker: WorkerClient, fa
     assert not health.ok and "llama3" in health.detail
 
 
-def test_after_a_crash_the_next_call_starts_a_fresh_server(
-    fake: FakeOllama, hub_serve: tuple[str, ...], log_dir: Path
-) -> None:
-    with WorkerClient(WorkerServer(name="phoenix", command=hub_serve), fake.url, log_dir=log_dir) as worker:
-        worker.connect()
-        assert worker._client is not None
-        pid = worker._client.pid
-        assert pid is not None
+def test_after_a_crash_the_next_call_starts_a_fresh_server(worker: WorkerClient, fake: FakeOllama) -> None:
+    worker.connect()
+    assert worker._client is not None
+    pid = worker._client.pid
+    assert pid is not None
 
-        def kill_server(body: dict[str, Any]) -> Reply:
-            os.kill(pid, signal.SIGKILL)
-            return Reply("never", first_token_delay=30)
+    def kill_server(body: dict[str, Any]) -> Reply:
+        os.kill(pid, signal.SIGKILL)
+        return Reply("never", first_token_delay=30)
 
-        fake.respond_with("phoenix-model", kill_server)
-        with pytest.raises(MCPServerCrashed):
-            worker.generate(ChatRequest(model="phoenix-model", prompt="hi"))
-        fake.script("phoenix-model", "risen")
+    fake.respond_with("phoenix", kill_server)
+    with pytest.raises(MCPServerCrashed):
+        worker.generate(ChatRequest(model="phoenix", prompt="hi"))
+    fake.script("phoenix", "risen")
 
-        assert worker.generate(ChatRequest(model="phoenix-model", prompt="hi")).text == "risen"
+    assert worker.generate(ChatRequest(model="phoenix", prompt="hi")).text == "risen"
+    assert worker._client is not None and worker._client.pid != pid
 
 
 # -- the ollama_run result, as the original ollama-mcp and this server write it ----------------------------

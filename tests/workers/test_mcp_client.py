@@ -169,11 +169,12 @@ def test_a_command_that_does_not_exist_is_a_clear_error(log_dir: Path) -> None:
         MCPClient(command=["/no/such/server"], name="ghost", log_dir=log_dir).start()
 
 
-def test_the_client_leaves_no_thread_behind(
-    fake: FakeOllama, hub_serve: tuple[str, ...], log_dir: Path
+def test_the_client_leaves_no_thread_and_no_process_behind(
+    fake: FakeOllama, node_server: Callable[[str], Path], log_dir: Path
 ) -> None:
     before = set(threading.enumerate())
-    with MCPClient(command=hub_serve, env={"OLLAMA_HOST": fake.url}, name="tidy", log_dir=log_dir) as c:
+    command = ["node", str(node_server("ollama-mcp"))]
+    with MCPClient(command=command, env={"OLLAMA_HOST": fake.url}, name="tidy", log_dir=log_dir) as c:
         pid = c.pid
         assert c.list_tools()
 
@@ -202,3 +203,24 @@ def test_the_worker_server_answers_over_http_transports(
         result = json.loads(c.call_tool("ollama_run", {"model": f"over-{transport}", "prompt": "hi"}).text)
 
     assert result["stdout"] == f"hello over {transport}"
+
+
+def test_an_http_server_killed_mid_call_raises_server_crashed_within_a_second(
+    fake: FakeOllama, hub_serve: tuple[str, ...], free_port: int, spawn_server: Callable[..., Any]
+) -> None:
+    argv = [*hub_serve, "--transport", "http", "--port", str(free_port)]
+    server = spawn_server(argv, {"OLLAMA_HOST": fake.url}, r"Uvicorn running on")
+    killed_at: list[float] = []
+
+    def kill_then_hang(body: dict[str, Any]) -> Reply:
+        killed_at.append(time.monotonic())
+        server.process.kill()
+        return Reply("never", first_token_delay=30)
+
+    fake.respond_with("doomed-http", kill_then_hang)
+    with MCPClient("http", url=f"http://127.0.0.1:{free_port}/mcp", name="doomed-http") as c:
+        with pytest.raises(MCPServerCrashed) as caught:
+            c.call_tool("ollama_run", {"model": "doomed-http", "prompt": "hi"}, timeout=60)
+
+        assert time.monotonic() - killed_at[0] < 1.0
+        assert caught.value.server_exit_code is None and caught.value.stderr_tail == ""
