@@ -157,6 +157,17 @@ def refresh(hand: Handoff, doc: dict[str, Any], now: datetime | None) -> bool:
     return changed
 
 
+def _current(ctx: Context) -> dict[str, Any]:
+    """The backlog with statuses brought up to date; saved when that changed something, so the file
+    itself stays true for whoever reads it directly."""
+    hand = ctx.handoff
+    doc = _read(hand.backlog, "tasks")
+    if refresh(hand, doc, None):
+        with _editing(hand, hand.backlog, "tasks") as doc:
+            refresh(hand, doc, ctx.clock())
+    return doc
+
+
 def _active_or_none(hand: Handoff) -> dict[str, Any] | None:
     try:
         return _active(hand)
@@ -354,8 +365,7 @@ def list_tasks(ctx: Context, status: str | None = None) -> list[dict[str, Any]]:
     """task-list: every backlog entry (or those with `status`), most urgent first, then in order added."""
     if status is not None and status not in STATUSES:
         raise ContractInvalid("backlog", "status", f"expected one of {', '.join(STATUSES)}")
-    doc = _read(ctx.handoff.backlog, "tasks")
-    refresh(ctx.handoff, doc, None)
+    doc = _current(ctx)
     entries = [e for e in doc["tasks"] if status is None or e["status"] == status]
     order = {e["id"]: i for i, e in enumerate(doc["tasks"])}
     return sorted(entries, key=lambda e: (e["status"] in FINISHED, e["priority"], order[e["id"]]))
@@ -388,9 +398,7 @@ def pick_next(doc: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
 
 def next_task(ctx: Context) -> dict[str, Any]:
     """task-next: `{task, why}`, the proposal `hub next` would promote (task is None when nothing is ready)."""
-    doc = _read(ctx.handoff.backlog, "tasks")
-    refresh(ctx.handoff, doc, None)
-    entry, why = pick_next(doc)
+    entry, why = pick_next(_current(ctx))
     return {"task": entry, "why": why}
 
 
