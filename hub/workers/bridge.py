@@ -16,6 +16,7 @@ Two dialects, chosen from the server's `tools/list`:
 from __future__ import annotations
 
 import json
+import os
 import tempfile
 import time
 from dataclasses import dataclass
@@ -164,9 +165,13 @@ class WorkerClient:
             # The last server died (its MCPServerCrashed reached the caller then); this is a fresh one.
             log.info("bridge.restart", server=self.server.name)
             self.close()
+        # The child sees none of our environment but what is passed here (and the server's own env).
+        env = {"OLLAMA_HOST": self.ollama_host}
+        if os.environ.get("HUB_LOG_LEVEL"):
+            env["HUB_LOG_LEVEL"] = os.environ["HUB_LOG_LEVEL"]
         client = MCPClient.for_server(
             self.server,
-            env={"OLLAMA_HOST": self.ollama_host},
+            env=env,
             log_dir=self.log_dir if self.log_dir is not None else default_log_dir(),
             startup_timeout=self.startup_timeout,
         )

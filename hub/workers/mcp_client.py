@@ -156,6 +156,9 @@ class MCPClient:
         if self._loop is not None:
             return
         started = time.perf_counter()
+        self._closed_reason = None
+        self._process = None
+        self._closing = asyncio.Event()  # binds to the loop on first use (3.10+), so it can be made here
         loop = asyncio.new_event_loop()
         self._loop = loop
         self._thread = threading.Thread(target=_run_loop, args=(loop,), name=f"mcp-{self.name}", daemon=True)
@@ -337,7 +340,7 @@ class MCPClient:
         import anyio
         from mcp import ClientSession
 
-        self._closing = asyncio.Event()
+        assert self._closing is not None
         try:
             async with self._transport() as (read, write), ClientSession(read, write) as session:
                 with anyio.fail_after(self.startup_timeout):

@@ -224,3 +224,15 @@ def test_an_http_server_killed_mid_call_raises_server_crashed_within_a_second(
 
         assert time.monotonic() - killed_at[0] < 1.0
         assert caught.value.server_exit_code is None and caught.value.stderr_tail == ""
+
+
+def test_a_stopped_client_starts_again_with_a_fresh_server(
+    fake: FakeOllama, node_server: Callable[[str], Path], log_dir: Path
+) -> None:
+    client = MCPClient(command=["node", str(node_server("ollama-mcp"))], name="again", log_dir=log_dir)
+    with client:
+        first = client.pid
+    with client:
+        assert client.running and client.pid != first
+        assert client.list_tools()
+    assert not client.running
