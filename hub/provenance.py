@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -48,10 +48,16 @@ def write_record(handoff: Handoff, task_id: str, kind: str, payload: dict[str, A
 
 
 def read_records(handoff: Handoff, task_id: str) -> list[dict[str, Any]]:
+    """The task's records in NNN order. A judge report set aside into the folder is not a record of ours:
+    it is listed with its kind from the file name and its time from the file."""
     records = []
     for path in sorted(handoff.runs(task_id).glob("[0-9][0-9][0-9]-*.json")):
         try:
-            records.append({"file": path.name, **json.loads(path.read_text(encoding="utf-8"))})
+            data = json.loads(path.read_text(encoding="utf-8"))
+            mtime = datetime.fromtimestamp(path.stat().st_mtime, UTC)
         except (OSError, ValueError):
             continue
+        if not isinstance(data, dict) or "kind" not in data or "timestamp" not in data:
+            data = {"kind": path.stem[4:], "timestamp": iso(mtime), "content": redact(data)}
+        records.append({"file": path.name, **data})
     return records
