@@ -1,0 +1,411 @@
+"""`hub run-implementer` in-process against a FakeOllama: what the model's answer becomes, and every way
+an answer can fail (the two-strike rule itself is in test_stall.py)."""
+
+from __future__ import annotations
+
+import shlex
+import socket
+import sys
+from pathlib import Path
+
+import pytest
+
+from hub.testing import Reply
+
+from .conftest import APP_PY, GREET_FIXED, IMPL, PASS_REVIEW, REV, Pipeline, git, whole_file
+
+
+def tree(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def greet_check(expected: str) -> str:
+    """An acceptance command that prints what greet('x') returned and fails unless it is `expected`."""
+    code = (
+        "import sys; sys.path.insert(0, 'src'); import app; r = app.greet('x'); "
+        f"print('greet returned', repr(r)); sys.exit(r != {expected!r})"
+    )
+    return f"{shlex.quote(sys.executable)} -c {shlex.quote(code)}"
+
+
+def test_whole_file_answer_is_written_committed_and_moves_to_local_review(pipe: Pipeline) -> None:
+    pipe.fake.script(IMPL, whole_file("src/app.py", GREET_FIXED))
+    pipe.start()
+
+    outcome = pipe.implement()
+
+    assert (outcome.from_state, outcome.to_state, outcome.exit_code) == (
+        "pending_implementer",
+        "pending_local_review",
+        0,
+    )
+    assert pipe.read("src/app.py") == GREET_FIXED
+    contract = pipe.contract()
+    branch = contract["git"]["task_branch"]
+    assert git(pipe.repo, "show", f"{branch}:src/app.py") + "\n" == GREET_FIXED
+    assert git(pipe.repo, "status", "--porcelain") == ""
+    data = contract["handoff_data"]
+    assert data["changed_files"] == ["src/app.py"]
+    assert data["diff_summary"] == "1 files changed, +1 -1"
+    assert contract["lock"] is None
+    assert pipe.events() == ["lock_acquired", "code_written"]
+    cost = contract["cost"]["implementer"]
+    assert cost["calls"] == 1 and cost["tokens_in"] > 0 and cost["tokens_out"] > 0
+    # The model saw the file it must change, with its outline, and the requirement.
+    prompt = pipe.prompts()[0]
+    assert 'return "hello " + name' in prompt
+    assert "greet (L1-L2)" in prompt
+    assert "greet() says 'hello, NAME'" in prompt
+
+
+def test_think_block_and_prose_around_the_edit_are_ignored(pipe: Pipeline) -> None:
+    decoy = whole_file("src/app.py", "def greet(name):\n    return 'DECOY'\n")
+    answer = (
+        "Sure! Here is the updated file, with the comma added as asked.\n\n"
+        + whole_file("src/app.py", GREET_FIXED)
+        + "\nThis keeps the function's signature unchanged. Let me know if you need anything else!\n"
+    )
+    pipe.fake.script(IMPL, Reply(text=answer, thinking=f"First I draft it:\n{decoy}\nNo, better:"))
+    pipe.start()
+
+    assert pipe.implement().to_state == "pending_local_review"
+
+    assert pipe.read("src/app.py") == GREET_FIXED
+    # Provenance keeps the model's raw answer, think block included, and the thinking apart.
+    call = pipe.records("model-call")[0]
+    assert "DECOY" in call["thinking"] and call["response"].startswith("<think>")
+
+
+def test_search_replace_with_one_failing_block_keeps_the_others_and_feeds_the_failure_back(
+    pipe: Pipeline,
+) -> None:
+    source = APP_PY + '\n\ndef farewell(name):\n    return "bye " + name\n'
+    pipe.commit("a second function", {"src/app.py": source})
+    answer = (
+        "src/app.py\n"
+        "<<<<<<< SEARCH\n"
+        '    return "hello " + name\n'
+        "=======\n"
+        '    return "hello, " + name\n'
+        ">>>>>>> REPLACE\n"
+        "<<<<<<< SEARCH\n"
+        "def farewel(person):\n"
+        '    return "goodbye " + person\n'
+        "=======\n"
+        "def farewell(name):\n"
+        '    return "bye, " + name\n'
+        ">>>>>>> REPLACE\n"
+    )
+    pipe.fake.script(IMPL, answer, "I cannot find it.")
+    pipe.start()
+
+    assert pipe.implement().to_state == "pending_local_review"
+
+    assert pipe.read("src/app.py") == source.replace('"hello "', '"hello, "')
+    prompts = pipe.prompts()
+    assert len(prompts) == 2
+    feedback = prompts[1]
+    assert "did not match" in feedback
+    assert "def farewel(person):" in feedback
+    assert "5 | def farewell(name):" in feedback
+    assert [r["purpose"] for r in pipe.records("model-call")] == ["implement", "block-feedback"]
+
+
+def test_a_search_block_fixed_after_feedback_is_applied(pipe: Pipeline) -> None:
+    wrong = (
+        "src/app.py\n<<<<<<< SEARCH\n    return 'hello ' + nam\n=======\n    return 'x'\n>>>>>>> REPLACE\n"
+    )
+    right = (
+        "src/app.py\n<<<<<<< SEARCH\n"
+        '    return "hello " + name\n=======\n    return "hello, " + name\n>>>>>>> REPLACE\n'
+    )
+    pipe.fake.script(IMPL, wrong, right)
+    pipe.start()
+
+    assert pipe.implement().to_state == "pending_local_review"
+
+    assert pipe.read("src/app.py") == GREET_FIXED
+    assert '2 |     return "hello " + name' in pipe.prompts()[1]
+
+
+def test_rework_prompt_contains_the_judges_blocking_issues(pipe: Pipeline) -> None:
+    pipe.fake.script(
+        IMPL, whole_file("src/app.py", GREET_FIXED), whole_file("src/app.py", GREET_FIXED + "\n# ok\n")
+    )
+    pipe.fake.script(REV, PASS_REVIEW)
+    pipe.start()
+    pipe.implement()
+    pipe.review()
+    issue = {
+        "id": "B1",
+        "severity": "major",
+        "file": "src/app.py",
+        "line": 2,
+        "description": "greet() must strip surrounding whitespace from NAME",
+        "fix_required": "call name.strip() before joining",
+    }
+
+    assert pipe.judge("FAIL", [issue]).to_state == "pending_implementer"
+    assert pipe.contract()["attempt"] == 2
+    assert pipe.implement().to_state == "pending_local_review"
+
+    rework = pipe.prompts()[1]
+    assert "The judge rated the last attempt FAIL" in rework
+    assert "[major] src/app.py:2: greet() must strip surrounding whitespace from NAME" in rework
+    assert "Fix: call name.strip() before joining" in rework
+    assert "judge rated" not in pipe.prompts()[0]
+
+
+def test_acceptance_failure_is_fed_back_and_the_fixed_answer_moves_on(pipe: Pipeline) -> None:
+    pipe.fake.script(
+        IMPL,
+        whole_file("src/app.py", 'def greet(name):\n    return "hi " + name\n'),
+        whole_file("src/app.py", GREET_FIXED),
+    )
+    pipe.start(acceptance_commands=[greet_check("hello, x")])
+
+    assert pipe.implement().to_state == "pending_local_review"
+
+    assert pipe.read("src/app.py") == GREET_FIXED
+    reflection = pipe.prompts()[1]
+    assert "acceptance commands failed" in reflection
+    assert "greet returned 'hi x'" in reflection
+    assert "(exited 1)" in reflection
+    results = pipe.contract()["handoff_data"]["acceptance_results"]
+    assert [r["exit_code"] for r in results] == [0]
+    commands = pipe.records("command")
+    assert [c["exit_code"] for c in commands] == [1, 0]
+    assert "greet returned 'hi x'" in commands[0]["stdout"]
+
+
+def test_acceptance_still_failing_after_the_reflections_is_a_tests_failed_stall(pipe: Pipeline) -> None:
+    wrong = [whole_file("src/app.py", f'def greet(name):\n    return "hi{n} " + name\n') for n in range(3)]
+    pipe.fake.script(IMPL, *wrong)
+    pipe.start(acceptance_commands=[greet_check("hello, x")])
+
+    outcome = pipe.implement()
+
+    assert (outcome.to_state, outcome.data["stall"]) == ("pending_implementer", "tests_failed")
+    assert len(pipe.prompts()) == 3
+    stall = pipe.contract()["handoff_data"]["stalls"][-1]
+    assert "greet returned 'hi2 x'" in stall["detail"]
+
+
+def test_empty_output_is_strike_one_and_the_next_run_succeeds(pipe: Pipeline) -> None:
+    pipe.fake.script(IMPL, Reply(text=""), whole_file("src/app.py", GREET_FIXED))
+    pipe.start()
+
+    first = pipe.implement()
+
+    assert (first.to_state, first.exit_code, first.data["stall"]) == (
+        "pending_implementer",
+        0,
+        "empty_output",
+    )
+    contract = pipe.contract()
+    assert contract["attempt"] == 2
+    assert contract["breaker"]["counters"]["stall_strikes"] == 1
+    assert pipe.events() == ["lock_acquired", "stall", "retry"]
+
+    second = pipe.implement()
+
+    assert second.to_state == "pending_local_review"
+    assert pipe.read("src/app.py") == GREET_FIXED
+    assert "Your previous attempt failed (empty_output)" in pipe.prompts()[1]
+    assert "stall_strikes" not in pipe.contract()["breaker"]["counters"]
+
+
+def test_an_answer_without_any_edit_is_malformed_output_saying_why(pipe: Pipeline) -> None:
+    pipe.fake.script(IMPL, "I would add a comma after hello.")
+    pipe.start()
+
+    outcome = pipe.implement()
+
+    assert outcome.data["stall"] == "malformed_output"
+    stall = pipe.contract()["handoff_data"]["stalls"][-1]
+    assert "no fenced code block" in stall["detail"]
+    assert stall["raw_tail"] == "I would add a comma after hello."
+
+
+def test_a_path_escaping_with_dotdot_is_refused_and_nothing_is_written_outside(
+    pipe: Pipeline, outside: Path
+) -> None:
+    before = tree(outside.parent / "outside")
+    pipe.fake.script(IMPL, whole_file("../outside/evil.py", "print('pwned')\n"))
+    pipe.start(allowed_paths=["src", "../outside"])
+
+    outcome = pipe.implement()
+
+    assert outcome.data["stall"] == "malformed_output"
+    assert tree(outside) == before
+    assert not (pipe.repo.parent / "outside" / "evil.py").exists()
+    detail = pipe.contract()["handoff_data"]["stalls"][-1]["detail"]
+    assert "../outside/evil.py" in detail and "escapes the repository" in detail
+    refused = pipe.records("diff")
+    assert refused[0]["outcome"].startswith("refused: path escapes the repository")
+
+
+def test_an_absolute_path_is_refused(pipe: Pipeline, outside: Path) -> None:
+    target = outside / "evil.py"
+    pipe.fake.script(IMPL, whole_file(str(target), "print('pwned')\n"))
+    pipe.start(allowed_paths=["src"])
+
+    assert pipe.implement().data["stall"] == "malformed_output"
+
+    assert not target.exists()
+    assert "absolute path" in pipe.contract()["handoff_data"]["stalls"][-1]["detail"]
+
+
+def test_a_symlinked_folder_pointing_outside_is_refused(pipe: Pipeline, outside: Path) -> None:
+    (pipe.repo / "src" / "link").symlink_to(outside, target_is_directory=True)
+    pipe.commit("a link out of the repository")
+    before = tree(outside)
+    pipe.fake.script(IMPL, whole_file("src/link/evil.py", "print('pwned')\n"))
+    pipe.start(allowed_paths=["src"])
+
+    outcome = pipe.implement()
+
+    assert outcome.data["stall"] == "malformed_output"
+    assert tree(outside) == before
+    detail = pipe.contract()["handoff_data"]["stalls"][-1]["detail"]
+    assert "src/link/evil.py" in detail and "symlink" in detail
+
+
+def test_a_forbidden_path_is_refused_even_inside_the_allowed_ones(pipe: Pipeline) -> None:
+    pipe.commit("settings", {"src/settings.py": "DEBUG = False\n"})
+    pipe.fake.script(IMPL, whole_file("src/settings.py", "DEBUG = True\n"))
+    pipe.start(allowed_paths=["src"], forbidden_paths=["src/settings.py"])
+
+    outcome = pipe.implement()
+
+    assert outcome.data["stall"] == "malformed_output"
+    assert pipe.read("src/settings.py") == "DEBUG = False\n"
+    assert "forbidden_paths" in pipe.contract()["handoff_data"]["stalls"][-1]["detail"]
+    assert "Never touch: src/settings.py." in pipe.prompts()[0]
+
+
+def test_a_refused_edit_beside_an_allowed_one_keeps_the_allowed_one(pipe: Pipeline) -> None:
+    answer = whole_file("src/app.py", GREET_FIXED) + whole_file("hub.yaml", "project: pwned\n", "yaml")
+    pipe.fake.script(IMPL, answer)
+    pipe.start()
+
+    assert pipe.implement().to_state == "pending_local_review"
+
+    assert pipe.read("src/app.py") == GREET_FIXED
+    assert "pwned" not in pipe.read("hub.yaml")
+    outcomes = {r["path"]: r["outcome"] for r in pipe.records("diff")}
+    assert outcomes["src/app.py"] == "applied"
+    assert outcomes["hub.yaml"].startswith("refused: path is not inside allowed_paths")
+
+
+def test_a_prompt_larger_than_num_ctx_is_refused_before_sending(pipe: Pipeline) -> None:
+    pipe.configure(num_ctx=256)
+    pipe.commit("a big module", {"src/big.py": "".join(f"VALUE_{n} = {n}\n" for n in range(400))})
+    pipe.fake.script(IMPL, whole_file("src/app.py", GREET_FIXED))
+    pipe.start(source_files=["src/big.py"])
+
+    outcome = pipe.implement()
+
+    assert outcome.data["stall"] == "truncated_context"
+    assert pipe.fake.chat_requests(IMPL) == []
+    detail = pipe.contract()["handoff_data"]["stalls"][-1]["detail"]
+    assert "does not fit num_ctx=256" in detail
+    assert pipe.read("src/app.py") == APP_PY
+
+
+def test_a_silently_truncated_prompt_is_a_truncated_context_stall(pipe: Pipeline) -> None:
+    pipe.commit("a big module", {"src/big.py": "".join(f"VALUE_{n} = {n}\n" for n in range(400))})
+    pipe.fake.script(IMPL, Reply(text=whole_file("src/app.py", GREET_FIXED), prompt_eval_count=40))
+    pipe.start(source_files=["src/big.py"])
+
+    outcome = pipe.implement()
+
+    assert outcome.data["stall"] == "truncated_context"
+    detail = pipe.contract()["handoff_data"]["stalls"][-1]["detail"]
+    assert "read 40 prompt tokens" in detail
+    # Nothing a model wrote from half a prompt is applied.
+    assert pipe.read("src/app.py") == APP_PY
+
+
+def test_an_unreachable_ollama_halts_with_ollama_unavailable(git_repo: Path, fake: object) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        closed = f"http://127.0.0.1:{s.getsockname()[1]}"
+    pipe = Pipeline(git_repo, fake, ollama_host=closed)  # type: ignore[arg-type]
+    pipe.start()
+
+    outcome = pipe.implement()
+
+    assert (outcome.to_state, outcome.exit_code) == ("erik_consultation", 4)
+    contract = pipe.contract()
+    assert contract["breaker"]["trigger"] == "ollama_unavailable"
+    assert contract["lock"] is None
+    halt = pipe.halt_text()
+    assert "`ollama_unavailable`" in halt and closed.split("//")[1] in halt
+    assert "hub resume --to pending_implementer" in halt
+
+
+def test_a_model_the_server_lacks_halts_naming_it(pipe: Pipeline) -> None:
+    pipe.configure(extra_yaml="")
+    (pipe.repo / "hub.yaml").write_text(
+        (pipe.repo / "hub.yaml").read_text(encoding="utf-8").replace(f"model: {IMPL}", "model: nowhere-7b"),
+        encoding="utf-8",
+    )
+    pipe.commit("a model nobody has")
+    pipe.start()
+
+    outcome = pipe.implement()
+
+    assert outcome.exit_code == 4
+    assert pipe.contract()["breaker"]["trigger"] == "ollama_unavailable"
+    assert "nowhere-7b" in pipe.halt_text()
+
+
+def test_a_repositorys_own_implementer_prompt_is_what_the_model_sees(pipe: Pipeline) -> None:
+    pipe.commit(
+        "our own prompt",
+        {"prompts/implementer.md": "HOUSE PROMPT for ${task_id}\n${requirements}\n${files}\n"},
+    )
+    pipe.fake.script(IMPL, whole_file("src/app.py", GREET_FIXED))
+    task_id = pipe.start()
+
+    pipe.implement()
+
+    prompt = pipe.prompts()[0]
+    assert prompt.startswith(f"HOUSE PROMPT for {task_id}\n- greet() says 'hello, NAME'")
+    assert "How to answer" not in prompt
+
+
+@pytest.mark.parametrize("state", ["pending_local_review", "erik_consultation"])
+def test_run_implementer_refuses_a_task_in_another_state(pipe: Pipeline, state: str) -> None:
+    from hub.errors import TaskHalted, WrongState
+
+    pipe.fake.script(IMPL, whole_file("src/app.py", GREET_FIXED), "")
+    pipe.start()
+    pipe.implement()
+    if state == "erik_consultation":
+        from hub import handoff
+
+        handoff.record(pipe.ctx.handoff, pipe.contract(), "circuit_breaker_halt", pipe.ctx.clock())
+    requests = len(pipe.fake.chat_requests(IMPL))
+
+    with pytest.raises(TaskHalted if state == "erik_consultation" else WrongState):
+        pipe.implement()
+
+    assert len(pipe.fake.chat_requests(IMPL)) == requests
+
+
+def test_search_blocks_that_fail_again_after_feedback_are_a_malformed_output_stall(pipe: Pipeline) -> None:
+    wrong = (
+        "src/app.py\n<<<<<<< SEARCH\n    return 'hello ' + nam\n=======\n    return 'x'\n>>>>>>> REPLACE\n"
+    )
+    pipe.fake.script(IMPL, wrong, wrong)
+    pipe.start()
+
+    outcome = pipe.implement()
+
+    assert outcome.data["stall"] == "malformed_output"
+    assert len(pipe.prompts()) == 2
+    detail = pipe.contract()["handoff_data"]["stalls"][-1]["detail"]
+    assert "src/app.py: a SEARCH block did not match" in detail
+    assert pipe.read("src/app.py") == APP_PY

@@ -1,0 +1,121 @@
+"""The two-strike rule: a first stall retries with attempt + 1, a second halts with STALL_REPORT.md."""
+
+from __future__ import annotations
+
+from hub import handoff
+from hub.testing import Reply
+
+from .conftest import GREET_FIXED, IMPL, Pipeline, whole_file
+
+MALFORMED = "Here is my plan: first I will open the file, then I will add the comma.\nTHE-END-OF-MY-ANSWER"
+
+
+def test_second_stall_halts_with_a_stall_report_and_the_resume_command(pipe: Pipeline) -> None:
+    pipe.fake.script(IMPL, Reply(text=""), MALFORMED)
+    task_id = pipe.start()
+
+    first = pipe.implement()
+    second = pipe.implement()
+
+    assert (first.to_state, first.exit_code) == ("pending_implementer", 0)
+    assert (second.to_state, second.exit_code) == ("erik_consultation", 4)
+    contract = pipe.contract()
+    assert contract["breaker"]["trigger"] == "stall"
+    assert [s["reason"] for s in contract["handoff_data"]["stalls"]] == ["empty_output", "malformed_output"]
+    assert pipe.events() == ["lock_acquired", "stall", "retry", "lock_acquired", "stall", "escalate"]
+
+    report = pipe.stall_text()
+    assert f"# Stall report: {task_id}" in report
+    assert "## Attempt 1: empty_output" in report
+    assert "## Attempt 2: malformed_output" in report
+    assert "THE-END-OF-MY-ANSWER" in report
+    assert "no fenced code block" in report
+    assert "Timings: none recorded" not in report
+    assert "## What to try" in report
+    assert "The model answered with nothing" in report
+    assert "No edit could be parsed" in report
+
+    halt = pipe.halt_text()
+    assert "`stall`" in halt and "STALL_REPORT.md" in halt
+    assert f"cd {pipe.repo}" in halt or f"cd '{pipe.repo}'" in halt
+    assert "hub resume --to pending_implementer" in halt
+
+
+def test_a_halted_task_resumes_to_the_implementer_and_succeeds(pipe: Pipeline) -> None:
+    pipe.fake.script(IMPL, "", "", whole_file("src/app.py", GREET_FIXED))
+    pipe.start()
+    pipe.implement()
+    assert pipe.implement().exit_code == 4
+
+    resumed = pipe.resume("pending_implementer", "asked for the whole file explicitly")
+    done = pipe.implement()
+
+    assert resumed.to_state == "pending_implementer"
+    assert done.to_state == "pending_local_review"
+    assert pipe.read("src/app.py") == GREET_FIXED
+    contract = pipe.contract()
+    assert contract["attempt"] == 3
+    assert contract["breaker"]["status"] == "closed"
+    assert "asked for the whole file explicitly" in pipe.prompts()[2]
+    # The reports a person dealt with are kept beside the task's records, not deleted.
+    hand = pipe.ctx.handoff
+    assert not hand.stall_report.exists() and not hand.halt_report.exists()
+    kept = sorted(p.name for p in hand.runs(contract["task_id"]).iterdir())
+    assert any(name.endswith("-stall.md") for name in kept)
+    assert any(name.endswith("-halt.md") for name in kept)
+
+
+def test_a_stall_timeout_twice_halts_naming_the_clock_and_keeping_the_partial_output(pipe: Pipeline) -> None:
+    pipe.configure(stall=0.3)
+    slow = Reply(
+        text="src/app.py\n```python\nPARTIAL-BEFORE-THE-STALL\n", stall_after_chars=40, stall_seconds=10
+    )
+    pipe.fake.script(IMPL, slow, slow)
+    pipe.start()
+
+    first = pipe.implement()
+    second = pipe.implement()
+
+    assert first.data["stall"] == "timeout: stall"
+    assert second.exit_code == 4
+    stalls = pipe.contract()["handoff_data"]["stalls"]
+    assert [s["reason"] for s in stalls] == ["timeout: stall", "timeout: stall"]
+    assert "stall timeout after 0.3s" in stalls[0]["detail"]
+    assert [h["event"] for h in pipe.contract()["history"]].count("timeout") == 2
+    report = pipe.stall_text()
+    assert "## Attempt 1: timeout: stall" in report
+    assert "PARTIAL-BEFORE" in report
+    assert "the model stopped mid-stream" in report
+    assert pipe.read("src/app.py").startswith("def greet")
+
+
+def test_a_success_clears_the_strikes_so_a_later_stall_is_strike_one_again(pipe: Pipeline) -> None:
+    pipe.fake.script(IMPL, "", whole_file("src/app.py", GREET_FIXED), "")
+    pipe.fake.script("rev-model", '{"passed": true, "critical": false, "issues": []}')
+    pipe.start()
+    pipe.implement()
+    pipe.implement()
+    pipe.review()
+    pipe.judge("FAIL", [{"id": "B1", "severity": "major", "description": "also greet in French"}])
+
+    outcome = pipe.implement()
+
+    assert (outcome.to_state, outcome.exit_code) == ("pending_implementer", 0)
+    assert pipe.contract()["breaker"]["counters"]["stall_strikes"] == 1
+
+
+def test_a_task_left_in_timeout_implementer_is_settled_by_the_next_run(pipe: Pipeline) -> None:
+    pipe.fake.script(IMPL, whole_file("src/app.py", GREET_FIXED))
+    pipe.start()
+    # A phase that died between recording the stall and the retry leaves the task here.
+    contract = pipe.contract()
+    contract["handoff_data"]["stalls"] = [{"role": "implementer", "attempt": 1, "reason": "empty_output"}]
+    for event in ("lock_acquired", "stall"):
+        handoff.record(pipe.ctx.handoff, contract, event, pipe.ctx.clock())
+
+    settled = pipe.implement()
+    done = pipe.implement()
+
+    assert (settled.from_state, settled.to_state) == ("timeout_implementer", "pending_implementer")
+    assert pipe.fake.chat_requests(IMPL) != []
+    assert done.to_state == "pending_local_review"

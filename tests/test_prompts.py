@@ -1,0 +1,110 @@
+"""Prompt templates: a repository's own prompts/ first, then the packaged ones; rendering the task into them."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hub import prompts
+from hub.phases.implement import build_prompt, file_section
+
+PACKAGED = ("implementer", "implementer_system", "local_reviewer", "review_request")
+PLACEHOLDER = re.compile(r"\$\{\w+\}")
+
+
+@pytest.mark.parametrize("name", PACKAGED)
+def test_every_packaged_template_is_found_without_a_repository_folder(tmp_path: Path, name: str) -> None:
+    assert prompts.template(tmp_path, name).strip()
+
+
+def test_a_repositorys_own_template_overrides_the_packaged_one(tmp_path: Path) -> None:
+    (tmp_path / "prompts").mkdir()
+    (tmp_path / "prompts" / "implementer.md").write_text("ours: ${task_id}\n", encoding="utf-8")
+
+    assert prompts.render(tmp_path, "implementer", task_id="T-1") == "ours: T-1\n"
+    # Only the template it holds is overridden; the others still come from the package.
+    assert prompts.template(tmp_path, "local_reviewer") == prompts.template(
+        tmp_path / "nowhere", "local_reviewer"
+    )
+
+
+def test_a_missing_template_names_both_places_it_looked(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match=r"no prompt template nope\.md in .*prompts"):
+        prompts.template(tmp_path, "nope")
+
+
+def test_rendering_keeps_braces_and_unknown_placeholders_literal(tmp_path: Path) -> None:
+    (tmp_path / "prompts").mkdir()
+    (tmp_path / "prompts" / "t.md").write_text("${code} {x} ${later}", encoding="utf-8")
+
+    assert prompts.render(tmp_path, "t", code="d = {'a': 1}") == "d = {'a': 1} {x} ${later}"
+
+
+def test_bullets_and_issue_lines_read_as_markdown_lists() -> None:
+    issues: list[dict[str, Any]] = [
+        {
+            "severity": "major",
+            "file": "a.py",
+            "line": 3,
+            "description": "off by one",
+            "fix_required": "use <=",
+        },
+        {"severity": "minor", "description": "naming"},
+    ]
+
+    assert prompts.bullets(["one", {"k": 1}]) == '- one\n- {"k": 1}'
+    assert prompts.bullets([]) == "(none)"
+    assert prompts.issue_lines(issues) == "- [major] a.py:3: off by one Fix: use <=\n- [minor] naming"
+
+
+def test_the_implementer_prompt_holds_the_task_and_every_placeholder_is_filled(task: Any) -> None:
+    task.new(
+        requirements=["greet() says 'hello, NAME'"],
+        acceptance_criteria=["greet('Ann') == 'hello, Ann'"],
+        acceptance_commands=["pytest -q"],
+        source_files=["README.md"],
+        forbidden_paths=["secrets/"],
+    )
+    task.setup()
+
+    prompt = build_prompt(task.run())
+
+    assert not PLACEHOLDER.search(prompt)
+    assert "greet() says 'hello, NAME'" in prompt
+    assert "greet('Ann') == 'hello, Ann'" in prompt
+    assert "`pytest -q`" in prompt
+    assert "Never touch: secrets/." in prompt
+    assert "### src/app.py" in prompt and "### README.md" in prompt
+    assert "functions: greet (L1-L2)" in prompt
+    assert "src/app.py\n```python\n...the whole file...\n```" in prompt
+
+
+def test_a_markdown_source_with_its_own_fences_is_shown_whole(tmp_path: Path) -> None:
+    text = "# Usage\n\n```python\nimport app\n```\n\nMore text after the example.\n"
+    (tmp_path / "GUIDE.md").write_text(text, encoding="utf-8")
+
+    section = file_section(tmp_path, "GUIDE.md")
+
+    assert section.startswith("### GUIDE.md\n")
+    assert "````" in section
+    body = section.split("````", 1)[1].rsplit("````", 1)[0]
+    assert body.endswith("More text after the example.\n")
+    assert "```python\nimport app\n```" in body
+
+
+def test_a_file_that_does_not_exist_yet_is_named_for_creation(tmp_path: Path) -> None:
+    assert file_section(tmp_path, "src/new.py") == "### src/new.py\n\n(does not exist yet: create it)"
+
+
+def test_the_review_request_fills_every_placeholder(task: Any) -> None:
+    task.to_judge_review()
+
+    text = task.hand.review_request.read_text(encoding="utf-8")
+
+    assert not PLACEHOLDER.search(text)
+    assert "greet() says 'hello, NAME'" in text
+    assert '+    return "hello, " + name' in text
+    assert "_handoff/JUDGE_REPORT.json" in text and "hub report-judge" in text
