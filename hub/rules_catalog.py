@@ -118,7 +118,7 @@ def search_community_rules(
     """
     catalog = catalog or packaged_catalog()
     wanted_language = normalize_language(language) if language else None
-    wanted_tags = {t.lower() for t in tags or ()}
+    wanted_tags = {t.lower() for t in ([tags] if isinstance(tags, str) else tags or ())}
     words = (query or "").lower().split()
     scored = []
     for entry in catalog.entries:

@@ -394,6 +394,9 @@ def test_catalog_search_by_query_language_and_tags() -> None:
     assert {e["id"] for e in by_language} == {"go-defer-in-loop", "go-tls-insecure-skip-verify"}
     tagged = rules_catalog.search_community_rules("", language="py", tags=["security"])
     assert tagged and all(e["language"] == "python" and "security" in e["tags"] for e in tagged)
+    assert rules_catalog.search_community_rules("", tags="security") == rules_catalog.search_community_rules(
+        "", tags=["security"]
+    )
     assert rules_catalog.search_community_rules("timeout requests")[0]["id"] == "py-http-no-timeout"
     assert rules_catalog.search_community_rules("no such words anywhere") == []
     entry = rules_catalog.search_community_rules("gets")[0]
