@@ -1,8 +1,10 @@
 """A task end to end as a person runs it: the real `hub` CLI in a subprocess, the real worker MCP server
 (`hub worker serve`, spawned by the CLI over stdio: backend mcp, the default) and FakeOllama on loopback.
 
-The failure cases are covered in-process in tests/phases/; these tests prove the pieces fit together
-across the process boundaries.
+The main path runs through the worker server, as a default install does. The failure paths run the
+same CLI with the roles' backend set to `ollama` (HUB_*_BACKEND), which spares each model phase the
+server's start-up (about a second) but changes nothing above the Worker seam; tests/phases/ has every
+failure case in-process.
 """
 
 from __future__ import annotations
@@ -50,13 +52,16 @@ def fake() -> Iterator[FakeOllama]:
 
 @pytest.fixture
 def cli(git_repo: Path, hub: Hub, fake: FakeOllama, run_git: Callable[..., str]) -> Hub:
-    """`hub ARGS` in a repo configured with distinct implementer and reviewer models behind the MCP worker;
-    fails the test on an unexpected exit code (pass `code=`)."""
+    """`hub ARGS` in a repo configured with distinct implementer and reviewer models behind the MCP worker
+    (or, with `backend="ollama"`, straight to Ollama); fails the test on an unexpected exit code."""
     (git_repo / "hub.yaml").write_text(HUB_YAML, encoding="utf-8")
     run_git(git_repo, "commit", "-q", "-am", "configure the hub")
 
-    def run(*args: str, code: int = 0) -> subprocess.CompletedProcess[str]:
-        done = hub(*args, env={"OLLAMA_HOST": fake.url}, timeout=PHASE_TIMEOUT)
+    def run(*args: str, code: int = 0, backend: str = "mcp") -> subprocess.CompletedProcess[str]:
+        env = {"OLLAMA_HOST": fake.url}
+        if backend != "mcp":
+            env.update(HUB_IMPLEMENTER_BACKEND=backend, HUB_LOCAL_REVIEWER_BACKEND=backend)
+        done = hub(*args, env=env, timeout=PHASE_TIMEOUT)
         assert done.returncode == code, (
             f"hub {' '.join(args)} exited {done.returncode}:\n{done.stdout}\n{done.stderr}"
         )
@@ -150,8 +155,8 @@ def test_a_failed_verdict_sends_its_blocking_issues_into_the_rework_prompt(
     fake.script(IMPL, whole_file("src/app.py", GREET_FIXED), whole_file("src/app.py", GREET_STRIPPED))
     fake.script(REV, PASS_REVIEW, PASS_REVIEW)
     new_task(cli)
-    cli("run-implementer")
-    cli("run-local-review")
+    cli("run-implementer", backend="ollama")
+    cli("run-local-review", backend="ollama")
     issue = {
         "id": "B1",
         "severity": "major",
@@ -163,8 +168,8 @@ def test_a_failed_verdict_sends_its_blocking_issues_into_the_rework_prompt(
     judge(git_repo, "FAIL", [issue])
 
     failed = cli("report-judge", "--json")
-    cli("run-implementer")
-    cli("run-local-review")
+    cli("run-implementer", backend="ollama")
+    cli("run-local-review", backend="ollama")
     judge(git_repo, "PASS")
     cli("report-judge")
     cli("finalize-task")
@@ -181,8 +186,8 @@ def test_an_empty_answer_is_strike_one_and_the_next_run_succeeds(cli: Hub, fake:
     fake.script(IMPL, "", whole_file("src/app.py", GREET_FIXED))
     new_task(cli)
 
-    first = cli("run-implementer", "--json")
-    second = cli("run-implementer", "--json")
+    first = cli("run-implementer", "--json", backend="ollama")
+    second = cli("run-implementer", "--json", backend="ollama")
 
     assert json.loads(first.stdout)["to"] == "pending_implementer"
     assert json.loads(first.stdout)["data"]["stall"] == "empty_output"
@@ -199,8 +204,9 @@ def test_two_stalls_halt_with_exit_4_and_the_printed_resume_command_works(
     fake.script(IMPL, stalled, "I will think about it.", whole_file("src/app.py", GREET_FIXED))
     new_task(cli)
 
+    # The first stall crosses the worker server: its own stall clock, the partial output carried back.
     first = cli("run-implementer", "--json")
-    second = cli("run-implementer", "--json", code=4)
+    second = cli("run-implementer", "--json", code=4, backend="ollama")
     next_ = cli("next", code=4)
 
     assert json.loads(first.stdout)["data"]["stall"] == "timeout: stall"
@@ -216,8 +222,8 @@ def test_two_stalls_halt_with_exit_4_and_the_printed_resume_command_works(
     # Run the resume command exactly as printed, with `hub` meaning this checkout's CLI.
     words = shlex.split(resume_line.split("&&", 1)[1])
     assert words[:3] == ["hub", "resume", "--to"]
-    hub(*words[1:], env={"OLLAMA_HOST": fake.url})
-    resumed = cli("run-implementer", "--json")
+    assert hub(*words[1:], env={"OLLAMA_HOST": fake.url}).returncode == 0
+    resumed = cli("run-implementer", "--json", backend="ollama")
 
     assert json.loads(resumed.stdout)["to"] == "pending_local_review"
     assert (git_repo / "src" / "app.py").read_text(encoding="utf-8") == GREET_FIXED

@@ -409,3 +409,27 @@ def test_search_blocks_that_fail_again_after_feedback_are_a_malformed_output_sta
     detail = pipe.contract()["handoff_data"]["stalls"][-1]["detail"]
     assert "src/app.py: a SEARCH block did not match" in detail
     assert pipe.read("src/app.py") == APP_PY
+
+
+def test_an_edit_over_max_diff_lines_is_refused(pipe: Pipeline) -> None:
+    big = "".join(f"LINE_{n} = {n}\n" for n in range(30)) + GREET_FIXED
+    pipe.fake.script(IMPL, whole_file("src/app.py", big))
+    pipe.start(max_diff_lines=10)
+
+    outcome = pipe.implement()
+
+    assert outcome.data["stall"] == "malformed_output"
+    assert pipe.read("src/app.py") == APP_PY
+    assert "max_diff_lines" in pipe.contract()["handoff_data"]["stalls"][-1]["detail"]
+
+
+def test_an_acceptance_command_past_its_timeout_is_killed_with_its_children(tmp_path: Path) -> None:
+    from hub.phases.acceptance import run_command
+
+    # The background sleep holds the output pipe open: reading the output ends quickly only if the whole
+    # process group was killed, not just the shell.
+    result = run_command("sleep 30 & sleep 30", tmp_path, timeout=0.3)
+
+    assert result.timed_out and not result.ok
+    assert result.seconds < 10
+    assert "timed out" in result.feedback()
