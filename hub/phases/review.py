@@ -30,6 +30,10 @@ from hub.provenance import write_record
 
 SEVERITIES = ("critical", "major", "minor")
 MAX_DIFF_CHARS = 40_000
+# What the diff may not take from the reviewer's context: its answer, and the note saying the diff was cut.
+REVIEW_ANSWER_TOKENS = 1024
+CUT_NOTE_CHARS = 100
+CHARS_PER_TOKEN = 3.5  # the inverse of hub.workers.base.estimate_tokens
 
 
 class ReviewParseError(ValueError):
@@ -217,18 +221,7 @@ class Review:
                     {"model": self.model},
                 )
             )
-        diff = (
-            self.diff if len(self.diff) <= MAX_DIFF_CHARS else self.diff[:MAX_DIFF_CHARS] + "\n... (diff cut)"
-        )
-        prompt = prompts.render(
-            self.run.ctx.repo_root,
-            "local_reviewer",
-            task_id=self.run.task_id,
-            title=self.contract.get("title", ""),
-            requirements=prompts.bullets(self.contract["specification"]["requirements"]),
-            static_findings=prompts.issue_lines(static),
-            diff=diff or "(empty diff)",
-        )
+        prompt = self._prompt(static)
         request = request_for(self.config, "local_reviewer", prompt)
         generation = None
         outcome = "ok"
@@ -272,6 +265,34 @@ class Review:
                 },
                 self.run.now,
             )
+
+    def _prompt(self, static: list[dict[str, Any]]) -> str:
+        """The reviewer's prompt, its diff cut so the whole prompt fits the model's num_ctx with room for
+        the answer (a prompt that does not fit is refused, and the review would stall on every big change).
+        The judge still gets the whole diff in REVIEW_REQUEST.md."""
+        from hub.workers.base import estimate_tokens
+
+        def render(diff: str) -> str:
+            return prompts.render(
+                self.run.ctx.repo_root,
+                "local_reviewer",
+                task_id=self.run.task_id,
+                title=self.contract.get("title", ""),
+                requirements=prompts.bullets(self.contract["specification"]["requirements"]),
+                static_findings=prompts.issue_lines(static),
+                diff=diff,
+            )
+
+        if not self.diff.strip():
+            return render("(empty diff)")
+        room = self.config.num_ctx_for(self.model) - REVIEW_ANSWER_TOKENS - estimate_tokens(render(""))
+        limit = max(0, min(MAX_DIFF_CHARS, int(room * CHARS_PER_TOKEN) - CUT_NOTE_CHARS))
+        if len(self.diff) <= limit:
+            return render(self.diff)
+        cut = len(self.diff) - limit
+        return render(
+            self.diff[:limit] + f"\n... (diff cut to fit the reviewer's context: {cut} more characters)"
+        )
 
     def _stall(self, stall: Stall, timings: dict[str, float] | None = None) -> Outcome:
         stall.timings = {**(timings or {}), "review": round(time.perf_counter() - self.started, 3)}

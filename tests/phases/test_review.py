@@ -229,3 +229,19 @@ def test_an_unreachable_reviewer_halts_with_ollama_unavailable(pipe: Pipeline) -
 
     assert outcome.exit_code == 4
     assert pipe.contract()["breaker"]["trigger"] == "ollama_unavailable"
+
+
+def test_a_diff_too_big_for_the_reviewers_context_is_cut_to_fit_not_a_stall(pipe: Pipeline) -> None:
+    # ~9,000 tokens of diff against the reviewer's num_ctx of 8192.
+    big = GREET_FIXED + "".join(f"CONSTANT_NUMBER_{n:05d} = {n}  # a generated table entry\n" for n in range(700))
+    implemented(pipe, big)
+    pipe.fake.script(REV, PASS_REVIEW)
+
+    outcome = pipe.review()
+
+    assert outcome.to_state == "pending_judge_review"
+    prompt = pipe.prompts(REV)[0]
+    assert "(diff cut" in prompt
+    assert len(prompt) / 3.5 < 8192
+    # The judge still gets the whole diff.
+    assert "CONSTANT_NUMBER_00699" in pipe.ctx.handoff.review_request.read_text(encoding="utf-8")
