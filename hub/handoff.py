@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 import socket
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -135,11 +136,12 @@ def phase_lock(handoff: Handoff, phase: str, now: datetime) -> Iterator[None]:
     except Timeout:
         raise LockBusy(f"another phase is running ({_owner_text(handoff)}); try later") from None
     try:
-        # The owner goes in a file of its own: filelock truncates the lock file on open.
-        write_atomic(
-            handoff.lock_owner,
-            json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "phase": phase, "since": iso(now)}),
-        )
+        # The owner goes in a file of its own: filelock truncates the lock file on open. No fsync: it is
+        # for display only, and a phase started in the same instant as this one waits for it to appear.
+        owner = {"pid": os.getpid(), "host": socket.gethostname(), "phase": phase, "since": iso(now)}
+        tmp = handoff.lock_owner.with_name(f"{handoff.lock_owner.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(owner), encoding="utf-8")
+        os.replace(tmp, handoff.lock_owner)
         yield
     finally:
         handoff.lock_owner.unlink(missing_ok=True)
@@ -147,12 +149,35 @@ def phase_lock(handoff: Handoff, phase: str, now: datetime) -> Iterator[None]:
         lock.release()
 
 
+OWNER_WAIT_SECONDS = 0.5
+
+
 def _owner_text(handoff: Handoff) -> str:
+    # The holder writes its owner file just after taking the lock, so a phase started in the same
+    # instant can find no file yet, or the one a killed holder left: wait (bounded) for the live one.
+    deadline = time.monotonic() + OWNER_WAIT_SECONDS
+    while True:
+        owner = lock_owner(handoff)
+        try:
+            if owner is not None and _alive(owner):
+                return f"{owner.get('phase', 'a phase')}, pid {owner['pid']}, since {owner['since']}"
+        except (KeyError, TypeError, ValueError):
+            pass
+        if time.monotonic() >= deadline:
+            return "pid unknown"
+        time.sleep(0.005)
+
+
+def _alive(owner: dict[str, Any]) -> bool:
+    if owner.get("host") != socket.gethostname():
+        return True  # cannot tell from here
     try:
-        owner = json.loads(handoff.lock_owner.read_text(encoding="utf-8"))
-        return f"{owner.get('phase', 'a phase')}, pid {owner['pid']}, since {owner['since']}"
-    except (OSError, ValueError, KeyError):
-        return "pid unknown"
+        os.kill(int(owner["pid"]), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def lock_owner(handoff: Handoff) -> dict[str, Any] | None:

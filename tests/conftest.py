@@ -7,7 +7,8 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Callable, Iterable, Mapping
+import tempfile
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -78,8 +79,8 @@ def make_repo(path: Path, files: Mapping[str, str] | None = None) -> Path:
 
 
 @pytest.fixture
-def git_repo(tmp_path: Path) -> Path:
-    return make_repo(tmp_path / "repo")
+def git_repo(fast_tmp: Path) -> Path:
+    return make_repo(fast_tmp / "repo")
 
 
 HubRunner = Callable[..., "subprocess.CompletedProcess[str]"]
@@ -234,3 +235,15 @@ def snapshot() -> Callable[[Path], dict[str, bytes]]:
 def run_git() -> Callable[..., str]:
     """`run_git(repo, *args)`: git's stdout; with --import-mode=importlib tests cannot import conftest."""
     return git
+
+
+@pytest.fixture
+def fast_tmp(tmp_path: Path) -> Iterator[Path]:
+    """A temp dir on tmpfs when the machine has one: fsync costs nothing there, for tests of logic and
+    of what a killed process leaves (a SIGKILL does not lose the page cache, so tmpfs loses no realism)."""
+    shm = Path("/dev/shm")
+    if not (shm.is_dir() and os.access(shm, os.W_OK)):
+        yield tmp_path
+        return
+    with tempfile.TemporaryDirectory(dir=shm, prefix="hub-test-") as folder:
+        yield Path(folder)

@@ -5,7 +5,12 @@ from __future__ import annotations
 
 import copy
 import json
+import os
+import random
 import re
+import select
+import signal
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -320,3 +325,66 @@ def test_the_schema_accepts_what_json_round_trips() -> None:
     contract = fresh()
     assert validate(json.loads(json.dumps(contract))) == contract
     assert contract_mod.iso(contract_mod.parse_iso("2026-03-14T09:26:53Z")) == "2026-03-14T09:26:53Z"
+
+
+# --- crash safety -----------------------------------------------------------------------------------
+
+
+def _saver(path: Path, contract: dict[str, Any], ticks: int) -> None:
+    """The child: save with a new attempt number, then say so on `ticks`, forever (until SIGKILL)."""
+    try:
+        n = 0
+        while True:
+            n += 1
+            contract["attempt"] = n
+            save(path, contract, NOW)
+            os.write(ticks, b".")
+    finally:
+        os._exit(1)
+
+
+def test_a_save_killed_at_random_moments_200_times_always_leaves_a_whole_valid_contract(
+    fast_tmp: Path,
+) -> None:
+    path = fast_tmp / "TASK_CONTRACT.json"
+    contract = fresh()
+    # ~60 KB, several write() calls: big enough that a torn write would show.
+    contract["history"] = [
+        {
+            "timestamp": "2026-03-14T09:26:53Z",
+            "event": "lock_acquired",
+            "from": "a",
+            "to": "b",
+            "reason": "x" * 150,
+        }
+        for _ in range(300)
+    ]
+    save(path, contract, NOW)
+    rng = random.Random(20260314)
+    landed_mid_cycle = 0
+    for _ in range(200):
+        read_end, write_end = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child never returns
+            os.close(read_end)
+            _saver(path, contract, write_end)
+        os.close(write_end)
+        # Wait (bounded) for one whole save, so every kill lands inside the save loop, then let the
+        # child run a random fraction of a few save cycles before the kill.
+        ready, _, _ = select.select([read_end], [], [], 10.0)
+        assert ready, "the saving child never finished a save"
+        spin_until = time.perf_counter() + rng.uniform(0, 0.008)
+        while time.perf_counter() < spin_until:
+            pass
+        os.kill(pid, signal.SIGKILL)
+        _, status = os.waitpid(pid, 0)
+        assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL
+        with os.fdopen(read_end, "rb") as ticks:
+            completed = len(ticks.read())
+        saved = load(path)  # parses and validates, or the test fails
+        # The file holds the last completed save, or the one whose rename beat the kill.
+        assert saved["attempt"] in (completed, completed + 1)
+        assert saved["history"] == contract["history"]
+        landed_mid_cycle += saved["attempt"] == completed + 1
+    leftovers = [p.name for p in fast_tmp.iterdir() if p.name != "TASK_CONTRACT.json"]
+    assert all(name.startswith(".TASK_CONTRACT.json.") and name.endswith(".tmp") for name in leftovers)

@@ -1,0 +1,281 @@
+"""Crash recovery: a task left in an *_in_progress state by a dead phase is taken back by the next
+command, its uncommitted work stashed; phases killed with SIGKILL at random moments leave a valid
+contract that one more command finishes."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import select
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hub import breakers
+from hub.contract import iso
+from hub.contract import load as load_contract
+from hub.errors import LockBusy
+from hub.handoff import read_transitions
+from hub.machine import PENDING_IMPLEMENTER, TABLE
+from hub.phases.context import Context, running
+from hub.phases.judge import report_judge
+from hub.phases.setup import setup_task
+
+
+def left_in_implementation(task: Any, ctx: Context, holder: str | None = None, minutes: float = 30) -> None:
+    """A run-implementer that died mid-way: the state says in progress, the tree holds half its work."""
+    task.new()
+    task.setup()
+    contract = task.contract()
+    contract["lock"] = {
+        "held_by": holder or f"{os.uname().nodename}:999999",
+        "acquired_at": iso(ctx.clock()),
+        "expires_at": iso(ctx.clock() + timedelta(minutes=minutes)),
+    }
+    task.hand.contract.write_text(json.dumps(contract), encoding="utf-8")
+    task.record("lock_acquired")
+    task.write({"src/app.py": "def greet(name):\n    return 'half wr", "src/helper.py": "# new file\n"})
+
+
+def test_the_next_command_records_interrupted_and_stashes_the_dead_phases_work(
+    task: Any, ctx: Context, run_git: Any
+) -> None:
+    left_in_implementation(task, ctx)
+    with running(ctx, "probe", {PENDING_IMPLEMENTER}) as run:
+        assert run.start_state == PENDING_IMPLEMENTER
+    contract = task.contract()
+    assert contract["status"] == "pending_implementer"
+    assert contract["lock"] is None
+    assert contract["breaker"]["counters"]["interruptions"] == 1
+    last = contract["history"][-1]
+    assert (last["event"], last["from"]) == ("interrupted", "implementation_in_progress")
+    stash = f"hub:{contract['task_id']}:attempt-1:interrupted"
+    assert f"git stash '{stash}'" in last["reason"]
+    repo = ctx.repo_root
+    assert run_git(repo, "status", "--porcelain") == ""
+    assert stash in run_git(repo, "stash", "list")
+    run_git(repo, "stash", "pop")
+    assert (repo / "src/helper.py").read_text(encoding="utf-8") == "# new file\n"
+
+
+def test_recovery_happens_even_when_the_phase_then_refuses_the_state(task: Any, ctx: Context) -> None:
+    left_in_implementation(task, ctx)
+    with pytest.raises(Exception, match="set up already"):
+        setup_task(ctx)
+    assert task.contract()["status"] == "pending_implementer"
+
+
+def test_a_lease_held_on_another_host_is_respected_until_it_expires(
+    task: Any, ctx: Context, clock: Any
+) -> None:
+    left_in_implementation(task, ctx, holder="other-host:4242", minutes=30)
+    with (
+        pytest.raises(LockBusy, match="held by other-host:4242 on another host until"),
+        running(ctx, "probe", {PENDING_IMPLEMENTER}),
+    ):
+        pass
+    assert task.contract()["status"] == "implementation_in_progress"
+    clock.advance(minutes=31)
+    with running(ctx, "probe", {PENDING_IMPLEMENTER}):
+        pass
+    assert task.contract()["history"][-1]["event"] == "interrupted"
+
+
+def test_three_interruptions_in_a_row_trip_the_breaker(task: Any, ctx: Context) -> None:
+    task.new()
+    task.setup()
+    for _ in range(3):
+        task.record("lock_acquired")
+        with running(ctx, "probe", {PENDING_IMPLEMENTER}):
+            pass
+    contract = task.contract()
+    assert contract["breaker"]["counters"]["interruptions"] == 3
+    trip = breakers.before_phase(contract, ctx.clock())
+    assert trip is not None and trip.trigger == "interruptions"
+
+
+def test_a_dead_judge_review_goes_back_to_pending_and_report_judge_then_applies_the_verdict(
+    task: Any, ctx: Context
+) -> None:
+    task.to_judge_review()
+    task.record("review_started")
+    task.judge_report("PASS")
+    report_judge(ctx)
+    contract = task.contract()
+    assert [h["event"] for h in contract["history"]][-4:] == [
+        "review_started",
+        "interrupted",
+        "review_started",
+        "judge_complete",
+    ]
+    assert contract["status"] == "review_complete"
+    assert "interruptions" not in contract["breaker"]["counters"]  # a verdict ends the streak
+
+
+# --- SIGKILL at random moments -----------------------------------------------------------------------
+
+
+def hub_process(repo: Path, *args: str, env: Mapping[str, str] | None = None) -> subprocess.Popen[str]:
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("HUB_")}
+    environment.update({"HUB_LOG_FORMAT": "json", "HUB_LOG_LEVEL": "DEBUG", **(env or {})})
+    return subprocess.Popen(
+        [sys.executable, "-m", "hub", *args],
+        cwd=repo,
+        env=environment,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+
+
+def kill_when(proc: subprocess.Popen[str], marker: str | None, extra: float, deadline: float = 20.0) -> bool:
+    """SIGKILL `proc` `extra` seconds after it logs a line containing `marker` (None: after `extra`
+    from the start). Every wait is bounded. True if the kill landed before the process ended."""
+    assert proc.stderr is not None
+    if marker is not None:
+        ready, _, _ = select.select([proc.stderr], [], [], deadline)
+        while ready:
+            line = proc.stderr.readline()
+            if not line or marker in line:
+                break
+            ready, _, _ = select.select([proc.stderr], [], [], deadline)
+    try:
+        proc.wait(timeout=extra)
+        return False
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=deadline)
+        return True
+    finally:
+        proc.stderr.close()
+
+
+def wait_for_orphans(pgid: int, deadline: float = 20.0) -> None:
+    """Wait, on pidfds, until every process left in the killed phase's group (git children) is gone."""
+    while True:
+        members = []
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text(encoding="utf-8")
+                if int(stat.rsplit(")", 1)[1].split()[2]) == pgid:
+                    members.append(int(entry))
+            except (OSError, IndexError, ValueError):
+                continue
+        if not members:
+            return
+        fds = []
+        try:
+            for pid in members:
+                try:
+                    fds.append(os.pidfd_open(pid))
+                except ProcessLookupError:
+                    continue
+            if fds:
+                ready, _, _ = select.select(fds, [], [], deadline)
+                assert ready, f"processes {members} of the killed phase did not end"
+        finally:
+            for fd in fds:
+                os.close(fd)
+
+
+def assert_consistent(hand: Any) -> dict[str, Any]:
+    """The contract parses and validates; its history is a path through the table; the log is in step
+    with it (a kill between the contract's save and the log's append may leave a line out)."""
+    contract = load_contract(hand.contract)
+    for entry in contract["history"]:
+        assert (entry["from"], entry["event"]) in TABLE or entry["event"] in (
+            "circuit_breaker_halt",
+            "resume",
+        )
+    history = [h["event"] for h in contract["history"]]
+    logged = [line["event"] for line in read_transitions(hand)]
+    remaining = iter(history)
+    assert all(event in remaining for event in logged), (history, logged)  # in order
+    assert len(history) - len(logged) <= 1
+    return contract
+
+
+def test_report_judge_killed_at_random_moments_is_finished_by_one_more_report_judge(
+    task: Any, ctx: Context
+) -> None:
+    task.to_judge_review()
+    task.judge_report("FAIL", [{"description": "no comma"}])
+    hand = task.hand
+    names = ("TASK_CONTRACT.json", "REVIEW_REQUEST.md", "JUDGE_REPORT.json", "transition.ndjson")
+    prepared = {name: (hand.dir / name).read_bytes() for name in names}
+    rng = random.Random(7)
+    markers = [None, "review_started", "judge_complete", "judge_complete", "fail_agree"]
+    kills = 0
+    for round_ in range(8):
+        for name, data in prepared.items():
+            (hand.dir / name).write_bytes(data)
+        for leftover in (hand.review_in_progress, hand.runs(task.contract()["task_id"])):
+            if leftover.is_file():
+                leftover.unlink()
+            elif leftover.is_dir():
+                for p in leftover.iterdir():
+                    p.unlink()
+        proc = hub_process(ctx.repo_root, "report-judge")
+        marker = markers[round_ % len(markers)]
+        kills += kill_when(proc, marker, rng.uniform(0, 0.4 if marker is None else 0.01))
+        contract = assert_consistent(hand)
+        assert contract["status"] in (
+            "pending_judge_review",
+            "judge_review_in_progress",
+            "review_complete",
+            "pending_implementer",
+        )
+        if contract["status"] != "pending_implementer":
+            report_judge(ctx)
+        contract = assert_consistent(hand)
+        assert contract["status"] == "pending_implementer", round_
+        assert contract["attempt"] == 2
+        assert contract["breaker"]["counters"]["review_cycles"] == 1
+        assert contract["handoff_data"]["judge_blocking_issues"] == [{"description": "no comma"}]
+    assert kills >= 4
+
+
+def test_setup_task_killed_at_random_moments_is_finished_by_one_more_setup_task(
+    task: Any, ctx: Context, run_git: Any
+) -> None:
+    task_id = task.new()
+    repo = ctx.repo_root
+    prepared = task.hand.contract.read_bytes()
+    base = run_git(repo, "rev-parse", "main")
+    rng = random.Random(11)
+    kills = 0
+    duration = 0.0
+    for round_ in range(6):
+        proc = hub_process(repo, "setup-task")
+        if round_ == 0:  # unkilled: how long a whole setup-task takes here, to aim the kills inside it
+            started = time.perf_counter()
+            kill_when(proc, None, 60)
+            duration = time.perf_counter() - started
+        else:
+            kills += kill_when(proc, None, rng.uniform(0.2, 0.9) * duration)
+        wait_for_orphans(proc.pid)
+        contract = assert_consistent(task.hand)
+        if not contract["git"].get("task_branch"):
+            setup_task(ctx)
+        contract = assert_consistent(task.hand)
+        assert contract["git"]["task_branch"] == f"task/{task_id}"
+        assert contract["git"]["base_commit"] == base
+        assert run_git(repo, "rev-parse", "--abbrev-ref", "HEAD") == f"task/{task_id}"
+        assert run_git(repo, "rev-parse", f"task/{task_id}") == base
+        assert run_git(repo, "status", "--porcelain") == ""
+        # Back to the start for the next round.
+        run_git(repo, "checkout", "-q", "main")
+        run_git(repo, "branch", "-q", "-D", f"task/{task_id}")
+        task.hand.contract.write_bytes(prepared)
+    assert kills >= 2

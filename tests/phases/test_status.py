@@ -1,0 +1,109 @@
+"""`hub status` and `hub log` as documents, and `due`: what `hub next` runs in each state."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from hub.contract import iso, new_contract
+from hub.handoff import phase_lock
+from hub.phases.context import Context
+from hub.phases.status import due, log_entries, status
+
+NOW = datetime(2026, 5, 1, 12, 0, 0, tzinfo=UTC)
+
+
+def contract_in(state: str, **data: Any) -> dict[str, Any]:
+    contract = new_contract(project="demo", title="t", requirements=["r"], now=NOW, roles={})
+    contract["status"] = state
+    contract["git"]["task_branch"] = "task/x"
+    contract["handoff_data"].update(data)
+    return contract
+
+
+@pytest.mark.parametrize(
+    ("state", "data", "judge", "phase"),
+    [
+        ("pending_implementer", {}, False, "run-implementer"),
+        ("implementation_in_progress", {}, False, "run-implementer"),
+        ("timeout_implementer", {}, False, "run-implementer"),
+        ("pending_local_review", {}, False, "run-local-review"),
+        ("pending_judge_review", {}, False, None),
+        ("pending_judge_review", {}, True, "run-judge"),
+        ("judge_review_in_progress", {}, False, None),
+        ("timeout_judge", {}, False, "timeout-judge"),
+        ("review_complete", {"judge_verdict": "PASS"}, False, "finalize-task"),
+        ("review_complete", {"judge_verdict": "FAIL"}, False, "report-judge"),
+        ("pending_rebuttal", {}, False, None),
+        ("erik_consultation", {}, True, None),
+        ("merged", {}, True, None),
+    ],
+)
+def test_due_names_the_phase_each_state_needs(
+    state: str, data: dict[str, Any], judge: bool, phase: str
+) -> None:
+    assert due(contract_in(state, **data), NOW, judge)[0] == phase
+
+
+def test_due_sets_up_a_task_without_a_branch_and_promotes_the_backlog_without_a_task() -> None:
+    contract = contract_in("pending_implementer")
+    contract["git"]["task_branch"] = None
+    assert due(contract, NOW, False)[0] == "setup-task"
+    assert due(None, NOW, False)[0] == "promote-backlog"
+
+
+def test_due_times_out_a_review_only_after_its_deadline() -> None:
+    contract = contract_in("pending_judge_review", review_requested_at=iso(NOW))
+    assert due(contract, NOW + timedelta(minutes=60), False)[0] is None
+    phase, why = due(contract, NOW + timedelta(minutes=60, seconds=1), True)
+    assert phase == "timeout-judge" and "2026-05-01T13:00:00Z" in why
+
+
+def test_status_without_a_task_says_so(ctx: Context) -> None:
+    doc = status(ctx)
+    assert doc["active"] is False and doc["handoff"] == str(ctx.handoff.dir)
+
+
+def test_status_shows_state_attempt_branch_last_three_transitions_and_what_runs_next(
+    task: Any, ctx: Context
+) -> None:
+    contract = task.to_judge_review()
+    doc = status(ctx)
+    assert doc["active"] is True
+    assert (doc["task_id"], doc["status"], doc["attempt"]) == (contract["task_id"], "pending_judge_review", 1)
+    assert doc["branch"] == contract["git"]["task_branch"]
+    assert [t["event"] for t in doc["last_transitions"]] == ["lock_acquired", "code_written", "local_pass"]
+    assert doc["next"]["phase"] is None and "JUDGE_REPORT.json" in doc["next"]["why"]
+    assert doc["halt_file"] is None and doc["running"] is None
+    assert doc["breaker"]["status"] == "closed"
+
+
+def test_status_shows_who_holds_the_lock_and_the_halt_file(task: Any, ctx: Context) -> None:
+    task.to_judge_review()
+    task.judge_report("CRITICAL_HALT")
+    from hub.phases.judge import report_judge
+
+    report_judge(ctx)
+    with phase_lock(ctx.handoff, "report-judge", NOW):
+        doc = status(ctx)
+    assert doc["running"]["phase"] == "report-judge"
+    assert doc["halt_file"] == str(ctx.handoff.halt_report)
+    assert doc["breaker"]["trigger"] == "critical_halt"
+
+
+def test_status_changes_nothing(task: Any, ctx: Context, snapshot: Any) -> None:
+    task.to_judge_review()
+    before = snapshot(ctx.handoff.dir)
+    status(ctx)
+    log_entries(ctx)
+    assert snapshot(ctx.handoff.dir) == before
+
+
+def test_the_log_lists_every_transition_in_order(task: Any, ctx: Context) -> None:
+    contract = task.to_review_complete("PASS")
+    entries = log_entries(ctx)
+    assert [e["event"] for e in entries] == [h["event"] for h in contract["history"]]
+    assert all(e["kind"] == "transition" and e["task_id"] == contract["task_id"] for e in entries)
+    assert [e["event"] for e in log_entries(ctx, "another-task")] == []

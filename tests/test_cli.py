@@ -1,0 +1,325 @@
+"""The `hub` command line as a real process: exit codes, one JSON document on stdout, messages on
+stderr that name the file and the field, bad input that changes nothing, and eight phases started at
+once of which exactly one runs."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import select
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hub.handoff import phase_lock
+from hub.phases.context import Context
+
+Snapshot = Callable[[Path], dict[str, bytes]]
+
+
+def branches(run_git: Any, repo: Path) -> dict[str, str]:
+    out = run_git(repo, "for-each-ref", "--format=%(refname:short) %(objectname)", "refs/heads")
+    return dict(line.split() for line in out.splitlines())
+
+
+def test_help_lists_the_commands_and_exits_0(hub: Any) -> None:
+    done = hub("--help")
+    assert done.returncode == 0
+    for command in ("setup-task", "report-judge", "finalize-task", "resume", "next", "status", "log"):
+        assert re.search(rf"^\s+{command}\s", done.stdout, re.MULTILINE), command
+
+
+def test_usage_errors_exit_2(hub: Any) -> None:
+    done = hub("resume")
+    assert done.returncode == 2
+    assert "Missing option '--to'" in done.stderr
+
+
+def test_new_then_status_json_is_one_json_document_on_stdout(hub: Any) -> None:
+    created = hub(
+        "new", "--title", "Greet politely", "--requirement", "say hello, NAME", "--target", "src/app.py"
+    )
+    assert created.returncode == 0, created.stderr
+    done = hub("status", "--json")
+    assert done.returncode == 0
+    doc = json.loads(done.stdout)
+    assert re.fullmatch(r"demo-\d{10}-greet-politely", doc["task_id"])
+    assert doc["status"] == "pending_implementer"
+    assert doc["next"] == {"phase": "setup-task", "why": "the task has no branch yet"}
+    again = hub("new", "--title", "Another", "--requirement", "r")
+    assert again.returncode == 3
+    assert "is still active (pending_implementer)" in again.stderr
+
+
+def test_new_from_a_markdown_proposal(hub: Any, git_repo: Path) -> None:
+    proposal = git_repo.parent / "proposal.md"
+    proposal.write_text(
+        "# Add a farewell\n\nTarget: src/app.py\n\n## Requirements\n- bye()\n", encoding="utf-8"
+    )
+    done = hub("new", "--from-proposal", str(proposal), "--json")
+    assert done.returncode == 0, done.stderr
+    outcome = json.loads(done.stdout)
+    assert outcome["task_id"].endswith("-add-a-farewell")
+    contract = json.loads((git_repo / "_handoff/TASK_CONTRACT.json").read_text(encoding="utf-8"))
+    assert contract["specification"]["requirements"] == ["bye()"]
+
+
+def test_status_and_log_json_with_a_task_are_single_documents_and_logs_stay_off_stdout(
+    hub: Any, task: Any
+) -> None:
+    contract = task.to_review_complete("PASS")
+    status = hub("status", "--json", env={"HUB_LOG_LEVEL": "DEBUG"})
+    assert json.loads(status.stdout)["next"]["phase"] == "finalize-task"
+    log = hub("log", "--json", env={"HUB_LOG_LEVEL": "DEBUG"})
+    entries = json.loads(log.stdout)
+    assert [e["event"] for e in entries] == [h["event"] for h in contract["history"]]
+    text = hub("status")
+    assert text.returncode == 0 and "next     hub finalize-task" in text.stdout
+
+
+def test_a_phase_prints_its_outcome_and_logs_one_canonical_json_line_on_stderr(hub: Any, task: Any) -> None:
+    task.to_judge_review()
+    task.judge_report("PASS")
+    done = hub("report-judge", "--json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["to"] == "review_complete"
+    lines = [json.loads(line) for line in done.stderr.splitlines()]
+    phase_lines = [line for line in lines if line["event"] == "phase"]
+    assert len(phase_lines) == 1
+    assert phase_lines[0]["phase"] == "report-judge"
+    assert (phase_lines[0]["from"], phase_lines[0]["to"]) == ("pending_judge_review", "review_complete")
+
+
+def test_next_exits_0_when_nothing_is_due_and_4_when_halted(hub: Any, task: Any) -> None:
+    task.to_judge_review()
+    idle = hub("next")
+    assert idle.returncode == 0
+    assert idle.stdout.startswith("nothing to do: waiting for the judge")
+    task.judge_report("CRITICAL_HALT")
+    halted = hub("report-judge")
+    assert halted.returncode == 4
+    assert "halted (critical_halt)" in halted.stdout
+    after = hub("next")
+    assert after.returncode == 4
+    assert "is halted" in after.stderr
+
+
+def test_a_held_lock_makes_a_phase_exit_75_naming_the_holder(hub: Any, task: Any, ctx: Context) -> None:
+    task.to_judge_review()
+    task.judge_report("PASS")
+    before = task.hand.contract.read_bytes()
+    with phase_lock(ctx.handoff, "report-judge", ctx.clock()):
+        done = hub("report-judge")
+    assert done.returncode == 75
+    assert f"another phase is running (report-judge, pid {os.getpid()}, since " in done.stderr
+    assert task.hand.contract.read_bytes() == before
+
+
+# --- bad input: exit 1 (or 3), the file and field named, nothing changed ----------------------------------
+
+
+def _set(path: str, value: Any) -> Callable[[dict[str, Any]], None]:
+    def mutate(contract: dict[str, Any]) -> None:
+        *parents, last = path.split(".")
+        node = contract
+        for key in parents:
+            node = node[key]
+        if value is KeyError:
+            del node[last]
+        else:
+            node[last] = value
+
+    return mutate
+
+
+def _both(contract: dict[str, Any]) -> None:
+    contract["constraints"]["forbidden_paths"] = ["src/app.py"]
+
+
+BAD_INPUT: list[tuple[str, Any, str, str, int]] = [
+    # (name, how to break it, file, what stderr must name, exit code)
+    ("malformed contract", "{ not json", "TASK_CONTRACT.json", "$: not valid JSON", 1),
+    (
+        "missing field",
+        _set("limits.max_rebuttals", KeyError),
+        "TASK_CONTRACT.json",
+        "$.limits.max_rebuttals",
+        1,
+    ),
+    ("wrong type", _set("limits.max_rebuttals", "two"), "TASK_CONTRACT.json", "$.limits.max_rebuttals", 1),
+    ("unknown status", _set("status", "flying"), "TASK_CONTRACT.json", "$.status", 1),
+    ("allowed and forbidden", _both, "TASK_CONTRACT.json", "$.constraints.forbidden_paths[0]", 1),
+    ("unknown verdict", '{"verdict": "SHIP_IT"}', "JUDGE_REPORT.json", "$.verdict", 1),
+    ("wrong state", _set("status", "pending_local_review"), "TASK_CONTRACT.json", "report-judge needs", 3),
+]
+
+
+def test_bad_input_exits_1_or_3_naming_file_and_field_and_changes_no_file_or_branch(
+    task: Any, ctx: Context, git_repo: Path, run_git: Any, snapshot: Snapshot, tmp_path: Path
+) -> None:
+    task.to_judge_review()
+    task.judge_report("PASS")
+    prepared = ctx.handoff.dir
+    folders: dict[str, Path] = {}
+    for name, breaker, file, _, _ in BAD_INPUT:
+        folder = tmp_path / "handoffs" / name.replace(" ", "-")
+        shutil.copytree(prepared, folder)
+        target = folder / file
+        if isinstance(breaker, str):
+            target.write_text(breaker, encoding="utf-8")
+        else:
+            contract = json.loads(target.read_text(encoding="utf-8"))
+            breaker(contract)
+            target.write_text(json.dumps(contract), encoding="utf-8")
+        folders[name] = folder
+    before = {name: snapshot(folder) for name, folder in folders.items()}
+    refs_before = (branches(run_git, git_repo), run_git(git_repo, "rev-parse", "--abbrev-ref", "HEAD"))
+    tree_before = run_git(git_repo, "status", "--porcelain")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HUB_")}
+    # One process per case, all at once: the cases are independent folders.
+    procs = {
+        name: subprocess.Popen(
+            [sys.executable, "-m", "hub", "--handoff", str(folder), "report-judge"],
+            cwd=git_repo,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for name, folder in folders.items()
+    }
+    for name, _, file, field, code in BAD_INPUT:
+        out, err = procs[name].communicate(timeout=60)
+        assert procs[name].returncode == code, (name, err)
+        assert err.startswith("hub: "), (name, err)
+        if code == 1:
+            assert f"{folders[name] / file}: {field}" in err, (name, err)
+        else:
+            assert field in err and "pending_local_review" in err, (name, err)
+        assert out == "", name
+        assert snapshot(folders[name]) == before[name], name
+    assert (
+        branches(run_git, git_repo),
+        run_git(git_repo, "rev-parse", "--abbrev-ref", "HEAD"),
+    ) == refs_before
+    assert run_git(git_repo, "status", "--porcelain") == tree_before
+
+
+# --- eight phases at once ---------------------------------------------------------------------------------
+
+# Each child imports the CLI, says it is ready, and blocks on the release pipe; closing that pipe starts
+# all of them in the same instant. GitPython is not imported here: setup-task imports it while holding
+# the lock, which keeps the race window wide.
+RACER = """
+import os, sys
+from hub.cli import main
+os.write(int(sys.argv[1]), b"r")
+os.read(0, 1)
+main(sys.argv[2:])
+"""
+
+
+def race(repo: Path, args: list[str], n: int = 8, deadline: float = 60.0) -> list[tuple[int, int, str, str]]:
+    """Start `n` `hub ARGS` processes at the same moment; (pid, exit code, stdout, stderr) for each."""
+    release_read, release_write = os.pipe()
+    ready_read, ready_write = os.pipe()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HUB_")}
+    env["HUB_LOG_FORMAT"] = "json"
+    procs = []
+    try:
+        for _ in range(n):
+            procs.append(
+                subprocess.Popen(
+                    [sys.executable, "-c", RACER, str(ready_write), *args],
+                    cwd=repo,
+                    env=env,
+                    stdin=release_read,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    text=True,
+                    pass_fds=(ready_write,),
+                )
+            )
+        os.close(ready_write)
+        ready_write = -1
+        seen = 0
+        while seen < n:
+            ready, _, _ = select.select([ready_read], [], [], deadline)
+            assert ready, f"only {seen} of {n} racers got ready"
+            chunk = os.read(ready_read, n)
+            assert chunk, "a racer died before the start"
+            seen += len(chunk)
+    finally:
+        os.close(release_write)  # the starting gun: every racer's read returns at once
+        os.close(release_read)
+        os.close(ready_read)
+        if ready_write >= 0:
+            os.close(ready_write)
+    results = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=deadline)
+        results.append((proc.pid, proc.returncode, out, err))
+    return results
+
+
+LOCK_MESSAGE = re.compile(r"hub: another phase is running \((\S+), pid (\d+), since (\S+Z)\); try later")
+
+
+def test_eight_setup_tasks_at_once_one_runs_and_seven_exit_75_naming_it(
+    task: Any, ctx: Context, git_repo: Path, run_git: Any
+) -> None:
+    task_id = task.new()
+    results = race(git_repo, ["setup-task"])
+    winners = [r for r in results if r[1] == 0]
+    losers = [r for r in results if r[1] != 0]
+    assert len(winners) == 1, [(code, err) for _, code, _, err in results]
+    winner_pid = winners[0][0]
+    for _, code, out, err in losers:
+        assert code == 75, err
+        assert out == ""
+        match = LOCK_MESSAGE.search(err)
+        assert match, err
+        assert (match.group(1), int(match.group(2))) == ("setup-task", winner_pid), err
+    contract = task.contract()
+    assert contract["git"]["task_branch"] == f"task/{task_id}"
+    assert sorted(branches(run_git, git_repo)) == ["main", f"task/{task_id}"]
+    assert run_git(git_repo, "rev-parse", "--abbrev-ref", "HEAD") == f"task/{task_id}"
+
+
+def test_eight_report_judges_at_once_apply_the_verdict_exactly_once(task: Any, ctx: Context) -> None:
+    task.to_judge_review()
+    task.judge_report("FAIL", [{"description": "no comma"}])
+    history_before = len(task.contract()["history"])
+    results = race(ctx.repo_root, ["report-judge"])
+    codes = sorted(code for _, code, _, _ in results)
+    assert codes.count(0) == 1, [(code, err) for _, code, _, err in results]
+    # The others either met the lock (75) or, arriving after the winner finished, a task no longer
+    # waiting for a verdict (3); none applied it again.
+    assert set(codes) <= {0, 3, 75}
+    contract = task.contract()
+    new_events = [h["event"] for h in contract["history"][history_before:]]
+    assert new_events == ["review_started", "judge_complete", "fail_agree"]
+    assert contract["attempt"] == 2
+    lines = [
+        line["event"]
+        for line in task.hand.transitions.read_text().splitlines()
+        for line in [json.loads(line)]
+    ]
+    assert lines[history_before:] == new_events
+
+
+@pytest.mark.parametrize("command", ["status", "log"])
+def test_read_only_commands_run_while_a_phase_holds_the_lock(
+    command: str, hub: Any, task: Any, ctx: Context
+) -> None:
+    task.new()
+    with phase_lock(ctx.handoff, "setup-task", ctx.clock()):
+        done = hub(command, "--json")
+    assert done.returncode == 0
+    json.loads(done.stdout)
