@@ -6,7 +6,8 @@ All paths talk to the same FakeOllama (a short scripted reply), so the differenc
 - direct: `OllamaProvider.generate` (httpx, streamed NDJSON), and a bare httpx POST with `stream: false`;
 - hub: `WorkerClient.generate` -> MCP stdio -> `hub worker serve` (`ollama_run`) -> OllamaProvider;
 - npm: `WorkerClient.generate` -> MCP stdio -> npm ollama-mcp 2.x (`ollama_chat`, non-streamed).
-Call figures are medians of `--calls` calls after a warm-up, with the server already up; spawn-to-ready
+Call figures are medians of `--calls` calls after a warm-up, with the servers already up, the paths taking
+turns call by call so that a busy machine weighs on all of them alike; spawn-to-ready
 is from spawning the server to the end of the initialize handshake, median of `--spawns` starts.
 """
 
@@ -41,14 +42,19 @@ NPM_SERVER = WorkerServer(
 )
 
 
-def samples_ms(fn: Callable[[], Any], calls: int, warmup: int = WARMUP) -> list[float]:
-    for _ in range(warmup):
-        fn()
-    out = []
+def interleaved_ms(
+    paths: dict[str, Callable[[], Any]], calls: int, warmup: int = WARMUP
+) -> dict[str, list[float]]:
+    """Time the paths in turn, one call each per round, so a busy machine weighs on all of them alike."""
+    for fn in paths.values():
+        for _ in range(warmup):
+            fn()
+    out: dict[str, list[float]] = {name: [] for name in paths}
     for _ in range(calls):
-        started = time.perf_counter()
-        fn()
-        out.append((time.perf_counter() - started) * 1000)
+        for name, fn in paths.items():
+            started = time.perf_counter()
+            fn()
+            out[name].append((time.perf_counter() - started) * 1000)
     return out
 
 
@@ -69,33 +75,31 @@ def bench_calls(fake: FakeOllama, calls: int, logs: Path) -> list[dict[str, Any]
     from hub.workers.ollama import OllamaProvider
 
     request = ChatRequest(model=MODEL, prompt="write add(a, b)", num_ctx=4096)
-    rows = []
-    with OllamaProvider(fake.url) as provider:
-        rows.append(
-            summary(
-                "direct OllamaProvider (httpx, streamed)",
-                samples_ms(lambda: provider.generate(request), calls),
-            )
-        )
     body = {"model": MODEL, "messages": [{"role": "user", "content": request.prompt}], "stream": False}
-    with httpx.Client(base_url=fake.url) as http:
 
-        def bare() -> None:
-            http.post("/api/chat", json=body).raise_for_status()
+    def checked(worker: WorkerClient) -> Callable[[], None]:
+        def call() -> None:
+            if worker.generate(request).text != REPLY.strip():
+                raise SystemExit(f"{worker.server.name}: wrong reply")
 
-        rows.append(summary("direct httpx POST (stream: false)", samples_ms(bare, calls)))
-    for label, server in (
-        ("hub worker serve (ollama_run)", HUB_SERVER),
-        ("npm ollama-mcp (ollama_chat)", NPM_SERVER),
+        return call
+
+    with (
+        OllamaProvider(fake.url) as provider,
+        httpx.Client(base_url=fake.url) as http,
+        WorkerClient(HUB_SERVER, fake.url, log_dir=logs) as hub_worker,
+        WorkerClient(NPM_SERVER, fake.url, log_dir=logs) as npm_worker,
     ):
-        with WorkerClient(server, fake.url, log_dir=logs) as worker:
-            worker.connect()
-
-            def through_bridge(w: WorkerClient = worker) -> None:
-                if w.generate(request).text != REPLY.strip():
-                    raise SystemExit(f"{w.server.name}: wrong reply")
-
-            rows.append(summary(f"bridge: {label}", samples_ms(through_bridge, calls)))
+        hub_worker.connect()
+        npm_worker.connect()
+        paths: dict[str, Callable[[], Any]] = {
+            "direct OllamaProvider (httpx, streamed)": lambda: provider.generate(request),
+            "direct httpx POST (stream: false)": lambda: http.post("/api/chat", json=body).raise_for_status(),
+            "bridge: hub worker serve (ollama_run)": checked(hub_worker),
+            "bridge: npm ollama-mcp (ollama_chat)": checked(npm_worker),
+        }
+        samples = interleaved_ms(paths, calls)
+    rows = [summary(name, values) for name, values in samples.items()]
     baseline = rows[0]["median_ms"]
     for row in rows:
         row["added_ms"] = round(row["median_ms"] - baseline, 3)
