@@ -15,6 +15,12 @@ Where a failure goes:
   rebuild it. A timeout uses exitCode -1 and `metadata.timed_out: true` as the original did, and keeps
   any partial output in `stdout`; everything else uses exitCode 1.
 - The call itself was wrong (bad arguments) or the server broke: an MCP tool error (`isError`).
+- `ollama_list_models` has no result shape to carry a failure: an unreachable Ollama is a tool error
+  naming it, as in the original.
+
+Unlike the original, `model` is required (this server does no routing by `task_type`; it only echoes
+`task_type` in the metadata), and `options.system` goes to Ollama as a system message, not glued onto
+the prompt.
 
 Nothing but protocol goes to stdout; logs go to stderr.
 """
