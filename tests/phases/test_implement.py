@@ -189,6 +189,11 @@ def test_acceptance_still_failing_after_the_reflections_is_a_tests_failed_stall(
     assert len(pipe.prompts()) == 3
     stall = pipe.contract()["handoff_data"]["stalls"][-1]
     assert "greet returned 'hi2 x'" in stall["detail"]
+    # Nothing the model wrote is thrown away: the failed attempt's work waits in a named stash.
+    task_id = pipe.contract()["task_id"]
+    assert f"hub:{task_id}:attempt-1:stalled" in git(pipe.repo, "stash", "list")
+    assert git(pipe.repo, "status", "--porcelain") == ""
+    assert pipe.read("src/app.py") == APP_PY
 
 
 def test_empty_output_is_strike_one_and_the_next_run_succeeds(pipe: Pipeline) -> None:
