@@ -323,3 +323,18 @@ def test_read_only_commands_run_while_a_phase_holds_the_lock(
         done = hub(command, "--json")
     assert done.returncode == 0
     json.loads(done.stdout)
+
+
+def test_setup_task_on_a_dirty_tree_exits_1_naming_the_files_and_creates_no_branch(
+    hub: Any, task: Any, git_repo: Path, run_git: Any
+) -> None:
+    task.new()
+    (git_repo / "src/app.py").write_text("edited by hand\n", encoding="utf-8")
+    (git_repo / "notes.txt").write_text("scratch\n", encoding="utf-8")
+    before = task.hand.contract.read_bytes()
+    done = hub("setup-task")
+    assert done.returncode == 1
+    assert "work tree has uncommitted changes: " in done.stderr
+    assert "src/app.py" in done.stderr and "notes.txt" in done.stderr
+    assert sorted(branches(run_git, git_repo)) == ["main"]
+    assert task.hand.contract.read_bytes() == before

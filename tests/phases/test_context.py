@@ -1,0 +1,122 @@
+"""What every phase shares (hub/phases/context.py): checkpoints scoped to the contract's allowed paths,
+the halt file and its resume command, costs, and the outcome document."""
+
+from __future__ import annotations
+
+import shlex
+from typing import Any
+
+import pytest
+
+from hub.breakers import Trip
+from hub.machine import RESUMABLE_STATES
+from hub.phases.context import Context, Outcome, resume_command, suggested_resume_state
+
+
+def test_a_checkpoint_commits_only_the_allowed_paths_with_the_transition_in_its_message(
+    task: Any, ctx: Context, run_git: Any
+) -> None:
+    task_id = task.new(target="src/app.py")
+    task.setup()
+    run = task.run()
+    run.record("lock_acquired")
+    task.write({"src/app.py": "def greet(name):\n    return 'hello, ' + name\n", "README.md": "stray edit\n"})
+    run.record("code_written")
+    sha = run.checkpoint("code_written")
+    repo = ctx.repo_root
+    assert sha == run_git(repo, "rev-parse", f"task/{task_id}")
+    assert run_git(repo, "log", "-1", "--format=%s") == (
+        f"[TASK: {task_id}] Transition: pending_local_review (Event: code_written)"
+    )
+    assert run_git(repo, "show", "--name-only", "--format=", "HEAD") == "src/app.py"
+    assert run_git(repo, "status", "--porcelain") == "M README.md"
+    assert run.checkpoint("code_written") is None  # nothing new inside the allowed paths
+
+
+def test_a_checkpoint_before_setup_does_nothing(task: Any, run_git: Any, ctx: Context) -> None:
+    task.new()
+    head = run_git(ctx.repo_root, "rev-parse", "HEAD")
+    assert task.run().checkpoint("code_written") is None
+    assert run_git(ctx.repo_root, "rev-parse", "HEAD") == head
+
+
+def test_a_halt_records_the_trip_and_writes_a_halt_file_with_a_runnable_resume_command(
+    task: Any, ctx: Context
+) -> None:
+    task.new()
+    task.setup()
+    run = task.run()
+    outcome = run.halt(Trip("too_many_files", "23 files changed; the limit is 20", {"changed_files": 23}))
+    assert (outcome.exit_code, outcome.to_state, outcome.data["trigger"]) == (
+        4,
+        "erik_consultation",
+        "too_many_files",
+    )
+    contract = task.contract()
+    assert contract["breaker"]["status"] == "tripped"
+    assert contract["handoff_data"]["halt"] == {
+        "trigger": "too_many_files",
+        "reason": "23 files changed; the limit is 20",
+        "from_state": "pending_implementer",
+    }
+    text = task.hand.halt_report.read_text(encoding="utf-8")
+    assert "- Reason: 23 files changed; the limit is 20" in text
+    assert "- changed_files: 23" in text
+    command = resume_command(ctx, "pending_implementer")
+    assert f"    {command}\n" in text
+    assert shlex.split(command)[:3] == ["cd", str(ctx.repo_root), "&&"]
+    assert shlex.split(command)[3:] == [
+        "hub",
+        "resume",
+        "--to",
+        "pending_implementer",
+        "--note",
+        "what you changed",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("before", "suggested"),
+    [
+        ("implementation_in_progress", "pending_implementer"),
+        ("timeout_implementer", "pending_implementer"),
+        ("judge_review_in_progress", "pending_judge_review"),
+        ("timeout_judge", "pending_judge_review"),
+        ("pending_rebuttal", "pending_judge_review"),
+        ("pending_local_review", "pending_local_review"),
+        ("review_complete", "review_complete"),
+        ("merged", "pending_implementer"),
+    ],
+)
+def test_the_suggested_resume_state_is_one_a_person_can_name(before: str, suggested: str) -> None:
+    assert suggested_resume_state(before) == suggested
+    assert suggested in RESUMABLE_STATES
+
+
+def test_costs_add_up_per_role(task: Any) -> None:
+    task.new()
+    run = task.run()
+    run.add_cost("judge", 100, 20, 1.5, 0.01)
+    run.add_cost("judge", 50, 10, 0.5, 0.02)
+    assert run.contract["cost"]["judge"] == {
+        "tokens_in": 150,
+        "tokens_out": 30,
+        "seconds": 2.0,
+        "usd": 0.03,
+        "calls": 2,
+    }
+    assert run.tokens == 180
+    run.save()
+    assert task.contract()["cost"]["judge"]["calls"] == 2
+
+
+def test_an_outcome_is_a_plain_document() -> None:
+    assert Outcome("next", message="nothing to do").as_dict() == {
+        "phase": "next",
+        "task_id": None,
+        "from": None,
+        "to": None,
+        "message": "nothing to do",
+        "exit_code": 0,
+    }
+    assert Outcome("x", data={"ran": "setup-task"}).as_dict()["data"] == {"ran": "setup-task"}
