@@ -199,8 +199,8 @@ judge:
             time.sleep(1.0)  # let the watcher settle into waiting
             for i in range(samples):
                 ctx = Context(load_config(repo, env={}))
-                due = time.perf_counter()
                 create(ctx, {"title": f"Greet {i}", "requirements": ["a comma"], "target_file": "src/app.py"})
+                due = time.perf_counter()  # the contract is on disk: due from here, as for `hub next` below
                 started = wait_until(lambda: hand.lock_owner.exists(), 60)
                 latencies.append(started - due)
                 # Let the task run to its merge so the next sample starts from an idle watcher.

@@ -352,6 +352,7 @@ class Watcher:
         import json
 
         started = time.monotonic()
+        log.debug("watch.spawn", command=command)
         with tempfile.TemporaryFile(mode="w+", encoding="utf-8") as out:
             proc = subprocess.Popen(
                 self._argv(command),
