@@ -213,11 +213,13 @@ def test_bad_input_exits_1_or_3_naming_file_and_field_and_changes_no_file_or_bra
 
 # --- eight phases at once ---------------------------------------------------------------------------------
 
-# Each child imports the CLI, says it is ready, and blocks on the release pipe; closing that pipe starts
-# all of them in the same instant. GitPython is not imported here: setup-task imports it while holding
-# the lock, which keeps the race window wide.
+# Each child imports what a phase needs, says it is ready, and blocks on the release pipe; closing that
+# pipe starts all of them in the same instant, a few milliseconds from the lock. GitPython is left out:
+# setup-task imports it while holding the lock, which keeps the race window wide.
 RACER = """
 import os, sys
+import filelock, structlog, yaml
+import hub.config, hub.phases.judge, hub.phases.setup
 from hub.cli import main
 os.write(int(sys.argv[1]), b"r")
 os.read(0, 1)

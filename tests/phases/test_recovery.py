@@ -123,7 +123,7 @@ def test_a_dead_judge_review_goes_back_to_pending_and_report_judge_then_applies_
 # --- SIGKILL at random moments -----------------------------------------------------------------------
 
 
-def hub_process(repo: Path, *args: str, env: Mapping[str, str] | None = None) -> subprocess.Popen[str]:
+def hub_process(repo: Path, *args: str, env: Mapping[str, str] | None = None) -> subprocess.Popen[bytes]:
     environment = {k: v for k, v in os.environ.items() if not k.startswith("HUB_")}
     environment.update({"HUB_LOG_FORMAT": "json", "HUB_LOG_LEVEL": "DEBUG", **(env or {})})
     return subprocess.Popen(
@@ -132,22 +132,26 @@ def hub_process(repo: Path, *args: str, env: Mapping[str, str] | None = None) ->
         env=environment,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
-        text=True,
+        bufsize=0,
         start_new_session=True,
     )
 
 
-def kill_when(proc: subprocess.Popen[str], marker: str | None, extra: float, deadline: float = 20.0) -> bool:
-    """SIGKILL `proc` `extra` seconds after it logs a line containing `marker` (None: after `extra`
-    from the start). Every wait is bounded. True if the kill landed before the process ended."""
+def kill_when(
+    proc: subprocess.Popen[bytes], marker: str | None, extra: float, deadline: float = 20.0
+) -> bool:
+    """SIGKILL `proc` `extra` seconds after its log shows `marker` (None: `extra` seconds after the
+    start). Every wait is bounded. True if the kill landed before the process ended."""
     assert proc.stderr is not None
-    if marker is not None:
-        ready, _, _ = select.select([proc.stderr], [], [], deadline)
-        while ready:
-            line = proc.stderr.readline()
-            if not line or marker in line:
-                break
-            ready, _, _ = select.select([proc.stderr], [], [], deadline)
+    fd = proc.stderr.fileno()
+    seen = b""
+    while marker is not None and marker.encode() not in seen:
+        ready, _, _ = select.select([fd], [], [], deadline)
+        assert ready, f"no '{marker}' in the log within {deadline} s"
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            break  # the process ended before logging it
+        seen += chunk
     try:
         proc.wait(timeout=extra)
         return False
