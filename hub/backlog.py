@@ -99,11 +99,14 @@ def _write(path: Path, doc: dict[str, Any]) -> None:
 
 @contextmanager
 def _editing(hand: Handoff, path: Path, key: str) -> Iterator[dict[str, Any]]:
-    """Read-modify-write under the backlog lock; the file is replaced only if the block finishes."""
+    """Read-modify-write under the backlog lock; the file is replaced only if the block finishes and
+    changed something (an idle `hub next` must not touch the file a watcher is watching)."""
     with _locked(hand):
         doc = _read(path, key)
+        before = json.dumps(doc, sort_keys=True)
         yield doc
-        _write(path, doc)
+        if json.dumps(doc, sort_keys=True) != before or not path.exists():
+            _write(path, doc)
 
 
 # --- keeping statuses true ------------------------------------------------------------------------------
