@@ -1,7 +1,7 @@
 """`hub watch`: run whatever phase is due whenever `_handoff/` changes, until SIGINT or SIGTERM.
 
-Each phase runs as a child process (`hub next`, or `hub report-judge` when a judge report is waiting),
-one at a time, rather than in this process:
+Each phase runs as a child process (`hub next`, which also applies a waiting judge report), one at a
+time, rather than in this process:
 
 - A phase is built as a short, restartable command; the watcher drives exactly the path cron drives.
 - The child's exit releases everything the phase held (the OS lock, worker server processes, sockets,
@@ -90,23 +90,19 @@ def fingerprint(handoff_dir: Path) -> str:
 def decide(ctx: Any) -> tuple[list[str] | None, str]:
     """The `hub` subcommand to run now (None: nothing is due) and why."""
     from hub.backlog import next_task
-    from hub.machine import ERIK_CONSULTATION, JUDGE_REVIEW_IN_PROGRESS, PENDING_JUDGE_REVIEW
+    from hub.machine import ERIK_CONSULTATION
     from hub.phases.setup import active_contract
-    from hub.phases.status import due
+    from hub.phases.status import due, judge_configured, report_waiting
 
     hand: Handoff = ctx.handoff
     contract = active_contract(ctx)
     if contract is not None and contract["status"] == ERIK_CONSULTATION:
         return None, f"task {contract['task_id']} is halted: read {hand.halt_report}, then `hub resume`"
-    judge = ctx.config.judge
-    phase, why = due(contract, ctx.clock(), bool(judge.command or judge.backend))
+    phase, why = due(contract, ctx.clock(), judge_configured(ctx), report_waiting(ctx))
     if phase == "promote-backlog":
         ready = next_task(ctx)
         if ready["task"] is None:
             return None, f"no active task; backlog: {ready['why']}"
-    waiting = contract is not None and contract["status"] in (PENDING_JUDGE_REVIEW, JUDGE_REVIEW_IN_PROGRESS)
-    if phase is None and waiting and (hand.judge_report_json.exists() or hand.judge_report_md.exists()):
-        return ["report-judge"], "a judge report is waiting"
     if phase is None:
         return None, why
     return ["next"], f"{phase}: {why}"

@@ -230,7 +230,7 @@ def test_decide_runs_what_hub_next_would_and_applies_a_waiting_judge_report(ctx:
     task.to_judge_review()
     assert decide(ctx)[0] is None  # no judge configured: waiting for one
     task.judge_report("PASS")
-    assert decide(ctx) == (["report-judge"], "a judge report is waiting")
+    assert decide(ctx) == (["next"], "report-judge: a judge report is waiting")
 
     task.ctx.handoff.judge_report_json.unlink()
     task.run().halt(Trip("test", "a person must look"))

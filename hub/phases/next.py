@@ -9,7 +9,7 @@ from hub.errors import TaskHalted
 from hub.machine import ERIK_CONSULTATION
 from hub.phases.context import Context, Outcome
 from hub.phases.setup import active_contract
-from hub.phases.status import due
+from hub.phases.status import due, judge_configured, report_waiting
 
 # phase name -> "module:function"; imported only when the phase runs.
 PHASES: dict[str, str] = {
@@ -33,8 +33,7 @@ def run_next(ctx: Context) -> Outcome:
     contract = active_contract(ctx)
     if contract is not None and contract["status"] == ERIK_CONSULTATION:
         raise TaskHalted(f"task {contract['task_id']} is halted; read {ctx.handoff.halt_report}")
-    judge_configured = bool(ctx.config.judge.command or ctx.config.judge.backend)
-    phase, why = due(contract, ctx.clock(), judge_configured)
+    phase, why = due(contract, ctx.clock(), judge_configured(ctx), report_waiting(ctx))
     if phase is None:
         return Outcome("next", contract["task_id"] if contract else None, message=f"nothing to do: {why}")
     outcome = phase_function(phase)(ctx)

@@ -27,8 +27,12 @@ from hub.machine import (
 from hub.phases.context import Context
 
 
-def due(contract: Contract | None, now: datetime, judge_configured: bool) -> tuple[str | None, str]:
-    """The phase `hub next` runs for this contract, and why (None: nothing is due). Pure."""
+def due(
+    contract: Contract | None, now: datetime, judge_configured: bool, report_waiting: bool = False
+) -> tuple[str | None, str]:
+    """The phase `hub next` runs for this contract, and why (None: nothing is due). Pure.
+
+    `report_waiting`: a JUDGE_REPORT.json/.md lies in the handoff folder."""
     if contract is None:
         return "promote-backlog", "no active task: promote the next ready backlog proposal"
     status = contract["status"]
@@ -41,6 +45,8 @@ def due(contract: Contract | None, now: datetime, judge_configured: bool) -> tup
     if status in (PENDING_JUDGE_REVIEW, JUDGE_REVIEW_IN_PROGRESS):
         from hub.phases.judge import review_deadline
 
+        if report_waiting:
+            return "report-judge", "a judge report is waiting"
         deadline = review_deadline(contract)
         if deadline and now > parse_iso(deadline):
             return "timeout-judge", f"the review passed its deadline {deadline}"
@@ -66,13 +72,21 @@ def due(contract: Contract | None, now: datetime, judge_configured: bool) -> tup
     return None, f"nothing runs from {status}"
 
 
+def judge_configured(ctx: Context) -> bool:
+    return bool(ctx.config.judge.command or ctx.config.judge.backend)
+
+
+def report_waiting(ctx: Context) -> bool:
+    return ctx.handoff.judge_report_json.exists() or ctx.handoff.judge_report_md.exists()
+
+
 def status(ctx: Context) -> dict[str, Any]:
     """Everything `hub status` shows, as one JSON-able document."""
     hand = ctx.handoff
     if not hand.contract.exists():
         return {"active": False, "handoff": str(hand.dir), "next": due(None, ctx.clock(), False)[1]}
     contract = contract_mod.load(hand.contract)
-    phase, why = due(contract, ctx.clock(), bool(ctx.config.judge.command or ctx.config.judge.backend))
+    phase, why = due(contract, ctx.clock(), judge_configured(ctx), report_waiting(ctx))
     owner = handoff.lock_owner(hand)
     return {
         "active": True,
