@@ -158,11 +158,8 @@ def _owner_text(handoff: Handoff) -> str:
     deadline = time.monotonic() + OWNER_WAIT_SECONDS
     while True:
         owner = lock_owner(handoff)
-        try:
-            if owner is not None and _alive(owner):
-                return f"{owner.get('phase', 'a phase')}, pid {owner['pid']}, since {owner['since']}"
-        except (KeyError, TypeError, ValueError):
-            pass
+        if owner is not None and "pid" in owner and "since" in owner:
+            return f"{owner.get('phase', 'a phase')}, pid {owner['pid']}, since {owner['since']}"
         if time.monotonic() >= deadline:
             return "pid unknown"
         time.sleep(0.005)
@@ -181,12 +178,19 @@ def _alive(owner: dict[str, Any]) -> bool:
 
 
 def lock_owner(handoff: Handoff) -> dict[str, Any] | None:
-    """Who holds the OS lock right now, as its owner file says (None if free or unknown)."""
+    """Who holds the OS lock right now, as its owner file says (None if free or unknown).
+
+    A phase killed with SIGKILL leaves its owner file behind; an owner whose process is gone (on
+    this host) is not shown as running.
+    """
     try:
         owner = json.loads(handoff.lock_owner.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    return owner if isinstance(owner, dict) else None
+    try:
+        return owner if isinstance(owner, dict) and _alive(owner) else None
+    except (KeyError, TypeError, ValueError):
+        return None
 
 
 # --- transitions ---------------------------------------------------------------------------------------

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import socket
+import subprocess
+import sys
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -107,3 +111,12 @@ def test_the_log_lists_every_transition_in_order(task: Any, ctx: Context) -> Non
     assert [e["event"] for e in entries] == [h["event"] for h in contract["history"]]
     assert all(e["kind"] == "transition" and e["task_id"] == contract["task_id"] for e in entries)
     assert [e["event"] for e in log_entries(ctx, "another-task")] == []
+
+
+def test_status_does_not_show_a_killed_phase_as_running(task: Any, ctx: Context) -> None:
+    task.new()
+    with subprocess.Popen([sys.executable, "-c", "pass"]) as gone:
+        gone.wait(timeout=30)
+    owner = {"pid": gone.pid, "host": socket.gethostname(), "phase": "setup-task", "since": iso(NOW)}
+    ctx.handoff.lock_owner.write_text(json.dumps(owner), encoding="utf-8")
+    assert status(ctx)["running"] is None
