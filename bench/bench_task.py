@@ -1,13 +1,14 @@
 """The hub's own overhead for one whole task, phase by phase, with model replies that cost nothing.
 
-    .venv/bin/python bench/bench_task.py [--runs N] [--backend mcp|ollama|both] [--no-breakdown] [--json]
+    .venv/bin/python bench/bench_task.py [--runs N] [--backend mcp|mcp-http|ollama|all] [--no-breakdown] [--json]
 
 Each run is a fresh git repository and a task taken through every phase with the real CLI, one
 subprocess per command as a person (or cron) runs them: new, setup-task, run-implementer,
 run-local-review, report-judge (a PASS written by hand), finalize-task. FakeOllama answers at once, so
 what is measured is the hub: interpreter start-up, imports, the worker server, git, the rules gate,
-the files. Backend `mcp` (the default) spawns `hub worker serve` in each model phase; `ollama` talks to
-the HTTP API directly, for comparison. Medians over the runs.
+the files. Backend `mcp` (the default) spawns `hub worker serve` over stdio in each model phase;
+`mcp-http` reaches one long-lived `hub worker serve --transport http` started before the runs (the
+option for a machine that runs many tasks); `ollama` talks to the HTTP API directly. Medians over the runs.
 
 Then where the time goes (unless --no-breakdown):
 - start-up: `python -c pass`, `python -m hub --help`, and the imports of each model phase's process
@@ -27,6 +28,7 @@ import json
 import os
 import pstats
 import shutil
+import socket
 import statistics
 import subprocess
 import sys
@@ -35,6 +37,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -55,11 +58,17 @@ PASS_REVIEW = '{"passed": true, "critical": false, "issues": []}'
 HUB_YAML = """\
 project: bench
 roles:
-  implementer: {{model: {impl}, backend: {backend}}}
-  local_reviewer: {{model: {rev}, backend: {backend}}}
+  implementer: {{model: {impl}, backend: {backend}, worker: {worker}}}
+  local_reviewer: {{model: {rev}, backend: {backend}, worker: {worker}}}
 models:
   {impl}: {{num_ctx: 8192}}
 """
+HTTP_WORKER_YAML = """\
+workers:
+  - {{name: hub-http, transport: http, url: "{url}"}}
+"""
+BACKENDS = ("mcp", "mcp-http", "ollama")
+HTTP_READY_SECONDS = 30.0
 # Variables from the caller's shell that would change what is measured.
 SCRUBBED = ("OLLAMA_HOST", "GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE")
 
@@ -71,7 +80,7 @@ def git(repo: Path, *args: str) -> None:
     subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True)
 
 
-def make_repo(folder: Path, backend: str) -> Path:
+def make_repo(folder: Path, backend: str, http_url: str = "") -> Path:
     repo = folder / "repo"
     (repo / "src").mkdir(parents=True)
     git(repo, "init", "-q", "-b", "main")
@@ -80,7 +89,11 @@ def make_repo(folder: Path, backend: str) -> Path:
     git(repo, "config", "commit.gpgsign", "false")
     (repo / "src" / "app.py").write_text(APP_PY, encoding="utf-8")
     (repo / "README.md").write_text("# bench\n", encoding="utf-8")
-    (repo / "hub.yaml").write_text(HUB_YAML.format(impl=IMPL, rev=REV, backend=backend), encoding="utf-8")
+    worker = "hub-http" if backend == "mcp-http" else "hub"
+    text = HUB_YAML.format(impl=IMPL, rev=REV, backend=backend.split("-")[0], worker=worker)
+    if backend == "mcp-http":
+        text += HTTP_WORKER_YAML.format(url=http_url)
+    (repo / "hub.yaml").write_text(text, encoding="utf-8")
     (repo / ".git" / "info" / "exclude").write_text("/_handoff/\n", encoding="utf-8")
     git(repo, "add", "-A")
     git(repo, "commit", "-q", "-m", "initial")
@@ -111,14 +124,14 @@ def hub(repo: Path, env: dict[str, str], *args: str, python_flags: tuple[str, ..
 
 
 def one_task(
-    fake: FakeOllama, backend: str, importtime_for: tuple[str, ...] = ()
+    fake: FakeOllama, backend: str, importtime_for: tuple[str, ...] = (), http_url: str = ""
 ) -> tuple[dict[str, float], dict[str, str]]:
     """Seconds of each phase of one task; with `importtime_for`, those phases' -X importtime output too."""
     env = hub_env(fake)
     seconds: dict[str, float] = {}
     importtime: dict[str, str] = {}
     with tempfile.TemporaryDirectory(prefix="hub-bench-task-") as tmp:
-        repo = make_repo(Path(tmp), backend)
+        repo = make_repo(Path(tmp), backend, http_url)
         for phase in PHASES:
             args: tuple[str, ...] = (phase,)
             if phase == "new":
@@ -146,12 +159,12 @@ def one_task(
     return seconds, importtime
 
 
-def bench_backend(fake: FakeOllama, backend: str, runs: int) -> dict[str, Any]:
-    one_task(fake, backend)  # warm: the OS file cache, .pyc files
+def bench_backend(fake: FakeOllama, backend: str, runs: int, http_url: str = "") -> dict[str, Any]:
+    one_task(fake, backend, http_url=http_url)  # warm: the OS file cache, .pyc files
     samples: dict[str, list[float]] = defaultdict(list)
     totals = []
     for _ in range(runs):
-        seconds, _ = one_task(fake, backend)
+        seconds, _ = one_task(fake, backend, http_url=http_url)
         for phase, value in seconds.items():
             samples[phase].append(value)
         totals.append(sum(seconds.values()))
@@ -163,6 +176,35 @@ def bench_backend(fake: FakeOllama, backend: str, runs: int) -> dict[str, Any]:
         "total_min": min(totals),
         "total_max": max(totals),
     }
+
+
+@contextmanager
+def http_worker(fake: FakeOllama) -> Iterator[str]:
+    """A `hub worker serve --transport http` for the whole benchmark; yields its /mcp URL."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {**os.environ, "OLLAMA_HOST": fake.url, "HUB_LOG_LEVEL": "WARNING"}
+    command = [sys.executable, "-m", "hub", "worker", "serve", "--transport", "http", "--port", str(port)]
+    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + HTTP_READY_SECONDS
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                if process.poll() is not None or time.monotonic() > deadline:
+                    raise SystemExit("the HTTP worker server did not start") from None
+                time.sleep(0.05)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
 
 
 # --- where the time goes ----------------------------------------------------------------------------------
@@ -220,26 +262,27 @@ def import_groups(importtime: str, top: int = 10) -> dict[str, float]:
 
 
 def worker_server(fake: FakeOllama, repeat: int) -> dict[str, float]:
+    """What one model phase pays for the worker server: start, one health check, one call, stop."""
     from hub.config import WorkerServer
     from hub.workers.base import ChatRequest
     from hub.workers.bridge import WorkerClient
 
     server = WorkerServer(name="hub", command=(sys.executable, "-m", "hub", "worker", "serve"))
     request = ChatRequest(model=IMPL, prompt="write the file")
-
-    def spawn() -> None:
-        with WorkerClient(server, fake.url) as client:
-            client.connect()
-
-    with WorkerClient(server, fake.url) as client:
-        client.connect()
-        health = median_seconds(lambda: client.check_health([IMPL]), repeat)
-        generate = median_seconds(lambda: client.generate(request), repeat)
-    return {
-        "spawn + initialize + tools/list": median_seconds(spawn, repeat),
-        "check_health (ollama_list_models)": health,
-        "generate (ollama_run, instant reply)": generate,
-    }
+    samples: dict[str, list[float]] = defaultdict(list)
+    for _ in range(repeat):
+        client = WorkerClient(server, fake.url)
+        steps: tuple[tuple[str, Callable[[], object]], ...] = (
+            ("spawn + initialize + tools/list", client.connect),
+            ("check_health (ollama_list_models)", partial(client.check_health, [IMPL])),
+            ("generate (ollama_run, instant reply)", partial(client.generate, request)),
+            ("close (stdin closed, wait for the exit)", client.close),
+        )
+        for label, step in steps:
+            started = time.perf_counter()
+            step()
+            samples[label].append(time.perf_counter() - started)
+    return {label: statistics.median(values) for label, values in samples.items()}
 
 
 # Functions whose cumulative time is attributed, in the order shown; (label, file suffix, function name).
@@ -249,6 +292,7 @@ PROFILE_BUCKETS = (
     ("syntax check + outline (tree-sitter)", "hub/code.py", None),
     ("model calls (generate)", "hub/workers/ollama.py", "generate"),
     ("health check (/api/tags)", "hub/workers/ollama.py", "check_health"),
+    ("OllamaProvider() (an httpx.Client: its SSL context)", "hub/workers/ollama.py", "__init__"),
     ("edits parse + apply", "hub/edits.py", None),
     ("edits parse + apply", "hub/edit_parse.py", None),
     ("provenance records", "hub/provenance.py", "write_record"),
@@ -363,13 +407,13 @@ def quiet_logs() -> Iterator[None]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=5, help="tasks per backend (median); default 5")
-    parser.add_argument("--backend", choices=("mcp", "ollama", "both"), default="both")
+    parser.add_argument("--backend", choices=(*BACKENDS, "all"), default="all")
     parser.add_argument("--no-breakdown", action="store_true", help="only the per-phase table")
     parser.add_argument("--json", action="store_true", help="print one JSON document instead of tables")
     args = parser.parse_args(argv)
     if shutil.which("git") is None:
         raise SystemExit("git is not on PATH")
-    backends = ("mcp", "ollama") if args.backend == "both" else (args.backend,)
+    backends = BACKENDS if args.backend == "all" else (args.backend,)
     report: dict[str, Any] = {
         "python": sys.version.split()[0],
         "cpus": os.cpu_count(),
@@ -379,12 +423,18 @@ def main(argv: list[str] | None = None) -> int:
     with quiet_logs(), FakeOllama() as fake:
         fake.respond_with(IMPL, lambda body: ANSWER)
         fake.respond_with(REV, lambda body: PASS_REVIEW)
-        report["backends"] = [bench_backend(fake, backend, args.runs) for backend in backends]
+        report["backends"] = []
+        for backend in backends:
+            if backend == "mcp-http":
+                with http_worker(fake) as url:
+                    report["backends"].append(bench_backend(fake, backend, args.runs, url))
+            else:
+                report["backends"].append(bench_backend(fake, backend, args.runs))
         if not args.no_breakdown:
             repeat = max(3, args.runs)
             report["startup"] = startup(repeat)
             report["imports"] = {}
-            for backend in backends:
+            for backend in (b for b in backends if b != "mcp-http"):
                 _, importtime = one_task(fake, backend, ("run-implementer", "run-local-review"))
                 for phase, text in importtime.items():
                     report["imports"][f"{phase}, backend {backend}"] = import_groups(text)
