@@ -200,7 +200,12 @@ def test_an_empty_answer_is_strike_one_and_the_next_run_succeeds(cli: Hub, fake:
 def test_two_stalls_halt_with_exit_4_and_the_printed_resume_command_works(
     git_repo: Path, cli: Hub, fake: FakeOllama, hub: Hub
 ) -> None:
-    stalled = Reply(text="src/app.py\n```python\nHALF-WRITTEN-LINE\n", stall_after_chars=35, stall_seconds=30)
+    stalled = Reply(
+        text="src/app.py\n```python\nHALF-WRITTEN-LINE\n",
+        stall_after_chars=35,
+        stall_seconds=30,
+        chunk_chars=100,
+    )
     fake.script(IMPL, stalled, "I will think about it.", whole_file("src/app.py", GREET_FIXED))
     new_task(cli)
 

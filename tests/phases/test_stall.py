@@ -68,7 +68,10 @@ def test_a_halted_task_resumes_to_the_implementer_and_succeeds(pipe: Pipeline) -
 def test_a_stall_timeout_twice_halts_naming_the_clock_and_keeping_the_partial_output(pipe: Pipeline) -> None:
     pipe.configure(stall=0.3)
     slow = Reply(
-        text="src/app.py\n```python\nPARTIAL-BEFORE-THE-STALL\n", stall_after_chars=40, stall_seconds=10
+        text="src/app.py\n```python\nPARTIAL-BEFORE-THE-STALL\n",
+        stall_after_chars=40,
+        stall_seconds=10,
+        chunk_chars=100,  # all of it in one chunk: a slow machine cannot stall between chunks
     )
     pipe.fake.script(IMPL, slow, slow)
     pipe.start()
