@@ -302,7 +302,22 @@ def save(path: Path, contract: Contract, now: datetime) -> Contract:
     contract["timestamps"]["updated_at"] = iso(now)
     validate(contract, str(path))
     write_atomic(path, json.dumps(contract, indent=2, ensure_ascii=False) + "\n")
+    _remove_stale_temps(path, now)
     return contract
+
+
+STALE_TEMP_SECONDS = 60
+
+
+def _remove_stale_temps(path: Path, now: datetime) -> None:
+    # A save killed between mkstemp and os.replace leaves its temp file behind. Old ones only:
+    # a younger one may belong to a writer that is still running.
+    for temp in path.parent.glob(f".{path.name}.*.tmp"):
+        try:
+            if now.timestamp() - temp.stat().st_mtime > STALE_TEMP_SECONDS:
+                temp.unlink()
+        except OSError:
+            continue
 
 
 def write_atomic(path: Path, text: str) -> None:

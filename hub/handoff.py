@@ -244,12 +244,66 @@ def record(
     """Apply an event, save the contract atomically, then append the line to transition.ndjson."""
     line = advance(contract, event, now, reason, resume_to)
     contract_mod.save(handoff.contract, contract, now)
+    for missing in unlogged(handoff, contract):
+        append_transition(handoff, missing)
     append_transition(handoff, line)
     # Not `event=`: structlog takes the message as its `event` argument.
     log.debug(
         "transition", task=contract["task_id"], on=event, old=line["old_status"], new=line["new_status"]
     )
     return contract
+
+
+TAIL_BYTES = 64 * 1024
+
+
+def unlogged(handoff: Handoff, contract: Contract) -> list[dict[str, Any]]:
+    """History entries (before the newest) that transition.ndjson lacks.
+
+    The contract is saved before its line is appended, so a phase killed between the two leaves the
+    history one entry ahead of the log; the next transition writes the missing lines first.
+    """
+    history = contract["history"][:-1]
+    if not history:
+        return []
+    try:
+        with handoff.transitions.open("rb") as handle:
+            size = handle.seek(0, os.SEEK_END)
+            handle.seek(max(0, size - TAIL_BYTES))
+            tail = handle.read().decode("utf-8", errors="replace").splitlines()
+    except FileNotFoundError:
+        size, tail = 0, []
+    keys = [(h["timestamp"], h["event"], h["from"], h["to"]) for h in history]
+    for raw in reversed(tail):
+        try:
+            item = json.loads(raw)
+        except ValueError:
+            continue
+        if not isinstance(item, dict) or item.get("task_id") != contract["task_id"]:
+            continue
+        key = (item.get("timestamp"), item.get("event"), item.get("old_status"), item.get("new_status"))
+        if key not in keys:
+            return []  # the log knows something the history does not: do not guess
+        start = len(keys) - keys[::-1].index(key)
+        return [_line_from_history(contract, h) for h in history[start:]]
+    # Nothing of this task in what was read: repair only if that was the whole file.
+    if size > TAIL_BYTES:
+        return []
+    return [_line_from_history(contract, h) for h in history]
+
+
+def _line_from_history(contract: Contract, entry: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "timestamp": entry["timestamp"],
+        "task_id": contract["task_id"],
+        "event": entry["event"],
+        "old_status": entry["from"],
+        "new_status": entry["to"],
+        "status_reason": entry.get("reason"),
+        "attempt": entry.get("attempt"),
+        "cumulative_cost_usd": cumulative_cost(contract),
+        "repaired": True,
+    }
 
 
 def append_transition(handoff: Handoff, line: dict[str, Any]) -> None:

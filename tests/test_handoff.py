@@ -278,3 +278,71 @@ def test_reports_set_aside_are_numbered_and_never_overwritten(tmp_path: Path) ->
 
 def test_the_halt_file_name_is_configurable(tmp_path: Path) -> None:
     assert Handoff(tmp_path, halt_name="HALT.md").halt_report == tmp_path / "HALT.md"
+
+
+def test_a_line_lost_to_a_kill_between_save_and_append_is_written_by_the_next_transition(
+    tmp_path: Path,
+) -> None:
+    hand, contract = make_task(tmp_path)
+    record(hand, contract, "lock_acquired", NOW + timedelta(seconds=1))
+    # What a phase killed after contract.save and before append_transition leaves behind:
+    handoff.advance(contract, "code_written", NOW + timedelta(seconds=2))
+    save(hand.contract, contract, NOW + timedelta(seconds=2))
+    assert len(read_transitions(hand)) == 1
+
+    record(hand, contract, "local_pass", NOW + timedelta(seconds=3))
+
+    lines = read_transitions(hand)
+    assert without_cost(
+        [{k: v for k, v in line.items() if k != "repaired"} for line in lines]
+    ) == history_as_lines(contract)
+    assert [line.get("repaired", False) for line in lines] == [False, True, False]
+
+
+def test_the_first_transitions_lost_to_a_kill_are_repaired_even_with_other_tasks_in_the_log(
+    tmp_path: Path,
+) -> None:
+    hand, contract = make_task(tmp_path)
+    earlier = handoff.advance(
+        make_task(tmp_path / "other", title="Earlier task")[1], "lock_acquired", NOW - timedelta(hours=1)
+    )
+    handoff.append_transition(hand, earlier)  # an earlier task's line in the same log
+    handoff.advance(contract, "lock_acquired", NOW + timedelta(seconds=1))
+    save(hand.contract, contract, NOW + timedelta(seconds=1))
+
+    record(hand, contract, "code_written", NOW + timedelta(seconds=2))
+
+    mine = read_transitions(hand, contract["task_id"])
+    assert [line["event"] for line in mine] == ["lock_acquired", "code_written"]
+    assert len(read_transitions(hand)) == 3
+
+
+def test_a_log_line_the_history_lacks_is_not_second_guessed(tmp_path: Path) -> None:
+    hand, contract = make_task(tmp_path)
+    record(hand, contract, "lock_acquired", NOW + timedelta(seconds=1))
+    stranger = {**read_transitions(hand)[0], "timestamp": "2026-05-01T12:00:09Z", "event": "hand_written"}
+    handoff.append_transition(hand, stranger)
+
+    record(hand, contract, "code_written", NOW + timedelta(seconds=2))
+
+    assert [line["event"] for line in read_transitions(hand)] == [
+        "lock_acquired",
+        "hand_written",
+        "code_written",
+    ]
+
+
+def test_a_save_removes_temp_files_that_killed_saves_left_a_while_ago(tmp_path: Path) -> None:
+    hand, contract = make_task(tmp_path)
+    old = hand.dir / ".TASK_CONTRACT.json.killed.tmp"
+    young = hand.dir / ".TASK_CONTRACT.json.running.tmp"
+    old.write_text("{half", encoding="utf-8")
+    young.write_text("{half", encoding="utf-8")
+    later = NOW + timedelta(minutes=5)
+    os.utime(old, (NOW.timestamp(), NOW.timestamp()))
+    os.utime(young, (later.timestamp(), later.timestamp()))
+
+    save(hand.contract, contract, later)
+
+    assert not old.exists()
+    assert young.exists()
