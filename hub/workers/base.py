@@ -23,6 +23,18 @@ class ChatRequest:
     stall_timeout: float = 60.0
     total_timeout: float = 900.0
 
+    def messages(self) -> list[dict[str, str]]:
+        """The chat messages: the system prompt (if any), then the prompt as the user's turn."""
+        system = [{"role": "system", "content": self.system}] if self.system else []
+        return [*system, {"role": "user", "content": self.prompt}]
+
+    def ollama_options(self) -> dict[str, object]:
+        """Ollama's `options`: num_ctx on every call (a changing one makes Ollama reload the model)."""
+        options: dict[str, object] = {"num_ctx": self.num_ctx, "temperature": self.temperature}
+        if self.num_predict is not None:
+            options["num_predict"] = self.num_predict
+        return options
+
 
 @dataclass(frozen=True)
 class Generation:

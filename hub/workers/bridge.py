@@ -219,17 +219,10 @@ class WorkerClient:
         return unwrap_run_result(result.text, self.server.name, request)
 
     def _chat(self, client: MCPClient, request: ChatRequest) -> _Reply:
-        messages = []
-        if request.system:
-            messages.append({"role": "system", "content": request.system})
-        messages.append({"role": "user", "content": request.prompt})
-        options: dict[str, Any] = {"temperature": request.temperature, "num_ctx": request.num_ctx}
-        if request.num_predict is not None:
-            options["num_predict"] = request.num_predict
         args = {
             "model": request.model,
-            "messages": messages,
-            "options": json.dumps(options),
+            "messages": request.messages(),
+            "options": json.dumps(request.ollama_options()),
             "format": "markdown",
         }
         started = time.perf_counter()

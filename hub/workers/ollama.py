@@ -43,18 +43,11 @@ class OllamaProvider:
 
     def generate(self, request: ChatRequest) -> Generation:
         """Stream one chat completion; raises the WorkerError leaves (see hub/errors.py)."""
-        messages = []
-        if request.system:
-            messages.append({"role": "system", "content": request.system})
-        messages.append({"role": "user", "content": request.prompt})
-        options: dict[str, Any] = {"num_ctx": request.num_ctx, "temperature": request.temperature}
-        if request.num_predict is not None:
-            options["num_predict"] = request.num_predict
         payload = {
             "model": request.model,
-            "messages": messages,
+            "messages": request.messages(),
             "stream": True,
-            "options": options,
+            "options": request.ollama_options(),
             "keep_alive": self.keep_alive,
         }
         return stream_generation(

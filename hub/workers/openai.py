@@ -46,13 +46,9 @@ class OpenAIProvider:
 
     def generate(self, request: ChatRequest) -> Generation:
         """Stream one chat completion; raises the WorkerError leaves (see hub/errors.py)."""
-        messages = []
-        if request.system:
-            messages.append({"role": "system", "content": request.system})
-        messages.append({"role": "user", "content": request.prompt})
         payload: dict[str, Any] = {
             "model": request.model,
-            "messages": messages,
+            "messages": request.messages(),
             "stream": True,
             "stream_options": {"include_usage": True},
             "temperature": request.temperature,
