@@ -233,7 +233,9 @@ def test_an_unreachable_reviewer_halts_with_ollama_unavailable(pipe: Pipeline) -
 
 def test_a_diff_too_big_for_the_reviewers_context_is_cut_to_fit_not_a_stall(pipe: Pipeline) -> None:
     # ~9,000 tokens of diff against the reviewer's num_ctx of 8192.
-    big = GREET_FIXED + "".join(f"CONSTANT_NUMBER_{n:05d} = {n}  # a generated table entry\n" for n in range(700))
+    big = GREET_FIXED + "".join(
+        f"CONSTANT_NUMBER_{n:05d} = {n}  # a generated table entry\n" for n in range(700)
+    )
     implemented(pipe, big)
     pipe.fake.script(REV, PASS_REVIEW)
 
