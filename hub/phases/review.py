@@ -322,9 +322,10 @@ class Review:
                 ),
                 event="critical_flaw",
             )
-        passed = review["passed"] and not any(i["severity"] in ("critical", "major") for i in issues)
+        # Any finding, minor ones too, marks the review as not passed: the judge must look at it.
+        passed = review["passed"] and not issues
         self._record_issues(issues, passed=passed)
-        event = "local_pass" if passed and not issues else "local_warn"
+        event = "local_pass" if passed else "local_warn"
         enter_judge_review(self.run, event, f"local review: {len(issues)} issues, passed={passed}")
         return Outcome(
             "run-local-review",

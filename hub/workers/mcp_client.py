@@ -337,17 +337,14 @@ class MCPClient:
         )
 
     async def _run(self, ready: concurrent.futures.Future[None]) -> None:
-        import anyio
-        from mcp import ClientSession
-
-        assert self._closing is not None
         try:
-            async with self._transport() as (read, write), ClientSession(read, write) as session:
-                with anyio.fail_after(self.startup_timeout):
-                    await session.initialize()
-                self._session = session
-                ready.set_result(None)
-                await self._closing.wait()
+            async with self._transport() as (read, write):
+                # Imported once the stdio server is spawned: both processes spend most of their
+                # start-up importing mcp, and on two cores they can do it at the same time.
+                from mcp import ClientSession
+
+                async with ClientSession(read, write) as session:
+                    await self._hold(session, ready)
         except BaseException as exc:
             if not ready.done():
                 ready.set_exception(exc)
@@ -355,6 +352,17 @@ class MCPClient:
                 log.debug("mcp.transport_closed", server=self.name, error=repr(exc))
             if isinstance(exc, asyncio.CancelledError | KeyboardInterrupt | SystemExit):
                 raise
+
+    async def _hold(self, session: ClientSession, ready: concurrent.futures.Future[None]) -> None:
+        """Initialize, say so, and keep the session open until stop()."""
+        import anyio
+
+        assert self._closing is not None
+        with anyio.fail_after(self.startup_timeout):
+            await session.initialize()
+        self._session = session
+        ready.set_result(None)
+        await self._closing.wait()
 
     @contextlib.asynccontextmanager
     async def _transport(self) -> AsyncIterator[tuple[Any, Any]]:
@@ -381,8 +389,6 @@ class MCPClient:
     @contextlib.asynccontextmanager
     async def _stdio(self) -> AsyncIterator[tuple[Any, Any]]:
         import anyio
-        import mcp_types
-        from mcp.shared.message import SessionMessage
 
         env = {k: os.environ[k] for k in INHERITED_ENV if k in os.environ} | self.env
         self.stderr_log.parent.mkdir(parents=True, exist_ok=True)
@@ -394,6 +400,9 @@ class MCPClient:
             )
         self._process = process
         log.debug("mcp.spawned", server=self.name, pid=process.pid, command=list(self.command))
+        import mcp_types  # after the spawn: see _run
+        from mcp.shared.message import SessionMessage
+
         read_in, read_out = anyio.create_memory_object_stream[SessionMessage | Exception](0)
         write_in, write_out = anyio.create_memory_object_stream[SessionMessage](0)
         assert process.stdout is not None and process.stdin is not None

@@ -105,6 +105,7 @@ def test_minor_issues_go_to_the_judge_recorded_in_the_review_request(pipe: Pipel
     assert outcome.to_state == "pending_judge_review"
     data = pipe.contract()["handoff_data"]
     assert [i["description"] for i in data["local_review_issues"]] == ["prefer an f-string"]
+    assert data["local_review_passed"] is False
     assert pipe.contract()["history"][-1]["event"] == "local_warn"
     request = pipe.ctx.handoff.review_request.read_text(encoding="utf-8")
     assert "[minor] src/app.py:2: prefer an f-string" in request
