@@ -5,14 +5,14 @@ Precedence: explicit arguments (CLI flags) > environment (`OLLAMA_HOST`, `HUB_*`
 
 from __future__ import annotations
 
+import json
 import os
 import sys
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-import yaml
 
 from hub.errors import ConfigError
 
@@ -181,16 +181,44 @@ def load_config(
     """Read `<repo_root>/hub.yaml` (optional) and the environment into a Config."""
     env = os.environ if env is None else env
     path = repo_root / CONFIG_FILE
-    raw: dict[str, Any] = {}
-    if path.exists():
-        try:
-            loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"{path}: not valid YAML: {exc}") from None
-        if loaded is not None and not isinstance(loaded, dict):
-            raise ConfigError(f"{path}: expected a mapping at the top level")
-        raw = loaded or {}
+    raw = read_yaml(path) if path.exists() else {}
     return _from_raw(raw, repo_root, handoff_dir, env, str(path))
+
+
+def read_yaml(path: Path) -> dict[str, Any]:
+    """hub.yaml as a mapping, through a JSON copy in .git/ keyed on its mtime and size.
+
+    Importing PyYAML costs ~30 ms of every command (its package loads the dumper too); the copy
+    lets `hub status` skip it, the way a .pyc lets Python skip compiling.
+    """
+    cache = path.parent / ".git" / "hub-yaml-cache.json"
+    try:
+        stat = path.stat()
+        key = [stat.st_mtime_ns, stat.st_size]
+        cached = json.loads(cache.read_text(encoding="utf-8"))
+        if cached.get("key") == key and isinstance(cached.get("raw"), dict):
+            return dict(cached["raw"])
+    except (OSError, ValueError, AttributeError):
+        pass
+    import yaml
+
+    try:
+        loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+    if loaded is not None and not isinstance(loaded, dict):
+        raise ConfigError(f"{path}: expected a mapping at the top level")
+    raw = loaded or {}
+    # Like git's "racily clean" rule: a file changed within the mtime granularity of some file
+    # systems could change again unseen, so it is not cached until it has been still a while.
+    if cache.parent.is_dir() and time.time() - stat.st_mtime > 2:
+        try:
+            from hub.contract import write_atomic
+
+            write_atomic(cache, json.dumps({"key": key, "raw": raw}, default=str))
+        except (OSError, TypeError, ValueError):
+            pass  # an unwritable .git, or YAML values JSON cannot hold: parse each time
+    return raw
 
 
 def _from_raw(

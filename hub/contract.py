@@ -10,7 +10,6 @@ import copy
 import json
 import os
 import re
-import tempfile
 from datetime import UTC, datetime, timedelta
 from functools import cache
 from pathlib import Path
@@ -322,6 +321,8 @@ def _remove_stale_temps(path: Path, now: datetime) -> None:
 
 def write_atomic(path: Path, text: str) -> None:
     """Write to a temp file beside `path`, fsync, then os.replace: readers see old or new, never half."""
+    import tempfile  # here, not at the top: `hub status` never writes
+
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import fnmatch
-import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -180,6 +179,8 @@ def diff_text(repo: Repo, base_commit: str, ref: str = "HEAD") -> str:
 
 def content_hash(repo_dir: Path, files: list[str]) -> str:
     """A hash of the named files' current contents (missing files count as empty)."""
+    import hashlib
+
     digest = hashlib.sha256()
     for name in sorted(files):
         digest.update(name.encode() + b"\0")

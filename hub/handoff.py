@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import socket
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -116,8 +114,13 @@ class Handoff:
 # --- the OS lock --------------------------------------------------------------------------------------
 
 
+def hostname() -> str:
+    # os.uname() is what socket.gethostname() reads on POSIX, without importing socket (~4 ms).
+    return os.uname().nodename
+
+
 def holder_id() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}"
+    return f"{hostname()}:{os.getpid()}"
 
 
 @contextmanager
@@ -138,7 +141,7 @@ def phase_lock(handoff: Handoff, phase: str, now: datetime) -> Iterator[None]:
     try:
         # The owner goes in a file of its own: filelock truncates the lock file on open. No fsync: it is
         # for display only, and a phase started in the same instant as this one waits for it to appear.
-        owner = {"pid": os.getpid(), "host": socket.gethostname(), "phase": phase, "since": iso(now)}
+        owner = {"pid": os.getpid(), "host": hostname(), "phase": phase, "since": iso(now)}
         tmp = handoff.lock_owner.with_name(f"{handoff.lock_owner.name}.{os.getpid()}.tmp")
         tmp.write_text(json.dumps(owner), encoding="utf-8")
         os.replace(tmp, handoff.lock_owner)
@@ -166,7 +169,7 @@ def _owner_text(handoff: Handoff) -> str:
 
 
 def _alive(owner: dict[str, Any]) -> bool:
-    if owner.get("host") != socket.gethostname():
+    if owner.get("host") != hostname():
         return True  # cannot tell from here
     try:
         os.kill(int(owner["pid"]), 0)
@@ -352,7 +355,7 @@ def archive_task(handoff: Handoff, task_id: str) -> Path:
     for name in (*TASK_FILES, handoff.halt_name):
         source = handoff.dir / name
         if source.exists():
-            shutil.move(str(source), str(target / name))
+            os.replace(source, target / name)
     return target
 
 

@@ -6,13 +6,14 @@ imports it on first use.
 
 from __future__ import annotations
 
-import logging
 import sys
 from typing import Any
 
 
 def configure(fmt: str = "auto", level: str = "INFO") -> None:
     """Route structlog and stdlib logging to stderr, as console text or JSON lines."""
+    import logging
+
     import structlog
 
     if fmt == "auto":

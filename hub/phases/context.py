@@ -15,9 +15,8 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hub import breakers, gitops, handoff
 from hub import contract as contract_mod
-from hub.breakers import Trip
+from hub import handoff
 from hub.config import Config
 from hub.contract import Contract, iso, now_utc, parse_iso
 from hub.errors import LockBusy, TaskHalted, WrongState
@@ -36,6 +35,7 @@ from hub.machine import (
 if TYPE_CHECKING:
     from git import Repo
 
+    from hub.breakers import Trip
     from hub.workers.base import Worker
 
 log = get_logger("hub.phase")
@@ -113,6 +113,8 @@ class Run:
     @property
     def repo(self) -> Repo:
         if self._repo is None:
+            from hub import gitops
+
             self._repo = gitops.open_repo(self.ctx.repo_root)
         return self._repo
 
@@ -147,6 +149,8 @@ class Run:
         branch = self.contract["git"].get("task_branch")
         if not branch:
             return None
+        from hub import gitops
+
         gitops.checkout(self.repo, branch)
         message = f"[TASK: {self.task_id}] Transition: {self.contract['status']} (Event: {event})"
         return gitops.checkpoint(self.repo, message, self.contract["constraints"]["allowed_paths"] or None)
@@ -286,6 +290,8 @@ def recover(run: Run) -> None:
     stash_name = None
     if contract["status"] == IMPLEMENTATION_IN_PROGRESS and contract["git"].get("task_branch"):
         stash_name = f"hub:{run.task_id}:attempt-{contract['attempt']}:interrupted"
+        from hub import gitops
+
         if not gitops.stash(run.repo, stash_name):
             stash_name = None
     run.bump("interruptions")
@@ -298,6 +304,8 @@ def recover(run: Run) -> None:
 
 
 def pre_phase_trip(run: Run) -> Trip | None:
+    from hub import breakers
+
     return breakers.before_phase(run.contract, run.now)
 
 

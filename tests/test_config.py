@@ -1,0 +1,117 @@
+"""hub.yaml + environment -> Config."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from hub.config import ConfigError, default_yaml, load_config, normalize_ollama_host
+
+
+def write(repo: Path, text: str, age_seconds: float = 10.0) -> Path:
+    (repo / ".git").mkdir(exist_ok=True)
+    path = repo / "hub.yaml"
+    path.write_text(text, encoding="utf-8")
+    then = time.time() - age_seconds
+    os.utime(path, (then, then))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("given", "expected"),
+    [
+        ("", "http://127.0.0.1:11434"),
+        ("localhost", "http://localhost:11434"),
+        ("0.0.0.0:11434", "http://127.0.0.1:11434"),
+        ("gpu-box:9999", "http://gpu-box:9999"),
+        ("https://ollama.example:443/", "https://ollama.example:443"),
+        ("http://[::1]", "http://[::1]:11434"),
+    ],
+)
+def test_ollama_host_is_read_the_way_ollama_reads_it(given: str, expected: str) -> None:
+    assert normalize_ollama_host(given) == expected
+
+
+def test_the_default_hub_yaml_loads_with_every_role_on_the_hub_worker(tmp_path: Path) -> None:
+    write(tmp_path, default_yaml("demo"))
+    config = load_config(tmp_path, env={})
+    assert config.project == "demo"
+    assert {r.backend for r in config.roles.values()} == {"mcp"}
+    assert config.worker_server("hub").command[-3:] == ("hub", "worker", "serve")
+    assert config.num_ctx_for(config.role("implementer").model) == 8192
+    assert config.handoff_dir == tmp_path / "_handoff"
+
+
+def test_the_environment_overrides_the_file(tmp_path: Path) -> None:
+    write(tmp_path, "project: p\nroles:\n  implementer: {model: a, backend: mcp}\n")
+    config = load_config(
+        tmp_path,
+        env={
+            "OLLAMA_HOST": "box:1234",
+            "HUB_IMPLEMENTER_MODEL": "b",
+            "HUB_IMPLEMENTER_BACKEND": "ollama",
+            "HUB_HANDOFF_DIR": "elsewhere",
+            "HUB_JUDGE_COMMAND": "judge.sh",
+        },
+    )
+    assert config.ollama_host == "http://box:1234"
+    assert (config.role("implementer").model, config.role("implementer").backend) == ("b", "ollama")
+    assert config.handoff_dir == tmp_path / "elsewhere"
+    assert config.judge.command == "judge.sh"
+
+
+@pytest.mark.parametrize(
+    ("text", "names"),
+    [
+        ("roles:\n  implementer: {backend: carrier-pigeon}\n", "roles.implementer.backend"),
+        ("roles:\n  implementer: {timeouts: {stall: soon}}\n", "roles.implementer.timeouts"),
+        ("models:\n  m: {num_ctx: 12}\n", "models.m.num_ctx"),
+        ("workers:\n  - {name: w, transport: pigeon}\n", "workers[0].transport"),
+        ("workers:\n  - {name: w, transport: stdio}\n", "workers[0].command"),
+        ("workers:\n  - {name: w, transport: http}\n", "workers[0].url"),
+        ("judge: {backend: oracle}\n", "judge.backend"),
+        ("- a list\n", "top level"),
+        ("roles: [\n", "not valid YAML"),
+    ],
+)
+def test_a_bad_value_is_refused_naming_the_file_and_the_key(tmp_path: Path, text: str, names: str) -> None:
+    path = write(tmp_path, text)
+    with pytest.raises(ConfigError) as caught:
+        load_config(tmp_path, env={})
+    assert str(path) in str(caught.value) and names in str(caught.value)
+
+
+def test_an_edited_hub_yaml_is_read_again_not_served_from_the_cache(tmp_path: Path) -> None:
+    path = write(tmp_path, "project: first\n")
+    assert load_config(tmp_path, env={}).project == "first"
+    assert (tmp_path / ".git" / "hub-yaml-cache.json").exists()
+
+    path.write_text("project: other\n", encoding="utf-8")
+    os.utime(path, (time.time() - 5, time.time() - 5))
+    assert load_config(tmp_path, env={}).project == "other"
+
+
+def test_the_cache_is_what_a_second_load_reads(tmp_path: Path) -> None:
+    write(tmp_path, "project: first\n")
+    load_config(tmp_path, env={})
+    cache = tmp_path / ".git" / "hub-yaml-cache.json"
+    data = json.loads(cache.read_text(encoding="utf-8"))
+    data["raw"]["project"] = "from-cache"
+    cache.write_text(json.dumps(data), encoding="utf-8")
+    assert load_config(tmp_path, env={}).project == "from-cache"
+
+
+def test_a_file_changed_moments_ago_is_not_cached(tmp_path: Path) -> None:
+    write(tmp_path, "project: fresh\n", age_seconds=0)
+    assert load_config(tmp_path, env={}).project == "fresh"
+    assert not (tmp_path / ".git" / "hub-yaml-cache.json").exists()
+
+
+def test_a_corrupt_cache_is_ignored(tmp_path: Path) -> None:
+    write(tmp_path, "project: real\n")
+    (tmp_path / ".git" / "hub-yaml-cache.json").write_text("{not json", encoding="utf-8")
+    assert load_config(tmp_path, env={}).project == "real"
