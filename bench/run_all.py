@@ -23,7 +23,9 @@ def main() -> int:
     chosen = sys.argv[1:] or list(BENCHES)
     unknown = [name for name in chosen if name not in BENCHES]
     if unknown:
-        print(f"unknown benchmark(s): {', '.join(unknown)}; choose from {', '.join(BENCHES)}", file=sys.stderr)
+        print(
+            f"unknown benchmark(s): {', '.join(unknown)}; choose from {', '.join(BENCHES)}", file=sys.stderr
+        )
         return 2
     for name in chosen:
         print(f"\n=== bench_{name} ===", flush=True)
