@@ -316,6 +316,8 @@ def append_transition(handoff: Handoff, line: dict[str, Any]) -> None:
             os.replace(path, path.with_name(path.name + ".1"))
     except FileNotFoundError:
         pass
+    # at_ns orders lines and provenance records written within the same second (`hub log --task`).
+    line = {**line, "at_ns": time.time_ns()}
     with path.open("a", encoding="utf-8") as handle:
         handle.write(json.dumps(line, ensure_ascii=False) + "\n")
         handle.flush()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -42,7 +43,9 @@ def write_record(handoff: Handoff, task_id: str, kind: str, payload: dict[str, A
     folder = handoff.runs(task_id)
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{next_number(folder):03d}-{kind}.json"
-    record = redact({"timestamp": iso(now), "kind": kind, "task_id": task_id, **payload})
+    record = redact(
+        {"timestamp": iso(now), "at_ns": time.time_ns(), "kind": kind, "task_id": task_id, **payload}
+    )
     write_atomic(path, json.dumps(record, indent=2, ensure_ascii=False, default=str) + "\n")
     return path
 
@@ -54,10 +57,16 @@ def read_records(handoff: Handoff, task_id: str) -> list[dict[str, Any]]:
     for path in sorted(handoff.runs(task_id).glob("[0-9][0-9][0-9]-*.json")):
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
-            mtime = datetime.fromtimestamp(path.stat().st_mtime, UTC)
+            stat = path.stat()
+            mtime = datetime.fromtimestamp(stat.st_mtime, UTC)
         except (OSError, ValueError):
             continue
         if not isinstance(data, dict) or "kind" not in data or "timestamp" not in data:
-            data = {"kind": path.stem[4:], "timestamp": iso(mtime), "content": redact(data)}
+            data = {
+                "kind": path.stem[4:],
+                "timestamp": iso(mtime),
+                "at_ns": stat.st_mtime_ns,
+                "content": redact(data),
+            }
         records.append({"file": path.name, **data})
     return records

@@ -66,7 +66,9 @@ def test_records_are_numbered_in_order_per_task_and_redacted_on_disk(tmp_path: P
     ]
     on_disk = first.read_text(encoding="utf-8")
     assert KEY not in on_disk
-    assert json.loads(on_disk) == {
+    record = json.loads(on_disk)
+    assert isinstance(record.pop("at_ns"), int)
+    assert record == {
         "timestamp": "2026-01-02T03:04:05Z",
         "kind": "model-call",
         "task_id": "t-1",
@@ -155,3 +157,24 @@ def test_a_run_records_its_model_call_diff_and_command_and_hub_log_lists_them(
     assert [e["event"] for e in entries if e["kind"] == "transition"] == ["lock_acquired", "code_written"]
     contract = json.loads((git_repo / "_handoff" / "TASK_CONTRACT.json").read_text(encoding="utf-8"))
     assert contract["cost"]["implementer"]["tokens_in"] == call["prompt_tokens"]
+
+
+def test_log_lists_a_model_call_between_the_transitions_around_it_within_one_second(tmp_path: Path) -> None:
+    from hub.config import load_config
+    from hub.contract import new_contract, save
+    from hub.handoff import record
+    from hub.phases.context import Context
+    from hub.phases.status import log_entries
+
+    ctx = Context(load_config(tmp_path, handoff_dir=tmp_path / "_handoff", env={}), clock=lambda: NOW)
+    hand = ctx.handoff
+    hand.ensure()
+    contract = new_contract(project="p", title="t", requirements=["r"], now=NOW, roles={})
+    save(hand.contract, contract, NOW)
+    record(hand, contract, "lock_acquired", NOW)
+    write_record(hand, contract["task_id"], "model-call", {"model": "m"}, NOW)
+    record(hand, contract, "code_written", NOW)
+
+    kinds = [(e["kind"], e.get("event") or e.get("model")) for e in log_entries(ctx, contract["task_id"])]
+
+    assert kinds == [("transition", "lock_acquired"), ("model-call", "m"), ("transition", "code_written")]

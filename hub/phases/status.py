@@ -117,5 +117,5 @@ def log_entries(ctx: Context, task_id: str | None = None) -> list[dict[str, Any]
         from hub.provenance import read_records
 
         entries += [{"kind": "run", **record} for record in read_records(ctx.handoff, task_id)]
-        entries.sort(key=lambda e: str(e.get("timestamp", "")))
+        entries.sort(key=lambda e: (str(e.get("timestamp", "")), int(e.get("at_ns") or 0)))
     return entries
