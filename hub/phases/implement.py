@@ -360,16 +360,13 @@ def feedback_section(run: Run) -> str:
     if stalls and stalls[-1].get("attempt") == run.contract["attempt"] - 1:
         last = stalls[-1]
         parts.append(f"## Your previous attempt failed ({last['reason']})\n\n{last.get('detail', '')[:1500]}")
-    notes = list(data.get("resume_notes", []))
-    try:
-        from hub.backlog import notes_for_prompt
+    from hub.backlog import notes_for_prompt
 
-        notes += [
-            f"({n.get('type', 'note')}) {n.get('content', '')}"
-            for n in notes_for_prompt(run.ctx.handoff, run.task_id)
-        ]
-    except ImportError:
-        pass
+    notes = list(data.get("resume_notes", []))
+    notes += [
+        f"({n.get('type', 'note')}) {n.get('content', '')}"
+        for n in notes_for_prompt(run.ctx.handoff, run.task_id)
+    ]
     if notes:
         parts.append("## Notes\n\n" + prompts.bullets(notes))
     return ("\n" + "\n\n".join(parts) + "\n") if parts else ""

@@ -8,7 +8,7 @@ from hub import contract as contract_mod
 from hub import gitops
 from hub.config import CONFIG_FILE, default_yaml
 from hub.contract import Contract
-from hub.errors import GitError, WrongState
+from hub.errors import ContractInvalid, GitError, WrongState
 from hub.handoff import write_report
 from hub.machine import MERGED, PENDING_IMPLEMENTER
 from hub.phases.context import Context, Outcome, running
@@ -61,7 +61,7 @@ def create(ctx: Context, fields: dict[str, object]) -> Outcome:
         if hand.contract.exists():
             try:
                 current = contract_mod.load(hand.contract)
-            except Exception as exc:
+            except ContractInvalid as exc:
                 raise WrongState(
                     f"{hand.contract} exists and is not a valid contract ({exc}); move it aside first"
                 ) from None
