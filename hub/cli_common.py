@@ -1,0 +1,54 @@
+"""What the `hub` commands share: the group's resolved options, printing, and exit codes."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+
+def find_repo_root(start: Path) -> Path:
+    """The nearest folder holding `.git`, walking up from `start` (or `start` itself)."""
+    for folder in (start, *start.parents):
+        if (folder / ".git").exists():
+            return folder
+    return start
+
+
+class State:
+    """What the group's options resolve to; commands build phase contexts from it."""
+
+    def __init__(self, repo: Path | None, handoff: Path | None) -> None:
+        self.repo = (repo or find_repo_root(Path.cwd())).resolve()
+        self.handoff = handoff.resolve() if handoff else None
+
+    def context(self) -> Any:
+        from hub.config import load_config
+        from hub.phases.context import Context
+
+        return Context(load_config(self.repo, self.handoff))
+
+
+pass_state = click.make_pass_decorator(State)
+
+
+def emit(payload: Any, as_json: bool, text: str | None = None) -> None:
+    if as_json:
+        click.echo(json.dumps(payload, indent=2, ensure_ascii=False, default=str))
+    else:
+        click.echo(text if text is not None else payload)
+
+
+def finish(outcome: Any, as_json: bool = False) -> None:
+    """Print a phase outcome and exit with its code (0, or 4 when the phase halted the task)."""
+    emit(outcome.as_dict(), as_json, outcome.message)
+    if outcome.exit_code:
+        sys.exit(outcome.exit_code)
+
+
+json_option = click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
