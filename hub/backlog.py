@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from hub import contract as contract_mod
-from hub.contract import iso, parse_iso, write_atomic
+from hub.atomic import write_atomic
+from hub.contract import iso, parse_iso
 from hub.errors import ContractInvalid, LockBusy, WrongState
 from hub.handoff import Handoff
 from hub.log import get_logger

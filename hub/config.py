@@ -213,7 +213,7 @@ def read_yaml(path: Path) -> dict[str, Any]:
     # systems could change again unseen, so it is not cached until it has been still a while.
     if cache.parent.is_dir() and time.time() - stat.st_mtime > 2:
         try:
-            from hub.contract import write_atomic
+            from hub.atomic import write_atomic
 
             write_atomic(cache, json.dumps({"key": key, "raw": raw}, default=str))
         except (OSError, TypeError, ValueError):

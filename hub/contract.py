@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import re
 from datetime import UTC, datetime, timedelta
 from functools import cache
 from pathlib import Path
 from typing import Any
 
+from hub.atomic import write_atomic
 from hub.errors import ContractInvalid
 from hub.machine import STATES
 
@@ -317,37 +317,6 @@ def _remove_stale_temps(path: Path, now: datetime) -> None:
                 temp.unlink()
         except OSError:
             continue
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Write to a temp file beside `path`, fsync, then os.replace: readers see old or new, never half."""
-    import tempfile  # here, not at the top: `hub status` never writes
-
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    _fsync_dir(path.parent)
-
-
-def _fsync_dir(folder: Path) -> None:
-    # The rename itself is durable only once the directory entry is flushed.
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 # --- new contracts ---------------------------------------------------------------------------------------

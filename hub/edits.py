@@ -19,7 +19,6 @@ from __future__ import annotations
 import codecs
 import os
 import re
-import secrets
 import stat
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -27,6 +26,7 @@ from pathlib import Path
 
 import structlog
 
+from hub.atomic import write_bytes_atomic
 from hub.edit_match import BlockFailure, apply_blocks, diff_stats, feedback_for, unified_diff
 from hub.edit_parse import FileEdit, ParseResult, SearchReplace, parse_edits, render_edit
 from hub.errors import EditError
@@ -378,17 +378,5 @@ def _write(target: Path, data: bytes | None, mode: int | None) -> None:
         target.unlink()
         return
     target.parent.mkdir(parents=True, exist_ok=True)
-    temp = target.parent / f".{target.name}.{secrets.token_hex(4)}.tmp"
-    # 0o666 lets the umask pick a new file's mode, as any editor would; existing files keep theirs.
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600 if mode is not None else 0o666)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        if mode is not None:
-            os.chmod(temp, mode)
-        os.replace(temp, target)
-    except BaseException:
-        temp.unlink(missing_ok=True)
-        raise
+    # New files get the umask's mode, as from any editor; existing files keep theirs.
+    write_bytes_atomic(target, data, mode)

@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from hub import contract as contract_mod
-from hub.contract import Contract, iso, write_atomic
+from hub.atomic import write_atomic
+from hub.contract import Contract, iso
 from hub.errors import LockBusy
 from hub.log import get_logger
 from hub.machine import HALT_EVENT, RESUME_EVENT, transition

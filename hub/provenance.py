@@ -12,7 +12,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from hub.contract import iso, write_atomic
+from hub.atomic import write_atomic
+from hub.contract import iso
 from hub.handoff import Handoff, next_number
 
 SECRET_KEY = re.compile(r"(token|secret|key|password|passwd|authorization|credential)", re.IGNORECASE)

@@ -32,6 +32,7 @@ from typing import Any
 import structlog
 import yaml
 
+from hub.atomic import write_atomic
 from hub.errors import RuleError
 
 log = structlog.get_logger(__name__)
@@ -531,7 +532,7 @@ def init_project(repo_root: Path) -> Path:
     """Create sgconfig.yml (ruleDirs: [rules], testConfigs) and its rule dirs if absent; idempotent."""
     path = Path(repo_root) / SGCONFIG
     if not path.exists():
-        _atomic_write(path, INIT_SGCONFIG)
+        write_atomic(path, INIT_SGCONFIG)
     for directory in project_rules(Path(repo_root)):
         directory.mkdir(parents=True, exist_ok=True)
     return path
@@ -623,7 +624,7 @@ def add_or_update_rule(repo_root: Path, rule_id: str, rule_yaml: str) -> Path:
     if not target.resolve().is_relative_to(repo_root):
         raise RuleError(f"{target} is outside the repository; not writing there")
     target.parent.mkdir(parents=True, exist_ok=True)
-    _atomic_write(target, rule_yaml if rule_yaml.endswith("\n") else rule_yaml + "\n")
+    write_atomic(target, rule_yaml if rule_yaml.endswith("\n") else rule_yaml + "\n")
     log.debug("rules.saved", rule_id=rule_id, path=str(target), replaced=bool(existing))
     return target
 
@@ -648,16 +649,3 @@ def remove_rule(repo_root: Path, rule_id: str) -> Path:
     path.unlink()
     log.debug("rules.removed", rule_id=rule_id, path=str(path))
     return path
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
