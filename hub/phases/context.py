@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from git import Repo
 
     from hub.breakers import Trip
-    from hub.workers.base import Worker
+    from hub.workers.base import ChatRequest, Generation, Worker
 
 log = get_logger("hub.phase")
 
@@ -167,6 +167,49 @@ class Run:
         cost["usd"] = round(cost.get("usd", 0.0) + usd, 6)
         cost["calls"] = cost.get("calls", 0) + 1
         self.tokens += int(tokens_in) + int(tokens_out)
+
+    def generate(self, worker: Worker, role: str, request: ChatRequest, purpose: str = "") -> Generation:
+        """One model call for `role`. Whatever happens, its tokens and seconds go into the contract's
+        cost and the call into runs/<task_id>/ as a provenance record."""
+        from hub.provenance import write_record
+
+        generation: Generation | None = None
+        outcome = "ok"
+        try:
+            generation = worker.generate(request)
+            return generation
+        except Exception as exc:
+            outcome = f"{type(exc).__name__}: {exc}"
+            raise
+        finally:
+            g = generation
+            self.add_cost(
+                role, g.prompt_tokens if g else 0, g.completion_tokens if g else 0, g.seconds if g else 0.0
+            )
+            write_record(
+                self.ctx.handoff,
+                self.task_id,
+                "model-call",
+                {
+                    "role": role,
+                    "purpose": purpose,
+                    "attempt": self.contract["attempt"],
+                    "model": request.model,
+                    "num_ctx": request.num_ctx,
+                    "system": request.system or "",
+                    "prompt": request.prompt,
+                    "response": g.raw if g else "",
+                    "thinking": g.thinking if g else "",
+                    "prompt_tokens": g.prompt_tokens if g else 0,
+                    "completion_tokens": g.completion_tokens if g else 0,
+                    "seconds": g.seconds if g else 0.0,
+                    "first_token_seconds": g.first_token_seconds if g else 0.0,
+                    "done_reason": g.done_reason if g else "",
+                    "truncated": g.truncated if g else False,
+                    "outcome": outcome,
+                },
+                self.now,
+            )
 
     def halt(self, trip: Trip, event: str = HALT_EVENT) -> Outcome:
         """Move the task to erik_consultation, write ERIK_HALT.md, and say so (exit 4)."""

@@ -120,50 +120,11 @@ class Attempt:
         from hub.workers.bridge import request_for
 
         request = request_for(self.config, "implementer", prompt, system)
-        outcome = "ok"
-        generation: Generation | None = None
-        try:
-            generation = worker.generate(request)
-            self.raw = generation.raw or generation.text
-            return generation
-        except WorkerError as exc:
-            outcome = f"{type(exc).__name__}: {exc}"
-            raise
-        finally:
-            g = generation
-            if g is not None:
-                self.timings["model calls"] = round(self.timings.get("model calls", 0.0) + g.seconds, 3)
-                self.timings["first token"] = round(g.first_token_seconds, 3)
-            self.run.add_cost(
-                "implementer",
-                g.prompt_tokens if g else 0,
-                g.completion_tokens if g else 0,
-                g.seconds if g else 0.0,
-            )
-            write_record(
-                self.run.ctx.handoff,
-                self.run.task_id,
-                "model-call",
-                {
-                    "role": "implementer",
-                    "purpose": purpose,
-                    "attempt": self.contract["attempt"],
-                    "model": request.model,
-                    "num_ctx": request.num_ctx,
-                    "system": system,
-                    "prompt": prompt,
-                    "response": g.raw if g else "",
-                    "thinking": g.thinking if g else "",
-                    "prompt_tokens": g.prompt_tokens if g else 0,
-                    "completion_tokens": g.completion_tokens if g else 0,
-                    "seconds": g.seconds if g else 0.0,
-                    "first_token_seconds": g.first_token_seconds if g else 0.0,
-                    "done_reason": g.done_reason if g else "",
-                    "truncated": g.truncated if g else False,
-                    "outcome": outcome,
-                },
-                self.run.now,
-            )
+        generation = self.run.generate(worker, "implementer", request, purpose)
+        self.raw = generation.raw or generation.text
+        self.timings["model calls"] = round(self.timings.get("model calls", 0.0) + generation.seconds, 3)
+        self.timings["first token"] = round(generation.first_token_seconds, 3)
+        return generation
 
     def _apply(self, text: str, feedback_due: bool = False) -> Any:
         """Parse and write the edits; a Stall when nothing usable came of it. With `feedback_due`, SEARCH

@@ -32,6 +32,7 @@ from typing import Any
 
 from hub import contract as contract_mod
 from hub import handoff, provenance
+from hub.atomic import write_atomic
 from hub.breakers import Trip
 from hub.errors import ConfigError, ContractInvalid, HubError, WorkerError, WorkerTimeout, WrongState
 from hub.log import get_logger
@@ -223,7 +224,7 @@ def _run_command(run: Run, command: str, request: str, seconds: float) -> JudgeR
             + (f": {detail}" if detail else ""),
             record=record,
         )
-    contract_mod.write_atomic(hand.judge_report_json, json.dumps(report, indent=2, ensure_ascii=False) + "\n")
+    write_atomic(hand.judge_report_json, json.dumps(report, indent=2, ensure_ascii=False) + "\n")
     return JudgeResult(report=report, record=record)
 
 
@@ -291,9 +292,7 @@ def _run_model(run: Run, request: str, seconds: float) -> JudgeResult:
         contract_mod.validate_judge_report(report, "judge reply")
     except ContractInvalid as exc:
         return JudgeResult(error=f"the judge model's answer is not a report: {exc}", record=record)
-    contract_mod.write_atomic(
-        run.ctx.handoff.judge_report_json, json.dumps(report, indent=2, ensure_ascii=False) + "\n"
-    )
+    write_atomic(run.ctx.handoff.judge_report_json, json.dumps(report, indent=2, ensure_ascii=False) + "\n")
     return JudgeResult(report=report, record=record)
 
 
@@ -362,7 +361,7 @@ def submit_verdict(ctx: Context, report: dict[str, Any]) -> Outcome:
             f"task {contract['task_id']} is in {contract['status']}, not waiting for a verdict; see hub_status"
         )
     previous = hand.judge_report_json.read_bytes() if hand.judge_report_json.exists() else None
-    contract_mod.write_atomic(hand.judge_report_json, json.dumps(report, indent=2, ensure_ascii=False) + "\n")
+    write_atomic(hand.judge_report_json, json.dumps(report, indent=2, ensure_ascii=False) + "\n")
     try:
         return report_judge(ctx)
     except HubError:

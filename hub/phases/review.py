@@ -26,7 +26,6 @@ from hub.machine import PENDING_LOCAL_REVIEW
 from hub.phases.context import Context, Outcome, Run, pre_phase_trip, require_setup, running
 from hub.phases.judge import enter_judge_review
 from hub.phases.stall import Stall, review_stall
-from hub.provenance import write_record
 
 SEVERITIES = ("critical", "major", "minor")
 MAX_DIFF_CHARS = 40_000
@@ -223,47 +222,13 @@ class Review:
             )
         prompt = self._prompt(static)
         request = request_for(self.config, "local_reviewer", prompt)
-        generation = None
-        outcome = "ok"
+        generation = self.run.generate(worker, "local_reviewer", request, "review")
         try:
-            generation = worker.generate(request)
-            try:
-                return parse_review(generation.text)
-            except ReviewParseError as exc:
-                outcome = f"unparseable: {exc}"
-                return self._stall(
-                    Stall("malformed_output", str(exc), generation.raw or generation.text),
-                    {"model call": round(generation.seconds, 3)},
-                )
-        except WorkerError as exc:
-            outcome = f"{type(exc).__name__}: {exc}"
-            raise
-        finally:
-            g = generation
-            self.run.add_cost(
-                "local_reviewer",
-                g.prompt_tokens if g else 0,
-                g.completion_tokens if g else 0,
-                g.seconds if g else 0.0,
-            )
-            write_record(
-                self.run.ctx.handoff,
-                self.run.task_id,
-                "model-call",
-                {
-                    "role": "local_reviewer",
-                    "model": request.model,
-                    "num_ctx": request.num_ctx,
-                    "prompt": prompt,
-                    "response": g.raw if g else "",
-                    "thinking": g.thinking if g else "",
-                    "prompt_tokens": g.prompt_tokens if g else 0,
-                    "completion_tokens": g.completion_tokens if g else 0,
-                    "seconds": g.seconds if g else 0.0,
-                    "done_reason": g.done_reason if g else "",
-                    "outcome": outcome,
-                },
-                self.run.now,
+            return parse_review(generation.text)
+        except ReviewParseError as exc:
+            return self._stall(
+                Stall("malformed_output", str(exc), generation.raw or generation.text),
+                {"model call": round(generation.seconds, 3)},
             )
 
     def _prompt(self, static: list[dict[str, Any]]) -> str:
