@@ -158,7 +158,7 @@ def render_checks(checks: list[Check]) -> str:
 
 def render_models(groups: list[WorkerModels]) -> str:
     """Each worker's models; `*` marks a model a role uses; what is missing is named with the fix."""
-    from hub.workers.bridge import same_model
+    from hub.workers.base import same_model
 
     lines = []
     for g in groups:
@@ -206,7 +206,7 @@ def _probe(
 
 def _seen(base: WorkerModels, worker: Worker, wanted: tuple[str, ...]) -> WorkerModels:
     """The worker's model list; whether it was reached at all is told apart from what it lacks."""
-    from hub.workers.bridge import same_model
+    from hub.workers.base import same_model
 
     list_models = getattr(worker, "list_models", None)
     if not callable(list_models):

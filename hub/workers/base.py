@@ -79,6 +79,15 @@ def split_thinking(text: str) -> tuple[str, str]:
     return THINK_RE.sub("", text).strip(), "\n\n".join(t for t in thoughts if t)
 
 
+def same_model(a: str, b: str) -> bool:
+    """Ollama's naming: `qwen2.5-coder` is `qwen2.5-coder:latest`."""
+
+    def tagged(name: str) -> str:
+        return name if ":" in name.rsplit("/", 1)[-1] else name + ":latest"
+
+    return tagged(a) == tagged(b)
+
+
 def estimate_tokens(text: str) -> int:
     """A cheap, deliberately generous token estimate (~3.5 characters a token for code)."""
     return int(len(text) / 3.5) + 1

@@ -35,7 +35,15 @@ from hub.errors import (
     WorkerTimeout,
     WorkerUnavailable,
 )
-from hub.workers.base import ChatRequest, Generation, Health, Worker, estimate_tokens, split_thinking
+from hub.workers.base import (
+    ChatRequest,
+    Generation,
+    Health,
+    Worker,
+    estimate_tokens,
+    same_model,
+    split_thinking,
+)
 
 if TYPE_CHECKING:
     from hub.config import Config, RoleConfig, WorkerServer
@@ -324,15 +332,6 @@ def _json_object(text: str, server_name: str, tool: str) -> dict[str, Any]:
             f"MCP server '{server_name}': {tool} did not answer with a JSON object: {text[:200]!r}"
         )
     return data
-
-
-def same_model(a: str, b: str) -> bool:
-    """Ollama's naming: `name` and `name:latest` are the same model."""
-
-    def tagged(name: str) -> str:
-        return name if ":" in name.rsplit("/", 1)[-1] else name + ":latest"
-
-    return tagged(a) == tagged(b)
 
 
 def default_log_dir() -> Path:

@@ -15,7 +15,7 @@ import httpx
 
 from hub.config import normalize_ollama_host
 from hub.errors import MalformedStream, WorkerError, WorkerUnavailable
-from hub.workers.base import ChatRequest, Generation, Health
+from hub.workers.base import ChatRequest, Generation, Health, same_model
 from hub.workers.streaming import StreamState, Watchdog, shown, stream_generation
 
 HEALTH_TIMEOUT = 10.0
@@ -131,15 +131,6 @@ class OllamaProvider:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.close()
-
-
-def same_model(a: str, b: str) -> bool:
-    """Ollama's names: `qwen2.5-coder` is `qwen2.5-coder:latest`."""
-    return _tagged(a) == _tagged(b)
-
-
-def _tagged(name: str) -> str:
-    return name if ":" in name.rsplit("/", 1)[-1] else name + ":latest"
 
 
 def _int_or_none(value: Any) -> int | None:

@@ -13,8 +13,7 @@ from typing import Any
 import httpx
 
 from hub.errors import MalformedStream, WorkerError, WorkerUnavailable
-from hub.workers.base import ChatRequest, Generation, Health
-from hub.workers.ollama import same_model
+from hub.workers.base import ChatRequest, Generation, Health, same_model
 from hub.workers.streaming import StreamState, Watchdog, error_text, shown, stream_generation
 
 HEALTH_TIMEOUT = 10.0
