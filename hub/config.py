@@ -135,6 +135,11 @@ class Config:
     inactivity_hours: float = 2.0
     rules_catalog_url: str | None = None
     mcp_token: str | None = None
+    # Where each task's git worktree lives; None: inside the git directory, where a test runner, a
+    # search or an IDE opened on the user's checkout does not walk (see `worktrees_root`).
+    worktrees_dir: Path | None = None
+    keep_branches: bool = False
+    parallel_tasks: int = 2
 
     def role(self, name: str) -> RoleConfig:
         try:
@@ -289,7 +294,31 @@ def _from_raw(
         inactivity_hours=float(limits.get("inactivity_hours") or 2),
         rules_catalog_url=rules.get("catalog_url"),
         mcp_token=env.get("HUB_MCP_TOKEN") or None,
+        worktrees_dir=_worktrees_dir(raw.get("worktrees_dir"), repo_root, source),
+        keep_branches=_bool(raw.get("keep_branches", False), "keep_branches", source),
+        parallel_tasks=_positive_int(limits.get("parallel_tasks", 2), "limits.parallel_tasks", source),
     )
+
+
+def _worktrees_dir(value: Any, repo_root: Path, source: str) -> Path | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(f"{source}: worktrees_dir: expected a folder path")
+    path = Path(value).expanduser()
+    return path if path.is_absolute() else repo_root / path
+
+
+def _bool(value: Any, key: str, source: str) -> bool:
+    if not isinstance(value, bool):
+        raise ConfigError(f"{source}: {key}: expected true or false")
+    return value
+
+
+def _positive_int(value: Any, key: str, source: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"{source}: {key}: expected an integer >= 1")
+    return value
 
 
 def _role(name: str, raw: Any, env: Mapping[str, str], source: str) -> RoleConfig:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fnmatch
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -114,22 +115,6 @@ def branch_exists(repo: Repo, name: str) -> bool:
     return bool(_run(repo, "branch", "--list", name).strip())
 
 
-def create_task_branch(repo: Repo, base_branch: str, task_branch: str) -> str:
-    """Create and check out `task_branch` from `base_branch`; return the base commit."""
-    if not branch_exists(repo, base_branch):
-        raise GitError(f"base branch '{base_branch}' does not exist")
-    if branch_exists(repo, task_branch):
-        raise GitError(f"branch '{task_branch}' exists already; delete it or start a new task")
-    base_commit = _run(repo, "rev-parse", base_branch)
-    _run(repo, "checkout", "-q", "-b", task_branch, base_commit)
-    return base_commit
-
-
-def checkout(repo: Repo, branch: str) -> None:
-    if current_branch(repo) != branch:
-        _run(repo, "checkout", "-q", branch)
-
-
 def _in_scope(path: str, scopes: list[str]) -> bool:
     for scope in scopes:
         scope = scope.strip("/")
@@ -198,18 +183,149 @@ def stash(repo: Repo, message: str) -> bool:
     return True
 
 
-def merge_no_ff(repo: Repo, task_branch: str, base_branch: str, message: str) -> str:
-    """Merge `task_branch` into `base_branch` with a merge commit; on conflict abort and raise."""
+# --- worktrees: one per task -----------------------------------------------------------------------------
+
+WORKTREES_FOLDER = "hub-worktrees"
+
+
+def common_dir(repo: Repo) -> Path:
+    """The repository's shared git directory (the same from the main checkout and every worktree)."""
+    return Path(repo.common_dir).resolve()
+
+
+def default_worktrees_dir(repo: Repo) -> Path:
+    # Inside the git directory: test runners, searches and IDEs skip `.git/`, so a task's copy of the
+    # code is never collected, found or indexed as the user's own.
+    return common_dir(repo) / WORKTREES_FOLDER
+
+
+def worktrees(repo: Repo) -> dict[str, Path]:
+    """Checked-out branch -> worktree path, for every worktree of the repository (main checkout included)."""
+    out = _run(repo, "worktree", "list", "--porcelain")
+    found: dict[str, Path] = {}
+    path: Path | None = None
+    for line in out.splitlines():
+        if line.startswith("worktree "):
+            path = Path(line[len("worktree ") :])
+        elif line.startswith("branch refs/heads/") and path is not None:
+            found[line[len("branch refs/heads/") :]] = path
+    return found
+
+
+def ensure_worktree(repo: Repo, path: Path, branch: str, start: str | None = None) -> bool:
+    """Have `branch` checked out at `path`; True if the worktree had to be (re)created.
+
+    With `start`, a missing branch is created there. A worktree folder deleted by hand is recreated
+    from its branch (git's own record of it is pruned first).
+    """
+    if (path / ".git").is_file() and worktrees(repo).get(branch) == path.resolve():
+        return False
+    _run(repo, "worktree", "prune")
+    if path.exists():
+        # Half made (a `worktree add` killed midway) or cut off from git by hand: set it aside, never
+        # delete it; whatever is in it stays readable.
+        aside = path.with_name(f"{path.name}.broken-{time.time_ns()}")
+        path.rename(aside)
+        log.warning("worktree.set_aside", path=str(path), to=str(aside))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if branch_exists(repo, branch):
+        _run(repo, "worktree", "add", "--quiet", str(path), branch)
+    elif start is not None:
+        _run(repo, "worktree", "add", "--quiet", "-b", branch, str(path), start)
+    else:
+        raise GitError(f"branch '{branch}' does not exist; the task's worktree cannot be recreated")
+    log.debug("worktree.add", path=str(path), branch=branch)
+    return True
+
+
+def remove_worktree(repo: Repo, path: Path) -> None:
+    """Remove a task's worktree (its leftovers, e.g. build output, with it) and git's record of it."""
+    if path.exists():
+        # --force: untracked build output of acceptance commands is the task's, not the user's.
+        _run(repo, "worktree", "remove", "--force", str(path))
+    _run(repo, "worktree", "prune")
+
+
+def delete_branch(repo: Repo, branch: str) -> None:
+    if branch_exists(repo, branch):
+        _run(repo, "branch", "-D", branch)
+
+
+# --- merging without touching the user's work ------------------------------------------------------------
+
+
+class MergeRefused(GitError):
+    """git would not merge into a checkout because uncommitted changes there would be overwritten."""
+
+    def __init__(self, checkout: Path, files: list[str], detail: str) -> None:
+        self.checkout = checkout
+        self.files = files
+        where = ", ".join(files) if files else detail
+        super().__init__(f"merge waits: your checkout has local changes in {where}")
+
+
+def is_ancestor(repo: Repo, commit: str, ref: str) -> bool:
     import git
 
-    checkout(repo, base_branch)
     try:
-        repo.git.execute(["git", "merge", "--no-ff", "--no-edit", "-m", message, task_branch])
+        repo.git.execute(["git", "merge-base", "--is-ancestor", commit, ref])
     except git.GitCommandError:
-        conflicted = _run(repo, "diff", "--name-only", "--diff-filter=U").split()
-        try:
-            _run(repo, "merge", "--abort")
-        finally:
-            checkout(repo, task_branch)
-        raise MergeConflict(task_branch, base_branch, conflicted) from None
-    return head_commit(repo)
+        return False
+    return True
+
+
+def merge_conflicts(repo: Repo, base_branch: str, commit: str) -> list[str] | None:
+    """Files that conflict when `commit` merges into `base_branch` (None: it merges cleanly).
+
+    `git merge-tree --write-tree` (git >= 2.38) merges in the object store only: no work tree, no index.
+    """
+    import git
+
+    try:
+        repo.git.execute(
+            ["git", "merge-tree", "--write-tree", "--name-only", "--no-messages", base_branch, commit]
+        )
+    except git.GitCommandError as exc:
+        if exc.status != 1:
+            detail = (exc.stderr or "").strip().removeprefix("stderr: ").strip("'\n ")
+            raise GitError(f"git merge-tree failed: {detail}") from None
+        lines = str(exc.stdout or "").removeprefix("  stdout: ").strip("'\n ").splitlines()
+        return [line for line in lines[1:] if line.strip()] or ["unknown files"]
+    return None
+
+
+def merge_in_checkout(checkout: Path, commit: str, message: str) -> str:
+    """Merge `commit` into the branch checked out at `checkout` with git's own merge (--no-ff).
+
+    Call only after `merge_conflicts` found none: git then either merges, or refuses before touching
+    anything because a file the merge changes has uncommitted changes (MergeRefused).
+    """
+    import subprocess
+
+    done = subprocess.run(
+        ["git", "merge", "--no-ff", "--no-edit", "-m", message, commit],
+        cwd=checkout,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        text = done.stderr + done.stdout
+        files = [line.strip() for line in text.splitlines() if line.startswith("\t")]
+        if "would be overwritten" in text:
+            raise MergeRefused(checkout, files, text.strip())
+        raise GitError(f"git merge in {checkout} failed: {text.strip()}")
+    out = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=checkout, capture_output=True, text=True, check=True
+    )
+    return out.stdout.strip()
+
+
+def merge_without_checkout(repo: Repo, base_branch: str, commit: str, message: str) -> str:
+    """Merge `commit` into `base_branch` that no work tree has checked out: tree from merge-tree, a merge
+    commit from commit-tree, and the branch moved only if nobody moved it meanwhile."""
+    old = commit_of(repo, base_branch)
+    tree = _run(repo, "merge-tree", "--write-tree", "--no-messages", old, commit).splitlines()[0]
+    merge = _run(repo, "commit-tree", tree, "-p", old, "-p", commit, "-m", message)
+    _run(repo, "update-ref", "-m", message, f"refs/heads/{base_branch}", merge, old)
+    return merge

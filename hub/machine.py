@@ -33,8 +33,9 @@ STATES: tuple[str, ...] = (
 IN_PROGRESS_STATES = frozenset({IMPLEMENTATION_IN_PROGRESS, JUDGE_REVIEW_IN_PROGRESS})
 TERMINAL_STATES = frozenset({MERGED})
 
-# (state, event) -> new state. Blueprint V2's edges, plus `interrupted` for crash recovery and
-# `fail_disagree` from pending_implementer (a rebuttal filed after report-judge applied the FAIL).
+# (state, event) -> new state. Blueprint V2's edges, plus `interrupted` for crash recovery,
+# `fail_disagree` from pending_implementer (a rebuttal filed after report-judge applied the FAIL), and
+# `branch_moved` (the task branch is no longer the commit the judge passed: it is reviewed again).
 TABLE: dict[tuple[str, str], str] = {
     (PENDING_IMPLEMENTER, "lock_acquired"): IMPLEMENTATION_IN_PROGRESS,
     (IMPLEMENTATION_IN_PROGRESS, "code_written"): PENDING_LOCAL_REVIEW,
@@ -56,6 +57,7 @@ TABLE: dict[tuple[str, str], str] = {
     (REVIEW_COMPLETE, "fail_agree"): PENDING_IMPLEMENTER,
     (REVIEW_COMPLETE, "conditional"): PENDING_IMPLEMENTER,
     (REVIEW_COMPLETE, "fail_disagree"): PENDING_REBUTTAL,
+    (REVIEW_COMPLETE, "branch_moved"): PENDING_LOCAL_REVIEW,
     (PENDING_IMPLEMENTER, "fail_disagree"): PENDING_REBUTTAL,
     (PENDING_REBUTTAL, "rebuttal_accepted"): PENDING_JUDGE_REVIEW,
     (PENDING_REBUTTAL, "rebuttal_limit_exceeded"): ERIK_CONSULTATION,

@@ -395,11 +395,14 @@ def scan_paths(
     *,
     include_packaged: bool = True,
     timeout: float = SCAN_TIMEOUT_SECONDS,
+    config_root: Path | None = None,
 ) -> list[Finding]:
     """The static gate: packaged rules + the repository's rules on `paths` (changed files), or the whole repo.
 
     Paths are relative to repo_root (or absolute); ones that no longer exist (deleted files) are skipped.
-    Finding.file is relative to repo_root, with forward slashes.
+    Finding.file is relative to repo_root, with forward slashes. `config_root` (default repo_root) is
+    where sgconfig.yml and the rules are read: a task's worktree is scanned with the user's checkout's
+    rules, so a task cannot change the rules that judge it.
     """
     started = time.perf_counter()
     repo_root = Path(repo_root).resolve()
@@ -414,7 +417,8 @@ def scan_paths(
         if not targets:
             return []
     with tempfile.TemporaryDirectory(prefix="hub-rules-") as tmp:
-        written = _write_scan_config(Path(tmp), repo_root, include_packaged)
+        rules_root = Path(config_root).resolve() if config_root is not None else repo_root
+        written = _write_scan_config(Path(tmp), rules_root, include_packaged)
         if written is None:
             return []
         config, rules = written

@@ -165,9 +165,17 @@ class TaskDriver:
             handoff.record(self.hand, contract, event, self.ctx.clock())
         return contract
 
+    @property
+    def worktree(self) -> Path:
+        """The task's own worktree (the user's checkout before setup-task)."""
+        recorded = self.contract()["git"].get("worktree") if self.hand.contract.exists() else None
+        return Path(recorded) if recorded else self.repo
+
     def write(self, files: Mapping[str, str]) -> None:
+        """Write files where the task works: its worktree."""
+        root = self.worktree
         for name, text in files.items():
-            target = self.repo / name
+            target = root / name
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(text, encoding="utf-8")
 

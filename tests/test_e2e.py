@@ -231,4 +231,5 @@ def test_two_stalls_halt_with_exit_4_and_the_printed_resume_command_works(
     resumed = cli("run-implementer", "--json", backend="ollama")
 
     assert json.loads(resumed.stdout)["to"] == "pending_local_review"
-    assert (git_repo / "src" / "app.py").read_text(encoding="utf-8") == GREET_FIXED
+    worktree = Path(json.loads((handoff / "TASK_CONTRACT.json").read_text("utf-8"))["git"]["worktree"])
+    assert (worktree / "src" / "app.py").read_text(encoding="utf-8") == GREET_FIXED

@@ -5,12 +5,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from hub import gitops
 from hub.errors import DirtyWorkTree, GitError
 from hub.gitops import MergeConflict
+
+if TYPE_CHECKING:
+    from git import Repo
 
 Git = Callable[..., str]
 
@@ -79,27 +83,54 @@ def test_excluding_a_path_is_idempotent(git_repo: Path) -> None:
     assert lines == ["/_handoff/", "/scratch/"]
 
 
-def test_a_task_branch_starts_at_the_base_commit_and_is_checked_out(git_repo: Path, run_git: Git) -> None:
+def task_worktree(git_repo: Path, branch: str = "task/t1") -> tuple[Path, Repo]:
+    """A worktree for `branch` (created from main) under the git directory, and its repo."""
+    repo = gitops.open_repo(git_repo)
+    path = gitops.default_worktrees_dir(repo) / branch.replace("/", "-")
+    gitops.ensure_worktree(repo, path, branch, start="main")
+    return path, gitops.open_repo(path)
+
+
+def test_a_task_worktree_starts_at_the_base_and_leaves_the_user_checkout_alone(
+    git_repo: Path, run_git: Git
+) -> None:
     repo = gitops.open_repo(git_repo)
     base = run_git(git_repo, "rev-parse", "main")
-    assert gitops.create_task_branch(repo, "main", "task/t1") == base
-    assert gitops.current_branch(repo) == "task/t1"
-    with pytest.raises(GitError, match="branch 'task/t1' exists already"):
-        gitops.create_task_branch(repo, "main", "task/t1")
-    with pytest.raises(GitError, match="base branch 'develop' does not exist"):
-        gitops.create_task_branch(repo, "develop", "task/t2")
+    path, task = task_worktree(git_repo)
+    assert path == git_repo / ".git" / "hub-worktrees" / "task-t1"
+    assert gitops.current_branch(task) == "task/t1" and gitops.head_commit(task) == base
+    assert gitops.current_branch(repo) == "main"
+    assert gitops.worktrees(repo) == {"main": git_repo, "task/t1": path}
+    assert gitops.ensure_worktree(repo, path, "task/t1") is False
+    assert gitops.dirty_files(repo) == []  # the worktree inside .git/ is invisible to the user's status
+
+
+def test_a_worktree_deleted_by_hand_is_recreated_from_its_branch(git_repo: Path, run_git: Git) -> None:
+    path, task = task_worktree(git_repo)
+    write(path, "src/app.py", "committed on the branch\n")
+    sha = gitops.checkpoint(task, "work", None)
+    import shutil
+
+    shutil.rmtree(path)
+    repo = gitops.open_repo(git_repo)
+    assert gitops.ensure_worktree(repo, path, "task/t1") is True
+    assert (path / "src/app.py").read_text(encoding="utf-8") == "committed on the branch\n"
+    assert gitops.head_commit(gitops.open_repo(path)) == sha
+    gitops.remove_worktree(repo, path)
+    gitops.delete_branch(repo, "task/t1")
+    assert not path.exists() and list(gitops.worktrees(repo)) == ["main"]
+    assert not gitops.branch_exists(repo, "task/t1")
 
 
 def test_a_checkpoint_commits_only_inside_the_allowed_paths(git_repo: Path, run_git: Git) -> None:
-    repo = gitops.open_repo(git_repo)
-    gitops.create_task_branch(repo, "main", "task/t1")
-    write(git_repo, "src/app.py", "inside\n")
-    write(git_repo, "src/new_module.py", "inside too\n")
-    write(git_repo, "README.md", "outside\n")
-    write(git_repo, "srcfoo.py", "prefix but outside\n")
+    path, repo = task_worktree(git_repo)
+    write(path, "src/app.py", "inside\n")
+    write(path, "src/new_module.py", "inside too\n")
+    write(path, "README.md", "outside\n")
+    write(path, "srcfoo.py", "prefix but outside\n")
     sha = gitops.checkpoint(repo, "[TASK: t1] Transition: x (Event: y)", ["src"])
-    assert sha == run_git(git_repo, "rev-parse", "HEAD")
-    committed = run_git(git_repo, "show", "--name-only", "--format=%s", "HEAD").splitlines()
+    assert sha == run_git(git_repo, "rev-parse", "task/t1")
+    committed = run_git(git_repo, "show", "--name-only", "--format=%s", "task/t1").splitlines()
     assert committed == ["[TASK: t1] Transition: x (Event: y)", "", "src/app.py", "src/new_module.py"]
     assert sorted(gitops.dirty_files(repo)) == ["README.md", "srcfoo.py"]
 
@@ -140,10 +171,10 @@ def test_a_checkpoint_without_scope_commits_everything_dirty(git_repo: Path, run
 
 
 def test_diff_stats_and_text_cover_the_task_branch_against_its_base(git_repo: Path, run_git: Git) -> None:
-    repo = gitops.open_repo(git_repo)
-    base = gitops.create_task_branch(repo, "main", "task/t1")
-    write(git_repo, "src/app.py", "one\ntwo\nthree\n")
-    write(git_repo, "logo.bin", "\0\1\2")
+    base = run_git(git_repo, "rev-parse", "main")
+    path, repo = task_worktree(git_repo)
+    write(path, "src/app.py", "one\ntwo\nthree\n")
+    write(path, "logo.bin", "\0\1\2")
     gitops.checkpoint(repo, "work", None)
     stats = gitops.diff_stats(repo, base)
     assert sorted(stats.files) == ["logo.bin", "src/app.py"]
@@ -173,35 +204,68 @@ def test_a_stash_keeps_untracked_work_under_its_name(git_repo: Path, run_git: Gi
     assert (git_repo / "src/new.py").read_text(encoding="utf-8") == "untracked\n"
 
 
-def test_a_merge_makes_a_no_ff_merge_commit_on_the_base(git_repo: Path, run_git: Git) -> None:
+def test_a_merge_in_the_users_checkout_makes_a_no_ff_merge_commit_and_keeps_unrelated_local_changes(
+    git_repo: Path, run_git: Git
+) -> None:
+    path, task = task_worktree(git_repo)
+    write(path, "src/app.py", "merged content\n")
+    task_head = gitops.checkpoint(task, "work", None)
+    assert task_head is not None
+    write(git_repo, "README.md", "the user's own edit\n")
     repo = gitops.open_repo(git_repo)
-    gitops.create_task_branch(repo, "main", "task/t1")
-    write(git_repo, "src/app.py", "merged content\n")
-    task_head = gitops.checkpoint(repo, "work", None)
-    merge = gitops.merge_no_ff(repo, "task/t1", "main", "[TASK: t1] Merge task/t1")
-    assert gitops.current_branch(repo) == "main"
+    assert gitops.merge_conflicts(repo, "main", task_head) is None
+    merge = gitops.merge_in_checkout(git_repo, task_head, "[TASK: t1] Merge task/t1")
     assert run_git(git_repo, "rev-parse", "main") == merge
     parents = run_git(git_repo, "log", "-1", "--format=%P", "main").split()
     assert len(parents) == 2 and parents[1] == task_head
     assert (git_repo / "src/app.py").read_text(encoding="utf-8") == "merged content\n"
+    assert (git_repo / "README.md").read_text(encoding="utf-8") == "the user's own edit\n"
 
 
-def test_a_conflicting_merge_is_aborted_leaving_both_branches_and_the_tree_as_they_were(
+def test_git_refuses_to_merge_over_uncommitted_changes_and_nothing_of_the_users_changes(
     git_repo: Path, run_git: Git
 ) -> None:
+    path, task = task_worktree(git_repo)
+    write(path, "src/app.py", "task side\n")
+    task_head = gitops.checkpoint(task, "work", None)
+    assert task_head is not None
+    write(git_repo, "src/app.py", "the user's unsaved work\n")
+    before = run_git(git_repo, "rev-parse", "main")
+    with pytest.raises(
+        gitops.MergeRefused, match=r"merge waits: your checkout has local changes in src/app.py"
+    ):
+        gitops.merge_in_checkout(git_repo, task_head, "merge")
+    assert (git_repo / "src/app.py").read_text(encoding="utf-8") == "the user's unsaved work\n"
+    assert run_git(git_repo, "rev-parse", "main") == before
+
+
+def test_a_base_checked_out_nowhere_is_merged_without_any_work_tree(git_repo: Path, run_git: Git) -> None:
+    run_git(git_repo, "branch", "release")
+    path, task = task_worktree(git_repo)
+    write(path, "src/app.py", "for the release\n")
+    task_head = gitops.checkpoint(task, "work", None)
+    assert task_head is not None
     repo = gitops.open_repo(git_repo)
-    gitops.create_task_branch(repo, "main", "task/t1")
-    write(git_repo, "src/app.py", "task side\n")
-    gitops.checkpoint(repo, "task work", None)
-    run_git(git_repo, "checkout", "-q", "main")
+    merge = gitops.merge_without_checkout(repo, "release", task_head, "[TASK: t1] Merge task/t1")
+    assert run_git(git_repo, "rev-parse", "release") == merge
+    assert run_git(git_repo, "show", "release:src/app.py") == "for the release"
+    assert run_git(git_repo, "log", "-1", "--format=%s", "release") == "[TASK: t1] Merge task/t1"
+    assert gitops.dirty_files(repo) == [] and gitops.current_branch(repo) == "main"
+
+
+def test_a_conflict_is_found_in_the_object_store_leaving_both_branches_and_every_tree_as_they_were(
+    git_repo: Path, run_git: Git
+) -> None:
+    path, task = task_worktree(git_repo)
+    write(path, "src/app.py", "task side\n")
+    task_head = gitops.checkpoint(task, "task work", None)
+    assert task_head is not None
+    repo = gitops.open_repo(git_repo)
     write(git_repo, "src/app.py", "base side\n")
     gitops.checkpoint(repo, "someone else's work", None)
     heads = {b: run_git(git_repo, "rev-parse", b) for b in ("main", "task/t1")}
-    with pytest.raises(MergeConflict) as caught:
-        gitops.merge_no_ff(repo, "task/t1", "main", "merge")
-    assert caught.value.files == ["src/app.py"]
-    assert "conflicts in: src/app.py" in str(caught.value)
+    assert gitops.merge_conflicts(repo, "main", task_head) == ["src/app.py"]
+    assert "conflicts in: src/app.py" in str(MergeConflict("task/t1", "main", ["src/app.py"]))
     assert {b: run_git(git_repo, "rev-parse", b) for b in heads} == heads
-    assert gitops.current_branch(repo) == "task/t1"
-    assert gitops.dirty_files(repo) == []
+    assert gitops.dirty_files(repo) == [] and gitops.dirty_files(task) == []
     assert not (git_repo / ".git/MERGE_HEAD").exists()

@@ -101,6 +101,7 @@ class Run:
         self.start_state: str = contract["status"]
         self.tokens = 0
         self._repo: Repo | None = None
+        self._user_repo: Repo | None = None
 
     @property
     def task_id(self) -> str:
@@ -111,12 +112,42 @@ class Run:
         return self.ctx.clock()
 
     @property
+    def user_repo(self) -> Repo:
+        """The user's own checkout: the trust root (hub.yaml, prompts, rules). Never switched, stashed or
+        committed to; only a merge lands in it, through git's own merge."""
+        if self._user_repo is None:
+            from hub import gitops
+
+            self._user_repo = gitops.open_repo(self.ctx.repo_root)
+        return self._user_repo
+
+    @property
+    def worktree(self) -> Path:
+        """The task's own git worktree, where every edit, acceptance command, scan and checkpoint happens."""
+        recorded = self.contract["git"].get("worktree")
+        return Path(recorded) if recorded else worktree_path(self.ctx, self.user_repo, self.task_id)
+
+    @property
     def repo(self) -> Repo:
+        """The task's worktree (recreated from its branch if someone deleted it); before setup-task, the
+        user's checkout, read only."""
         if self._repo is None:
             from hub import gitops
 
-            self._repo = gitops.open_repo(self.ctx.repo_root)
+            branch = self.contract["git"].get("task_branch")
+            if not branch:
+                return self.user_repo
+            path = self.worktree
+            if gitops.ensure_worktree(self.user_repo, path, branch):
+                log.warning("worktree.recreated", task=self.task_id, path=str(path), branch=branch)
+            self._repo = gitops.open_repo(path)
         return self._repo
+
+    def close_repo(self) -> None:
+        """Let go of the worktree's repository (before the worktree is removed)."""
+        if self._repo is not None and self._repo is not self._user_repo:
+            self._repo.close()
+        self._repo = None
 
     def record(self, event: str, reason: str | None = None, resume_to: str | None = None) -> str:
         handoff.record(self.ctx.handoff, self.contract, event, self.now, reason, resume_to)
@@ -151,7 +182,6 @@ class Run:
             return None
         from hub import gitops
 
-        gitops.checkout(self.repo, branch)
         message = f"[TASK: {self.task_id}] Transition: {self.contract['status']} (Event: {event})"
         return gitops.checkpoint(self.repo, message, self.contract["constraints"]["allowed_paths"] or None)
 
@@ -238,6 +268,12 @@ class Run:
             exit_code=EXIT_HALTED,
             data={"trigger": trip.trigger, "halt_file": str(path)},
         )
+
+
+def worktree_path(ctx: Context, user_repo: Repo, task_id: str) -> Path:
+    from hub import gitops
+
+    return (ctx.config.worktrees_dir or gitops.default_worktrees_dir(user_repo)) / task_id
 
 
 def suggested_resume_state(state_before: str) -> str:

@@ -5,43 +5,93 @@ from __future__ import annotations
 from hub import gitops, handoff
 from hub.breakers import Trip
 from hub.errors import WrongState
-from hub.gitops import MergeConflict
+from hub.gitops import MergeConflict, MergeRefused
 from hub.machine import ERIK_CONSULTATION, PENDING_IMPLEMENTER, RESUMABLE_STATES, REVIEW_COMPLETE
-from hub.phases.context import Context, Outcome, require_setup, running
+from hub.phases.context import Context, Outcome, Run, require_setup, running
 
 
 def finalize_task(ctx: Context) -> Outcome:
-    """Merge the task branch into its base with --no-ff after a PASS; archive the task's files."""
+    """Merge the commit the judge passed into the base (--no-ff); remove the task's worktree; archive.
+
+    The user's checkout is touched only when it has the base checked out, and then only by git's own
+    merge, which refuses rather than overwrite uncommitted changes: the task then waits and `hub next`
+    retries. A base checked out nowhere is merged in the object store, without any work tree."""
     with running(ctx, "finalize-task", {REVIEW_COMPLETE}) as run:
         require_setup(run)
-        verdict = run.contract["handoff_data"].get("judge_verdict")
+        data = run.contract["handoff_data"]
+        verdict = data.get("judge_verdict")
         if verdict != "PASS":
             raise WrongState(f"task {run.task_id} has verdict {verdict}, not PASS; it cannot be merged")
         git = run.contract["git"]
-        repo = run.repo
-        gitops.checkout(repo, git["task_branch"])
-        # Untracked files (build output of acceptance commands) cannot be lost by a merge; changes can.
-        gitops.ensure_clean(repo, untracked=False)
-        try:
-            merge_commit = gitops.merge_no_ff(
-                repo,
-                git["task_branch"],
-                git["base_branch"],
-                f"[TASK: {run.task_id}] Merge {git['task_branch']}",
-            )
-        except MergeConflict as exc:
-            return run.halt(Trip("git_conflict", str(exc), {"files": ", ".join(exc.files)}))
-        run.contract["handoff_data"]["merge_commit"] = merge_commit
-        run.record("pass", f"merged into {git['base_branch']} at {merge_commit[:12]}")
+        base, branch = git["base_branch"], git["task_branch"]
+        # Hand edits in the task's worktree are the task's, and like any change they are reviewed.
+        run.checkpoint("manual_edit")
+        head = gitops.commit_of(run.repo, branch)
+        reviewed = data.get("reviewed_commit")
+        if head != reviewed:
+            return back_to_review(run, reviewed, head)
+        user = run.user_repo
+        message = f"[TASK: {run.task_id}] Merge {branch}"
+        if gitops.is_ancestor(user, reviewed, base):
+            # A finalize-task killed after its merge and before recording it: the merge is there.
+            merge_commit = gitops.commit_of(user, base)
+        else:
+            conflicts = gitops.merge_conflicts(user, base, reviewed)
+            if conflicts is not None:
+                exc = MergeConflict(branch, base, conflicts)
+                return run.halt(Trip("git_conflict", str(exc), {"files": ", ".join(conflicts)}))
+            checkout = gitops.worktrees(user).get(base)
+            try:
+                if checkout is None:
+                    merge_commit = gitops.merge_without_checkout(user, base, reviewed, message)
+                else:
+                    merge_commit = gitops.merge_in_checkout(checkout, reviewed, message)
+            except MergeRefused as exc:
+                data["merge_wait"] = str(exc)
+                run.save()
+                return Outcome(
+                    "finalize-task",
+                    run.task_id,
+                    run.start_state,
+                    run.contract["status"],
+                    f"{exc}; nothing of yours was touched. Commit or stash them; `hub next` retries",
+                    data={"merge_wait": str(exc), "files": exc.files},
+                )
+        data.pop("merge_wait", None)
+        data["merge_commit"] = merge_commit
+        run.record("pass", f"merged {reviewed[:12]} into {base} at {merge_commit[:12]}")
+        cleanup(run)
         target = handoff.archive_task(ctx.handoff, run.task_id)
         return Outcome(
             "finalize-task",
             run.task_id,
             run.start_state,
             "merged",
-            f"merged {git['task_branch']} into {git['base_branch']} ({merge_commit[:12]}); files in {target}",
+            f"merged {branch} into {base} ({merge_commit[:12]}); files in {target}",
             data={"merge_commit": merge_commit},
         )
+
+
+def back_to_review(run: Run, reviewed: str | None, head: str) -> Outcome:
+    """The branch is not the commit the judge passed: the verdict does not cover it; review it again."""
+    data = run.contract["handoff_data"]
+    data["judge_verdict"] = None
+    data.pop("merge_wait", None)
+    reason = (
+        f"the task branch moved after the verdict (reviewed {(reviewed or 'nothing')[:12]}, now {head[:12]}): "
+        "the new commits go through review before any merge"
+    )
+    run.record("branch_moved", reason)
+    return Outcome("finalize-task", run.task_id, run.start_state, run.contract["status"], reason)
+
+
+def cleanup(run: Run) -> None:
+    """The merged task's worktree goes; its branch too unless `keep_branches: true`."""
+    git = run.contract["git"]
+    run.close_repo()
+    gitops.remove_worktree(run.user_repo, run.worktree)
+    if not run.ctx.config.keep_branches:
+        gitops.delete_branch(run.user_repo, git["task_branch"])
 
 
 def resume(ctx: Context, to_state: str, note: str | None = None) -> Outcome:

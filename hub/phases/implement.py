@@ -37,7 +37,6 @@ def run_implementer(ctx: Context) -> Outcome:
         trip = pre_phase_trip(run)
         if trip:
             return run.halt(trip)
-        gitops.checkout(run.repo, run.contract["git"]["task_branch"])
         # A person may have fixed things by hand while the task was halted: their edits are the task's.
         run.checkpoint("manual_edit")
         run.take_lease(run.contract["limits"]["timeout_minutes"]["implementer"])
@@ -141,7 +140,7 @@ class Attempt:
             why = "; ".join(parsed.problems) or "no file path followed by a fenced code block was found"
             return Stall("malformed_output", why)
         policy = Policy(
-            repo_root=self.run.ctx.repo_root,
+            repo_root=self.run.worktree,
             allowed_paths=tuple(allowed),
             forbidden_paths=tuple(constraints["forbidden_paths"]),
             max_diff_lines=constraints.get("max_diff_lines"),
@@ -206,7 +205,7 @@ class Attempt:
         return Stall("tests_failed", "\n\n".join(r.feedback() for r in failed)[-3000:])
 
     def _command(self, command: str) -> CommandResult:
-        result = run_command(command, self.run.ctx.repo_root, self.config.acceptance_timeout_seconds)
+        result = run_command(command, self.run.worktree, self.config.acceptance_timeout_seconds)
         write_record(
             self.run.ctx.handoff,
             self.run.task_id,
@@ -235,7 +234,7 @@ class Attempt:
         commit = run.checkpoint("code_written")
         git = self.contract["git"]
         stats = gitops.diff_stats(run.repo, git["base_commit"], git["task_branch"])
-        content_hash = gitops.content_hash(run.ctx.repo_root, list(stats.files))
+        content_hash = gitops.content_hash(run.worktree, list(stats.files))
         data["changed_files"] = list(stats.files)
         data["diff_summary"] = f"{len(stats.files)} files changed, +{stats.added} -{stats.removed}"
         trip = breakers.after_implementation(
@@ -266,7 +265,8 @@ class Attempt:
 def build_prompt(run: Run) -> str:
     contract = run.contract
     spec, constraints = contract["specification"], contract["constraints"]
-    repo_root = run.ctx.repo_root
+    repo_root = run.ctx.repo_root  # the trust root: prompt templates
+    worktree = run.worktree
     paths = list(dict.fromkeys(p for p in [spec.get("target_file"), *spec.get("source_files", [])] if p))
     example = spec.get("target_file") or (paths[0] if paths else "path/to/file.py")
     from hub.code import language_for
@@ -283,16 +283,16 @@ def build_prompt(run: Run) -> str:
         acceptance_criteria=prompts.bullets(spec.get("acceptance_criteria", [])),
         acceptance_commands=", ".join(f"`{c}`" for c in spec.get("acceptance_commands", [])) or "(none)",
         feedback=feedback_section(run),
-        files="\n\n".join(file_section(repo_root, p) for p in paths) or "(no files named in the contract)",
+        files="\n\n".join(file_section(worktree, p) for p in paths) or "(no files named in the contract)",
         example_path=example,
         example_lang=language_for(example) or "",
     )
 
 
-def file_section(repo_root: Path, rel: str) -> str:
+def file_section(worktree: Path, rel: str) -> str:
     from hub.code import language_for, outline, render_outline
 
-    path = repo_root / rel
+    path = worktree / rel
     if not path.is_file():
         return f"### {rel}\n\n(does not exist yet: create it)"
     text = path.read_text(encoding="utf-8", errors="replace")

@@ -25,7 +25,10 @@ from hub.phases.context import Context, Outcome, Run, running
 
 def enter_judge_review(run: Run, event: str, reason: str | None = None) -> None:
     """Record the move to pending_judge_review and write REVIEW_REQUEST.md for the judge."""
-    run.contract["handoff_data"]["review_requested_at"] = iso(run.now)
+    data = run.contract["handoff_data"]
+    data["review_requested_at"] = iso(run.now)
+    # The judge's verdict is about this commit and no other: finalize-task merges exactly it.
+    data["reviewed_commit"] = gitops.commit_of(run.repo, run.contract["git"]["task_branch"])
     run.record(event, reason)
     write_review_request(run)
 

@@ -181,7 +181,7 @@ def _run_command(run: Run, command: str, request: str, seconds: float) -> JudgeR
     proc = subprocess.Popen(
         command,
         shell=True,
-        cwd=run.ctx.repo_root,
+        cwd=run.worktree,  # the code under review; the command itself comes from the user's hub.yaml
         env=env,
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,

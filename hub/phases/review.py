@@ -126,10 +126,9 @@ class Review:
         self.model = self.config.role("local_reviewer").model
         self.started = time.perf_counter()
         git = self.contract["git"]
-        gitops.checkout(run.repo, git["task_branch"])
         self.diff = gitops.diff_text(run.repo, git["base_commit"], git["task_branch"])
         stats = gitops.diff_stats(run.repo, git["base_commit"], git["task_branch"])
-        root = run.ctx.repo_root
+        root = run.worktree
         self.files = [f for f in stats.files if (root / f).is_file()]
 
     def execute(self) -> Outcome:
@@ -160,7 +159,11 @@ class Review:
 
         issues: list[dict[str, Any]] = []
         try:
-            findings = scan_paths(self.run.ctx.repo_root, self.files) if self.files else []
+            findings = (
+                scan_paths(self.run.worktree, self.files, config_root=self.run.ctx.repo_root)
+                if self.files
+                else []
+            )
         except RuleError as exc:
             # A broken rule set must not wave a change through: make it the judge's business.
             findings = []
@@ -194,7 +197,7 @@ class Review:
                     event="critical_flaw",
                 )
             issues.append(issue)
-        root = self.run.ctx.repo_root
+        root = self.run.worktree
         for rel in self.files:
             for err in syntax_errors(rel, (root / rel).read_text(encoding="utf-8", errors="replace"))[:5]:
                 issues.append(

@@ -11,7 +11,7 @@ from hub.contract import Contract
 from hub.errors import ContractInvalid, GitError, WrongState
 from hub.handoff import write_report
 from hub.machine import MERGED, PENDING_IMPLEMENTER
-from hub.phases.context import Context, Outcome, running
+from hub.phases.context import Context, Outcome, running, worktree_path
 
 HANDOFF_README = """# _handoff
 
@@ -80,46 +80,73 @@ def create(ctx: Context, fields: dict[str, object]) -> Outcome:
         )
         contract["limits"]["max_changed_files"] = ctx.config.max_changed_files
         contract_mod.save(hand.contract, contract, ctx.clock())
+    message = f"created {hand.contract}"
+    unseen = uncommitted_task_files(ctx, contract)
+    if unseen:
+        message += (
+            f"; note: {', '.join(unseen)} has uncommitted changes in your checkout, which the task will not "
+            "see (it works on the committed base in a worktree of its own)"
+        )
     return Outcome(
         "new",
         contract["task_id"],
         None,
         contract["status"],
-        f"created {hand.contract}",
-        data={"task_id": contract["task_id"]},
+        message,
+        data={"task_id": contract["task_id"], "uncommitted": unseen},
     )
 
 
+def uncommitted_task_files(ctx: Context, contract: Contract) -> list[str]:
+    """The task's target and source files that have uncommitted changes in the user's checkout."""
+    spec = contract["specification"]
+    named = {p for p in [spec.get("target_file"), *spec.get("source_files", [])] if p}
+    if not named:
+        return []
+    try:
+        dirty = set(gitops.dirty_files(gitops.open_repo(ctx.repo_root)))
+    except GitError:
+        return []
+    return sorted(named & dirty)
+
+
 def setup_task(ctx: Context, base_branch: str | None = None) -> Outcome:
-    """Create task/<task_id> from the base branch on a clean work tree and record it."""
+    """Create task/<task_id> from the base branch in a worktree of its own, and record it.
+
+    The user's checkout is only read (its current branch is the default base): uncommitted work in it
+    blocks nothing, and the task will not see it."""
     with running(ctx, "setup-task", {PENDING_IMPLEMENTER}) as run:
         git = run.contract["git"]
         if git.get("task_branch"):
             raise WrongState(f"task {run.task_id} is set up already on {git['task_branch']}")
-        repo = run.repo
-        gitops.ensure_clean(repo)
+        user = run.user_repo
         task_branch = f"task/{run.task_id}"
-        if git.get("base_commit") and gitops.branch_exists(repo, task_branch):
+        path = worktree_path(ctx, user, run.task_id)
+        if git.get("base_commit") and gitops.branch_exists(user, task_branch):
             # A setup-task killed after creating the branch and before saving it: adopt the branch if
             # it is still exactly the base it recorded, or the task could never be set up again.
             base, base_commit = git["base_branch"], git["base_commit"]
-            if gitops.commit_of(repo, task_branch) != base_commit:
+            if gitops.commit_of(user, task_branch) != base_commit:
                 raise GitError(f"branch '{task_branch}' exists already and has moved; delete it first")
-            gitops.checkout(repo, task_branch)
+            gitops.ensure_worktree(user, path, task_branch)
         else:
-            base = base_branch or gitops.current_branch(repo)
+            base = base_branch or gitops.current_branch(user)
             if base == "HEAD":
                 raise WrongState("HEAD is detached: check out the base branch or pass --base")
-            if not gitops.branch_exists(repo, base):
+            if not gitops.branch_exists(user, base):
                 raise GitError(f"base branch '{base}' does not exist")
-            git.update(base_branch=base, base_commit=gitops.commit_of(repo, base))
+            if gitops.branch_exists(user, task_branch):
+                raise GitError(f"branch '{task_branch}' exists already; delete it or start a new task")
+            base_commit = gitops.commit_of(user, base)
+            git.update(base_branch=base, base_commit=base_commit)
             run.save()
-            base_commit = gitops.create_task_branch(repo, base, task_branch)
+            gitops.ensure_worktree(user, path, task_branch, start=base_commit)
         git.update(
-            repo_root=str(repo.working_tree_dir),
+            repo_root=str(user.working_tree_dir),
             base_branch=base,
             task_branch=task_branch,
             base_commit=base_commit,
+            worktree=str(path),
         )
         run.save()
         return Outcome(
@@ -127,5 +154,5 @@ def setup_task(ctx: Context, base_branch: str | None = None) -> Outcome:
             run.task_id,
             run.start_state,
             run.contract["status"],
-            f"on {task_branch} from {base} at {base_commit[:12]}",
+            f"on {task_branch} from {base} at {base_commit[:12]}, in {path}",
         )

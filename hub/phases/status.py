@@ -57,6 +57,9 @@ def due(
         return "timeout-judge", "the judge timed out"
     if status == REVIEW_COMPLETE:
         if contract["handoff_data"].get("judge_verdict") == "PASS":
+            waiting = contract["handoff_data"].get("merge_wait")
+            if waiting:
+                return "finalize-task", f"{waiting} (retried on every `hub next`)"
             return "finalize-task", "the judge passed the task"
         # A report-judge that died between recording the verdict and applying it.
         return (

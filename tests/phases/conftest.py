@@ -151,8 +151,15 @@ class Pipeline:
         """The user message of every generation request the model received, oldest first."""
         return [body["messages"][-1]["content"] for body in self.fake.chat_requests(model)]
 
+    @property
+    def worktree(self) -> Path:
+        """Where the task works (its own git worktree); the user's checkout before setup-task."""
+        recorded = self.contract()["git"].get("worktree") if self.ctx.handoff.contract.exists() else None
+        return Path(recorded) if recorded else self.repo
+
     def read(self, rel: str) -> str:
-        return (self.repo / rel).read_text(encoding="utf-8")
+        """A file as the task sees it, in its worktree."""
+        return (self.worktree / rel).read_text(encoding="utf-8")
 
     def halt_text(self) -> str:
         return self.ctx.handoff.halt_report.read_text(encoding="utf-8")

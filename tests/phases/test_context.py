@@ -23,13 +23,16 @@ def test_a_checkpoint_commits_only_the_allowed_paths_with_the_transition_in_its_
     task.write({"src/app.py": "def greet(name):\n    return 'hello, ' + name\n", "README.md": "stray edit\n"})
     run.record("code_written")
     sha = run.checkpoint("code_written")
-    repo = ctx.repo_root
+    repo = task.worktree
     assert sha == run_git(repo, "rev-parse", f"task/{task_id}")
     assert run_git(repo, "log", "-1", "--format=%s") == (
         f"[TASK: {task_id}] Transition: pending_local_review (Event: code_written)"
     )
     assert run_git(repo, "show", "--name-only", "--format=", "HEAD") == "src/app.py"
     assert run_git(repo, "status", "--porcelain") == "M README.md"
+    # The user's checkout never moved: still on main, clean, at the base.
+    assert run_git(ctx.repo_root, "rev-parse", "--abbrev-ref", "HEAD") == "main"
+    assert run_git(ctx.repo_root, "status", "--porcelain") == ""
     assert run.checkpoint("code_written") is None  # nothing new inside the allowed paths
 
 

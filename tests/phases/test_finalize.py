@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from hub.config import load_config
-from hub.errors import DirtyWorkTree, WrongState
+from hub.errors import WrongState
 from hub.phases.context import Context
 from hub.phases.finalize import finalize_task, resume
 
@@ -52,26 +52,95 @@ def test_finalize_needs_review_complete_with_a_pass(task: Any, ctx: Context) -> 
         finalize_task(ctx)
 
 
-def test_finalize_refuses_uncommitted_changes_but_not_untracked_build_output(
+def test_a_merge_over_the_users_uncommitted_changes_waits_and_touches_nothing_of_theirs(
     task: Any, ctx: Context, run_git: Any
 ) -> None:
     task.to_review_complete("PASS")
-    (ctx.repo_root / "build.out").write_text("artefact\n", encoding="utf-8")
-    (ctx.repo_root / "README.md").write_text("edited by hand\n", encoding="utf-8")
-    with pytest.raises(DirtyWorkTree, match=r"README\.md"):
-        finalize_task(ctx)
-    assert task.contract()["status"] == "review_complete"
-    run_git(ctx.repo_root, "checkout", "--", "README.md")
+    repo = ctx.repo_root
+    (repo / "build.out").write_text("artefact\n", encoding="utf-8")
+    (repo / "src/app.py").write_text("the user's unsaved work\n", encoding="utf-8")
+    main_before = run_git(repo, "rev-parse", "main")
+    outcome = finalize_task(ctx)
+    assert outcome.exit_code == 0 and outcome.to_state == "review_complete"
+    assert "merge waits: your checkout has local changes in src/app.py" in outcome.message
+    assert (repo / "src/app.py").read_text(encoding="utf-8") == "the user's unsaved work\n"
+    assert run_git(repo, "rev-parse", "main") == main_before
+    assert run_git(repo, "stash", "list") == ""
+    from hub.phases.status import status
+
+    shown = status(ctx)
+    assert shown["next"]["phase"] == "finalize-task"
+    assert "merge waits: your checkout has local changes in src/app.py" in shown["next"]["why"]
+    run_git(repo, "checkout", "--", "src/app.py")
     assert finalize_task(ctx).to_state == "merged"
+    assert (repo / "build.out").read_text(encoding="utf-8") == "artefact\n"
+
+
+def test_a_merge_into_a_base_checked_out_nowhere_leaves_the_users_checkout_untouched(
+    task: Any, ctx: Context, run_git: Any
+) -> None:
+    repo = ctx.repo_root
+    run_git(repo, "branch", "release")
+    task.new()
+    from hub.phases.setup import setup_task
+
+    setup_task(ctx, base_branch="release")
+    contract = task.to_review_complete("PASS")
+    (repo / "notes.txt").write_text("untracked\n", encoding="utf-8")
+    outcome = finalize_task(ctx)
+    assert outcome.to_state == "merged"
+    assert run_git(repo, "rev-parse", "release") == outcome.data["merge_commit"]
+    assert run_git(repo, "show", "release:src/app.py") == 'def greet(name):\n    return "hello, " + name'
+    assert run_git(repo, "rev-parse", "main") == contract["git"]["base_commit"]
+    assert run_git(repo, "status", "--porcelain") == "?? notes.txt"
+
+
+def test_the_worktree_is_removed_after_the_merge_and_the_branch_kept_only_when_configured(
+    task: Any, ctx: Context, run_git: Any
+) -> None:
+    contract = task.to_review_complete("PASS")
+    worktree = Path(contract["git"]["worktree"])
+    assert worktree.is_dir()
+    finalize_task(ctx)
+    assert not worktree.exists()
+    assert run_git(ctx.repo_root, "worktree", "list").count("\n") == 0
+    assert run_git(ctx.repo_root, "branch", "--list", contract["git"]["task_branch"]) == ""
+
+
+def test_a_commit_on_the_task_branch_after_pass_goes_back_to_review_with_the_reason(
+    task: Any, ctx: Context, run_git: Any
+) -> None:
+    contract = task.to_review_complete("PASS")
+    main_before = run_git(ctx.repo_root, "rev-parse", "main")
+    worktree = Path(contract["git"]["worktree"])
+    (worktree / "src/app.py").write_text("def greet(name):\n    return 'sneaked in'\n", encoding="utf-8")
+    run_git(worktree, "commit", "-q", "-am", "a commit after the verdict")
+    outcome = finalize_task(ctx)
+    assert outcome.to_state == "pending_local_review"
+    assert "the task branch moved after the verdict" in outcome.message
+    after = task.contract()
+    assert after["handoff_data"]["judge_verdict"] is None
+    assert after["history"][-1]["event"] == "branch_moved"
+    assert run_git(ctx.repo_root, "rev-parse", "main") == main_before
+
+
+def test_a_hand_edit_after_pass_becomes_the_tasks_and_goes_back_to_review(
+    task: Any, ctx: Context, run_git: Any
+) -> None:
+    contract = task.to_review_complete("PASS")
+    worktree = Path(contract["git"]["worktree"])
+    (worktree / "src/app.py").write_text("def greet(name):\n    return 'by hand'\n", encoding="utf-8")
+    outcome = finalize_task(ctx)
+    assert outcome.to_state == "pending_local_review"
+    assert "manual_edit" in run_git(worktree, "log", "-1", "--format=%s")
+    assert run_git(worktree, "status", "--porcelain") == ""
 
 
 def _conflicting_base(task: Any, ctx: Context, run_git: Any) -> dict[str, Any]:
     contract = task.to_review_complete("PASS")
     repo = ctx.repo_root
-    run_git(repo, "checkout", "-q", "main")
     (repo / "src/app.py").write_text('def greet(name):\n    return "hi " + name\n', encoding="utf-8")
     run_git(repo, "commit", "-q", "-am", "someone else changed greet")
-    run_git(repo, "checkout", "-q", contract["git"]["task_branch"])
     return contract
 
 
@@ -89,6 +158,7 @@ def test_a_merge_conflict_halts_with_git_conflict_and_leaves_both_branches_and_t
     assert after["breaker"]["trigger"] == "git_conflict"
     assert {b: run_git(repo, "rev-parse", b) for b in branches} == heads
     assert run_git(repo, "status", "--porcelain") == ""
+    assert run_git(task.worktree, "status", "--porcelain") == ""
     assert not (repo / ".git/MERGE_HEAD").exists()
     halt = task.hand.halt_report.read_text(encoding="utf-8")
     assert "Trigger: `git_conflict`" in halt and "src/app.py" in halt
@@ -96,18 +166,17 @@ def test_a_merge_conflict_halts_with_git_conflict_and_leaves_both_branches_and_t
     assert f"\n    {command}\n" in halt
 
 
-def test_after_a_person_resolves_the_conflict_resume_and_finalize_merge(
+def test_a_conflict_resolved_by_hand_on_the_task_branch_is_reviewed_before_it_merges(
     task: Any, ctx: Context, run_git: Any
 ) -> None:
-    contract = _conflicting_base(task, ctx, run_git)
+    _conflicting_base(task, ctx, run_git)
     finalize_task(ctx)
-    repo = ctx.repo_root
-    run_git(repo, "merge", "-q", "main", "-X", "ours", "-m", "resolve: keep the task's greeting")
+    worktree = task.worktree
+    run_git(worktree, "merge", "-q", "main", "-X", "ours", "-m", "resolve: keep the task's greeting")
     resume(ctx, "review_complete", "merged main into the task branch")
     outcome = finalize_task(ctx)
-    assert outcome.to_state == "merged"
-    assert run_git(repo, "show", "main:src/app.py") == 'def greet(name):\n    return "hello, " + name'
-    assert contract["task_id"] in run_git(repo, "log", "-1", "--format=%s", "main")
+    assert outcome.to_state == "pending_local_review"
+    assert "moved after the verdict" in outcome.message
 
 
 def test_the_resume_command_names_a_handoff_folder_outside_the_repo(

@@ -43,6 +43,9 @@ def test_whole_file_answer_is_written_committed_and_moves_to_local_review(pipe: 
     contract = pipe.contract()
     branch = contract["git"]["task_branch"]
     assert git(pipe.repo, "show", f"{branch}:src/app.py") + "\n" == GREET_FIXED
+    assert git(pipe.worktree, "status", "--porcelain") == ""
+    # The user's checkout saw nothing of it: still main, unchanged, clean.
+    assert (pipe.repo / "src/app.py").read_text(encoding="utf-8") == APP_PY
     assert git(pipe.repo, "status", "--porcelain") == ""
     data = contract["handoff_data"]
     assert data["changed_files"] == ["src/app.py"]
@@ -192,7 +195,7 @@ def test_acceptance_still_failing_after_the_reflections_is_a_tests_failed_stall(
     # Nothing the model wrote is thrown away: the failed attempt's work waits in a named stash.
     task_id = pipe.contract()["task_id"]
     assert f"hub:{task_id}:attempt-1:stalled" in git(pipe.repo, "stash", "list")
-    assert git(pipe.repo, "status", "--porcelain") == ""
+    assert git(pipe.worktree, "status", "--porcelain") == ""
     assert pipe.read("src/app.py") == APP_PY
 
 

@@ -275,11 +275,14 @@ def test_setup_task_killed_at_random_moments_is_finished_by_one_more_setup_task(
         contract = assert_consistent(task.hand)
         assert contract["git"]["task_branch"] == f"task/{task_id}"
         assert contract["git"]["base_commit"] == base
-        assert run_git(repo, "rev-parse", "--abbrev-ref", "HEAD") == f"task/{task_id}"
+        worktree = contract["git"]["worktree"]
+        assert run_git(Path(worktree), "rev-parse", "--abbrev-ref", "HEAD") == f"task/{task_id}"
+        assert run_git(repo, "rev-parse", "--abbrev-ref", "HEAD") == "main"
         assert run_git(repo, "rev-parse", f"task/{task_id}") == base
         assert run_git(repo, "status", "--porcelain") == ""
+        assert run_git(Path(worktree), "status", "--porcelain") == ""
         # Back to the start for the next round.
-        run_git(repo, "checkout", "-q", "main")
+        run_git(repo, "worktree", "remove", "--force", worktree)
         run_git(repo, "branch", "-q", "-D", f"task/{task_id}")
         task.hand.contract.write_bytes(prepared)
     assert kills >= 2

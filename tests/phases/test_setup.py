@@ -9,9 +9,11 @@ from typing import Any
 import pytest
 
 from hub.config import load_config
-from hub.errors import DirtyWorkTree, GitError, WrongState
+from hub.errors import GitError, WrongState
 from hub.phases.context import Context
 from hub.phases.setup import init, setup_task
+
+APP_PY = 'def greet(name):\n    return "hello " + name\n'
 
 
 def test_init_creates_the_handoff_folder_a_default_config_and_excludes_the_folder(
@@ -70,8 +72,11 @@ def test_setup_creates_the_task_branch_from_the_current_branch_and_records_it(
         "base_branch": "main",
         "task_branch": f"task/{task_id}",
         "base_commit": base_commit,
+        "worktree": str(ctx.repo_root / ".git" / "hub-worktrees" / task_id),
     }
-    assert run_git(ctx.repo_root, "rev-parse", "--abbrev-ref", "HEAD") == f"task/{task_id}"
+    # The branch lives in the task's own worktree; the user's checkout stays where it was.
+    assert run_git(Path(git["worktree"]), "rev-parse", "--abbrev-ref", "HEAD") == f"task/{task_id}"
+    assert run_git(ctx.repo_root, "rev-parse", "--abbrev-ref", "HEAD") == "main"
     assert contract["status"] == "pending_implementer" and contract["history"] == []
 
 
@@ -86,21 +91,29 @@ def test_setup_takes_an_explicit_base_branch(task: Any, ctx: Context, run_git: A
     git = task.contract()["git"]
     assert git["base_branch"] == "develop"
     assert git["base_commit"] == run_git(ctx.repo_root, "rev-parse", "develop")
-    assert not (ctx.repo_root / "other.txt").exists()
+    assert not (Path(git["worktree"]) / "other.txt").exists()
+    assert (ctx.repo_root / "other.txt").exists()
+    assert run_git(ctx.repo_root, "rev-parse", "--abbrev-ref", "HEAD") == "elsewhere"
 
 
-def test_setup_refuses_a_dirty_tree_naming_the_files_and_changes_nothing(
+def test_setup_on_a_dirty_checkout_works_from_the_committed_base_and_leaves_the_users_work_alone(
     task: Any, ctx: Context, run_git: Any
 ) -> None:
-    task.new()
     (ctx.repo_root / "src/app.py").write_text("edited by hand\n", encoding="utf-8")
     (ctx.repo_root / "scratch.txt").write_text("x\n", encoding="utf-8")
-    before = task.hand.contract.read_bytes()
-    with pytest.raises(DirtyWorkTree) as caught:
-        setup_task(ctx)
-    assert sorted(caught.value.files) == ["scratch.txt", "src/app.py"]
-    assert task.hand.contract.read_bytes() == before
-    assert run_git(ctx.repo_root, "branch", "--format=%(refname:short)") == "main"
+    from hub.phases.setup import create
+
+    outcome_new = create(ctx, {"title": "t", "requirements": ["r"], "target_file": "src/app.py"})
+    assert "src/app.py has uncommitted changes in your checkout, which the task will not see" in (
+        outcome_new.message
+    )
+    contract = task.setup()
+    worktree = Path(contract["git"]["worktree"])
+    assert (worktree / "src/app.py").read_text(encoding="utf-8") == APP_PY
+    assert not (worktree / "scratch.txt").exists()
+    assert (ctx.repo_root / "src/app.py").read_text(encoding="utf-8") == "edited by hand\n"
+    status = sorted(line.strip() for line in run_git(ctx.repo_root, "status", "--porcelain").splitlines())
+    assert status == ["?? scratch.txt", "M src/app.py"]
 
 
 def test_setup_twice_is_refused(task: Any, ctx: Context) -> None:
@@ -144,7 +157,7 @@ def test_a_setup_killed_after_creating_the_branch_is_finished_by_the_next_setup(
     contract = task.contract()
     contract["git"].update(base_branch="main", base_commit=base_commit)
     task.hand.contract.write_text(json.dumps(contract), encoding="utf-8")
-    run_git(ctx.repo_root, "checkout", "-q", "-b", f"task/{task_id}")
+    run_git(ctx.repo_root, "branch", f"task/{task_id}")
     setup_task(ctx)
     git = task.contract()["git"]
     assert (git["base_branch"], git["task_branch"], git["base_commit"]) == (
@@ -152,4 +165,4 @@ def test_a_setup_killed_after_creating_the_branch_is_finished_by_the_next_setup(
         f"task/{task_id}",
         base_commit,
     )
-    assert run_git(ctx.repo_root, "rev-parse", "--abbrev-ref", "HEAD") == f"task/{task_id}"
+    assert run_git(Path(git["worktree"]), "rev-parse", "--abbrev-ref", "HEAD") == f"task/{task_id}"
