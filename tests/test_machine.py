@@ -50,6 +50,7 @@ PLAN_EDGES = {
 EXTRA_EDGES = {
     ("pending_implementer", "fail_disagree"): "pending_rebuttal",
     ("pending_local_review", "stall"): "pending_local_review",
+    ("review_complete", "branch_moved"): "pending_local_review",
 }
 ORACLE = PLAN_EDGES | EXTRA_EDGES
 
