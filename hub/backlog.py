@@ -119,6 +119,16 @@ def _active(hand: Handoff) -> dict[str, Any] | None:
     return contract_mod.load(hand.contract)
 
 
+def _live(hand: Handoff) -> list[dict[str, Any]]:
+    """Every task's contract in tasks/ (invalid ones skipped: a person deals with those)."""
+    found = []
+    for task_id in hand.task_ids():
+        contract = _active_or_none(hand.for_task(task_id))
+        if contract is not None:
+            found.append(contract)
+    return found
+
+
 def _archived_status(hand: Handoff, task_id: str) -> str | None:
     path = hand.archive / task_id / "TASK_CONTRACT.json"
     try:
@@ -133,17 +143,16 @@ def refresh(hand: Handoff, doc: dict[str, Any], now: datetime | None) -> bool:
     `now` is None to skip releasing orphans (readers that will not write). Returns whether anything changed.
     """
     changed = False
-    active: dict[str, Any] | None = None
-    active_loaded = False
+    live: list[dict[str, Any]] | None = None
     for entry in doc["tasks"]:
         if entry.get("status") != IN_PROGRESS:
             continue
-        if not active_loaded:
-            active, active_loaded = _active_or_none(hand), True
+        if live is None:
+            live = _live(hand)
         task_id = entry.get("task_id")
         if task_id:
-            merged = _archived_status(hand, task_id) == MERGED or (
-                active is not None and active["task_id"] == task_id and active["status"] == MERGED
+            merged = _archived_status(hand, task_id) == MERGED or any(
+                c["task_id"] == task_id and c["status"] == MERGED for c in live
             )
             if merged:
                 entry["status"] = MERGED_ENTRY
@@ -151,10 +160,11 @@ def refresh(hand: Handoff, doc: dict[str, Any], now: datetime | None) -> bool:
             continue
         # Promoted but not linked: the promoter died between marking the entry and creating the contract,
         # or between creating it and linking it.
-        if active is not None and _made_from(active, entry):
-            entry["task_id"] = active["task_id"]
+        made = next((c for c in live if _made_from(c, entry)), None)
+        if made is not None:
+            entry["task_id"] = made["task_id"]
             changed = True
-        elif active is None and now is not None and _older_than(entry.get("promoted_at"), now, ORPHAN_AFTER):
+        elif now is not None and _older_than(entry.get("promoted_at"), now, ORPHAN_AFTER):
             entry["status"] = PROPOSED
             entry.pop("promoted_at", None)
             changed = True
@@ -332,15 +342,13 @@ def update_task(ctx: Context, task_id: str, changes: dict[str, Any]) -> dict[str
                     f"{where}.status",
                     f"can be set to {', '.join(SETTABLE)}; the hub sets the rest",
                 )
-            if entry["status"] == IN_PROGRESS:
-                active = _active_or_none(hand)
-                if entry.get("task_id") is None or (
-                    active is not None and active["task_id"] == entry["task_id"]
-                ):
-                    raise WrongState(
-                        f"backlog task {task_id} is the active task {entry.get('task_id')}; finish it, or halt it "
-                        "and move its TASK_CONTRACT.json to archive/, before changing its status"
-                    )
+            if entry["status"] == IN_PROGRESS and (
+                entry.get("task_id") is None or entry["task_id"] in hand.task_ids()
+            ):
+                raise WrongState(
+                    f"backlog task {task_id} is the active task {entry.get('task_id')}; finish it, or halt it "
+                    "and move its TASK_CONTRACT.json to archive/, before changing its status"
+                )
             if entry["status"] == MERGED_ENTRY:
                 raise WrongState(f"backlog task {task_id} is merged already")
             entry["status"] = status
@@ -413,14 +421,16 @@ def promote_next(ctx: Context) -> Outcome:
     hand = ctx.handoff
     if not hand.backlog.exists():
         return Outcome("promote-backlog", message="nothing to do: no active task and no backlog")
+    from hub.phases.status import free_task_slots
+
     with _editing(hand, hand.backlog, "tasks") as doc:
         refresh(hand, doc, ctx.clock())
-        active = _active_or_none(hand)
         entry: dict[str, Any] | None = None
-        if active is None or active["status"] == MERGED:
+        free, busy = free_task_slots(ctx)
+        if free > 0:
             entry, why = pick_next(doc)
         else:
-            why = f"task {active['task_id']} is active ({active['status']})"
+            why = f"every task slot is taken ({', '.join(busy)}; limits.parallel_tasks)"
         if entry is not None:
             fields = proposal_to_fields(entry["content"])
             fields.setdefault("complexity", "minor")
@@ -539,9 +549,9 @@ def session_complete(ctx: Context) -> dict[str, Any]:
                 f"{len(open_entries)} backlog tasks are not merged or dropped: {shown}; "
                 "finish them or drop them with task_update"
             )
-        active = _active_task_id(hand)
-        if active is not None:
-            raise WrongState(f"task {active} is still active; finish it first (see hub_status)")
+        active = [c["task_id"] for c in _live(hand) if c["status"] != MERGED]
+        if active:
+            raise WrongState(f"task {', '.join(active)} is still active; finish it first (see hub_status)")
         counts = {s: sum(1 for e in doc["tasks"] if e["status"] == s) for s in FINISHED}
         doc["session"] = {"completed_at": iso(ctx.clock()), **counts}
     return doc["session"]

@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from hub.cli_common import CONTEXT_SETTINGS, State, emit, finish, json_option, pass_state
+from hub.cli_common import CONTEXT_SETTINGS, State, emit, finish, json_option, pass_state, task_option
 from hub.cli_tools import backlog, note, rules
 from hub.errors import EXIT_ERROR, HubError, exit_code_for
 
@@ -104,7 +104,7 @@ def new(
     from_proposal: Path | None,
     as_json: bool,
 ) -> None:
-    """Write a fresh TASK_CONTRACT.json (refuses while a task is active)."""
+    """Write a new task's contract in _handoff/tasks/<task_id>/ and print its id (other tasks may be active)."""
     from hub.contract import proposal_fields
     from hub.phases.setup import create
 
@@ -138,10 +138,11 @@ def new(
 
 @cli.command("setup-task")
 @click.option("--base", help="Base branch (default: the current branch).")
+@task_option
 @json_option
 @pass_state
 def setup_task(state: State, base: str | None, as_json: bool) -> None:
-    """Create the task branch task/<task_id> from the base branch (the work tree must be clean)."""
+    """Create task/<task_id> from the base branch in the task's own worktree (your checkout is untouched)."""
     from hub.phases.setup import setup_task as run
 
     finish(run(state.context(), base), as_json)
@@ -151,6 +152,7 @@ def setup_task(state: State, base: str | None, as_json: bool) -> None:
 
 
 @cli.command("run-implementer")
+@task_option
 @json_option
 @pass_state
 def run_implementer(state: State, as_json: bool) -> None:
@@ -161,6 +163,7 @@ def run_implementer(state: State, as_json: bool) -> None:
 
 
 @cli.command("run-local-review")
+@task_option
 @json_option
 @pass_state
 def run_local_review(state: State, as_json: bool) -> None:
@@ -171,6 +174,7 @@ def run_local_review(state: State, as_json: bool) -> None:
 
 
 @cli.command("report-judge")
+@task_option
 @json_option
 @pass_state
 def report_judge(state: State, as_json: bool) -> None:
@@ -181,6 +185,7 @@ def report_judge(state: State, as_json: bool) -> None:
 
 
 @cli.command("run-judge")
+@task_option
 @json_option
 @pass_state
 def run_judge(state: State, as_json: bool) -> None:
@@ -191,6 +196,7 @@ def run_judge(state: State, as_json: bool) -> None:
 
 
 @cli.command("timeout-judge")
+@task_option
 @json_option
 @pass_state
 def timeout_judge(state: State, as_json: bool) -> None:
@@ -202,6 +208,7 @@ def timeout_judge(state: State, as_json: bool) -> None:
 
 @cli.command()
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@task_option
 @json_option
 @pass_state
 def rebut(state: State, file: Path, as_json: bool) -> None:
@@ -212,6 +219,7 @@ def rebut(state: State, file: Path, as_json: bool) -> None:
 
 
 @cli.command("finalize-task")
+@task_option
 @json_option
 @pass_state
 def finalize_task(state: State, as_json: bool) -> None:
@@ -224,6 +232,7 @@ def finalize_task(state: State, as_json: bool) -> None:
 @cli.command()
 @click.option("--to", "to_state", required=True, help="The state the task goes to, e.g. pending_implementer.")
 @click.option("--note", help="What you changed; the implementer sees it in its next prompt.")
+@task_option
 @json_option
 @pass_state
 def resume(state: State, to_state: str, note: str | None, as_json: bool) -> None:
@@ -237,7 +246,7 @@ def resume(state: State, to_state: str, note: str | None, as_json: bool) -> None
 @json_option
 @pass_state
 def next_(state: State, as_json: bool) -> None:
-    """Run whatever phase is due (for cron). Exit 0 when nothing is due, 4 when halted."""
+    """Run the due phase of every task, several at once (for cron); exit with the most severe code."""
     from hub.phases.next import run_next
 
     finish(run_next(state.context()), as_json)
@@ -247,6 +256,7 @@ def next_(state: State, as_json: bool) -> None:
 
 
 @cli.command()
+@task_option
 @json_option
 @pass_state
 def status(state: State, as_json: bool) -> None:
@@ -258,12 +268,17 @@ def status(state: State, as_json: bool) -> None:
 
 
 def render_status(doc: dict[str, Any]) -> str:
-    if not doc["active"]:
+    if not doc["tasks"]:
         return f"no active task in {doc['handoff']}; next: {doc['next']}"
+    return "\n\n".join(_render_task(task) for task in doc["tasks"])
+
+
+def _render_task(doc: dict[str, Any]) -> str:
     lines = [
         f"task     {doc['task_id']}  {doc['title']}",
         f"state    {doc['status']}  ({doc['status_reason']})  attempt {doc['attempt']}",
-        f"branch   {doc['branch'] or '(not set up)'}",
+        f"branch   {doc['branch'] or '(not set up)'}"
+        + (f"  in {doc['worktree']}" if doc["worktree"] else ""),
     ]
     if doc["running"]:
         r = doc["running"]
@@ -284,6 +299,8 @@ def render_status(doc: dict[str, Any]) -> str:
         lines.append(f"HALTED   read {doc['halt_file']}")
     if doc["stall_report"]:
         lines.append(f"STALLED  read {doc['stall_report']}")
+    if doc["needs_person"]:
+        lines.append(f"NEEDS YOU  {doc['needs_person']}")
     nxt = doc["next"]
     lines.append(f"next     {'hub ' + nxt['phase'] if nxt['phase'] else '-'}  ({nxt['why']})")
     return "\n".join(lines)
@@ -396,8 +413,13 @@ def mcp_serve(state: State, transport: str, host: str, port: int, token: str | N
     show_default=True,
     help="On SIGINT/SIGTERM, let a running phase finish for this long before interrupting it.",
 )
+@click.option(
+    "--jobs",
+    type=click.IntRange(min=1),
+    help="Phases of different tasks at once (default: limits.parallel_tasks in hub.yaml).",
+)
 @pass_state
-def watch(state: State, poll: bool, interval: float, grace: float) -> None:
+def watch(state: State, poll: bool, interval: float, grace: float, jobs: int | None) -> None:
     """Run whatever phase is due whenever _handoff/ changes, until SIGINT or SIGTERM."""
     from hub.watch import watch as run_watch
 
@@ -411,6 +433,7 @@ def watch(state: State, poll: bool, interval: float, grace: float) -> None:
         grace=grace,
         child_log_level=level,
         child_log_format=root.get("log_format"),
+        jobs=jobs,
     )
 
 

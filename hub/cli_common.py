@@ -26,12 +26,13 @@ class State:
     def __init__(self, repo: Path | None, handoff: Path | None) -> None:
         self.repo = (repo or find_repo_root(Path.cwd())).resolve()
         self.handoff = handoff.resolve() if handoff else None
+        self.task_id: str | None = None
 
     def context(self) -> Any:
         from hub.config import load_config
         from hub.phases.context import Context
 
-        return Context(load_config(self.repo, self.handoff))
+        return Context(load_config(self.repo, self.handoff), task_id=self.task_id)
 
 
 pass_state = click.make_pass_decorator(State)
@@ -50,5 +51,21 @@ def finish(outcome: Any, as_json: bool = False) -> None:
     if outcome.exit_code:
         sys.exit(outcome.exit_code)
 
+
+def _set_task(ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
+    if value:
+        ctx.find_object(State).task_id = value  # type: ignore[union-attr]
+    return value
+
+
+# `--task ID` on every command that acts on a task; without it the command acts on the only task that
+# fits, or exits 2 listing the candidates.
+task_option = click.option(
+    "--task",
+    "task_id",
+    expose_value=False,
+    callback=_set_task,
+    help="The task to act on (default: the only one that fits).",
+)
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")

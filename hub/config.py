@@ -296,7 +296,13 @@ def _from_raw(
         mcp_token=env.get("HUB_MCP_TOKEN") or None,
         worktrees_dir=_worktrees_dir(raw.get("worktrees_dir"), repo_root, source),
         keep_branches=_bool(raw.get("keep_branches", False), "keep_branches", source),
-        parallel_tasks=_positive_int(limits.get("parallel_tasks", 2), "limits.parallel_tasks", source),
+        parallel_tasks=_positive_int(
+            int(env["HUB_PARALLEL_TASKS"])
+            if env.get("HUB_PARALLEL_TASKS", "").isdigit()
+            else limits.get("parallel_tasks", 2),
+            "limits.parallel_tasks",
+            source,
+        ),
     )
 
 

@@ -19,6 +19,7 @@
     ├── WrongState (exit 3)        the task is not in a state this command accepts
     │   └── InvalidTransition      the state machine has no such edge
     ├── TaskHalted (exit 4)        the task waits for a person in erik_consultation
+    ├── TaskChoice (exit 2)        no task of that id, or several fit and none was named (--task)
     └── LockBusy (exit 75)         another phase holds the lock
 
 `exit_code_for` is the single mapping the CLI uses.
@@ -157,6 +158,12 @@ class TaskHalted(HubError):
     """The task is halted in erik_consultation and needs a person."""
 
     exit_code = EXIT_HALTED
+
+
+class TaskChoice(HubError):
+    """The command does not know which task to act on: name one with --task (MCP: task_id)."""
+
+    exit_code = EXIT_USAGE
 
 
 class LockBusy(HubError):

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import fnmatch
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -262,6 +264,26 @@ class MergeRefused(GitError):
         self.files = files
         where = ", ".join(files) if files else detail
         super().__init__(f"merge waits: your checkout has local changes in {where}")
+
+
+MERGE_LOCK_SECONDS = 120.0
+
+
+@contextmanager
+def merge_lock(repo: Repo) -> Iterator[None]:
+    """One merge into the repository's branches at a time (tasks finalize concurrently): a second
+    merge would meet git's index.lock in the user's checkout, or move the base under the first."""
+    from filelock import FileLock, Timeout
+
+    lock = FileLock(str(common_dir(repo) / "hub-merge.lock"), timeout=MERGE_LOCK_SECONDS, is_singleton=False)
+    try:
+        lock.acquire()
+    except Timeout:
+        raise GitError(f"another task's merge held the merge lock for {MERGE_LOCK_SECONDS:g} s") from None
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 def is_ancestor(repo: Repo, commit: str, ref: str) -> bool:

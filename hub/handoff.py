@@ -37,54 +37,76 @@ TASK_FILES = (
 
 @dataclass(frozen=True)
 class Handoff:
-    """Paths inside one handoff folder."""
+    """Paths inside one handoff folder, bound to one task (`task_id`) or to none.
+
+    A task's own files live in `tasks/<task_id>/` (contract, reports, halt file, `runs/`, its lock);
+    the folder itself keeps what all tasks share: STATUS.md, transition.ndjson, backlog, notes, archive.
+    Unbound, the task paths are the old single-task layout's (the folder itself), which only
+    `migrate_legacy` reads.
+    """
 
     dir: Path
     halt_name: str = "ERIK_HALT.md"
+    task_id: str | None = None
+
+    def for_task(self, task_id: str | None) -> Handoff:
+        return Handoff(self.dir, self.halt_name, task_id)
+
+    @property
+    def tasks_dir(self) -> Path:
+        return self.dir / "tasks"
+
+    @property
+    def task_dir(self) -> Path:
+        return self.tasks_dir / self.task_id if self.task_id else self.dir
 
     @property
     def contract(self) -> Path:
-        return self.dir / "TASK_CONTRACT.json"
+        return self.task_dir / "TASK_CONTRACT.json"
 
     @property
     def lock_file(self) -> Path:
-        return self.dir / ".hub.lock"
+        return self.task_dir / ".hub.lock"
 
     @property
     def lock_owner(self) -> Path:
-        return self.dir / ".hub.lock.owner"
+        return self.task_dir / ".hub.lock.owner"
 
     @property
     def transitions(self) -> Path:
         return self.dir / "transition.ndjson"
 
     @property
+    def status_file(self) -> Path:
+        return self.dir / "STATUS.md"
+
+    @property
     def review_request(self) -> Path:
-        return self.dir / "REVIEW_REQUEST.md"
+        return self.task_dir / "REVIEW_REQUEST.md"
 
     @property
     def review_in_progress(self) -> Path:
-        return self.dir / "REVIEW_IN_PROGRESS.md"
+        return self.task_dir / "REVIEW_IN_PROGRESS.md"
 
     @property
     def judge_report_json(self) -> Path:
-        return self.dir / "JUDGE_REPORT.json"
+        return self.task_dir / "JUDGE_REPORT.json"
 
     @property
     def judge_report_md(self) -> Path:
-        return self.dir / "JUDGE_REPORT.md"
+        return self.task_dir / "JUDGE_REPORT.md"
 
     @property
     def rebuttal(self) -> Path:
-        return self.dir / "REBUTTAL.md"
+        return self.task_dir / "REBUTTAL.md"
 
     @property
     def stall_report(self) -> Path:
-        return self.dir / "STALL_REPORT.md"
+        return self.task_dir / "STALL_REPORT.md"
 
     @property
     def halt_report(self) -> Path:
-        return self.dir / self.halt_name
+        return self.task_dir / self.halt_name
 
     @property
     def backlog(self) -> Path:
@@ -103,13 +125,55 @@ class Handoff:
         return self.dir / "logs"
 
     def runs(self, task_id: str) -> Path:
-        return self.dir / "runs" / task_id
+        """A task's provenance records: in its folder while it lives, in the archive after."""
+        live = self.tasks_dir / task_id
+        archived = self.archive / task_id / "runs"
+        return archived if not live.is_dir() and archived.is_dir() else live / "runs"
 
     def has_task(self) -> bool:
         return self.contract.exists()
 
     def ensure(self) -> None:
-        self.dir.mkdir(parents=True, exist_ok=True)
+        self.task_dir.mkdir(parents=True, exist_ok=True)
+
+    def task_ids(self) -> list[str]:
+        """Every task with a contract in tasks/, by id (ids start with the project and a timestamp)."""
+        migrate_legacy(self)
+        try:
+            found = [p.parent.name for p in self.tasks_dir.glob("*/TASK_CONTRACT.json")]
+        except OSError:
+            return []
+        return sorted(found)
+
+
+def migrate_legacy(hand: Handoff) -> str | None:
+    """Move a task left in the old single-task layout (_handoff/TASK_CONTRACT.json) into tasks/<id>/.
+
+    Returns the task id moved, or None. Runs on first use; says so once on stderr."""
+    legacy = hand.dir / "TASK_CONTRACT.json"
+    if not legacy.is_file():
+        return None
+    try:
+        task_id = str(json.loads(legacy.read_text(encoding="utf-8"))["task_id"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None  # unreadable: left where it is, for a person (hub status names it)
+    if not task_id or "/" in task_id or task_id.startswith("."):
+        return None
+    target = hand.for_task(task_id).task_dir
+    target.mkdir(parents=True, exist_ok=True)
+    for name in (*TASK_FILES, hand.halt_name):
+        source = hand.dir / name
+        if source.exists() and name != "TASK_CONTRACT.json":
+            os.replace(source, target / name)
+    runs = hand.dir / "runs" / task_id
+    if runs.is_dir() and not (target / "runs").exists():
+        os.replace(runs, target / "runs")
+    try:
+        os.replace(legacy, target / "TASK_CONTRACT.json")  # last: the move is done once this is
+    except FileNotFoundError:
+        return None  # another process migrated it at the same moment
+    log.warning("handoff.migrated", task=task_id, to=str(target), note="old single-task layout moved")
+    return task_id
 
 
 # --- the OS lock --------------------------------------------------------------------------------------
@@ -352,13 +416,13 @@ def write_report(path: Path, text: str) -> None:
 
 
 def archive_task(handoff: Handoff, task_id: str) -> Path:
-    """Move the task's files into archive/<task_id>/ (the folder is then free for the next task)."""
+    """Move the task's folder to archive/<task_id>/ (its reports, contract and runs/)."""
+    source = handoff.for_task(task_id).task_dir
     target = handoff.archive / task_id
-    target.mkdir(parents=True, exist_ok=True)
-    for name in (*TASK_FILES, handoff.halt_name):
-        source = handoff.dir / name
-        if source.exists():
-            os.replace(source, target / name)
+    handoff.archive.mkdir(parents=True, exist_ok=True)
+    if target.exists():  # an archive of the same id from before: keep both
+        target = handoff.archive / f"{task_id}.{time.time_ns()}"
+    os.replace(source, target)
     return target
 
 

@@ -27,7 +27,7 @@ import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -72,14 +72,17 @@ BACKLOG_TOOLS = (
 )
 TOOL_NAMES = PIPELINE_TOOLS + RULES_TOOLS + BACKLOG_TOOLS
 
-INSTRUCTIONS = """agent-hub moves one coding task at a time through local models: a contract
-(hub_create_task, or task_add + hub_next to promote from the backlog), then hub_next runs whatever phase
-is due (implementer, local review, judge, merge). When the task waits for a judge, read it with
-hub_read_review_request and answer with hub_submit_verdict. A halted task needs hub_resume. hub_status
-says what is due next. The rules tools manage the ast-grep rules the local review enforces."""
+INSTRUCTIONS = """agent-hub moves coding tasks through local models, several at once, each in its own git
+worktree: a contract (hub_create_task, or task_add + hub_next to promote from the backlog), then hub_next
+runs whatever phase is due for every task (implementer, local review, judge, merge). When a task waits for
+a judge, read it with hub_read_review_request and answer with hub_submit_verdict. A halted task needs
+hub_resume. hub_status lists every task and what is due next; with several tasks in flight, pass task_id. The rules tools manage the ast-grep rules the local review enforces."""
 
 Verdict = Literal["PASS", "CONDITIONAL", "FAIL", "CRITICAL_HALT"]
 Complexity = Literal["trivial", "minor", "major", "critical"]
+# Every tool that acts on a task takes one; without it the tool acts on the only task that fits, or
+# fails listing the candidates.
+TaskId = Annotated[str | None, Field(description="the task to act on (default: the only one that fits)")]
 NoteType = Literal["learning", "stuck", "tip", "decision"]
 SettableStatus = Literal["proposed", "blocked", "dropped"]
 EntryStatus = Literal["proposed", "in_progress", "merged", "blocked", "dropped"]
@@ -121,18 +124,19 @@ def build_server(repo_root: Path, handoff_dir: Path | None = None) -> MCPServer:
 
     server: MCPServer = MCPServer(SERVER_NAME, version=_version(), instructions=INSTRUCTIONS)
 
-    def ctx() -> Context:
-        return Context(load_config(repo_root, handoff_dir))
+    def ctx(task_id: str | None = None) -> Context:
+        return Context(load_config(repo_root, handoff_dir), task_id=task_id)
 
     # --- pipeline ------------------------------------------------------------------------------------
 
     @server.tool()
-    def hub_status() -> dict[str, Any]:
-        """The active task: state, attempt, lease, breaker, cost, last transitions, and what runs next."""
+    def hub_status(task_id: TaskId = None) -> dict[str, Any]:
+        """Every task in flight (`tasks`): state, attempt, worktree, what runs next, what it needs from a
+        person, lease, breaker, cost, last transitions."""
         from hub.phases.status import status
 
         with tool_errors():
-            return status(ctx())
+            return status(ctx(task_id))
 
     @server.tool()
     def hub_create_task(
@@ -150,7 +154,7 @@ def build_server(repo_root: Path, handoff_dir: Path | None = None) -> MCPServer:
             None, description="a markdown proposal ('# Title', '## Requirements' bullets, 'Target: path')"
         ),
     ) -> dict[str, Any]:
-        """Write a fresh TASK_CONTRACT.json, as `hub new` does (refused while another task is active)."""
+        """Create a new task, as `hub new` does (other tasks may be active); returns its task_id."""
         from hub.contract import proposal_fields
         from hub.phases.setup import create
 
@@ -178,20 +182,21 @@ def build_server(repo_root: Path, handoff_dir: Path | None = None) -> MCPServer:
             return create(ctx(), fields).as_dict()
 
     @server.tool()
-    def hub_next() -> dict[str, Any]:
-        """Run whatever phase is due (may take minutes when it calls a model); `phase`/`data.ran` say which."""
+    def hub_next(task_id: TaskId = None) -> dict[str, Any]:
+        """Run the due phase of every task (or of task_id), several at once (may take minutes when they
+        call a model); `phase`/`data.ran` say which."""
         from hub.phases.next import run_next
 
         with tool_errors():
-            return run_next(ctx()).as_dict()
+            return run_next(ctx(task_id)).as_dict()
 
     @server.tool()
-    def hub_read_review_request() -> dict[str, Any]:
+    def hub_read_review_request(task_id: TaskId = None) -> dict[str, Any]:
         """The review request the judge must read (REVIEW_REQUEST.md): requirements, diff, local findings."""
         from hub.phases.judge_runner import read_review_request
 
         with tool_errors():
-            return read_review_request(ctx())
+            return read_review_request(ctx(task_id))
 
     @server.tool()
     def hub_submit_verdict(
@@ -199,6 +204,7 @@ def build_server(repo_root: Path, handoff_dir: Path | None = None) -> MCPServer:
         summary: str = "",
         blocking_issues: list[BlockingIssue] | None = None,
         suggestions: list[str] | None = None,
+        task_id: TaskId = None,
     ) -> dict[str, Any]:
         """Give the judge's verdict: PASS merges, CONDITIONAL/FAIL go back with the blocking issues,
         CRITICAL_HALT stops the task for a person. Validated before anything is written."""
@@ -211,16 +217,16 @@ def build_server(repo_root: Path, handoff_dir: Path | None = None) -> MCPServer:
             "suggestions": list(suggestions or []),
         }
         with tool_errors():
-            return submit_verdict(ctx(), report).as_dict()
+            return submit_verdict(ctx(task_id), report).as_dict()
 
     @server.tool()
-    def hub_resume(to: str, note: str | None = None) -> dict[str, Any]:
+    def hub_resume(to: str, note: str | None = None, task_id: TaskId = None) -> dict[str, Any]:
         """Clear a halt: move the task to the state `to` (e.g. pending_implementer); the note reaches the
         implementer's next prompt."""
         from hub.phases.finalize import resume
 
         with tool_errors():
-            return resume(ctx(), to, note).as_dict()
+            return resume(ctx(task_id), to, note).as_dict()
 
     @server.tool()
     def hub_log(task_id: str | None = None, limit: int = Field(100, ge=1, le=5000)) -> dict[str, Any]:

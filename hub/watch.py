@@ -1,7 +1,7 @@
 """`hub watch`: run whatever phase is due whenever `_handoff/` changes, until SIGINT or SIGTERM.
 
-Each phase runs as a child process (`hub next`, which also applies a waiting judge report), one at a
-time, rather than in this process:
+Phases run in a child process (`hub next`, which also applies a waiting judge report, and runs the due
+phase of every task, up to `limits.parallel_tasks` or `--jobs` at once), rather than in this process:
 
 - A phase is built as a short, restartable command; the watcher drives exactly the path cron drives.
 - The child's exit releases everything the phase held (the OS lock, worker server processes, sockets,
@@ -16,7 +16,7 @@ The price is the child's start-up (see bench/bench_mcp.py for the figure), small
 Whether anything is due is decided here, in-process, with the same `due()` that `hub next` uses, so a
 file event that changes nothing costs a JSON read, not a process.
 
-Waiting uses file-system events (`watchfiles`, on the handoff folder itself, not its subfolders), or
+Waiting uses file-system events (`watchfiles`, on the handoff folder and each task's folder), or
 polling when events are unavailable or `--poll` is given, with a re-check every `--interval` seconds
 for what only time changes (a judge's deadline). Changes the hub makes for its own bookkeeping (the lock
 files, the transition log, runs/, logs/, archive/, temp files) are ignored, and a phase that made no
@@ -41,7 +41,6 @@ from pathlib import Path
 from typing import Any
 
 from hub.errors import HubError
-from hub.handoff import Handoff
 from hub.log import get_logger
 
 log = get_logger("hub.watch")
@@ -64,7 +63,15 @@ def relevant(handoff_dir: Path, path: str | Path) -> bool:
         rel = Path(path).relative_to(handoff_dir)
     except ValueError:
         return False
-    if not rel.parts or rel.parts[0] in IGNORED_DIRS or len(rel.parts) > 1:
+    if not rel.parts or rel.parts[0] in IGNORED_DIRS:
+        return False
+    # A task's own files live in tasks/<task_id>/ (its runs/ below that is bookkeeping).
+    if rel.parts[0] == "tasks":
+        if len(rel.parts) == 2:
+            return True  # a task folder created or removed
+        if len(rel.parts) != 3:
+            return False
+    elif len(rel.parts) > 1:
         return False
     return rel.name not in IGNORED_NAMES and not rel.name.startswith(".")
 
@@ -72,10 +79,15 @@ def relevant(handoff_dir: Path, path: str | Path) -> bool:
 def fingerprint(handoff_dir: Path) -> str:
     """A digest of the relevant files' names, sizes and modification times."""
     digest = hashlib.sha1()
-    try:
-        entries = sorted(os.scandir(handoff_dir), key=lambda e: e.name)
-    except FileNotFoundError:
-        return ""
+    entries: list[os.DirEntry[str]] = []
+    folders = [handoff_dir]
+    with contextlib.suppress(OSError):
+        folders += sorted(p for p in (handoff_dir / "tasks").iterdir() if p.is_dir())
+    for folder in folders:
+        try:
+            entries += sorted(os.scandir(folder), key=lambda e: e.name)
+        except FileNotFoundError:
+            continue
     for entry in entries:
         if not entry.is_file() or not relevant(handoff_dir, Path(entry.path)):
             continue
@@ -83,29 +95,30 @@ def fingerprint(handoff_dir: Path) -> str:
             st = entry.stat()
         except FileNotFoundError:
             continue
-        digest.update(f"{entry.name}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+        digest.update(f"{entry.path}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
     return digest.hexdigest()
 
 
 def decide(ctx: Any) -> tuple[list[str] | None, str]:
     """The `hub` subcommand to run now (None: nothing is due) and why."""
     from hub.backlog import next_task
-    from hub.machine import ERIK_CONSULTATION
-    from hub.phases.setup import active_contract
-    from hub.phases.status import due, judge_configured, report_waiting
+    from hub.phases.next import due_jobs
+    from hub.phases.status import free_task_slots
 
-    hand: Handoff = ctx.handoff
-    contract = active_contract(ctx)
-    if contract is not None and contract["status"] == ERIK_CONSULTATION:
-        return None, f"task {contract['task_id']} is halted: read {hand.halt_report}, then `hub resume`"
-    phase, why = due(contract, ctx.clock(), judge_configured(ctx), report_waiting(ctx))
-    if phase == "promote-backlog":
-        ready = next_task(ctx)
-        if ready["task"] is None:
-            return None, f"no active task; backlog: {ready['why']}"
-    if phase is None:
-        return None, why
-    return ["next"], f"{phase}: {why}"
+    jobs, halted = due_jobs(ctx)
+    if jobs:
+        return ["next"], "; ".join(f"{bound.task_id}: {phase}" for bound, phase in jobs)
+    ready = next_task(ctx)
+    if ready["task"] is not None and free_task_slots(ctx)[0] > 0:
+        return ["next"], f"promote-backlog: {ready['task']['id']}"
+    if halted:
+        return None, "; ".join(halted) + " (then `hub resume`)"
+    ids = ctx.handoff_root.task_ids()
+    if not ids:
+        return None, f"no active task; backlog: {ready['why']}"
+    from hub.phases.next import idle_reason
+
+    return None, idle_reason(ctx, ids)
 
 
 @dataclass
@@ -145,7 +158,7 @@ class _EventWaiter:
                 rust_timeout=250,
                 yield_on_timeout=True,
                 raise_interrupt=False,
-                recursive=False,
+                recursive=True,  # tasks/<task_id>/ holds each task's files; `relevant` filters
             ):
                 self._ready.set()
                 if _changes:
@@ -430,6 +443,7 @@ def watch(
     grace: float = 10.0,
     child_log_level: str = "WARNING",
     child_log_format: str | None = None,
+    jobs: int | None = None,
 ) -> int:
     """Run the watcher in this process until SIGINT/SIGTERM; returns the exit code (0).
 
@@ -439,4 +453,6 @@ def watch(
     env = {**os.environ, "HUB_LOG_LEVEL": child_log_level}
     if child_log_format:
         env["HUB_LOG_FORMAT"] = child_log_format
+    if jobs is not None:
+        env["HUB_PARALLEL_TASKS"] = str(jobs)
     return Watcher(repo_root, handoff_dir, poll=poll, interval=interval, grace=grace, child_env=env).run()

@@ -5,6 +5,7 @@ boundary."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -142,6 +143,7 @@ def test_the_hub_alone_sets_in_progress_and_merged(ctx: Context) -> None:
 
 
 def test_session_complete_waits_until_every_task_is_merged_or_dropped(ctx: Context, task: Any) -> None:
+    ctx.config = replace(ctx.config, parallel_tasks=1)  # one task in flight: the second stays proposed
     backlog.add_tasks(ctx, [{"id": "a", "content": "Greet\nsay hello"}, {"id": "b", "content": "b"}])
     with pytest.raises(WrongState, match=r"2 backlog tasks are not merged or dropped: a \(proposed\)"):
         backlog.session_complete(ctx)
@@ -157,9 +159,9 @@ def test_session_complete_waits_until_every_task_is_merged_or_dropped(ctx: Conte
 
 def test_a_promotion_that_cannot_create_the_contract_puts_the_proposal_back(ctx: Context) -> None:
     backlog.add_tasks(ctx, [{"id": "a", "content": "a"}])
-    ctx.handoff.contract.write_text("{not json", encoding="utf-8")
+    ctx.handoff_root.tasks_dir.write_text("a file where the tasks folder goes", encoding="utf-8")
 
-    with pytest.raises(WrongState, match="not a valid contract"):
+    with pytest.raises(FileExistsError):
         backlog.promote_next(ctx)
 
     assert entries(ctx)["a"]["status"] == "proposed"

@@ -48,13 +48,22 @@ def test_new_then_status_json_is_one_json_document_on_stdout(hub: Any) -> None:
     assert created.returncode == 0, created.stderr
     done = hub("status", "--json")
     assert done.returncode == 0
-    doc = json.loads(done.stdout)
+    (doc,) = json.loads(done.stdout)["tasks"]
     assert re.fullmatch(r"demo-\d{10}-greet-politely", doc["task_id"])
     assert doc["status"] == "pending_implementer"
     assert doc["next"] == {"phase": "setup-task", "why": "the task has no branch yet"}
+    assert doc["needs_person"] is None and doc["worktree"] is None
     again = hub("new", "--title", "Another", "--requirement", "r")
-    assert again.returncode == 3
-    assert "is still active (pending_implementer)" in again.stderr
+    assert again.returncode == 0, again.stderr
+    assert "created task demo-" in again.stdout and "-another" in again.stdout
+    both = [t["task_id"] for t in json.loads(hub("status", "--json").stdout)["tasks"]]
+    assert doc["task_id"] in both and len(both) == 2
+    # Two tasks: a phase command without --task exits 2 naming both.
+    ambiguous = hub("setup-task")
+    assert ambiguous.returncode == 2
+    assert "several tasks fit" in ambiguous.stderr and doc["task_id"] in ambiguous.stderr
+    named = hub("setup-task", "--task", doc["task_id"])
+    assert named.returncode == 0, named.stderr
 
 
 def test_new_from_a_markdown_proposal(hub: Any, git_repo: Path) -> None:
@@ -66,7 +75,8 @@ def test_new_from_a_markdown_proposal(hub: Any, git_repo: Path) -> None:
     assert done.returncode == 0, done.stderr
     outcome = json.loads(done.stdout)
     assert outcome["task_id"].endswith("-add-a-farewell")
-    contract = json.loads((git_repo / "_handoff/TASK_CONTRACT.json").read_text(encoding="utf-8"))
+    path = git_repo / "_handoff" / "tasks" / outcome["task_id"] / "TASK_CONTRACT.json"
+    contract = json.loads(path.read_text(encoding="utf-8"))
     assert contract["specification"]["requirements"] == ["bye()"]
 
 
@@ -75,7 +85,7 @@ def test_status_and_log_json_with_a_task_are_single_documents_and_logs_stay_off_
 ) -> None:
     contract = task.to_review_complete("PASS")
     status = hub("status", "--json", env={"HUB_LOG_LEVEL": "DEBUG"})
-    assert json.loads(status.stdout)["next"]["phase"] == "finalize-task"
+    assert json.loads(status.stdout)["tasks"][0]["next"]["phase"] == "finalize-task"
     log = hub("log", "--json", env={"HUB_LOG_LEVEL": "DEBUG"})
     entries = json.loads(log.stdout)
     assert [e["event"] for e in entries] == [h["event"] for h in contract["history"]]
@@ -166,11 +176,12 @@ def test_bad_input_exits_1_or_3_naming_file_and_field_and_changes_no_file_or_bra
     task.to_judge_review()
     task.judge_report("PASS")
     prepared = ctx.handoff.dir
+    task_dir = ctx.handoff.task_dir.relative_to(prepared)
     folders: dict[str, Path] = {}
     for name, breaker, file, _, _ in BAD_INPUT:
         folder = tmp_path / "handoffs" / name.replace(" ", "-")
         shutil.copytree(prepared, folder)
-        target = folder / file
+        target = folder / task_dir / file
         if isinstance(breaker, str):
             target.write_text(breaker, encoding="utf-8")
         else:
@@ -199,7 +210,7 @@ def test_bad_input_exits_1_or_3_naming_file_and_field_and_changes_no_file_or_bra
         assert procs[name].returncode == code, (name, err)
         assert err.startswith("hub: "), (name, err)
         if code == 1:
-            assert f"{folders[name] / file}: {field}" in err, (name, err)
+            assert f"{folders[name] / task_dir / file}: {field}" in err, (name, err)
         else:
             assert field in err and "pending_local_review" in err, (name, err)
         assert out == "", name

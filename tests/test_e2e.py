@@ -93,7 +93,8 @@ def judge(repo: Path, verdict: str, issues: list[dict[str, object]] | None = Non
         "blocking_issues": issues or [],
         "suggestions": [],
     }
-    (repo / "_handoff" / "JUDGE_REPORT.json").write_text(json.dumps(report), encoding="utf-8")
+    (task_id,) = [p.name for p in (repo / "_handoff" / "tasks").iterdir()]
+    (repo / "_handoff" / "tasks" / task_id / "JUDGE_REPORT.json").write_text(json.dumps(report), "utf-8")
 
 
 def user_prompts(fake: FakeOllama, model: str) -> list[str]:
@@ -142,7 +143,7 @@ def test_a_task_runs_from_new_to_merged_through_the_cli_and_the_worker_server(
     assert [b["options"]["num_ctx"] for b in fake.chat_requests(IMPL)] == [8192]
     assert len(fake.chat_requests(REV)) == 1
     # Provenance: each model call, diff and report is on file, and `hub log --task` lists them in order.
-    runs = sorted(p.name for p in (git_repo / "_handoff" / "runs" / task_id).iterdir())
+    runs = sorted(p.name for p in (archive / "runs").iterdir())
     assert runs[:3] == ["001-model-call.json", "002-diff.json", "003-model-call.json"]
     shown = [name for name in re.findall(r"\d{3}-[a-z-]+\.\w+", log)]
     assert shown[:3] == runs[:3]
@@ -192,7 +193,7 @@ def test_an_empty_answer_is_strike_one_and_the_next_run_succeeds(cli: Hub, fake:
     assert json.loads(first.stdout)["to"] == "pending_implementer"
     assert json.loads(first.stdout)["data"]["stall"] == "empty_output"
     assert json.loads(second.stdout)["to"] == "pending_local_review"
-    status = json.loads(cli("status", "--json").stdout)
+    (status,) = json.loads(cli("status", "--json").stdout)["tasks"]
     assert status["attempt"] == 2
     assert status["next"]["phase"] == "run-local-review"
 
@@ -216,7 +217,8 @@ def test_two_stalls_halt_with_exit_4_and_the_printed_resume_command_works(
 
     assert json.loads(first.stdout)["data"]["stall"] == "timeout: stall"
     assert json.loads(second.stdout)["to"] == "erik_consultation"
-    handoff = git_repo / "_handoff"
+    (task_folder,) = (git_repo / "_handoff" / "tasks").iterdir()
+    handoff = task_folder
     report = (handoff / "STALL_REPORT.md").read_text(encoding="utf-8")
     assert "## Attempt 1: timeout: stall" in report and "## Attempt 2: malformed_output" in report
     assert "HALF-WRITTEN" in report and "I will think about it." in report

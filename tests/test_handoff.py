@@ -27,9 +27,9 @@ NOW = datetime(2026, 5, 1, 12, 0, 0, tzinfo=UTC)
 
 
 def make_task(folder: Path, title: str = "Greet politely") -> tuple[Handoff, dict[str, Any]]:
-    hand = Handoff(folder)
-    hand.ensure()
     contract = new_contract(project="demo", title=title, requirements=["say hello"], now=NOW, roles={})
+    hand = Handoff(folder).for_task(contract["task_id"])
+    hand.ensure()
     save(hand.contract, contract, NOW)
     return hand, contract
 
@@ -252,8 +252,9 @@ def test_random_event_sequences_keep_the_contract_valid_and_history_equal_to_the
 
 def test_archiving_moves_the_tasks_files_and_the_halt_file_and_leaves_the_rest(tmp_path: Path) -> None:
     hand, contract = make_task(tmp_path)
-    for name in ("REVIEW_REQUEST.md", "JUDGE_REPORT.json", "ERIK_HALT.md", "backlog.json"):
-        (tmp_path / name).write_text(name, encoding="utf-8")
+    for name in ("REVIEW_REQUEST.md", "JUDGE_REPORT.json", "ERIK_HALT.md"):
+        (hand.task_dir / name).write_text(name, encoding="utf-8")
+    (tmp_path / "backlog.json").write_text("{}", encoding="utf-8")
     target = handoff.archive_task(hand, contract["task_id"])
     assert target == tmp_path / "archive" / contract["task_id"]
     assert sorted(p.name for p in target.iterdir()) == [
@@ -262,8 +263,44 @@ def test_archiving_moves_the_tasks_files_and_the_halt_file_and_leaves_the_rest(t
         "REVIEW_REQUEST.md",
         "TASK_CONTRACT.json",
     ]
-    assert not hand.has_task()
+    assert not hand.has_task() and not hand.task_dir.exists()
     assert (tmp_path / "backlog.json").exists()
+
+
+def test_an_old_single_task_folder_is_migrated_on_first_use_with_a_line_saying_so(
+    tmp_path: Path, capsys: Any
+) -> None:
+    root = Handoff(tmp_path)
+    contract = new_contract(project="demo", title="Old", requirements=["r"], now=NOW, roles={})
+    task_id = contract["task_id"]
+    save(tmp_path / "TASK_CONTRACT.json", contract, NOW)
+    for name in ("REVIEW_REQUEST.md", "ERIK_HALT.md", "STALL_REPORT.md"):
+        (tmp_path / name).write_text(name, encoding="utf-8")
+    (tmp_path / "runs" / task_id).mkdir(parents=True)
+    (tmp_path / "runs" / task_id / "001-model-call.json").write_text("{}", encoding="utf-8")
+    (tmp_path / "backlog.json").write_text("{}", encoding="utf-8")
+    (tmp_path / "transition.ndjson").write_text("", encoding="utf-8")
+
+    assert root.task_ids() == [task_id]
+
+    moved = root.for_task(task_id)
+    assert load(moved.contract) == contract
+    assert sorted(p.name for p in moved.task_dir.iterdir()) == [
+        "ERIK_HALT.md",
+        "REVIEW_REQUEST.md",
+        "STALL_REPORT.md",
+        "TASK_CONTRACT.json",
+        "runs",
+    ]
+    assert (moved.runs(task_id) / "001-model-call.json").is_file()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "backlog.json",
+        "runs",
+        "tasks",
+        "transition.ndjson",
+    ]
+    assert "handoff.migrated" in "".join(capsys.readouterr())
+    assert root.task_ids() == [task_id]  # once
 
 
 def test_reports_set_aside_are_numbered_and_never_overwritten(tmp_path: Path) -> None:
@@ -280,7 +317,7 @@ def test_reports_set_aside_are_numbered_and_never_overwritten(tmp_path: Path) ->
 
 
 def test_the_halt_file_name_is_configurable(tmp_path: Path) -> None:
-    assert Handoff(tmp_path, halt_name="HALT.md").halt_report == tmp_path / "HALT.md"
+    assert Handoff(tmp_path, halt_name="HALT.md", task_id="t").halt_report == tmp_path / "tasks/t/HALT.md"
 
 
 def test_a_line_lost_to_a_kill_between_save_and_append_is_written_by_the_next_transition(
@@ -337,8 +374,8 @@ def test_a_log_line_the_history_lacks_is_not_second_guessed(tmp_path: Path) -> N
 
 def test_a_save_removes_temp_files_that_killed_saves_left_a_while_ago(tmp_path: Path) -> None:
     hand, contract = make_task(tmp_path)
-    old = hand.dir / ".TASK_CONTRACT.json.killed.tmp"
-    young = hand.dir / ".TASK_CONTRACT.json.running.tmp"
+    old = hand.task_dir / ".TASK_CONTRACT.json.killed.tmp"
+    young = hand.task_dir / ".TASK_CONTRACT.json.running.tmp"
     old.write_text("{half", encoding="utf-8")
     young.write_text("{half", encoding="utf-8")
     later = NOW + timedelta(minutes=5)

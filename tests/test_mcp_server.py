@@ -115,7 +115,7 @@ async def exercise_every_tool(session: Any, repo: Path, task: Any) -> None:
     called: set[str] = set()
     call = caller(session, called)
 
-    assert (await call("hub_status"))["active"] is False
+    assert (await call("hub_status"))["tasks"] == []
     added = await call(
         "task_add",
         {
@@ -138,7 +138,6 @@ async def exercise_every_tool(session: Any, repo: Path, task: Any) -> None:
 
     promoted = await call("hub_next")
     assert promoted["data"]["backlog_id"] == "greet"
-    assert "still active" in await call("hub_create_task", {"title": "x", "requirements": ["y"]}, error=True)
     assert "no review request yet" in await call("hub_read_review_request", error=True)
 
     task.to_judge_review()  # setup, the implementer's commit and the local review, played in-process
@@ -157,6 +156,15 @@ async def exercise_every_tool(session: Any, repo: Path, task: Any) -> None:
     assert (resumed["from"], resumed["to"]) == ("erik_consultation", "pending_implementer")
     log = await call("hub_log")
     assert log["total"] >= 8 and log["entries"][-1]["event"] == "resume"
+    bye = task.contract()["task_id"]
+    created = await call("hub_create_task", {"title": "Another", "requirements": ["y"]})
+    assert created["task_id"] != bye
+    listed = await call("hub_status")
+    assert sorted(t["task_id"] for t in listed["tasks"]) == sorted([bye, created["task_id"]])
+    refused = await call("hub_resume", {"to": "pending_implementer"}, error=True)
+    assert "resume needs a task in erik_consultation; none is:" in refused and bye in refused
+    only = await call("hub_status", {"task_id": created["task_id"]})
+    assert [t["task_id"] for t in only["tasks"]] == [created["task_id"]]
 
     init = await call("initialize_ast_grep")
     assert Path(init["sgconfig"]).is_file()

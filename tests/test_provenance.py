@@ -133,7 +133,7 @@ def test_a_run_records_its_model_call_diff_and_command_and_hub_log_lists_them(
     log = hub("log", "--task", task_id, "--json", env=env)
 
     assert KEY in fake.chat_requests(model)[0]["messages"][-1]["content"]  # the model did see the file
-    runs = git_repo / "_handoff" / "runs" / task_id
+    runs = git_repo / "_handoff" / "tasks" / task_id / "runs"
     assert sorted(p.name for p in runs.iterdir()) == [
         "001-model-call.json",
         "002-diff.json",
@@ -155,7 +155,7 @@ def test_a_run_records_its_model_call_diff_and_command_and_hub_log_lists_them(
     entries = json.loads(log.stdout)
     assert [e["file"] for e in entries if e["kind"] != "transition"] == sorted(p.name for p in runs.iterdir())
     assert [e["event"] for e in entries if e["kind"] == "transition"] == ["lock_acquired", "code_written"]
-    contract = json.loads((git_repo / "_handoff" / "TASK_CONTRACT.json").read_text(encoding="utf-8"))
+    contract = json.loads((runs.parent / "TASK_CONTRACT.json").read_text(encoding="utf-8"))
     assert contract["cost"]["implementer"]["tokens_in"] == call["prompt_tokens"]
 
 

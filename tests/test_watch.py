@@ -206,7 +206,10 @@ def test_only_changes_that_can_make_a_phase_due_wake_the_watcher(tmp_path: Path)
     folder = tmp_path / "_handoff"
     for name in ("TASK_CONTRACT.json", "backlog.json", "notes.json", "JUDGE_REPORT.json", "REBUTTAL.md"):
         assert relevant(folder, folder / name), name
+        assert relevant(folder, folder / "tasks" / "t" / name), name
     for path in (
+        "tasks/t/.hub.lock",
+        "tasks/t/runs/001-model-call.json",
         ".hub.lock",
         ".hub.lock.owner",
         ".backlog.lock",
@@ -230,7 +233,7 @@ def test_decide_runs_what_hub_next_would_and_applies_a_waiting_judge_report(ctx:
     task.to_judge_review()
     assert decide(ctx)[0] is None  # no judge configured: waiting for one
     task.judge_report("PASS")
-    assert decide(ctx) == (["next"], "report-judge: a judge report is waiting")
+    assert decide(ctx) == (["next"], f"{task.contract()['task_id']}: report-judge")
 
     task.ctx.handoff.judge_report_json.unlink()
     task.run().halt(Trip("test", "a person must look"))

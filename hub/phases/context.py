@@ -10,7 +10,7 @@ import shlex
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -19,7 +19,7 @@ from hub import contract as contract_mod
 from hub import handoff
 from hub.config import Config
 from hub.contract import Contract, iso, now_utc, parse_iso
-from hub.errors import LockBusy, TaskHalted, WrongState
+from hub.errors import LockBusy, TaskChoice, TaskHalted, WrongState
 from hub.log import get_logger
 from hub.machine import (
     ERIK_CONSULTATION,
@@ -50,10 +50,25 @@ class Context:
     config: Config
     clock: Callable[[], datetime] = now_utc
     worker_factory: Callable[[str], Worker] | None = None
+    # The task this context acts on (`--task`, `task_id`); None: the only task there is (see `bind`).
+    task_id: str | None = None
+
+    @property
+    def handoff_root(self) -> handoff.Handoff:
+        """The handoff folder, bound to no task: what all tasks share."""
+        return handoff.Handoff(self.config.handoff_dir, self.config.halt_file)
 
     @property
     def handoff(self) -> handoff.Handoff:
-        return handoff.Handoff(self.config.handoff_dir, self.config.halt_file)
+        """The handoff folder bound to this context's task, or to the only task there is."""
+        root = self.handoff_root
+        if self.task_id:
+            return root.for_task(self.task_id)
+        ids = root.task_ids()
+        return root.for_task(ids[0]) if len(ids) == 1 else root
+
+    def for_task(self, task_id: str | None) -> Context:
+        return replace(self, task_id=task_id)
 
     @property
     def repo_root(self) -> Path:
@@ -151,6 +166,9 @@ class Run:
 
     def record(self, event: str, reason: str | None = None, resume_to: str | None = None) -> str:
         handoff.record(self.ctx.handoff, self.contract, event, self.now, reason, resume_to)
+        from hub.phases.status import write_status
+
+        write_status(self.ctx)
         return str(self.contract["status"])
 
     def save(self) -> None:
@@ -284,12 +302,14 @@ def suggested_resume_state(state_before: str) -> str:
     return state_before if state_before in RESUMABLE_STATES else PENDING_IMPLEMENTER
 
 
-def resume_command(ctx: Context, state: str) -> str:
+def resume_command(ctx: Context, state: str, task_id: str | None = None) -> str:
     parts = ["hub"]
     default_handoff = ctx.repo_root / "_handoff"
     if ctx.config.handoff_dir.resolve() != default_handoff.resolve():
         parts += ["--handoff", str(ctx.config.handoff_dir)]
     parts += ["resume", "--to", state, "--note", "what you changed"]
+    if task_id:
+        parts += ["--task", task_id]  # several tasks may be in flight
     return f"cd {shlex.quote(str(ctx.repo_root))} && " + " ".join(shlex.quote(p) for p in parts)
 
 
@@ -315,16 +335,58 @@ def render_halt(ctx: Context, contract: Contract, trip: Trip, before: str) -> st
 
 Deal with the cause, then run:
 
-    {resume_command(ctx, state)}
+    {resume_command(ctx, state, contract["task_id"])}
 
 `--to` may also name: {others}.
-See `hub status` and `hub log` for the history, and `_handoff/runs/{contract["task_id"]}/` for every model call.
+See `hub status` and `hub log` for the history, and `{ctx.handoff.runs(contract["task_id"])}/` for every model call.
 """
+
+
+# The pending state a phase finds after recovering a task left in an *_in_progress state.
+RECOVERS_TO = {
+    IMPLEMENTATION_IN_PROGRESS: PENDING_IMPLEMENTER,
+    JUDGE_REVIEW_IN_PROGRESS: PENDING_JUDGE_REVIEW,
+}
+
+
+def bind(ctx: Context, command: str, accepts: frozenset[str] | set[str] | None = None) -> Context:
+    """The context bound to the task `command` acts on: the one named, else the only task, else the only
+    one in a state `command` accepts. Several fit: TaskChoice (exit 2) lists them."""
+    if ctx.task_id:
+        if not ctx.handoff.contract.exists():
+            known = ", ".join(ctx.handoff_root.task_ids()) or "none"
+            raise TaskChoice(f"no task {ctx.task_id} (tasks: {known})")
+        return ctx
+    ids = ctx.handoff_root.task_ids()
+    if len(ids) <= 1:
+        return ctx.for_task(ids[0] if ids else None)
+    fits = ids
+    if accepts is not None:
+        states = {t: task_status(ctx.handoff_root.for_task(t)) for t in ids}
+        fits = [t for t in ids if states[t] in accepts or RECOVERS_TO.get(states[t] or "") in accepts]
+        if len(fits) == 1:
+            return ctx.for_task(fits[0])
+        if not fits:
+            shown = ", ".join(f"{t} ({states[t]})" for t in ids)
+            raise WrongState(f"{command} needs a task in {' or '.join(sorted(accepts))}; none is: {shown}")
+    listed = ", ".join(fits or ids)
+    raise TaskChoice(f"{command}: several tasks fit ({listed}); name one with --task ID (MCP: task_id)")
+
+
+def task_status(hand: handoff.Handoff) -> str | None:
+    """A task's state straight from its contract file, without validating it (for choosing a task)."""
+    import json
+
+    try:
+        return str(json.loads(hand.contract.read_text(encoding="utf-8"))["status"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 @contextmanager
 def running(ctx: Context, phase: str, accepts: frozenset[str] | set[str]) -> Iterator[Run]:
     """Hold the task for one phase. See the module docstring."""
+    ctx = bind(ctx, phase, accepts)
     hand = ctx.handoff
     started = time.perf_counter()
     with handoff.phase_lock(hand, phase, ctx.clock()):

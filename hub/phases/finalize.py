@@ -22,8 +22,7 @@ def finalize_task(ctx: Context) -> Outcome:
         verdict = data.get("judge_verdict")
         if verdict != "PASS":
             raise WrongState(f"task {run.task_id} has verdict {verdict}, not PASS; it cannot be merged")
-        git = run.contract["git"]
-        base, branch = git["base_branch"], git["task_branch"]
+        base, branch = run.contract["git"]["base_branch"], run.contract["git"]["task_branch"]
         # Hand edits in the task's worktree are the task's, and like any change they are reviewed.
         run.checkpoint("manual_edit")
         head = gitops.commit_of(run.repo, branch)
@@ -32,36 +31,19 @@ def finalize_task(ctx: Context) -> Outcome:
             return back_to_review(run, reviewed, head)
         user = run.user_repo
         message = f"[TASK: {run.task_id}] Merge {branch}"
-        if gitops.is_ancestor(user, reviewed, base):
-            # A finalize-task killed after its merge and before recording it: the merge is there.
-            merge_commit = gitops.commit_of(user, base)
-        else:
-            conflicts = gitops.merge_conflicts(user, base, reviewed)
-            if conflicts is not None:
-                exc = MergeConflict(branch, base, conflicts)
-                return run.halt(Trip("git_conflict", str(exc), {"files": ", ".join(conflicts)}))
-            checkout = gitops.worktrees(user).get(base)
-            try:
-                if checkout is None:
-                    merge_commit = gitops.merge_without_checkout(user, base, reviewed, message)
-                else:
-                    merge_commit = gitops.merge_in_checkout(checkout, reviewed, message)
-            except MergeRefused as exc:
-                data["merge_wait"] = str(exc)
-                run.save()
-                return Outcome(
-                    "finalize-task",
-                    run.task_id,
-                    run.start_state,
-                    run.contract["status"],
-                    f"{exc}; nothing of yours was touched. Commit or stash them; `hub next` retries",
-                    data={"merge_wait": str(exc), "files": exc.files},
-                )
+        with gitops.merge_lock(user):
+            merged = _merge(run, reviewed, message)
+        if isinstance(merged, Outcome):
+            return merged
+        merge_commit = merged
         data.pop("merge_wait", None)
         data["merge_commit"] = merge_commit
         run.record("pass", f"merged {reviewed[:12]} into {base} at {merge_commit[:12]}")
         cleanup(run)
-        target = handoff.archive_task(ctx.handoff, run.task_id)
+        target = handoff.archive_task(run.ctx.handoff_root, run.task_id)
+        from hub.phases.status import write_status
+
+        write_status(run.ctx.for_task(None))
         return Outcome(
             "finalize-task",
             run.task_id,
@@ -70,6 +52,43 @@ def finalize_task(ctx: Context) -> Outcome:
             f"merged {branch} into {base} ({merge_commit[:12]}); files in {target}",
             data={"merge_commit": merge_commit},
         )
+
+
+def _merge(run: Run, reviewed: str, message: str) -> str | Outcome:
+    """The merge itself, under the merge lock: the merge commit, or the outcome of a conflict or a wait."""
+    git = run.contract["git"]
+    data = run.contract["handoff_data"]
+    base, branch = git["base_branch"], git["task_branch"]
+    user = run.user_repo
+    if gitops.is_ancestor(user, reviewed, base):
+        # A finalize-task killed after its merge and before recording it: the merge is there.
+        merge_commit = gitops.commit_of(user, base)
+    else:
+        conflicts = gitops.merge_conflicts(user, base, reviewed)
+        if conflicts is not None:
+            exc = MergeConflict(branch, base, conflicts)
+            return run.halt(Trip("git_conflict", str(exc), {"files": ", ".join(conflicts)}))
+        checkout = gitops.worktrees(user).get(base)
+        try:
+            if checkout is None:
+                merge_commit = gitops.merge_without_checkout(user, base, reviewed, message)
+            else:
+                merge_commit = gitops.merge_in_checkout(checkout, reviewed, message)
+        except MergeRefused as exc:
+            data["merge_wait"] = str(exc)
+            run.save()
+            from hub.phases.status import write_status
+
+            write_status(run.ctx)
+            return Outcome(
+                "finalize-task",
+                run.task_id,
+                run.start_state,
+                run.contract["status"],
+                f"{exc}; nothing of yours was touched. Commit or stash them; `hub next` retries",
+                data={"merge_wait": str(exc), "files": exc.files},
+            )
+    return merge_commit
 
 
 def back_to_review(run: Run, reviewed: str | None, head: str) -> Outcome:
@@ -101,7 +120,7 @@ def resume(ctx: Context, to_state: str, note: str | None = None) -> Outcome:
             f"cannot resume to '{to_state}'; choose one of {', '.join(sorted(RESUMABLE_STATES))}"
         )
     with running(ctx, "resume", {ERIK_CONSULTATION}) as run:
-        hand = ctx.handoff
+        hand = run.ctx.handoff
         for path, label in ((hand.halt_report, "halt"), (hand.stall_report, "stall")):
             handoff.set_aside(hand, path, run.task_id, label)
         breaker = run.contract["breaker"]

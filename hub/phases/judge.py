@@ -227,7 +227,7 @@ def rebut(ctx: Context, text: str) -> Outcome:
                 )
             if not text.strip():
                 raise WrongState("the rebuttal is empty")
-            handoff.write_report(ctx.handoff.rebuttal, text)
+            handoff.write_report(run.ctx.handoff.rebuttal, text)
             if run.start_state == PENDING_IMPLEMENTER:
                 contract["attempt"] = max(1, contract["attempt"] - 1)
             run.record("fail_disagree", "the implementer disagrees with the FAIL verdict")
@@ -243,5 +243,5 @@ def rebut(ctx: Context, text: str) -> Outcome:
             run.task_id,
             run.start_state,
             PENDING_JUDGE_REVIEW,
-            f"rebuttal recorded; {ctx.handoff.review_request.name} rewritten for the judge",
+            f"rebuttal recorded; {run.ctx.handoff.review_request.name} rewritten for the judge",
         )

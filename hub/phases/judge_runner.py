@@ -37,7 +37,7 @@ from hub.breakers import Trip
 from hub.errors import ConfigError, ContractInvalid, HubError, WorkerError, WorkerTimeout, WrongState
 from hub.log import get_logger
 from hub.machine import JUDGE_REVIEW_IN_PROGRESS, PENDING_JUDGE_REVIEW
-from hub.phases.context import Context, Outcome, Run, pre_phase_trip, running
+from hub.phases.context import Context, Outcome, Run, bind, pre_phase_trip, running
 from hub.phases.judge import (
     apply_verdict,
     claim_review,
@@ -84,7 +84,7 @@ def run_judge(ctx: Context) -> Outcome:
         trip = pre_phase_trip(run)
         if trip:
             return run.halt(trip)
-        hand = ctx.handoff
+        hand = run.ctx.handoff
         if hand.judge_report_json.exists() or hand.judge_report_md.exists():
             # A verdict is already waiting (an agent wrote it, or the judge of a run that died did).
             report = read_judge_report(run)
@@ -327,7 +327,7 @@ def extract_report(text: str) -> dict[str, Any]:
 
 def read_review_request(ctx: Context) -> dict[str, Any]:
     """The review request the judge must read, with the task's state (read-only)."""
-    hand = ctx.handoff
+    hand = bind(ctx, "read-review-request", WAITING_FOR_VERDICT).handoff
     if not hand.contract.exists():
         raise WrongState("no active task: there is nothing to review")
     contract = contract_mod.load(hand.contract)
@@ -351,6 +351,7 @@ def submit_verdict(ctx: Context, report: dict[str, Any]) -> Outcome:
     Nothing is left behind when it fails: an invalid report is never written, and a report that could
     not be applied is taken back (the file it replaced, if any, is restored).
     """
+    ctx = bind(ctx, "submit-verdict", WAITING_FOR_VERDICT)
     hand = ctx.handoff
     report = contract_mod.validate_judge_report(report, "verdict")
     if not hand.contract.exists():

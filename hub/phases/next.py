@@ -5,11 +5,25 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 
-from hub.errors import TaskHalted
+from hub.errors import (
+    EXIT_ERROR,
+    EXIT_HALTED,
+    EXIT_LOCKED,
+    EXIT_OK,
+    EXIT_USAGE,
+    EXIT_WRONG_STATE,
+    ContractInvalid,
+    HubError,
+    TaskHalted,
+    exit_code_for,
+)
+from hub.log import get_logger
 from hub.machine import ERIK_CONSULTATION
 from hub.phases.context import Context, Outcome
 from hub.phases.setup import active_contract
 from hub.phases.status import due, judge_configured, report_waiting
+
+log = get_logger(__name__)
 
 # phase name -> "module:function"; imported only when the phase runs.
 PHASES: dict[str, str] = {
@@ -30,6 +44,70 @@ def phase_function(name: str) -> Callable[[Context], Outcome]:
 
 
 def run_next(ctx: Context) -> Outcome:
+    """Promote proposals into free task slots, then run the due phase of every task, at most
+    `limits.parallel_tasks` at once; return when they have finished. The exit code is the most severe
+    of theirs. With a task named (`--task`), only that task's due phase."""
+    if ctx.task_id:
+        return run_task(ctx)
+    promoted: list[Outcome] = []
+    while True:
+        outcome = phase_function("promote-backlog")(ctx)
+        if not outcome.task_id:
+            break
+        outcome.data.setdefault("ran", "promote-backlog")
+        promoted.append(outcome)
+    # Promotion was a promoted task's step; its setup-task is the next `hub next`'s.
+    jobs, halted = due_jobs(ctx, skip={str(o.task_id) for o in promoted})
+    if not jobs and not promoted:
+        if len(halted) == 1 and len(ctx.handoff_root.task_ids()) == 1:
+            raise TaskHalted(halted[0])
+        if halted:
+            return Outcome("next", message="; ".join(halted), exit_code=EXIT_HALTED, data={"halted": halted})
+        ids = ctx.handoff_root.task_ids()
+        if len(ids) == 1:
+            return run_task(ctx.for_task(ids[0]))
+        return Outcome("next", message="nothing to do: " + idle_reason(ctx, ids))
+    outcomes = promoted + run_concurrently(jobs, ctx.config.parallel_tasks)
+    if len(outcomes) == 1 and not halted:
+        return outcomes[0]
+    code = max((o.exit_code for o in outcomes), key=severity, default=0)
+    if halted:
+        code = max(code, EXIT_HALTED, key=severity)
+    lines = [f"{o.task_id}: {o.data.get('ran', o.phase)}: {o.message}" for o in outcomes] + halted
+    return Outcome(
+        "next",
+        message="\n".join(lines),
+        exit_code=code,
+        data={"ran": [o.as_dict() for o in outcomes], "halted": halted},
+    )
+
+
+def due_jobs(ctx: Context, skip: set[str] | None = None) -> tuple[list[tuple[Context, str]], list[str]]:
+    """Every task's due phase as (context bound to the task, phase), and the halted tasks' lines."""
+    jobs: list[tuple[Context, str]] = []
+    halted: list[str] = []
+    for task_id in ctx.handoff_root.task_ids():
+        if skip and task_id in skip:
+            continue
+        bound = ctx.for_task(task_id)
+        try:
+            contract = active_contract(bound)
+        except ContractInvalid as exc:
+            halted.append(f"{task_id}: {exc}")
+            continue
+        if contract is None:
+            continue
+        if contract["status"] == ERIK_CONSULTATION:
+            halted.append(f"task {task_id} is halted; read {bound.handoff.halt_report}")
+            continue
+        phase, _ = due(contract, ctx.clock(), judge_configured(bound), report_waiting(bound))
+        if phase is not None and phase != "promote-backlog":
+            jobs.append((bound, phase))
+    return jobs, halted
+
+
+def run_task(ctx: Context) -> Outcome:
+    """The due phase of one task (ctx bound to it, or the only task there is)."""
     contract = active_contract(ctx)
     if contract is not None and contract["status"] == ERIK_CONSULTATION:
         raise TaskHalted(f"task {contract['task_id']} is halted; read {ctx.handoff.halt_report}")
@@ -39,3 +117,45 @@ def run_next(ctx: Context) -> Outcome:
     outcome = phase_function(phase)(ctx)
     outcome.data.setdefault("ran", phase)
     return outcome
+
+
+def idle_reason(ctx: Context, ids: list[str]) -> str:
+    if not ids:
+        return due(None, ctx.clock(), False)[1]
+    reasons = []
+    for task_id in ids:
+        bound = ctx.for_task(task_id)
+        contract = active_contract(bound)
+        if contract is not None:
+            reasons.append(f"{task_id}: {due(contract, ctx.clock(), judge_configured(bound))[1]}")
+    return "; ".join(reasons)
+
+
+# Most severe last: an error beats a halt beats a wrong state beats a busy lock beats success.
+_SEVERITY = {EXIT_OK: 0, EXIT_LOCKED: 1, EXIT_WRONG_STATE: 2, EXIT_HALTED: 3, EXIT_USAGE: 4, EXIT_ERROR: 5}
+
+
+def severity(code: int) -> int:
+    return _SEVERITY.get(code, 5)
+
+
+def run_concurrently(jobs: list[tuple[Context, str]], parallel: int) -> list[Outcome]:
+    """Each (task, phase) in a thread of its own, at most `parallel` at once; a phase's error becomes its
+    outcome (with the error's exit code), so one task failing does not stop the others."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(job: tuple[Context, str]) -> Outcome:
+        bound, phase = job
+        try:
+            outcome = phase_function(phase)(bound)
+        except HubError as exc:
+            log.warning("next.phase_failed", task=bound.task_id, phase=phase, error=str(exc))
+            outcome = Outcome(phase, bound.task_id, message=str(exc), exit_code=exit_code_for(exc))
+        outcome.data.setdefault("ran", phase)
+        outcome.task_id = outcome.task_id or bound.task_id
+        return outcome
+
+    if len(jobs) <= 1 or parallel <= 1:
+        return [one(job) for job in jobs]
+    with ThreadPoolExecutor(max_workers=min(parallel, len(jobs)), thread_name_prefix="hub-next") as pool:
+        return list(pool.map(one, jobs))

@@ -8,9 +8,9 @@ from hub import contract as contract_mod
 from hub import gitops
 from hub.config import CONFIG_FILE, default_yaml
 from hub.contract import Contract
-from hub.errors import ContractInvalid, GitError, WrongState
+from hub.errors import GitError, WrongState
 from hub.handoff import write_report
-from hub.machine import MERGED, PENDING_IMPLEMENTER
+from hub.machine import PENDING_IMPLEMENTER
 from hub.phases.context import Context, Outcome, running, worktree_path
 
 HANDOFF_README = """# _handoff
@@ -52,35 +52,36 @@ def active_contract(ctx: Context) -> Contract | None:
 
 
 def create(ctx: Context, fields: dict[str, object]) -> Outcome:
-    """Write a fresh contract; refuse while an unfinished one is active."""
-    hand = ctx.handoff
-    hand.ensure()
-    from hub.handoff import phase_lock
+    """Write a fresh contract in a folder of its own, tasks/<task_id>/; other tasks may be active."""
+    roles = {name: ctx.config.role(name).model for name in ("implementer", "local_reviewer", "judge")}
+    contract = contract_mod.new_contract(
+        project=ctx.config.project,
+        now=ctx.clock(),
+        roles=roles,
+        global_timeout_hours=ctx.config.global_timeout_hours,
+        **fields,  # type: ignore[arg-type]
+    )
+    contract["limits"]["max_changed_files"] = ctx.config.max_changed_files
+    root = ctx.handoff_root
+    root.tasks_dir.mkdir(parents=True, exist_ok=True)
+    base_id = contract["task_id"]
+    for n in range(1, 100):
+        # Claim the folder first: two `hub new` of the same title in the same second get two ids.
+        task_id = base_id if n == 1 else f"{base_id}-{n}"
+        try:
+            root.for_task(task_id).task_dir.mkdir()
+        except FileExistsError:
+            continue
+        break
+    else:
+        raise WrongState(f"task folders {base_id}-* are all taken in {root.tasks_dir}")
+    contract["task_id"] = task_id
+    hand = root.for_task(task_id)
+    contract_mod.save(hand.contract, contract, ctx.clock())
+    from hub.phases.status import write_status
 
-    with phase_lock(hand, "new", ctx.clock()):
-        if hand.contract.exists():
-            try:
-                current = contract_mod.load(hand.contract)
-            except ContractInvalid as exc:
-                raise WrongState(
-                    f"{hand.contract} exists and is not a valid contract ({exc}); move it aside first"
-                ) from None
-            if current["status"] != MERGED:
-                raise WrongState(
-                    f"task {current['task_id']} is still active ({current['status']}); "
-                    "finish it or move TASK_CONTRACT.json to archive/ first"
-                )
-        roles = {name: ctx.config.role(name).model for name in ("implementer", "local_reviewer", "judge")}
-        contract = contract_mod.new_contract(
-            project=ctx.config.project,
-            now=ctx.clock(),
-            roles=roles,
-            global_timeout_hours=ctx.config.global_timeout_hours,
-            **fields,  # type: ignore[arg-type]
-        )
-        contract["limits"]["max_changed_files"] = ctx.config.max_changed_files
-        contract_mod.save(hand.contract, contract, ctx.clock())
-    message = f"created {hand.contract}"
+    write_status(ctx)
+    message = f"created task {task_id} ({hand.contract})"
     unseen = uncommitted_task_files(ctx, contract)
     if unseen:
         message += (

@@ -11,6 +11,7 @@ from typing import Any
 from hub import contract as contract_mod
 from hub import handoff
 from hub.contract import Contract, parse_iso
+from hub.errors import ContractInvalid
 from hub.machine import (
     ERIK_CONSULTATION,
     IMPLEMENTATION_IN_PROGRESS,
@@ -83,32 +84,116 @@ def report_waiting(ctx: Context) -> bool:
     return ctx.handoff.judge_report_json.exists() or ctx.handoff.judge_report_md.exists()
 
 
-def status(ctx: Context) -> dict[str, Any]:
-    """Everything `hub status` shows, as one JSON-able document."""
+def needs_person(ctx: Context, contract: Contract, phase: str | None, why: str) -> str | None:
+    """What this task needs from a person right now, in one line (None: nothing)."""
+    status = contract["status"]
     hand = ctx.handoff
-    if not hand.contract.exists():
-        return {"active": False, "handoff": str(hand.dir), "next": due(None, ctx.clock(), False)[1]}
+    if status == ERIK_CONSULTATION:
+        return f"halted: read {hand.halt_report}, then `hub resume --task {contract['task_id']} --to STATE`"
+    if status == PENDING_REBUTTAL:
+        return f"a rebuttal: `hub rebut --task {contract['task_id']} FILE`"
+    if phase is None and status in (PENDING_JUDGE_REVIEW, JUDGE_REVIEW_IN_PROGRESS):
+        return (
+            f"a verdict: read {hand.review_request}, write {hand.judge_report_json}, then `hub report-judge`"
+        )
+    waiting = contract["handoff_data"].get("merge_wait")
+    if waiting and status == REVIEW_COMPLETE:
+        return f"{waiting}: commit or stash them (the merge is retried on every `hub next`)"
+    return None
+
+
+def free_task_slots(ctx: Context) -> tuple[int, list[str]]:
+    """How many more tasks the backlog may start (limits.parallel_tasks), and the tasks holding slots.
+
+    A task waiting on a person (a halt, a verdict, a rebuttal, a merge over local changes) holds no slot:
+    it must not keep the rest of the backlog from the GPU."""
+    busy = []
+    for task_id in ctx.handoff_root.task_ids():
+        bound = ctx.for_task(task_id)
+        try:
+            contract = contract_mod.load(bound.handoff.contract)
+        except (OSError, ContractInvalid):
+            continue
+        if contract["status"] == MERGED:
+            continue
+        phase, why = due(contract, ctx.clock(), judge_configured(bound), report_waiting(bound))
+        if needs_person(bound, contract, phase, why) is None:
+            busy.append(task_id)
+    return ctx.config.parallel_tasks - len(busy), busy
+
+
+def task_view(ctx: Context) -> dict[str, Any]:
+    """One task as `hub status` shows it (ctx bound to the task)."""
+    hand = ctx.handoff
     contract = contract_mod.load(hand.contract)
     phase, why = due(contract, ctx.clock(), judge_configured(ctx), report_waiting(ctx))
     owner = handoff.lock_owner(hand)
     return {
-        "active": True,
         "task_id": contract["task_id"],
         "title": contract.get("title", ""),
         "status": contract["status"],
         "status_reason": contract.get("status_reason"),
         "attempt": contract["attempt"],
+        "worktree": contract["git"].get("worktree"),
+        "branch": contract["git"].get("task_branch"),
+        "next": {"phase": phase, "why": why},
+        "needs_person": needs_person(ctx, contract, phase, why),
         "lease": contract.get("lock"),
         "running": owner,
         "breaker": contract.get("breaker"),
         "cost": contract.get("cost", {}),
         "verdict": contract["handoff_data"].get("judge_verdict"),
-        "branch": contract["git"].get("task_branch"),
+        "reviewed_commit": contract["handoff_data"].get("reviewed_commit"),
         "last_transitions": contract["history"][-3:],
-        "next": {"phase": phase, "why": why},
         "halt_file": str(hand.halt_report) if hand.halt_report.exists() else None,
         "stall_report": str(hand.stall_report) if hand.stall_report.exists() else None,
     }
+
+
+def status(ctx: Context) -> dict[str, Any]:
+    """Everything `hub status` shows, as one JSON-able document: `{"tasks": [...]}` (one task with
+    `--task`), the handoff folder, and what runs when no task is active."""
+    root = ctx.handoff_root
+    ids = [ctx.task_id] if ctx.task_id else root.task_ids()
+    tasks = [task_view(ctx.for_task(task_id)) for task_id in ids]
+    doc: dict[str, Any] = {"handoff": str(root.dir), "tasks": tasks}
+    if not tasks:
+        doc["next"] = due(None, ctx.clock(), False)[1]
+    return doc
+
+
+def render_status_md(doc: dict[str, Any]) -> str:
+    """_handoff/STATUS.md: every task, its state, and what it needs from a person, people first."""
+    tasks = sorted(doc["tasks"], key=lambda t: (t["needs_person"] is None, t["task_id"]))
+    lines = ["# Tasks", "", "Written by `hub` at every transition; `hub status` shows the same.", ""]
+    if not tasks:
+        lines.append("No task in flight.")
+    for t in tasks:
+        nxt = t["next"]["phase"]
+        lines.append(f"## {t['task_id']}: {t['title']}")
+        lines.append("")
+        lines.append(f"- State: `{t['status']}` (attempt {t['attempt']}); {t['status_reason'] or ''}")
+        if t["needs_person"]:
+            lines.append(f"- **Needs you:** {t['needs_person']}")
+        lines.append(f"- Next: {'`hub ' + nxt + '`' if nxt else 'nothing'} ({t['next']['why']})")
+        if t["worktree"]:
+            lines.append(f"- Worktree: `{t['worktree']}` (branch `{t['branch']}`)")
+        lines.append("")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def write_status(ctx: Context) -> None:
+    """Rewrite _handoff/STATUS.md atomically (called at every transition and task creation)."""
+    from hub.atomic import write_atomic
+    from hub.errors import HubError
+
+    root = ctx.handoff_root
+    try:
+        doc = status(ctx.for_task(None))
+    except (HubError, OSError, ValueError):
+        return  # a contract mid-migration or invalid: the next transition writes it
+    root.dir.mkdir(parents=True, exist_ok=True)
+    write_atomic(root.status_file, render_status_md(doc))
 
 
 def log_entries(ctx: Context, task_id: str | None = None) -> list[dict[str, Any]]:

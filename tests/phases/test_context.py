@@ -65,10 +65,10 @@ def test_a_halt_records_the_trip_and_writes_a_halt_file_with_a_runnable_resume_c
     text = task.hand.halt_report.read_text(encoding="utf-8")
     assert "- Reason: 23 files changed; the limit is 20" in text
     assert "- changed_files: 23" in text
-    command = resume_command(ctx, "pending_implementer")
+    command = resume_command(ctx, "pending_implementer", contract["task_id"])
     assert f"    {command}\n" in text
     assert shlex.split(command)[:3] == ["cd", str(ctx.repo_root), "&&"]
-    assert shlex.split(command)[3:] == [
+    assert shlex.split(command)[3:-2] == [
         "hub",
         "resume",
         "--to",
@@ -76,6 +76,8 @@ def test_a_halt_records_the_trip_and_writes_a_halt_file_with_a_runnable_resume_c
         "--note",
         "what you changed",
     ]
+    # In the halt file the command names its task: several may be in flight.
+    assert f"--note 'what you changed' --task {contract['task_id']}\n" in text
 
 
 @pytest.mark.parametrize(

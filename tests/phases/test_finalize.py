@@ -68,9 +68,11 @@ def test_a_merge_over_the_users_uncommitted_changes_waits_and_touches_nothing_of
     assert run_git(repo, "stash", "list") == ""
     from hub.phases.status import status
 
-    shown = status(ctx)
+    shown = status(ctx)["tasks"][0]
     assert shown["next"]["phase"] == "finalize-task"
     assert "merge waits: your checkout has local changes in src/app.py" in shown["next"]["why"]
+    assert "merge waits: your checkout has local changes in src/app.py" in shown["needs_person"]
+    assert "Needs you:** merge waits" in task.hand.status_file.read_text(encoding="utf-8")
     run_git(repo, "checkout", "--", "src/app.py")
     assert finalize_task(ctx).to_state == "merged"
     assert (repo / "build.out").read_text(encoding="utf-8") == "artefact\n"
@@ -162,7 +164,9 @@ def test_a_merge_conflict_halts_with_git_conflict_and_leaves_both_branches_and_t
     assert not (repo / ".git/MERGE_HEAD").exists()
     halt = task.hand.halt_report.read_text(encoding="utf-8")
     assert "Trigger: `git_conflict`" in halt and "src/app.py" in halt
-    command = f"cd {repo} && hub resume --to review_complete --note 'what you changed'"
+    command = (
+        f"cd {repo} && hub resume --to review_complete --note 'what you changed' --task {contract['task_id']}"
+    )
     assert f"\n    {command}\n" in halt
 
 
@@ -191,11 +195,14 @@ def test_the_resume_command_names_a_handoff_folder_outside_the_repo(
     from hub.phases.context import Run
     from hub.phases.judge import enter_judge_review, report_judge
 
-    run = Run(ctx, json.loads((outside / "TASK_CONTRACT.json").read_text("utf-8")), "test")
+    (task_id,) = ctx.handoff.task_ids()
+    run = Run(
+        ctx, json.loads((outside / "tasks" / task_id / "TASK_CONTRACT.json").read_text("utf-8")), "test"
+    )
     for event in ("lock_acquired", "code_written"):
         run.record(event)
     enter_judge_review(run, "local_pass")
-    (outside / "JUDGE_REPORT.json").write_text('{"verdict": "CRITICAL_HALT"}', encoding="utf-8")
+    (outside / "tasks" / task_id / "JUDGE_REPORT.json").write_text('{"verdict": "CRITICAL_HALT"}', "utf-8")
     report_judge(ctx)
-    halt = (outside / "ERIK_HALT.md").read_text(encoding="utf-8")
+    halt = (outside / "tasks" / task_id / "ERIK_HALT.md").read_text(encoding="utf-8")
     assert f"hub --handoff {outside} resume --to review_complete" in halt

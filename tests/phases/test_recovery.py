@@ -216,14 +216,14 @@ def test_report_judge_killed_at_random_moments_is_finished_by_one_more_report_ju
     task.to_judge_review()
     task.judge_report("FAIL", [{"description": "no comma"}])
     hand = task.hand
-    names = ("TASK_CONTRACT.json", "REVIEW_REQUEST.md", "JUDGE_REPORT.json", "transition.ndjson")
-    prepared = {name: (hand.dir / name).read_bytes() for name in names}
+    paths = (hand.contract, hand.review_request, hand.judge_report_json, hand.transitions)
+    prepared = {path: path.read_bytes() for path in paths}
     rng = random.Random(7)
     markers = [None, "review_started", "judge_complete", "judge_complete", "fail_agree"]
     kills = 0
     for round_ in range(8):
-        for name, data in prepared.items():
-            (hand.dir / name).write_bytes(data)
+        for path, data in prepared.items():
+            path.write_bytes(data)
         for leftover in (hand.review_in_progress, hand.runs(task.contract()["task_id"])):
             if leftover.is_file():
                 leftover.unlink()

@@ -44,20 +44,28 @@ def test_new_writes_a_pending_contract_with_roles_from_config(task: Any, ctx: Co
     assert contract["limits"]["max_changed_files"] == ctx.config.max_changed_files
 
 
-def test_new_refuses_to_overwrite_an_active_task(task: Any) -> None:
-    task.new()
-    before = task.hand.contract.read_bytes()
-    with pytest.raises(WrongState, match="is still active \\(pending_implementer\\)"):
-        task.new(title="Another")
-    assert task.hand.contract.read_bytes() == before
+def test_new_works_while_another_task_is_active_each_in_a_folder_of_its_own(task: Any, ctx: Context) -> None:
+    first = task.new()
+    first_bytes = task.hand.contract.read_bytes()
+    from hub.phases.setup import create
+
+    outcome = create(ctx, {"title": "Another", "requirements": ["r"], "target_file": "README.md"})
+    second = str(outcome.task_id)
+    assert second != first and second in outcome.message
+    root = ctx.handoff_root
+    assert root.task_ids() == sorted([first, second])
+    assert root.for_task(first).contract.read_bytes() == first_bytes
+    assert (root.dir / "tasks" / second / "TASK_CONTRACT.json").is_file()
+    status_md = root.status_file.read_text(encoding="utf-8")
+    assert f"## {first}" in status_md and f"## {second}" in status_md
 
 
-def test_new_refuses_to_overwrite_an_unreadable_contract(task: Any) -> None:
-    task.hand.ensure()
-    task.hand.contract.write_text("{not json", encoding="utf-8")
-    with pytest.raises(WrongState, match="exists and is not a valid contract"):
-        task.new()
-    assert task.hand.contract.read_text(encoding="utf-8") == "{not json"
+def test_the_same_title_twice_in_one_second_gets_two_task_ids(task: Any, ctx: Context) -> None:
+    first = task.new(title="Same")
+    from hub.phases.setup import create
+
+    second = create(ctx, {"title": "Same", "requirements": ["r"], "target_file": "README.md"}).task_id
+    assert second == f"{first}-2"
 
 
 def test_setup_creates_the_task_branch_from_the_current_branch_and_records_it(

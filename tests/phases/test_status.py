@@ -67,15 +67,16 @@ def test_due_times_out_a_review_only_after_its_deadline() -> None:
 
 def test_status_without_a_task_says_so(ctx: Context) -> None:
     doc = status(ctx)
-    assert doc["active"] is False and doc["handoff"] == str(ctx.handoff.dir)
+    assert doc["tasks"] == [] and doc["handoff"] == str(ctx.handoff.dir)
 
 
 def test_status_shows_state_attempt_branch_last_three_transitions_and_what_runs_next(
     task: Any, ctx: Context
 ) -> None:
     contract = task.to_judge_review()
-    doc = status(ctx)
-    assert doc["active"] is True
+    (doc,) = status(ctx)["tasks"]
+    assert doc["worktree"] == contract["git"]["worktree"]
+    assert doc["needs_person"] is not None and "a verdict" in doc["needs_person"]
     assert (doc["task_id"], doc["status"], doc["attempt"]) == (contract["task_id"], "pending_judge_review", 1)
     assert doc["branch"] == contract["git"]["task_branch"]
     assert [t["event"] for t in doc["last_transitions"]] == ["lock_acquired", "code_written", "local_pass"]
@@ -91,7 +92,7 @@ def test_status_shows_who_holds_the_lock_and_the_halt_file(task: Any, ctx: Conte
 
     report_judge(ctx)
     with phase_lock(ctx.handoff, "report-judge", NOW):
-        doc = status(ctx)
+        (doc,) = status(ctx)["tasks"]
     assert doc["running"]["phase"] == "report-judge"
     assert doc["halt_file"] == str(ctx.handoff.halt_report)
     assert doc["breaker"]["trigger"] == "critical_halt"
@@ -119,4 +120,17 @@ def test_status_does_not_show_a_killed_phase_as_running(task: Any, ctx: Context)
         gone.wait(timeout=30)
     owner = {"pid": gone.pid, "host": socket.gethostname(), "phase": "setup-task", "since": iso(NOW)}
     ctx.handoff.lock_owner.write_text(json.dumps(owner), encoding="utf-8")
-    assert status(ctx)["running"] is None
+    assert status(ctx)["tasks"][0]["running"] is None
+
+
+def test_status_lists_every_task_and_what_each_needs_from_a_person(task: Any, ctx: Context) -> None:
+    first = task.to_judge_review()["task_id"]
+    from hub.phases.setup import create
+
+    second = str(create(ctx, {"title": "Second", "requirements": ["r"], "target_file": "README.md"}).task_id)
+    doc = status(ctx)
+    assert [t["task_id"] for t in doc["tasks"]] == sorted([first, second])
+    by_id = {t["task_id"]: t for t in doc["tasks"]}
+    assert by_id[second]["next"]["phase"] == "setup-task" and by_id[second]["needs_person"] is None
+    assert "a verdict" in by_id[first]["needs_person"]
+    assert [t["task_id"] for t in status(ctx.for_task(second))["tasks"]] == [second]

@@ -1,0 +1,127 @@
+"""Several tasks in flight, each in its own worktree, and a user working in their checkout meanwhile."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from hub.config import load_config
+from hub.phases.context import Context
+from hub.phases.finalize import finalize_task
+from hub.phases.next import run_next
+from hub.phases.setup import create, setup_task
+
+from ..conftest import TaskDriver
+
+
+def start(ctx: Context, title: str, target: str) -> TaskDriver:
+    """`hub new` + `hub setup-task` for one more task; a driver bound to it."""
+    task_id = str(create(ctx, {"title": title, "requirements": ["r"], "target_file": target}).task_id)
+    bound = ctx.for_task(task_id)
+    setup_task(bound)
+    return TaskDriver(bound)
+
+
+def to_pass(driver: TaskDriver, files: dict[str, str]) -> None:
+    from hub.phases.judge import enter_judge_review, report_judge
+
+    run = driver.implement(files)
+    enter_judge_review(run, "local_pass")
+    driver.judge_report("PASS")
+    report_judge(driver.ctx)
+
+
+def test_a_dirty_checkout_survives_a_whole_task_to_merged_byte_for_byte(
+    ctx: Context, git_repo: Path, run_git: Any
+) -> None:
+    readme = b"# demo\n\nthe user's unsaved notes \xe2\x9c\x8d\n"
+    (git_repo / "README.md").write_bytes(readme)
+    (git_repo / "scratch.txt").write_bytes(b"untracked work\r\n")
+    head = run_git(git_repo, "rev-parse", "HEAD")
+    task = start(ctx, "Greet politely", "src/app.py")
+    run = task.implement({"src/app.py": 'def greet(name):\n    return "hello, " + name\n'})
+    from hub.phases.judge import enter_judge_review, report_judge
+
+    enter_judge_review(run, "local_pass")
+    # Until the merge, none of the task's commits reach the user's checkout.
+    assert run_git(git_repo, "rev-parse", "HEAD") == head
+    assert run_git(git_repo, "rev-parse", "--abbrev-ref", "HEAD") == "main"
+    assert 'return "hello " + name' in (git_repo / "src/app.py").read_text(encoding="utf-8")
+    task.judge_report("PASS")
+    report_judge(task.ctx)
+    assert finalize_task(task.ctx).to_state == "merged"
+    assert (git_repo / "README.md").read_bytes() == readme
+    assert (git_repo / "scratch.txt").read_bytes() == b"untracked work\r\n"
+    assert 'return "hello, " + name' in (git_repo / "src/app.py").read_text(encoding="utf-8")
+    assert run_git(git_repo, "stash", "list") == ""
+    assert len(run_git(git_repo, "worktree", "list").splitlines()) == 1
+
+
+def test_two_tasks_on_different_files_both_merge(ctx: Context, git_repo: Path, run_git: Any) -> None:
+    first = start(ctx, "Greet", "src/app.py")
+    second = start(ctx, "Readme", "README.md")
+    assert first.worktree != second.worktree
+    to_pass(first, {"src/app.py": 'def greet(name):\n    return "hello, " + name\n'})
+    to_pass(second, {"README.md": "# demo, documented\n"})
+    assert finalize_task(first.ctx).to_state == "merged"
+    assert finalize_task(second.ctx).to_state == "merged"
+    assert run_git(git_repo, "show", "main:README.md") == "# demo, documented"
+    assert 'return "hello, " + name' in run_git(git_repo, "show", "main:src/app.py")
+    assert ctx.handoff_root.task_ids() == []
+
+
+def test_two_tasks_on_the_same_lines_the_first_merges_the_second_halts_and_the_first_is_unaffected(
+    ctx: Context, git_repo: Path, run_git: Any
+) -> None:
+    first = start(ctx, "Comma", "src/app.py")
+    second = start(ctx, "Exclaim", "src/app.py")
+    to_pass(first, {"src/app.py": 'def greet(name):\n    return "hello, " + name\n'})
+    to_pass(second, {"src/app.py": 'def greet(name):\n    return "hello! " + name\n'})
+    merged = finalize_task(first.ctx)
+    assert merged.to_state == "merged"
+    main_after_first = run_git(git_repo, "rev-parse", "main")
+    halted = finalize_task(second.ctx)
+    assert (halted.exit_code, halted.to_state) == (4, "erik_consultation")
+    assert second.contract()["breaker"]["trigger"] == "git_conflict"
+    assert run_git(git_repo, "rev-parse", "main") == main_after_first == merged.data["merge_commit"]
+    assert run_git(git_repo, "status", "--porcelain") == ""
+    assert 'return "hello, " + name' in (git_repo / "src/app.py").read_text(encoding="utf-8")
+
+
+def test_hub_next_runs_the_due_phase_of_every_task_at_once_and_lists_them(
+    ctx: Context, git_repo: Path
+) -> None:
+    drivers = [start(ctx, f"Task {n}", f"file{n}.txt") for n in range(3)]
+    for n, driver in enumerate(drivers):
+        to_pass(driver, {f"file{n}.txt": f"{n}\n"})
+    outcome = run_next(ctx)
+    assert outcome.exit_code == 0, outcome.message
+    ran = outcome.data["ran"]
+    assert sorted(r["task_id"] for r in ran) == sorted(d.ctx.task_id for d in drivers)
+    assert {r["data"]["ran"] for r in ran} == {"finalize-task"}
+    assert {r["to"] for r in ran} == {"merged"}
+    for n in range(3):
+        assert (git_repo / f"file{n}.txt").read_text(encoding="utf-8") == f"{n}\n"
+
+
+def test_a_worktree_deleted_by_hand_is_recreated_from_its_branch(ctx: Context) -> None:
+    import shutil
+
+    task = start(ctx, "Greet", "src/app.py")
+    task.implement({"src/app.py": "committed\n"})
+    shutil.rmtree(task.worktree)
+    run = task.run()
+    assert (run.repo.working_tree_dir and Path(run.repo.working_tree_dir)) == task.worktree
+    assert (task.worktree / "src/app.py").read_text(encoding="utf-8") == "committed\n"
+
+
+def test_the_worktrees_dir_setting_places_worktrees_outside_the_repository(
+    git_repo: Path, tmp_path: Path, clock: Any
+) -> None:
+    (git_repo / "hub.yaml").write_text(
+        (git_repo / "hub.yaml").read_text(encoding="utf-8") + f"worktrees_dir: {tmp_path / 'trees'}\n",
+        encoding="utf-8",
+    )
+    ctx = Context(load_config(git_repo, env={}), clock=clock)
+    task = start(ctx, "Greet", "src/app.py")
+    assert task.worktree == tmp_path / "trees" / task.ctx.task_id
