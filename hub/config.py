@@ -140,6 +140,14 @@ class Config:
     worktrees_dir: Path | None = None
     keep_branches: bool = False
     parallel_tasks: int = 2
+    # The model servers and how many generations each runs at once (Ollama's OLLAMA_NUM_PARALLEL).
+    # Empty: `ollama_host` alone, with `ollama_slots`.
+    ollama_slots: int = 1
+    ollama_hosts: tuple[tuple[str, int], ...] = ()
+
+    def model_servers(self) -> tuple[tuple[str, int], ...]:
+        """(url, slots) of every model server a call may go to."""
+        return self.ollama_hosts or ((self.ollama_host, self.ollama_slots),)
 
     def role(self, name: str) -> RoleConfig:
         try:
@@ -294,6 +302,8 @@ def _from_raw(
         inactivity_hours=float(limits.get("inactivity_hours") or 2),
         rules_catalog_url=rules.get("catalog_url"),
         mcp_token=env.get("HUB_MCP_TOKEN") or None,
+        ollama_slots=_positive_int(section("ollama").get("slots", 1), "ollama.slots", source),
+        ollama_hosts=_hosts(section("ollama"), source),
         worktrees_dir=_worktrees_dir(raw.get("worktrees_dir"), repo_root, source),
         keep_branches=_bool(raw.get("keep_branches", False), "keep_branches", source),
         parallel_tasks=_positive_int(
@@ -304,6 +314,27 @@ def _from_raw(
             source,
         ),
     )
+
+
+def _hosts(ollama: dict[str, Any], source: str) -> tuple[tuple[str, int], ...]:
+    """`ollama.hosts`: a pool of servers, each a URL or `{host: URL, slots: N}` (slots default ollama.slots)."""
+    raw = ollama.get("hosts")
+    if raw is None:
+        return ()
+    if not isinstance(raw, list) or not raw:
+        raise ConfigError(f"{source}: ollama.hosts: expected a list of servers")
+    default_slots = ollama.get("slots", 1)
+    hosts = []
+    for i, item in enumerate(raw):
+        where = f"ollama.hosts[{i}]"
+        if isinstance(item, str):
+            url, slots = item, default_slots
+        elif isinstance(item, dict) and isinstance(item.get("host"), str):
+            url, slots = item["host"], item.get("slots", default_slots)
+        else:
+            raise ConfigError(f"{source}: {where}: expected a URL or {{host: URL, slots: N}}")
+        hosts.append((normalize_ollama_host(url), _positive_int(slots, f"{where}.slots", source)))
+    return tuple(hosts)
 
 
 def _worktrees_dir(value: Any, repo_root: Path, source: str) -> Path | None:

@@ -74,12 +74,14 @@ class Context:
     def repo_root(self) -> Path:
         return self.config.repo_root
 
-    def worker(self, role: str) -> Worker:
+    def worker(self, role: str, host: str | None = None) -> Worker:
+        """A worker for `role`; `host`: on that model server of the pool instead of `ollama.host`."""
         if self.worker_factory is not None:
             return self.worker_factory(role)
         from hub.workers.bridge import make_worker
 
-        return make_worker(self.config, role)
+        config = replace(self.config, ollama_host=host) if host else self.config
+        return make_worker(config, role)
 
 
 @dataclass
@@ -224,7 +226,7 @@ class Run:
         generation: Generation | None = None
         outcome = "ok"
         try:
-            generation = worker.generate(request)
+            generation = self._generate_in_slot(worker, role, request)
             return generation
         except Exception as exc:
             outcome = f"{type(exc).__name__}: {exc}"
@@ -258,6 +260,24 @@ class Run:
                 },
                 self.now,
             )
+
+    def _generate_in_slot(self, worker: Worker, role: str, request: ChatRequest) -> Generation:
+        """The call itself, holding a slot of a model server (hub/gpu.py): never more calls at once per
+        server than its slots; the wait is bounded by the role's total clock."""
+        from hub import gpu
+
+        config = self.ctx.config
+        servers = config.model_servers()
+        gate = gpu.gate_for(config.handoff_dir, [gpu.Host(url, slots) for url, slots in servers])
+        deadline = time.monotonic() + config.role(role).timeouts.total
+        with gate.slot(request.model, request.num_ctx, deadline) as host:
+            if len(servers) == 1 or host.url == config.ollama_host:
+                return worker.generate(request)
+            other = self.ctx.worker(role, host.url)
+            try:
+                return other.generate(request)
+            finally:
+                other.close()
 
     def halt(self, trip: Trip, event: str = HALT_EVENT) -> Outcome:
         """Move the task to erik_consultation, write ERIK_HALT.md, and say so (exit 4)."""

@@ -15,6 +15,7 @@ from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from hub.testing.gpu import SimulatedGPU
 from hub.testing.replies import RecordedRequest, Reply, Responder, as_reply
 from hub.testing.wire import (
     VERSION,
@@ -49,7 +50,10 @@ class FakeOllama:
         models: Mapping[str, Sequence[Reply | str] | Callable[[dict[str, Any]], Reply | str]] | None = None,
         host: str = "127.0.0.1",
         port: int = 0,
+        gpu: SimulatedGPU | None = None,
     ) -> None:
+        # With a simulated GPU, generations queue for its slots and pay its load and generation times.
+        self.gpu = gpu
         self.host = host
         self.port = port
         self.url = f"http://{host}:{port}"
@@ -420,7 +424,15 @@ def _generate(h: _Handler, fake: FakeOllama, path: str, body: dict[str, Any] | N
         h._send_json(500, kind.error_body(f"FakeOllama: no scripted reply left for model '{model}'"))
         return
     fake._mark_loaded(model, body)
-    fmt = kind(model, body, reply)
+    if fake.gpu is not None:
+        options = body.get("options") if isinstance(body.get("options"), dict) else {}
+        with fake.gpu.generation(model, (options or {}).get("num_ctx")):
+            _answer(h, kind, kind(model, body, reply), body, reply)
+        return
+    _answer(h, kind, kind(model, body, reply), body, reply)
+
+
+def _answer(h: _Handler, kind: Any, fmt: Format, body: dict[str, Any], reply: Reply) -> None:
     # Unset (or null) means stream for Ollama's own API and do not stream for the OpenAI one.
     requested = body.get("stream")
     stream = kind.stream_default if requested is None else bool(requested)
@@ -505,6 +517,8 @@ def _send_whole(h: _Handler, fmt: Format, reply: Reply) -> None:
 def _running(fake: FakeOllama) -> list[dict[str, Any]]:
     with fake._lock:
         loaded = dict(fake._loaded)
+    if fake.gpu is not None:
+        loaded = {name: (num_ctx or 4096, time.time()) for name, num_ctx in fake.gpu.loaded()}
     out = []
     for key, (num_ctx, at) in loaded.items():
         entry = model_entry(tagged(key))

@@ -1,0 +1,140 @@
+"""The GPU gate: never more model calls at once per server than its slots, and the loaded model first.
+
+A model server holds one or two models; each switch reloads weights (5-60 s for a 7-32B model), and so
+does a changed `num_ctx`. So a call waits for a free slot (`ollama.slots`, Ollama's
+OLLAMA_NUM_PARALLEL) on one of the servers (`ollama.hosts`), and while calls for the model a server
+ran last are waiting, calls for another model let them go first: a backlog runs its implementer calls
+back to back, then its reviews, instead of alternating.
+
+Slots are OS file locks in `_handoff/gpu/`, so separate processes (cron loops, `hub watch`, a person's
+command) share them and a killed process frees its slot. The record of what each server ran last is the
+hub's own (`gpu/<server>.json`), written by the call that holds the slot. The preference between models
+is kept in-process (the threads of one `hub next`), where a backlog is drained; across processes the
+slots still hold. A call waits at most until its deadline (the role's total clock): then it is a
+`gpu_queue` timeout, a stall strike like any other, never a wait without end under the task's lock.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from hub.atomic import write_atomic
+from hub.errors import WorkerTimeout
+from hub.log import get_logger
+
+log = get_logger(__name__)
+
+POLL_SECONDS = 0.05
+
+
+@dataclass(frozen=True)
+class Host:
+    """One model server and how many generations it runs at once."""
+
+    url: str
+    slots: int = 1
+
+    @property
+    def key(self) -> str:
+        return hashlib.sha1(self.url.encode()).hexdigest()[:12]
+
+
+def order_hosts(hosts: Sequence[Host], model: str, last: dict[str, str | None]) -> list[Host]:
+    """Servers to try for `model`, best first: one that ran it last, then an idle one, then the rest.
+    Pure: `last` maps a server's key to the model it ran last (None: nothing yet)."""
+
+    def rank(host: Host) -> int:
+        ran = last.get(host.key)
+        return 0 if ran == model else 1 if ran is None else 2
+
+    return sorted(hosts, key=rank)
+
+
+def should_defer(model: str, host_last: str | None, waiting: Counter[str]) -> bool:
+    """Whether a call for `model` lets others go first on a server that last ran `host_last`: yes while
+    calls for the loaded model are waiting (a switch now would reload it for them afterwards). Pure."""
+    return host_last is not None and host_last != model and waiting[host_last] > 0
+
+
+# Calls waiting in this process, per gate folder: model -> how many.
+_waiting: dict[Path, Counter[str]] = {}
+_waiting_lock = threading.Lock()
+
+
+class Gate:
+    """The slots of every configured server, shared through lock files in `folder`."""
+
+    def __init__(self, folder: Path, hosts: Sequence[Host]) -> None:
+        self.folder = folder
+        self.hosts = list(hosts)
+
+    def _record(self, host: Host) -> Path:
+        return self.folder / f"{host.key}.json"
+
+    def last_model(self, host: Host) -> str | None:
+        try:
+            value = json.loads(self._record(host).read_text(encoding="utf-8")).get("model")
+        except (OSError, ValueError, AttributeError):
+            return None
+        return str(value) if value else None
+
+    @contextmanager
+    def slot(self, model: str, num_ctx: int | None, deadline: float) -> Iterator[Host]:
+        """Hold one slot on the best server for `model` until the call ends; yields the server."""
+        from filelock import FileLock, Timeout
+
+        self.folder.mkdir(parents=True, exist_ok=True)
+        with _waiting_lock:
+            waiting = _waiting.setdefault(self.folder.resolve(), Counter())
+            waiting[model] += 1
+        started = time.monotonic()
+        held: FileLock | None = None
+        chosen: Host | None = None
+        counted = True
+        try:
+            while held is None:
+                last = {h.key: self.last_model(h) for h in self.hosts}
+                for host in order_hosts(self.hosts, model, last):
+                    with _waiting_lock:
+                        defer = should_defer(model, last[host.key], waiting)
+                    if defer:
+                        continue
+                    for n in range(host.slots):
+                        lock = FileLock(str(self.folder / f"{host.key}.{n}.lock"), timeout=0, is_singleton=False)
+                        try:
+                            lock.acquire()
+                        except Timeout:
+                            continue
+                        held, chosen = lock, host
+                        break
+                    if held is not None:
+                        break
+                if held is None:
+                    if time.monotonic() >= deadline:
+                        raise WorkerTimeout("gpu_queue", round(time.monotonic() - started, 1))
+                    time.sleep(POLL_SECONDS)
+            with _waiting_lock:
+                waiting[model] -= 1
+                counted = False
+            assert chosen is not None
+            write_atomic(self._record(chosen), json.dumps({"model": model, "num_ctx": num_ctx}))
+            log.debug("gpu.slot", model=model, host=chosen.url, waited=round(time.monotonic() - started, 3))
+            yield chosen
+        finally:
+            if counted:
+                with _waiting_lock:
+                    waiting[model] -= 1
+            if held is not None:
+                held.release()
+
+
+def gate_for(handoff_dir: Path, hosts: Sequence[Host]) -> Gate:
+    return Gate(handoff_dir / "gpu", hosts)
