@@ -21,7 +21,7 @@ import json
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -72,9 +72,13 @@ _waiting_lock = threading.Lock()
 class Gate:
     """The slots of every configured server, shared through lock files in `folder`."""
 
-    def __init__(self, folder: Path, hosts: Sequence[Host]) -> None:
+    def __init__(
+        self, folder: Path, hosts: Sequence[Host], on_queued: Callable[[str], None] | None = None
+    ) -> None:
         self.folder = folder
         self.hosts = list(hosts)
+        # Told once a call is counted as waiting (for watchers and tests: an event, never a sleep).
+        self.on_queued = on_queued
 
     def _record(self, host: Host) -> Path:
         return self.folder / f"{host.key}.json"
@@ -95,6 +99,8 @@ class Gate:
         with _waiting_lock:
             waiting = _waiting.setdefault(self.folder.resolve(), Counter())
             waiting[model] += 1
+        if self.on_queued is not None:
+            self.on_queued(model)
         started = time.monotonic()
         held: FileLock | None = None
         chosen: Host | None = None
@@ -108,7 +114,9 @@ class Gate:
                     if defer:
                         continue
                     for n in range(host.slots):
-                        lock = FileLock(str(self.folder / f"{host.key}.{n}.lock"), timeout=0, is_singleton=False)
+                        lock = FileLock(
+                            str(self.folder / f"{host.key}.{n}.lock"), timeout=0, is_singleton=False
+                        )
                         try:
                             lock.acquire()
                         except Timeout:
