@@ -259,11 +259,11 @@ def delete_branch(repo: Repo, branch: str) -> None:
 class MergeRefused(GitError):
     """git would not merge into a checkout because uncommitted changes there would be overwritten."""
 
-    def __init__(self, checkout: Path, files: list[str], detail: str) -> None:
+    def __init__(self, checkout: Path, files: list[str], detail: str, message: str | None = None) -> None:
         self.checkout = checkout
         self.files = files
         where = ", ".join(files) if files else detail
-        super().__init__(f"merge waits: your checkout has local changes in {where}")
+        super().__init__(message or f"merge waits: your checkout has local changes in {where}")
 
 
 MERGE_LOCK_SECONDS = 120.0
@@ -324,6 +324,21 @@ def merge_in_checkout(checkout: Path, commit: str, message: str) -> str:
     """
     import subprocess
 
+    def git(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["git", *args], cwd=checkout, capture_output=True, text=True, check=False)
+
+    merge_head = git("rev-parse", "-q", "--verify", "MERGE_HEAD").stdout.strip()
+    if merge_head == commit:
+        # Our own merge, killed midway: the files it touched were clean before it (git refuses
+        # otherwise), so `--abort` (reset --merge) puts exactly those back and keeps every local change.
+        aborted = git("merge", "--abort")
+        if aborted.returncode != 0:
+            raise GitError(f"git merge --abort in {checkout} failed: {aborted.stderr.strip()}")
+        log.warning("merge.resumed", checkout=str(checkout), commit=commit[:12])
+    elif merge_head:
+        raise MergeRefused(
+            checkout, [], "", "merge waits: your checkout is in the middle of a merge of its own; finish it"
+        )
     done = subprocess.run(
         ["git", "merge", "--no-ff", "--no-edit", "-m", message, commit],
         cwd=checkout,

@@ -206,3 +206,39 @@ def test_the_resume_command_names_a_handoff_folder_outside_the_repo(
     report_judge(ctx)
     halt = (outside / "tasks" / task_id / "ERIK_HALT.md").read_text(encoding="utf-8")
     assert f"hub --handoff {outside} resume --to review_complete" in halt
+
+
+def test_a_merge_killed_midway_in_the_users_checkout_is_redone_keeping_their_changes(
+    task: Any, ctx: Context, run_git: Any
+) -> None:
+    contract = task.to_review_complete("PASS")
+    repo = ctx.repo_root
+    (repo / "README.md").write_text("the user's edit\n", encoding="utf-8")
+    (repo / "notes.txt").write_text("untracked\n", encoding="utf-8")
+    reviewed = contract["handoff_data"]["reviewed_commit"]
+    # What a SIGKILL between git's file updates and its merge commit leaves: MERGE_HEAD, files updated.
+    run_git(repo, "merge", "--no-ff", "--no-commit", reviewed)
+    assert (repo / ".git" / "MERGE_HEAD").exists()
+    outcome = finalize_task(ctx)
+    assert outcome.to_state == "merged"
+    assert run_git(repo, "log", "-1", "--format=%P", "main").split()[1] == reviewed
+    assert (repo / "README.md").read_text(encoding="utf-8") == "the user's edit\n"
+    assert (repo / "notes.txt").read_text(encoding="utf-8") == "untracked\n"
+    assert not (repo / ".git" / "MERGE_HEAD").exists()
+
+
+def test_a_merge_of_the_users_own_in_progress_makes_the_task_wait(
+    task: Any, ctx: Context, run_git: Any
+) -> None:
+    task.to_review_complete("PASS")
+    repo = ctx.repo_root
+    run_git(repo, "checkout", "-q", "-b", "side")
+    (repo / "other.txt").write_text("side\n", encoding="utf-8")
+    run_git(repo, "add", "other.txt")
+    run_git(repo, "commit", "-q", "-m", "side")
+    run_git(repo, "checkout", "-q", "main")
+    run_git(repo, "merge", "--no-ff", "--no-commit", "side")
+    outcome = finalize_task(ctx)
+    assert outcome.to_state == "review_complete"
+    assert "in the middle of a merge of its own" in outcome.message
+    assert (repo / ".git" / "MERGE_HEAD").exists()
