@@ -15,6 +15,7 @@ from hub.errors import (
     ContractInvalid,
     HubError,
     TaskHalted,
+    WrongState,
     exit_code_for,
 )
 from hub.log import get_logger
@@ -114,9 +115,18 @@ def run_task(ctx: Context) -> Outcome:
     phase, why = due(contract, ctx.clock(), judge_configured(ctx), report_waiting(ctx))
     if phase is None:
         return Outcome("next", contract["task_id"] if contract else None, message=f"nothing to do: {why}")
-    outcome = phase_function(phase)(ctx)
+    try:
+        outcome = phase_function(phase)(ctx)
+    except WrongState as exc:
+        outcome = _moved_on(phase, ctx.task_id or (contract["task_id"] if contract else None), exc)
     outcome.data.setdefault("ran", phase)
     return outcome
+
+
+def _moved_on(phase: str, task_id: str | None, exc: WrongState) -> Outcome:
+    # The task moved between `due()` and the phase's lock: another trigger (cron, the watcher, a
+    # person) ran that phase first. Nothing is wrong and nothing is left to do here.
+    return Outcome(phase, task_id, message=f"nothing to do: another run got there first ({exc})")
 
 
 def idle_reason(ctx: Context, ids: list[str]) -> str:
@@ -148,6 +158,8 @@ def run_concurrently(jobs: list[tuple[Context, str]], parallel: int) -> list[Out
         bound, phase = job
         try:
             outcome = phase_function(phase)(bound)
+        except WrongState as exc:
+            outcome = _moved_on(phase, bound.task_id, exc)
         except HubError as exc:
             log.warning("next.phase_failed", task=bound.task_id, phase=phase, error=str(exc))
             outcome = Outcome(phase, bound.task_id, message=str(exc), exit_code=exit_code_for(exc))

@@ -22,6 +22,8 @@ class GPUStats:
     loads: int = 0
     generations: int = 0
     max_concurrent: int = 0
+    # Generations asked for at once, before the slots queue them: what the clients sent concurrently.
+    max_requested: int = 0
     # (model, num_ctx) in the order they were loaded.
     load_order: list[tuple[str, int | None]] = field(default_factory=list)
 
@@ -47,12 +49,25 @@ class SimulatedGPU:
         self._lock = threading.Lock()
         self._load_lock = threading.Lock()
         self._active = 0
+        self._requested = 0
         self._loaded: OrderedDict[str, int | None] = OrderedDict()
 
     @contextmanager
     def generation(self, model: str, num_ctx: int | None) -> Iterator[None]:
         """Hold a slot for one generation: load the model if it is not (evicting the least recently
         used one beyond `max_loaded`), then generate."""
+        with self._lock:
+            self._requested += 1
+            self.stats.max_requested = max(self.stats.max_requested, self._requested)
+        try:
+            with self._generation(model, num_ctx):
+                yield
+        finally:
+            with self._lock:
+                self._requested -= 1
+
+    @contextmanager
+    def _generation(self, model: str, num_ctx: int | None) -> Iterator[None]:
         with self._slots:
             with self._lock:
                 self._active += 1
