@@ -26,7 +26,7 @@ from typing import Any
 
 from hub import contract as contract_mod
 from hub.atomic import write_atomic
-from hub.contract import iso, parse_iso
+from hub.contract import Contract, iso, parse_iso
 from hub.errors import ContractInvalid, LockBusy, WrongState
 from hub.handoff import Handoff
 from hub.log import get_logger
@@ -113,7 +113,7 @@ def _editing(hand: Handoff, path: Path, key: str) -> Iterator[dict[str, Any]]:
 # --- keeping statuses true ------------------------------------------------------------------------------
 
 
-def _active(hand: Handoff) -> dict[str, Any] | None:
+def _active(hand: Handoff) -> Contract | None:
     if not hand.contract.exists():
         return None
     return contract_mod.load(hand.contract)
@@ -133,7 +133,7 @@ def refresh(hand: Handoff, doc: dict[str, Any], now: datetime | None) -> bool:
     `now` is None to skip releasing orphans (readers that will not write). Returns whether anything changed.
     """
     changed = False
-    active: dict[str, Any] | None = None
+    active: Contract | None = None
     active_loaded = False
     for entry in doc["tasks"]:
         if entry.get("status") != IN_PROGRESS:
@@ -172,14 +172,14 @@ def _current(ctx: Context) -> dict[str, Any]:
     return doc
 
 
-def _active_or_none(hand: Handoff) -> dict[str, Any] | None:
+def _active_or_none(hand: Handoff) -> Contract | None:
     try:
         return _active(hand)
     except ContractInvalid:
         return None
 
 
-def _made_from(contract: dict[str, Any], entry: dict[str, Any]) -> bool:
+def _made_from(contract: Contract, entry: dict[str, Any]) -> bool:
     promoted = entry.get("promoted_at")
     if not promoted:
         return False

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from hub.contract import Contract, parse_iso
+from hub.contract import Contract, Verdict, parse_iso
 
 MAX_INTERRUPTIONS = 3
 DEFAULT_MAX_CHANGED_FILES = 20
@@ -73,7 +73,10 @@ def too_many_files(contract: Contract, changed_files: int) -> Trip | None:
 def hash_loop(contract: Contract, content_hash: str) -> Trip | None:
     """The implementer produced exactly the content of an earlier attempt the judge FAILed."""
     for attempt in contract["handoff_data"].get("attempts", []):
-        if attempt.get("content_hash") == content_hash and attempt.get("verdict") in ("FAIL", "CONDITIONAL"):
+        if attempt.get("content_hash") == content_hash and attempt.get("verdict") in (
+            Verdict.FAIL,
+            Verdict.CONDITIONAL,
+        ):
             return Trip(
                 "hash_loop",
                 f"attempt {contract['attempt']} wrote the same files as attempt {attempt.get('attempt')}, "

@@ -15,8 +15,9 @@ from typing import Any
 
 from hub import breakers, gitops, prompts
 from hub.breakers import Trip
+from hub.contract import Verdict, task_refs
 from hub.errors import ContextOverflow, ModelNotFound, WorkerError, WorkerTimeout, WorkerUnavailable
-from hub.machine import PENDING_IMPLEMENTER, TIMEOUT_IMPLEMENTER
+from hub.machine import PENDING_IMPLEMENTER, TIMEOUT_IMPLEMENTER, Event
 from hub.phases.acceptance import CommandResult, run_command
 from hub.phases.context import Context, Outcome, Run, pre_phase_trip, require_setup, running
 from hub.phases.stall import Stall, implementer_stall, strike
@@ -30,18 +31,18 @@ MAX_FILE_CHARS = 60_000
 def run_implementer(ctx: Context) -> Outcome:
     """Have the implementer model write the change for the current attempt."""
     with running(ctx, "run-implementer", {PENDING_IMPLEMENTER, TIMEOUT_IMPLEMENTER}) as run:
-        require_setup(run)
+        refs = require_setup(run)
         if run.contract["status"] == TIMEOUT_IMPLEMENTER:
-            stalls = run.contract["handoff_data"].get("stalls") or [{"reason": "interrupted"}]
-            return strike(run, stalls[-1]["reason"])
+            stalls = run.contract["handoff_data"].get("stalls")
+            return strike(run, stalls[-1]["reason"] if stalls else "interrupted")
         trip = pre_phase_trip(run)
         if trip:
             return run.halt(trip)
-        gitops.checkout(run.repo, run.contract["git"]["task_branch"])
+        gitops.checkout(run.repo, refs.task_branch)
         # A person may have fixed things by hand while the task was halted: their edits are the task's.
         run.checkpoint("manual_edit")
         run.take_lease(run.contract["limits"]["timeout_minutes"]["implementer"])
-        run.record("lock_acquired", f"attempt {run.contract['attempt']}")
+        run.record(Event.LOCK_ACQUIRED, f"attempt {run.contract['attempt']}")
         return Attempt(run).execute()
 
 
@@ -64,7 +65,7 @@ class Attempt:
         try:
             return self._attempt(worker)
         except WorkerTimeout as exc:
-            return self._stall(f"timeout: {exc.clock}", str(exc), exc.partial_text or self.raw, "timeout")
+            return self._stall(f"timeout: {exc.clock}", str(exc), exc.partial_text or self.raw, Event.TIMEOUT)
         except ContextOverflow as exc:
             return self._stall("truncated_context", str(exc))
         except (ModelNotFound, WorkerUnavailable) as exc:
@@ -74,7 +75,7 @@ class Attempt:
         finally:
             worker.close()
 
-    def _stall(self, reason: str, detail: str, raw: str | None = None, event: str = "stall") -> Outcome:
+    def _stall(self, reason: str, detail: str, raw: str | None = None, event: Event = Event.STALL) -> Outcome:
         timings = {**self.timings, "attempt": round(time.perf_counter() - self.started, 3)}
         return implementer_stall(
             self.run, Stall(reason, detail, (raw if raw is not None else self.raw), timings, event=event)
@@ -231,10 +232,10 @@ class Attempt:
         counters = run.counters()
         for name in ("stall_strikes", "interruptions"):
             counters.pop(name, None)
-        run.record("code_written", f"attempt {self.contract['attempt']}")
+        run.record(Event.CODE_WRITTEN, f"attempt {self.contract['attempt']}")
         commit = run.checkpoint("code_written")
-        git = self.contract["git"]
-        stats = gitops.diff_stats(run.repo, git["base_commit"], git["task_branch"])
+        refs = task_refs(self.contract)
+        stats = gitops.diff_stats(run.repo, refs.base_commit, refs.task_branch)
         content_hash = gitops.content_hash(run.ctx.repo_root, list(stats.files))
         data["changed_files"] = list(stats.files)
         data["diff_summary"] = f"{len(stats.files)} files changed, +{stats.added} -{stats.removed}"
@@ -310,7 +311,7 @@ def feedback_section(run: Run) -> str:
     """What the model must know from earlier: the judge's issues, its own last stall, a person's notes."""
     data = run.contract["handoff_data"]
     parts: list[str] = []
-    if data.get("judge_verdict") in ("FAIL", "CONDITIONAL") and data.get("judge_blocking_issues"):
+    if data.get("judge_verdict") in (Verdict.FAIL, Verdict.CONDITIONAL) and data.get("judge_blocking_issues"):
         parts.append(
             f"## The judge rated the last attempt {data['judge_verdict']}. Fix every blocking issue\n\n"
             + prompts.issue_lines(data["judge_blocking_issues"])

@@ -5,12 +5,11 @@ from __future__ import annotations
 import json
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
 
 from hub import breakers, gitops, handoff
 from hub import contract as contract_mod
 from hub.breakers import Trip
-from hub.contract import iso, parse_iso
+from hub.contract import Contract, JudgeReport, Verdict, iso, parse_iso
 from hub.errors import ContractInvalid, WrongState
 from hub.machine import (
     JUDGE_REVIEW_IN_PROGRESS,
@@ -19,11 +18,12 @@ from hub.machine import (
     PENDING_REBUTTAL,
     REVIEW_COMPLETE,
     TIMEOUT_JUDGE,
+    Event,
 )
 from hub.phases.context import Context, Outcome, Run, running
 
 
-def enter_judge_review(run: Run, event: str, reason: str | None = None) -> None:
+def enter_judge_review(run: Run, event: Event, reason: str | None = None) -> None:
     """Record the move to pending_judge_review and write REVIEW_REQUEST.md for the judge."""
     run.contract["handoff_data"]["review_requested_at"] = iso(run.now)
     run.record(event, reason)
@@ -34,10 +34,8 @@ def write_review_request(run: Run) -> Path:
     from hub.prompts import render_review_request
 
     contract = run.contract
-    base = contract["git"].get("base_commit")
-    diff = (
-        gitops.diff_text(run.repo, base, contract["git"]["task_branch"]) if base else "(no git base recorded)"
-    )
+    base, branch = contract["git"].get("base_commit"), contract["git"].get("task_branch")
+    diff = gitops.diff_text(run.repo, base, branch) if base and branch else "(no git base recorded)"
     rebuttal_path = run.ctx.handoff.rebuttal
     rebuttal = rebuttal_path.read_text(encoding="utf-8") if rebuttal_path.exists() else ""
     text = render_review_request(run.ctx.repo_root, contract, diff, rebuttal)
@@ -46,7 +44,7 @@ def write_review_request(run: Run) -> Path:
     return path
 
 
-def read_judge_report(run: Run) -> dict[str, Any]:
+def read_judge_report(run: Run) -> JudgeReport:
     """JUDGE_REPORT.json, or failing that JUDGE_REPORT.md with a `Verdict: X` line; validated."""
     hand = run.ctx.handoff
     if hand.judge_report_json.exists():
@@ -73,7 +71,7 @@ def claim_review(run: Run) -> None:
     if hand.review_request.exists():
         hand.review_request.replace(hand.review_in_progress)
     run.take_lease(run.contract["limits"]["timeout_minutes"]["judge"])
-    run.record("review_started")
+    run.record(Event.REVIEW_STARTED)
 
 
 def report_judge(ctx: Context) -> Outcome:
@@ -88,7 +86,7 @@ def report_judge(ctx: Context) -> Outcome:
         return apply_verdict(run, report)
 
 
-def apply_verdict(run: Run, report: dict[str, Any]) -> Outcome:
+def apply_verdict(run: Run, report: JudgeReport) -> Outcome:
     """judge_review_in_progress -> review_complete, then on to the verdict's next state."""
     contract = run.contract
     data = contract["handoff_data"]
@@ -111,9 +109,9 @@ def apply_verdict(run: Run, report: dict[str, Any]) -> Outcome:
     )
     run.drop_lease()
     run.counters().pop("interruptions", None)
-    if verdict != "PASS":
+    if verdict != Verdict.PASS:
         run.bump("review_cycles")
-    run.record("judge_complete", f"verdict {verdict}")
+    run.record(Event.JUDGE_COMPLETE, f"verdict {verdict}")
     _set_aside_reports(run)
     return finish_verdict(run)
 
@@ -126,7 +124,7 @@ def finish_verdict(run: Run) -> Outcome:
     verdict = data.get("judge_verdict")
     if verdict not in contract_mod.VERDICTS:
         raise WrongState(f"task {run.task_id} is in review_complete without a verdict; resume it by hand")
-    if verdict == "PASS":
+    if verdict == Verdict.PASS:
         if run.start_state == REVIEW_COMPLETE:
             raise WrongState(f"task {run.task_id} has its PASS already: run `hub finalize-task`")
         return Outcome(
@@ -137,7 +135,7 @@ def finish_verdict(run: Run) -> Outcome:
             "verdict PASS: run `hub finalize-task`",
             data={"verdict": verdict},
         )
-    if verdict == "CRITICAL_HALT":
+    if verdict == Verdict.CRITICAL_HALT:
         issues = "; ".join(i.get("description", "") for i in data["judge_blocking_issues"][:3])
         return run.halt(
             Trip(
@@ -151,7 +149,7 @@ def finish_verdict(run: Run) -> Outcome:
         return run.halt(trip)
     contract["attempt"] += 1
     run.record(
-        "conditional" if verdict == "CONDITIONAL" else "fail_agree",
+        Event.CONDITIONAL if verdict == Verdict.CONDITIONAL else Event.FAIL_AGREE,
         f"verdict {verdict}: {len(data['judge_blocking_issues'])} blocking issues for the next attempt",
     )
     return Outcome(
@@ -174,7 +172,7 @@ def _set_aside_reports(run: Run) -> None:
         handoff.set_aside(hand, path, run.task_id, label)
 
 
-def review_deadline(contract: dict[str, Any]) -> str | None:
+def review_deadline(contract: Contract) -> str | None:
     started = contract["handoff_data"].get("review_requested_at")
     if not started:
         return None
@@ -197,14 +195,14 @@ def timeout_judge(ctx: Context) -> Outcome:
             if run.contract["status"] == PENDING_JUDGE_REVIEW:
                 claim_review(run)
             run.drop_lease()
-            run.record("timeout", f"no verdict within {minutes} minutes")
+            run.record(Event.TIMEOUT, f"no verdict within {minutes} minutes")
         return run.halt(
             Trip(
                 "judge_timeout",
                 f"no verdict within {minutes} minutes (deadline {deadline})",
                 {"deadline": deadline},
             ),
-            event="escalate",
+            event=Event.ESCALATE,
         )
 
 
@@ -216,7 +214,7 @@ def rebut(ctx: Context, text: str) -> Outcome:
         data = contract["handoff_data"]
         if run.start_state != PENDING_REBUTTAL:
             last = contract["history"][-1] if contract["history"] else {}
-            if data.get("judge_verdict") != "FAIL" or (
+            if data.get("judge_verdict") != Verdict.FAIL or (
                 run.start_state == PENDING_IMPLEMENTER and last.get("event") != "fail_agree"
             ):
                 raise WrongState(
@@ -227,13 +225,13 @@ def rebut(ctx: Context, text: str) -> Outcome:
             handoff.write_report(ctx.handoff.rebuttal, text)
             if run.start_state == PENDING_IMPLEMENTER:
                 contract["attempt"] = max(1, contract["attempt"] - 1)
-            run.record("fail_disagree", "the implementer disagrees with the FAIL verdict")
+            run.record(Event.FAIL_DISAGREE, "the implementer disagrees with the FAIL verdict")
         trip = breakers.rebuttals_exceeded(contract)
         if trip:
-            return run.halt(trip, event="rebuttal_limit_exceeded")
+            return run.halt(trip, event=Event.REBUTTAL_LIMIT_EXCEEDED)
         run.bump("rebuttals")
         enter_judge_review(
-            run, "rebuttal_accepted", f"rebuttal {run.counters()['rebuttals']} sent to the judge"
+            run, Event.REBUTTAL_ACCEPTED, f"rebuttal {run.counters()['rebuttals']} sent to the judge"
         )
         return Outcome(
             "rebut",

@@ -27,6 +27,7 @@ import re
 import signal
 import subprocess
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -34,9 +35,10 @@ from hub import contract as contract_mod
 from hub import handoff, provenance
 from hub.atomic import write_atomic
 from hub.breakers import Trip
+from hub.contract import JudgeReport
 from hub.errors import ConfigError, ContractInvalid, HubError, WorkerError, WorkerTimeout, WrongState
 from hub.log import get_logger
-from hub.machine import JUDGE_REVIEW_IN_PROGRESS, PENDING_JUDGE_REVIEW
+from hub.machine import JUDGE_REVIEW_IN_PROGRESS, PENDING_JUDGE_REVIEW, Event
 from hub.phases.context import Context, Outcome, Run, pre_phase_trip, running
 from hub.phases.judge import (
     apply_verdict,
@@ -66,7 +68,7 @@ the task for a person. Do not run any command; your answer is the report."""
 class JudgeResult:
     """What one judge run produced: a report, or why there is none."""
 
-    report: dict[str, Any] | None = None
+    report: JudgeReport | None = None
     timed_out: bool = False
     error: str = ""
     record: dict[str, Any] = field(default_factory=dict)
@@ -107,20 +109,20 @@ def run_judge(ctx: Context) -> Outcome:
                 **result.record,
                 "timed_out": result.timed_out,
                 "error": result.error or None,
-                "verdict": (result.report or {}).get("verdict"),
+                "verdict": result.report["verdict"] if result.report else None,
             },
             run.now,
         )
         if result.timed_out:
             run.drop_lease()
-            run.record("timeout", f"the judge gave no verdict within {seconds:g} s")
+            run.record(Event.TIMEOUT, f"the judge gave no verdict within {seconds:g} s")
             return run.halt(
                 Trip(
                     "judge_timeout",
                     f"the judge gave no verdict within {seconds:g} s ({_judge_name(ctx)})",
                     {"timeout_seconds": seconds},
                 ),
-                event="escalate",
+                event=Event.ESCALATE,
             )
         if result.report is None:
             return _failed(run, result.error)
@@ -153,7 +155,7 @@ def _failed(run: Run, error: str) -> Outcome:
         hand.review_in_progress.replace(hand.review_request)
     run.bump("interruptions")
     run.drop_lease()
-    run.record("interrupted", f"the judge gave no verdict: {error}"[:500])
+    run.record(Event.INTERRUPTED, f"the judge gave no verdict: {error}"[:500])
     return Outcome(
         "run-judge",
         run.task_id,
@@ -299,7 +301,7 @@ def _run_model(run: Run, request: str, seconds: float) -> JudgeResult:
 _FENCE = re.compile(r"```(?:json|JSON)?[ \t]*\n(.*?)```", re.DOTALL)
 
 
-def extract_report(text: str) -> dict[str, Any]:
+def extract_report(text: str) -> JudgeReport:
     """The judge report in a reply: a ```json fenced block, or the first JSON object in the text. Pure."""
     from hub.workers.base import split_thinking
 
@@ -345,14 +347,14 @@ def read_review_request(ctx: Context) -> dict[str, Any]:
     )
 
 
-def submit_verdict(ctx: Context, report: dict[str, Any]) -> Outcome:
+def submit_verdict(ctx: Context, report: Mapping[str, Any]) -> Outcome:
     """Write JUDGE_REPORT.json (validated first) and apply it as `hub report-judge` does.
 
     Nothing is left behind when it fails: an invalid report is never written, and a report that could
     not be applied is taken back (the file it replaced, if any, is restored).
     """
     hand = ctx.handoff
-    report = contract_mod.validate_judge_report(report, "verdict")
+    checked = contract_mod.validate_judge_report(report, "verdict")
     if not hand.contract.exists():
         raise WrongState("no active task: there is nothing to give a verdict on")
     contract = contract_mod.load(hand.contract)
@@ -361,7 +363,7 @@ def submit_verdict(ctx: Context, report: dict[str, Any]) -> Outcome:
             f"task {contract['task_id']} is in {contract['status']}, not waiting for a verdict; see hub_status"
         )
     previous = hand.judge_report_json.read_bytes() if hand.judge_report_json.exists() else None
-    write_atomic(hand.judge_report_json, json.dumps(report, indent=2, ensure_ascii=False) + "\n")
+    write_atomic(hand.judge_report_json, json.dumps(checked, indent=2, ensure_ascii=False) + "\n")
     try:
         return report_judge(ctx)
     except HubError:

@@ -112,14 +112,16 @@ def setup_task(ctx: Context, base_branch: str | None = None) -> Outcome:
                 raise WrongState("HEAD is detached: check out the base branch or pass --base")
             if not gitops.branch_exists(repo, base):
                 raise GitError(f"base branch '{base}' does not exist")
-            git.update(base_branch=base, base_commit=gitops.commit_of(repo, base))
+            git.update({"base_branch": base, "base_commit": gitops.commit_of(repo, base)})
             run.save()
             base_commit = gitops.create_task_branch(repo, base, task_branch)
         git.update(
-            repo_root=str(repo.working_tree_dir),
-            base_branch=base,
-            task_branch=task_branch,
-            base_commit=base_commit,
+            {
+                "repo_root": str(repo.working_tree_dir),
+                "base_branch": base,
+                "task_branch": task_branch,
+                "base_commit": base_commit,
+            }
         )
         run.save()
         return Outcome(

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from hub import gitops, handoff
 from hub.breakers import Trip
-from hub.contract import iso
-from hub.machine import IMPLEMENTATION_IN_PROGRESS
+from hub.contract import StallRecord, iso
+from hub.machine import IMPLEMENTATION_IN_PROGRESS, Event
 from hub.phases.context import Outcome, Run
 
 STRIKES_TO_HALT = 2
@@ -38,15 +37,15 @@ class Stall:
     detail: str = ""
     raw_tail: str = ""
     timings: dict[str, float] = field(default_factory=dict)
-    event: str = "stall"
+    event: Event = Event.STALL
 
     @property
     def kind(self) -> str:
         return self.reason.split(":", 1)[0]
 
 
-def record_stall(run: Run, role: str, stall: Stall) -> dict[str, Any]:
-    entry = {
+def record_stall(run: Run, role: str, stall: Stall) -> StallRecord:
+    entry: StallRecord = {
         "timestamp": iso(run.now),
         "role": role,
         "attempt": run.contract["attempt"],
@@ -78,9 +77,9 @@ def strike(run: Run, reason: str) -> Outcome:
     strikes = run.bump("stall_strikes")
     if strikes >= STRIKES_TO_HALT:
         write_stall_report(run, "implementer")
-        return run.halt(_trip(run, "implementer", strikes), event="escalate")
+        return run.halt(_trip(run, "implementer", strikes), event=Event.ESCALATE)
     run.contract["attempt"] += 1
-    run.record("retry", f"strike {strikes}: {reason}")
+    run.record(Event.RETRY, f"strike {strikes}: {reason}")
     return Outcome(
         run.phase,
         run.task_id,
@@ -98,7 +97,7 @@ def review_stall(run: Run, stall: Stall) -> Outcome:
     if strikes >= STRIKES_TO_HALT:
         write_stall_report(run, "local_reviewer")
         return run.halt(_trip(run, "local_reviewer", strikes))
-    run.record("stall", f"review strike {strikes}: {stall.reason}: {stall.detail}"[:500])
+    run.record(Event.STALL, f"review strike {strikes}: {stall.reason}: {stall.detail}"[:500])
     return Outcome(
         run.phase,
         run.task_id,

@@ -10,7 +10,7 @@ from typing import Any
 
 from hub import contract as contract_mod
 from hub import handoff
-from hub.contract import Contract, parse_iso
+from hub.contract import Contract, Verdict, parse_iso
 from hub.machine import (
     ERIK_CONSULTATION,
     IMPLEMENTATION_IN_PROGRESS,
@@ -56,7 +56,7 @@ def due(
     if status == TIMEOUT_JUDGE:
         return "timeout-judge", "the judge timed out"
     if status == REVIEW_COMPLETE:
-        if contract["handoff_data"].get("judge_verdict") == "PASS":
+        if contract["handoff_data"].get("judge_verdict") == Verdict.PASS:
             return "finalize-task", "the judge passed the task"
         # A report-judge that died between recording the verdict and applying it.
         return (
