@@ -52,7 +52,7 @@ class FakeWorker:
     def check_health(self, models: list[str]) -> Health:
         self.asked.append(models)
         if not self.reachable:
-            return Health(ok=False, detail="cannot reach Ollama at http://127.0.0.1:9")
+            return Health(ok=False, reached=False, detail="cannot reach Ollama at http://127.0.0.1:9")
         missing = tuple(m for m in models if m not in self.models)
         return Health(ok=not missing, models=self.models, missing=missing, detail="")
 
