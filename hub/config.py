@@ -10,7 +10,7 @@ import os
 import sys
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -141,6 +141,11 @@ class Config:
             return self.roles[name]
         except KeyError:
             raise ConfigError(f"{CONFIG_FILE}: roles.{name}: no such role") from None
+
+    def judge_role(self) -> RoleConfig:
+        """The judge's role; `judge.backend`, when set, says which backend reaches its model."""
+        role = self.role("judge")
+        return replace(role, backend=self.judge.backend) if self.judge.backend else role
 
     def num_ctx_for(self, model: str) -> int:
         return self.num_ctx.get(model, self.default_num_ctx)

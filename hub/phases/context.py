@@ -66,7 +66,7 @@ class Context:
             return self.worker_factory(role)
         from hub.workers.bridge import make_worker
 
-        return make_worker(self.config, role)
+        return make_worker(self.config, self.config.judge_role() if role == "judge" else role)
 
 
 @dataclass

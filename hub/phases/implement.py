@@ -16,11 +16,11 @@ from typing import Any
 from hub import breakers, gitops, prompts
 from hub.breakers import Trip
 from hub.contract import Verdict, task_refs
-from hub.errors import ContextOverflow, ModelNotFound, WorkerError, WorkerTimeout, WorkerUnavailable
+from hub.errors import WorkerError
 from hub.machine import PENDING_IMPLEMENTER, TIMEOUT_IMPLEMENTER, Event
 from hub.phases.acceptance import CommandResult, run_command
 from hub.phases.context import Context, Outcome, Run, pre_phase_trip, require_setup, running
-from hub.phases.stall import Stall, implementer_stall, strike
+from hub.phases.stall import Stall, implementer_stall, model_unavailable, strike, worker_failure
 from hub.provenance import write_record
 from hub.workers.base import Generation, Worker
 
@@ -64,14 +64,11 @@ class Attempt:
         worker = self.run.ctx.worker("implementer")
         try:
             return self._attempt(worker)
-        except WorkerTimeout as exc:
-            return self._stall(f"timeout: {exc.clock}", str(exc), exc.partial_text or self.raw, Event.TIMEOUT)
-        except ContextOverflow as exc:
-            return self._stall("truncated_context", str(exc))
-        except (ModelNotFound, WorkerUnavailable) as exc:
-            return self.run.halt(Trip("ollama_unavailable", str(exc), {"model": self.model}))
         except WorkerError as exc:
-            return self._stall(f"error: {type(exc).__name__}", str(exc))
+            failure = worker_failure(exc, self.model)
+            if isinstance(failure, Trip):
+                return self.run.halt(failure)
+            return self._stall(failure.reason, failure.detail, failure.raw_tail or self.raw, failure.event)
         finally:
             worker.close()
 
@@ -82,13 +79,9 @@ class Attempt:
         )
 
     def _attempt(self, worker: Worker) -> Outcome:
-        health = worker.check_health([self.model])
-        if not health.ok or health.missing:
-            why = (
-                health.detail
-                or f"model {self.model} is not available (the worker has: {', '.join(health.models) or 'none'})"
-            )
-            return self.run.halt(Trip("ollama_unavailable", why, {"model": self.model}))
+        trip = model_unavailable(worker, self.model)
+        if trip:
+            return self.run.halt(trip)
         system = prompts.template(self.run.ctx.repo_root, "implementer_system").strip()
         prompt = build_prompt(self.run)
         generation = self._call(worker, prompt, system, "implement")

@@ -86,8 +86,9 @@ def report_judge(ctx: Context) -> Outcome:
         return apply_verdict(run, report)
 
 
-def apply_verdict(run: Run, report: JudgeReport) -> Outcome:
-    """judge_review_in_progress -> review_complete, then on to the verdict's next state."""
+def apply_verdict(run: Run, report: JudgeReport, cost_counted: bool = False) -> Outcome:
+    """judge_review_in_progress -> review_complete, then on to the verdict's next state. The report's
+    usage goes into the judge's cost unless `Run.generate` counted the call already (a model judge)."""
     contract = run.contract
     data = contract["handoff_data"]
     verdict = report["verdict"]
@@ -99,14 +100,15 @@ def apply_verdict(run: Run, report: JudgeReport) -> Outcome:
         if attempt.get("attempt") == contract["attempt"]:
             attempt["verdict"] = verdict
             break
-    usage = report.get("usage") or {}
-    run.add_cost(
-        "judge",
-        usage.get("prompt_tokens", 0),
-        usage.get("completion_tokens", 0),
-        0.0,
-        usage.get("cost_usd", 0.0),
-    )
+    if not cost_counted:
+        usage = report.get("usage") or {}
+        run.add_cost(
+            "judge",
+            usage.get("prompt_tokens", 0),
+            usage.get("completion_tokens", 0),
+            0.0,
+            usage.get("cost_usd", 0.0),
+        )
     run.drop_lease()
     run.counters().pop("interruptions", None)
     if verdict != Verdict.PASS:

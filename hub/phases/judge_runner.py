@@ -36,7 +36,7 @@ from hub import handoff, provenance
 from hub.atomic import write_atomic
 from hub.breakers import Trip
 from hub.contract import JudgeReport
-from hub.errors import ConfigError, ContractInvalid, HubError, WorkerError, WorkerTimeout, WrongState
+from hub.errors import ConfigError, ContractInvalid, HubError, WorkerError, WrongState
 from hub.log import get_logger
 from hub.machine import JUDGE_REVIEW_IN_PROGRESS, PENDING_JUDGE_REVIEW, Event
 from hub.phases.context import Context, Outcome, Run, pre_phase_trip, running
@@ -47,6 +47,7 @@ from hub.phases.judge import (
     report_judge,
     write_review_request,
 )
+from hub.phases.stall import Stall, worker_failure
 
 log = get_logger(__name__)
 
@@ -72,6 +73,7 @@ class JudgeResult:
     timed_out: bool = False
     error: str = ""
     record: dict[str, Any] = field(default_factory=dict)
+    cost_counted: bool = False  # a model judge's call went through Run.generate, which counted it
 
 
 def run_judge(ctx: Context) -> Outcome:
@@ -126,7 +128,7 @@ def run_judge(ctx: Context) -> Outcome:
             )
         if result.report is None:
             return _failed(run, result.error)
-        return apply_verdict(run, result.report)
+        return apply_verdict(run, result.report, cost_counted=result.cost_counted)
 
 
 def _judge_name(ctx: Context) -> str:
@@ -254,23 +256,24 @@ def _kill_group(proc: subprocess.Popen[str]) -> None:
 
 
 def _run_model(run: Run, request: str, seconds: float) -> JudgeResult:
-    from hub.workers.bridge import make_worker, request_for
+    from hub.workers.bridge import request_for
 
     config = run.ctx.config
-    role = config.role("judge")
-    if config.judge.backend:
-        role = replace(role, backend=config.judge.backend)
+    role = config.judge_role()
     chat = request_for(config, role, request, system=JUDGE_SYSTEM)
     chat = replace(chat, total_timeout=min(chat.total_timeout, seconds))
     record: dict[str, Any] = {"judge": "model", "backend": role.backend, "model": role.model}
-    worker = run.ctx.worker_factory("judge") if run.ctx.worker_factory else make_worker(config, role)
+    worker = run.ctx.worker("judge")
     try:
-        generation = worker.generate(chat)
-    except WorkerTimeout as exc:
-        record.update(clock=exc.clock, partial=exc.partial_text[-TAIL_CHARS:])
-        return JudgeResult(timed_out=True, record=record)
+        generation = run.generate(worker, "judge", chat, "judge")
     except WorkerError as exc:
-        return JudgeResult(error=f"the judge model failed: {exc}", record=record)
+        # What the error means is decided in one place; the judge has no stall strikes of its own:
+        # a clock that ran out halts (judge_timeout), anything else leaves the request for the next run.
+        failure = worker_failure(exc, role.model)
+        if isinstance(failure, Stall) and failure.event == Event.TIMEOUT:
+            record.update(clock=failure.reason.split(": ", 1)[-1], partial=failure.raw_tail[-TAIL_CHARS:])
+            return JudgeResult(timed_out=True, record=record, cost_counted=True)
+        return JudgeResult(error=f"the judge model failed: {exc}", record=record, cost_counted=True)
     finally:
         worker.close()
     record.update(
@@ -295,7 +298,7 @@ def _run_model(run: Run, request: str, seconds: float) -> JudgeResult:
     except ContractInvalid as exc:
         return JudgeResult(error=f"the judge model's answer is not a report: {exc}", record=record)
     write_atomic(run.ctx.handoff.judge_report_json, json.dumps(report, indent=2, ensure_ascii=False) + "\n")
-    return JudgeResult(report=report, record=record)
+    return JudgeResult(report=report, record=record, cost_counted=True)
 
 
 _FENCE = re.compile(r"```(?:json|JSON)?[ \t]*\n(.*?)```", re.DOTALL)

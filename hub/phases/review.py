@@ -16,17 +16,13 @@ from hub import gitops, prompts
 from hub.breakers import Trip
 from hub.contract import Issue, task_refs
 from hub.errors import (
-    ContextOverflow,
-    ModelNotFound,
     RuleError,
     WorkerError,
-    WorkerTimeout,
-    WorkerUnavailable,
 )
 from hub.machine import PENDING_LOCAL_REVIEW, Event
 from hub.phases.context import Context, Outcome, Run, pre_phase_trip, require_setup, running
 from hub.phases.judge import enter_judge_review
-from hub.phases.stall import Stall, review_stall
+from hub.phases.stall import Stall, model_unavailable, review_stall, worker_failure
 
 SEVERITIES = ("critical", "major", "minor")
 MAX_DIFF_CHARS = 40_000
@@ -140,14 +136,9 @@ class Review:
         worker = self.run.ctx.worker("local_reviewer")
         try:
             review = self._ask(worker, static)
-        except WorkerTimeout as exc:
-            return self._stall(Stall(f"timeout: {exc.clock}", str(exc), exc.partial_text))
-        except ContextOverflow as exc:
-            return self._stall(Stall("truncated_context", str(exc)))
-        except (ModelNotFound, WorkerUnavailable) as exc:
-            return self.run.halt(Trip("ollama_unavailable", str(exc), {"model": self.model}))
         except WorkerError as exc:
-            return self._stall(Stall(f"error: {type(exc).__name__}", str(exc)))
+            failure = worker_failure(exc, self.model)
+            return self.run.halt(failure) if isinstance(failure, Trip) else self._stall(failure)
         finally:
             worker.close()
         if isinstance(review, Outcome):
@@ -212,15 +203,9 @@ class Review:
     def _ask(self, worker: Any, static: list[Issue]) -> dict[str, Any] | Outcome:
         from hub.workers.bridge import request_for
 
-        health = worker.check_health([self.model])
-        if not health.ok or health.missing:
-            return self.run.halt(
-                Trip(
-                    "ollama_unavailable",
-                    health.detail or f"model {self.model} is not available",
-                    {"model": self.model},
-                )
-            )
+        trip = model_unavailable(worker, self.model)
+        if trip:
+            return self.run.halt(trip)
         prompt = self._prompt(static)
         request = request_for(self.config, "local_reviewer", prompt)
         generation = self.run.generate(worker, "local_reviewer", request, "review")

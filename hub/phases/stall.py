@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from hub import gitops, handoff
 from hub.breakers import Trip
 from hub.contract import StallRecord, iso
+from hub.errors import ContextOverflow, ModelNotFound, WorkerError, WorkerTimeout, WorkerUnavailable
 from hub.machine import IMPLEMENTATION_IN_PROGRESS, Event
 from hub.phases.context import Outcome, Run
+
+if TYPE_CHECKING:
+    from hub.workers.base import Worker
 
 STRIKES_TO_HALT = 2
 TAIL_CHARS = 1200
@@ -42,6 +47,33 @@ class Stall:
     @property
     def kind(self) -> str:
         return self.reason.split(":", 1)[0]
+
+
+# --- what a worker error means: decided here, for every role ------------------------------------------------
+
+
+def worker_failure(exc: WorkerError, model: str) -> Trip | Stall:
+    """A server or model that is not there halts the task at once (a person must start or pull it);
+    a clock that ran out, a prompt that does not fit, or any other worker error is a stall strike."""
+    if isinstance(exc, ModelNotFound | WorkerUnavailable):
+        return Trip("ollama_unavailable", str(exc), {"model": model})
+    if isinstance(exc, WorkerTimeout):
+        return Stall(f"timeout: {exc.clock}", str(exc), exc.partial_text, event=Event.TIMEOUT)
+    if isinstance(exc, ContextOverflow):
+        return Stall("truncated_context", str(exc))
+    return Stall(f"error: {type(exc).__name__}", str(exc))
+
+
+def model_unavailable(worker: Worker, model: str) -> Trip | None:
+    """The health check before a role's first call: a Trip when the worker or the model is not there."""
+    health = worker.check_health([model])
+    if health.ok and not health.missing:
+        return None
+    why = (
+        health.detail
+        or f"model {model} is not available (the worker has: {', '.join(health.models) or 'none'})"
+    )
+    return Trip("ollama_unavailable", why, {"model": model})
 
 
 def record_stall(run: Run, role: str, stall: Stall) -> StallRecord:
