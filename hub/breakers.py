@@ -9,10 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from hub.contract import Contract, Verdict, parse_iso
+from hub.contract import DEFAULT_MAX_CHANGED_FILES, Contract, Verdict, parse_iso
 
 MAX_INTERRUPTIONS = 3
-DEFAULT_MAX_CHANGED_FILES = 20
 ACTIVE_STATES = frozenset({"pending_implementer", "pending_local_review", "implementation_in_progress"})
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from hub.contract import DEFAULT_MAX_CHANGED_FILES
 from hub.errors import ConfigError
 
 CONFIG_FILE = "hub.yaml"
@@ -130,7 +131,7 @@ class Config:
     workers: tuple[WorkerServer, ...] = ()
     judge: JudgeConfig = field(default_factory=JudgeConfig)
     acceptance_timeout_seconds: float = 300.0
-    max_changed_files: int = 20
+    max_changed_files: int = DEFAULT_MAX_CHANGED_FILES
     global_timeout_hours: float = 4.0
     inactivity_hours: float = 2.0
     rules_catalog_url: str | None = None
@@ -289,7 +290,7 @@ def _from_raw(
             command=env.get("HUB_JUDGE_COMMAND") or judge.get("command"), backend=judge_backend
         ),
         acceptance_timeout_seconds=float(raw.get("acceptance_timeout_seconds") or 300),
-        max_changed_files=int(limits.get("max_changed_files") or 20),
+        max_changed_files=int(limits.get("max_changed_files") or DEFAULT_MAX_CHANGED_FILES),
         global_timeout_hours=float(limits.get("global_timeout_hours") or 4),
         inactivity_hours=float(limits.get("inactivity_hours") or 2),
         rules_catalog_url=rules.get("catalog_url"),

@@ -561,13 +561,16 @@ def make_task_id(project: str, title: str, now: datetime) -> str:
     return f"{slugify(project, 24)}-{now.astimezone(UTC).strftime('%m%d%H%M%S')}-{slugify(title)}"
 
 
+# The one default of the changed-files breaker: hub.yaml's limits.max_changed_files overrides it.
+DEFAULT_MAX_CHANGED_FILES = 20
+
 DEFAULT_LIMITS: Limits = {
     "max_rebuttals": 2,
     "max_review_cycles": 3,
     "timeout_minutes": {"implementer": 30, "local_review": 15, "judge": 60},
     "token_budget": 500_000,
     "cost_ceiling_usd": 5.0,
-    "max_changed_files": 20,
+    "max_changed_files": DEFAULT_MAX_CHANGED_FILES,
 }
 
 
