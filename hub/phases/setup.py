@@ -8,7 +8,6 @@ from typing import Any
 from hub import contract as contract_mod
 from hub import gitops
 from hub.config import CONFIG_FILE, default_yaml
-from hub.contract import Contract
 from hub.errors import ContractInvalid, GitError, WrongState
 from hub.handoff import write_report
 from hub.machine import MERGED, PENDING_IMPLEMENTER
@@ -44,12 +43,6 @@ def init(ctx: Context) -> Outcome:
     return Outcome(
         "init", message=f"initialised {hand.dir}" + (f" ({', '.join(created)})" if created else "") + hint
     )
-
-
-def active_contract(ctx: Context) -> Contract | None:
-    if not ctx.handoff.contract.exists():
-        return None
-    return contract_mod.load(ctx.handoff.contract)
 
 
 def task_fields(proposal: str | None = None, proposal_file: str = "proposal", **given: Any) -> dict[str, Any]:
