@@ -65,6 +65,9 @@ def read_judge_report(run: Run) -> JudgeReport:
     )
 
 
+# REVIEW_REQUEST.md <-> REVIEW_IN_PROGRESS.md: the two renames live here and nowhere else.
+
+
 def claim_review(run: Run) -> None:
     """pending_judge_review -> judge_review_in_progress; REVIEW_REQUEST.md becomes REVIEW_IN_PROGRESS.md."""
     hand = run.ctx.handoff
@@ -72,6 +75,21 @@ def claim_review(run: Run) -> None:
         hand.review_request.replace(hand.review_in_progress)
     run.take_lease(run.contract["limits"]["timeout_minutes"]["judge"])
     run.record(Event.REVIEW_STARTED)
+
+
+def give_back_review(hand: handoff.Handoff) -> None:
+    """REVIEW_IN_PROGRESS.md back to REVIEW_REQUEST.md: the judge left it claimed without a verdict."""
+    if hand.review_in_progress.exists():
+        hand.review_in_progress.replace(hand.review_request)
+
+
+def halt_judge_timeout(run: Run, reason: str, detail: str, evidence: dict[str, object]) -> Outcome:
+    """The judge gave no verdict in time: `timeout` (unless a killed run recorded it already), then the
+    judge_timeout halt. timeout-judge and run-judge both end a late review here."""
+    if run.contract["status"] != TIMEOUT_JUDGE:
+        run.drop_lease()
+        run.record(Event.TIMEOUT, reason)
+    return run.halt(Trip("judge_timeout", f"{reason} ({detail})", evidence), event=Event.ESCALATE)
 
 
 def report_judge(ctx: Context) -> Outcome:
@@ -196,15 +214,8 @@ def timeout_judge(ctx: Context) -> Outcome:
                 )
             if run.contract["status"] == PENDING_JUDGE_REVIEW:
                 claim_review(run)
-            run.drop_lease()
-            run.record(Event.TIMEOUT, f"no verdict within {minutes} minutes")
-        return run.halt(
-            Trip(
-                "judge_timeout",
-                f"no verdict within {minutes} minutes (deadline {deadline})",
-                {"deadline": deadline},
-            ),
-            event=Event.ESCALATE,
+        return halt_judge_timeout(
+            run, f"no verdict within {minutes} minutes", f"deadline {deadline}", {"deadline": deadline}
         )
 
 

@@ -34,7 +34,6 @@ from typing import Any
 from hub import contract as contract_mod
 from hub import handoff, provenance
 from hub.atomic import write_atomic
-from hub.breakers import Trip
 from hub.contract import JudgeReport
 from hub.errors import ConfigError, ContractInvalid, HubError, WorkerError, WrongState
 from hub.log import get_logger
@@ -43,6 +42,8 @@ from hub.phases.context import Context, Outcome, Run, pre_phase_trip, running
 from hub.phases.judge import (
     apply_verdict,
     claim_review,
+    give_back_review,
+    halt_judge_timeout,
     read_judge_report,
     report_judge,
     write_review_request,
@@ -116,15 +117,11 @@ def run_judge(ctx: Context) -> Outcome:
             run.now,
         )
         if result.timed_out:
-            run.drop_lease()
-            run.record(Event.TIMEOUT, f"the judge gave no verdict within {seconds:g} s")
-            return run.halt(
-                Trip(
-                    "judge_timeout",
-                    f"the judge gave no verdict within {seconds:g} s ({_judge_name(ctx)})",
-                    {"timeout_seconds": seconds},
-                ),
-                event=Event.ESCALATE,
+            return halt_judge_timeout(
+                run,
+                f"the judge gave no verdict within {seconds:g} s",
+                _judge_name(ctx),
+                {"timeout_seconds": seconds},
             )
         if result.report is None:
             return _failed(run, result.error)
@@ -142,9 +139,9 @@ def _judge_name(ctx: Context) -> str:
 
 def _review_request_text(run: Run) -> str:
     hand = run.ctx.handoff
-    if not hand.review_request.exists() and hand.review_in_progress.exists():
+    if not hand.review_request.exists():
         # Left claimed by a judge run that died; claim_review renames it again.
-        hand.review_in_progress.replace(hand.review_request)
+        give_back_review(hand)
     if not hand.review_request.exists():
         write_review_request(run)
     return hand.review_request.read_text(encoding="utf-8")
@@ -153,8 +150,7 @@ def _review_request_text(run: Run) -> str:
 def _failed(run: Run, error: str) -> Outcome:
     """No verdict: back to pending_judge_review so the next run asks again (the breaker bounds the retries)."""
     hand = run.ctx.handoff
-    if hand.review_in_progress.exists():
-        hand.review_in_progress.replace(hand.review_request)
+    give_back_review(hand)
     run.bump("interruptions")
     run.drop_lease()
     run.record(Event.INTERRUPTED, f"the judge gave no verdict: {error}"[:500])
