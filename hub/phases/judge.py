@@ -23,19 +23,21 @@ from hub.machine import (
 from hub.phases.context import Context, Outcome, Run, running
 
 
-def enter_judge_review(run: Run, event: Event, reason: str | None = None) -> None:
-    """Record the move to pending_judge_review and write REVIEW_REQUEST.md for the judge."""
+def enter_judge_review(run: Run, event: Event, reason: str | None = None, diff: str | None = None) -> None:
+    """Record the move to pending_judge_review and write REVIEW_REQUEST.md for the judge. `diff`: the
+    task's diff when the caller has it already (the local review), so it is not computed again."""
     run.contract["handoff_data"]["review_requested_at"] = iso(run.now)
     run.record(event, reason)
-    write_review_request(run)
+    write_review_request(run, diff)
 
 
-def write_review_request(run: Run) -> Path:
+def write_review_request(run: Run, diff: str | None = None) -> Path:
     from hub.prompts import render_review_request
 
     contract = run.contract
     base, branch = contract["git"].get("base_commit"), contract["git"].get("task_branch")
-    diff = gitops.diff_text(run.repo, base, branch) if base and branch else "(no git base recorded)"
+    if diff is None:
+        diff = gitops.diff_text(run.repo, base, branch) if base and branch else "(no git base recorded)"
     rebuttal_path = run.ctx.handoff.rebuttal
     rebuttal = rebuttal_path.read_text(encoding="utf-8") if rebuttal_path.exists() else ""
     text = render_review_request(run.ctx.repo_root, contract, diff, rebuttal)

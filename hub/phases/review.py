@@ -277,7 +277,9 @@ class Review:
         passed = review["passed"] and not issues
         self._record_issues(issues, passed=passed)
         event = Event.LOCAL_PASS if passed else Event.LOCAL_WARN
-        enter_judge_review(self.run, event, f"local review: {len(issues)} issues, passed={passed}")
+        enter_judge_review(
+            self.run, event, f"local review: {len(issues)} issues, passed={passed}", diff=self.diff
+        )
         return Outcome(
             "run-local-review",
             self.run.task_id,
