@@ -130,6 +130,12 @@ class Run:
     def counters(self) -> dict[str, int]:
         return self.contract.setdefault("breaker", {}).setdefault("counters", {})
 
+    def move_attempt(self, by: int = 1) -> int:
+        """The one place the attempt counter changes: +1 for a new attempt (rework, retry, a resume to
+        the implementer), -1 when a rebuttal takes back the rework its FAIL started. Never below 1."""
+        self.contract["attempt"] = max(1, self.contract["attempt"] + by)
+        return self.contract["attempt"]
+
     def bump(self, name: str, by: int = 1) -> int:
         counters = self.counters()
         counters[name] = counters.get(name, 0) + by

@@ -59,7 +59,7 @@ def resume(ctx: Context, to_state: str, note: str | None = None) -> Outcome:
         for name in ("stall_strikes", "review_stalls", "interruptions"):
             breaker.get("counters", {}).pop(name, None)
         if to_state == PENDING_IMPLEMENTER:
-            run.contract["attempt"] += 1
+            run.move_attempt()
         if note:
             run.contract["handoff_data"].setdefault("resume_notes", []).append(note)
         run.contract["handoff_data"].pop("halt", None)

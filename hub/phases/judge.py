@@ -169,7 +169,7 @@ def finish_verdict(run: Run) -> Outcome:
     trip = breakers.review_cycles_exceeded(contract) or breakers.budget_exceeded(contract)
     if trip:
         return run.halt(trip)
-    contract["attempt"] += 1
+    run.move_attempt()
     run.record(
         Event.CONDITIONAL if verdict == Verdict.CONDITIONAL else Event.FAIL_AGREE,
         f"verdict {verdict}: {len(data['judge_blocking_issues'])} blocking issues for the next attempt",
@@ -239,7 +239,7 @@ def rebut(ctx: Context, text: str) -> Outcome:
                 raise WrongState("the rebuttal is empty")
             handoff.write_report(ctx.handoff.rebuttal, text)
             if run.start_state == PENDING_IMPLEMENTER:
-                contract["attempt"] = max(1, contract["attempt"] - 1)
+                run.move_attempt(-1)
             run.record(Event.FAIL_DISAGREE, "the implementer disagrees with the FAIL verdict")
         trip = breakers.rebuttals_exceeded(contract)
         if trip:

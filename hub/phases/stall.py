@@ -110,7 +110,7 @@ def strike(run: Run, reason: str) -> Outcome:
     if strikes >= STRIKES_TO_HALT:
         write_stall_report(run, "implementer")
         return run.halt(_trip(run, "implementer", strikes), event=Event.ESCALATE)
-    run.contract["attempt"] += 1
+    run.move_attempt()
     run.record(Event.RETRY, f"strike {strikes}: {reason}")
     return Outcome(
         run.phase,
