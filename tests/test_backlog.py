@@ -15,6 +15,7 @@ from hub.contract import iso
 from hub.errors import ContractInvalid, WrongState
 from hub.phases.context import Context
 from hub.phases.next import run_next
+from hub.phases.promote import promote_next
 
 if TYPE_CHECKING:
     # The fixtures' types (tests/conftest.py); pytest loads conftest, tests never import it.
@@ -91,7 +92,7 @@ def test_hub_next_promotes_the_next_proposal_after_a_merge(
     first = entries(ctx)["first"]
     assert (first["status"], first["task_id"]) == ("in_progress", contract["task_id"])
     # While a task is active nothing else is promoted, however urgent.
-    assert backlog.promote_next(ctx).task_id is None
+    assert promote_next(ctx).task_id is None
 
     finish_active_task(task)
     assert entries(ctx)["first"]["status"] == "merged"
@@ -166,7 +167,7 @@ def test_a_promotion_that_cannot_create_the_contract_puts_the_proposal_back(ctx:
     ctx.handoff.contract.write_text("{not json", encoding="utf-8")
 
     with pytest.raises(WrongState, match="not a valid contract"):
-        backlog.promote_next(ctx)
+        promote_next(ctx)
 
     assert entries(ctx)["a"]["status"] == "proposed"
 

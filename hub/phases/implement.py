@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from hub import breakers, gitops, prompts
+from hub.backlog import notes_for_prompt
 from hub.breakers import Trip
 from hub.contract import Verdict, task_refs
 from hub.errors import WorkerError
@@ -315,8 +316,6 @@ def feedback_section(run: Run) -> str:
     if stalls and stalls[-1].get("attempt") == run.contract["attempt"] - 1:
         last = stalls[-1]
         parts.append(f"## Your previous attempt failed ({last['reason']})\n\n{last.get('detail', '')[:1500]}")
-    from hub.backlog import notes_for_prompt
-
     notes = list(data.get("resume_notes", []))
     notes += [
         f"({n.get('type', 'note')}) {n.get('content', '')}"

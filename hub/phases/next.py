@@ -17,7 +17,7 @@ PHASES: dict[str, str] = {
     "report-judge": "hub.phases.judge:report_judge",
     "timeout-judge": "hub.phases.judge:timeout_judge",
     "finalize-task": "hub.phases.finalize:finalize_task",
-    "promote-backlog": "hub.backlog:promote_next",
+    "promote-backlog": "hub.phases.promote:promote_next",
 }
 
 
