@@ -12,7 +12,6 @@ from datetime import datetime
 from hub.contract import DEFAULT_MAX_CHANGED_FILES, Contract, Verdict, parse_iso
 
 MAX_INTERRUPTIONS = 3
-ACTIVE_STATES = frozenset({"pending_implementer", "pending_local_review", "implementation_in_progress"})
 
 
 @dataclass(frozen=True)
@@ -104,20 +103,6 @@ def global_timeout(contract: Contract, now: datetime) -> Trip | None:
     deadline = contract["timestamps"].get("deadline_at")
     if deadline and now > parse_iso(deadline):
         return Trip("global_timeout", f"the task passed its deadline {deadline}", {"deadline_at": deadline})
-    return None
-
-
-def inactivity(contract: Contract, now: datetime, hours: float) -> Trip | None:
-    """A task the machine should be driving has not moved for `hours`."""
-    if contract["status"] not in ACTIVE_STATES:
-        return None
-    idle = (now - parse_iso(contract["timestamps"]["updated_at"])).total_seconds() / 3600
-    if idle > hours:
-        return Trip(
-            "inactivity",
-            f"no progress for {idle:.1f} h in {contract['status']}",
-            {"idle_hours": round(idle, 2)},
-        )
     return None
 
 

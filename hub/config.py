@@ -133,7 +133,6 @@ class Config:
     acceptance_timeout_seconds: float = 300.0
     max_changed_files: int = DEFAULT_MAX_CHANGED_FILES
     global_timeout_hours: float = 4.0
-    inactivity_hours: float = 2.0
     rules_catalog_url: str | None = None
     mcp_token: str | None = None
 
@@ -292,7 +291,6 @@ def _from_raw(
         acceptance_timeout_seconds=float(raw.get("acceptance_timeout_seconds") or 300),
         max_changed_files=int(limits.get("max_changed_files") or DEFAULT_MAX_CHANGED_FILES),
         global_timeout_hours=float(limits.get("global_timeout_hours") or 4),
-        inactivity_hours=float(limits.get("inactivity_hours") or 2),
         rules_catalog_url=rules.get("catalog_url"),
         mcp_token=env.get("HUB_MCP_TOKEN") or None,
     )

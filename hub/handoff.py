@@ -98,10 +98,6 @@ class Handoff:
     def archive(self) -> Path:
         return self.dir / "archive"
 
-    @property
-    def logs(self) -> Path:
-        return self.dir / "logs"
-
     def runs(self, task_id: str) -> Path:
         return self.dir / "runs" / task_id
 

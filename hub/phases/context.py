@@ -20,7 +20,7 @@ from hub import contract as contract_mod
 from hub import handoff
 from hub.config import Config
 from hub.contract import Contract, Lease, TaskRefs, iso, now_utc, parse_iso, task_refs
-from hub.errors import LockBusy, TaskHalted, WrongState
+from hub.errors import EXIT_HALTED, LockBusy, TaskHalted, WrongState
 from hub.log import get_logger
 from hub.machine import (
     ERIK_CONSULTATION,
@@ -41,8 +41,6 @@ if TYPE_CHECKING:
     from hub.workers.base import ChatRequest, Generation, Worker
 
 log = get_logger("hub.phase")
-
-EXIT_HALTED = 4
 
 
 @dataclass
