@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import re
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hub import gitops, prompts
 from hub.breakers import Trip
@@ -23,6 +23,9 @@ from hub.machine import PENDING_LOCAL_REVIEW, Event
 from hub.phases.context import Context, Outcome, Run, pre_phase_trip, require_setup, running
 from hub.phases.judge import enter_judge_review
 from hub.phases.stall import Stall, model_unavailable, review_stall, worker_failure
+
+if TYPE_CHECKING:
+    from hub.workers.base import Worker
 
 SEVERITIES = ("critical", "major", "minor")
 MAX_DIFF_CHARS = 40_000
@@ -200,7 +203,7 @@ class Review:
                 )
         return issues
 
-    def _ask(self, worker: Any, static: list[Issue]) -> dict[str, Any] | Outcome:
+    def _ask(self, worker: Worker, static: list[Issue]) -> dict[str, Any] | Outcome:
         from hub.workers.bridge import request_for
 
         trip = model_unavailable(worker, self.model)
