@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from functools import cache
 from pathlib import Path
-from typing import Any, NamedTuple, NotRequired, TypedDict, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, NotRequired, TypedDict, cast
 
 from hub.atomic import write_atomic
 from hub.errors import ContractInvalid, WrongState
@@ -39,170 +39,192 @@ VERDICTS: tuple[str, ...] = tuple(v.value for v in Verdict)
 # --- the contract's shape, for mypy (SCHEMA below is the same shape for the file) ------------------------
 
 
-class Timestamps(TypedDict):
-    created_at: str
-    updated_at: str
-    deadline_at: NotRequired[str | None]
+# TypedDicts for mypy only: at run time each is a plain dict, because creating ~20 TypedDict classes
+# cost every command about a millisecond of start-up (bench/bench_startup.py) for nothing it uses.
+if TYPE_CHECKING:
 
+    class Timestamps(TypedDict):
+        created_at: str
+        updated_at: str
+        deadline_at: NotRequired[str | None]
 
-class GitInfo(TypedDict, total=False):
-    repo_root: str | None
-    base_branch: str | None
-    task_branch: str | None
-    base_commit: str | None
+    class GitInfo(TypedDict, total=False):
+        repo_root: str | None
+        base_branch: str | None
+        task_branch: str | None
+        base_commit: str | None
 
+    class Roles(TypedDict):
+        implementer: str
+        local_reviewer: str
+        judge: str
 
-class Roles(TypedDict):
-    implementer: str
-    local_reviewer: str
-    judge: str
+    class TimeoutMinutes(TypedDict):
+        implementer: float
+        local_review: float
+        judge: float
 
+    class Limits(TypedDict):
+        max_rebuttals: int
+        max_review_cycles: int
+        timeout_minutes: TimeoutMinutes
+        token_budget: NotRequired[int | None]
+        cost_ceiling_usd: NotRequired[float | None]
+        max_changed_files: NotRequired[int]
 
-class TimeoutMinutes(TypedDict):
-    implementer: float
-    local_review: float
-    judge: float
+    class Constraints(TypedDict):
+        allowed_paths: list[str]
+        forbidden_paths: list[str]
+        delete_allowed: NotRequired[bool]
+        max_diff_lines: NotRequired[int | None]
 
+    class Specification(TypedDict):
+        requirements: list[str]
+        source_files: NotRequired[list[str]]
+        target_file: NotRequired[str | None]
+        acceptance_criteria: NotRequired[list[str]]
+        acceptance_commands: NotRequired[list[str]]
 
-class Limits(TypedDict):
-    max_rebuttals: int
-    max_review_cycles: int
-    timeout_minutes: TimeoutMinutes
-    token_budget: NotRequired[int | None]
-    cost_ceiling_usd: NotRequired[float | None]
-    max_changed_files: NotRequired[int]
+    class Issue(TypedDict, total=False):
+        """A local-review finding or a judge's blocking issue."""
 
+        id: str
+        severity: str
+        file: str | None
+        line: int | None
+        description: str
+        fix_required: str | None
+        source: str
+        rule_id: str
+        tags: list[str]
 
-class Constraints(TypedDict):
-    allowed_paths: list[str]
-    forbidden_paths: list[str]
-    delete_allowed: NotRequired[bool]
-    max_diff_lines: NotRequired[int | None]
+    class AcceptanceResult(TypedDict):
+        command: str
+        exit_code: int | None
+        seconds: float
+        timed_out: bool
 
+    class AttemptRecord(TypedDict):
+        attempt: int
+        content_hash: str
+        commit: str | None
+        changed_files: list[str]
+        verdict: str | None
 
-class Specification(TypedDict):
-    requirements: list[str]
-    source_files: NotRequired[list[str]]
-    target_file: NotRequired[str | None]
-    acceptance_criteria: NotRequired[list[str]]
-    acceptance_commands: NotRequired[list[str]]
+    class StallRecord(TypedDict):
+        timestamp: str
+        role: str
+        attempt: int
+        reason: str
+        detail: str
+        raw_tail: str
+        timings: dict[str, float]
 
+    class HaltRecord(TypedDict):
+        trigger: str
+        reason: str
+        from_state: str
 
-class Issue(TypedDict, total=False):
-    """A local-review finding or a judge's blocking issue."""
+    class HandoffData(TypedDict, total=False):
+        """What the phases hand each other. Every key is optional: a phase writes its own as it runs."""
 
-    id: str
-    severity: str
-    file: str | None
-    line: int | None
-    description: str
-    fix_required: str | None
-    source: str
-    rule_id: str
-    tags: list[str]
+        changed_files: list[str]
+        diff_summary: str | None
+        local_review_passed: bool | None
+        local_review_issues: list[Issue]
+        judge_verdict: str | None
+        judge_blocking_issues: list[Issue]
+        judge_suggestions: list[str | dict[str, Any]]
+        judge_summary: str
+        acceptance_results: list[AcceptanceResult]
+        attempts: list[AttemptRecord]
+        stalls: list[StallRecord]
+        stashes: list[str]
+        halt: HaltRecord
+        resume_notes: list[str]
+        review_requested_at: str
+        merge_commit: str
 
+    class Lease(TypedDict):
+        held_by: str | None
+        acquired_at: str | None
+        expires_at: str | None
 
-class AcceptanceResult(TypedDict):
-    command: str
-    exit_code: int | None
-    seconds: float
-    timed_out: bool
+    class Breaker(TypedDict, total=False):
+        status: str
+        trigger: str | None
+        reason: str | None
+        counters: dict[str, int]
 
+    class RoleCost(TypedDict, total=False):
+        tokens_in: int
+        tokens_out: int
+        seconds: float
+        usd: float
+        calls: int
 
-class AttemptRecord(TypedDict):
-    attempt: int
-    content_hash: str
-    commit: str | None
-    changed_files: list[str]
-    verdict: str | None
+    # "from" is a keyword, hence the functional form.
+    HistoryEntry = TypedDict(
+        "HistoryEntry",
+        {"timestamp": str, "event": str, "from": str, "to": str, "reason": str | None, "attempt": int},
+        total=False,
+    )
 
+    class Contract(TypedDict):
+        schema_version: str
+        task_id: str
+        title: NotRequired[str]
+        project: str
+        complexity: str
+        status: str
+        status_reason: NotRequired[str | None]
+        attempt: int
+        timestamps: Timestamps
+        git: GitInfo
+        roles: Roles
+        limits: Limits
+        constraints: Constraints
+        specification: Specification
+        handoff_data: HandoffData
+        lock: NotRequired[Lease | None]
+        breaker: NotRequired[Breaker]
+        cost: NotRequired[dict[str, RoleCost]]
+        history: list[HistoryEntry]
 
-class StallRecord(TypedDict):
-    timestamp: str
-    role: str
-    attempt: int
-    reason: str
-    detail: str
-    raw_tail: str
-    timings: dict[str, float]
+    class JudgeUsage(TypedDict, total=False):
+        prompt_tokens: int
+        completion_tokens: int
+        model: str
+        cost_usd: float
 
+    class JudgeReport(TypedDict):
+        verdict: str
+        summary: NotRequired[str]
+        blocking_issues: NotRequired[list[Issue]]
+        suggestions: NotRequired[list[str | dict[str, Any]]]
+        usage: NotRequired[JudgeUsage]
 
-class HaltRecord(TypedDict):
-    trigger: str
-    reason: str
-    from_state: str
-
-
-class HandoffData(TypedDict, total=False):
-    """What the phases hand each other. Every key is optional: a phase writes its own as it runs."""
-
-    changed_files: list[str]
-    diff_summary: str | None
-    local_review_passed: bool | None
-    local_review_issues: list[Issue]
-    judge_verdict: str | None
-    judge_blocking_issues: list[Issue]
-    judge_suggestions: list[str | dict[str, Any]]
-    judge_summary: str
-    acceptance_results: list[AcceptanceResult]
-    attempts: list[AttemptRecord]
-    stalls: list[StallRecord]
-    stashes: list[str]
-    halt: HaltRecord
-    resume_notes: list[str]
-    review_requested_at: str
-    merge_commit: str
-
-
-class Lease(TypedDict):
-    held_by: str | None
-    acquired_at: str | None
-    expires_at: str | None
-
-
-class Breaker(TypedDict, total=False):
-    status: str
-    trigger: str | None
-    reason: str | None
-    counters: dict[str, int]
-
-
-class RoleCost(TypedDict, total=False):
-    tokens_in: int
-    tokens_out: int
-    seconds: float
-    usd: float
-    calls: int
-
-
-# "from" is a keyword, hence the functional form.
-HistoryEntry = TypedDict(
-    "HistoryEntry",
-    {"timestamp": str, "event": str, "from": str, "to": str, "reason": str | None, "attempt": int},
-    total=False,
-)
-
-
-class Contract(TypedDict):
-    schema_version: str
-    task_id: str
-    title: NotRequired[str]
-    project: str
-    complexity: str
-    status: str
-    status_reason: NotRequired[str | None]
-    attempt: int
-    timestamps: Timestamps
-    git: GitInfo
-    roles: Roles
-    limits: Limits
-    constraints: Constraints
-    specification: Specification
-    handoff_data: HandoffData
-    lock: NotRequired[Lease | None]
-    breaker: NotRequired[Breaker]
-    cost: NotRequired[dict[str, RoleCost]]
-    history: list[HistoryEntry]
+else:
+    Timestamps = dict
+    GitInfo = dict
+    Roles = dict
+    TimeoutMinutes = dict
+    Limits = dict
+    Constraints = dict
+    Specification = dict
+    Issue = dict
+    AcceptanceResult = dict
+    AttemptRecord = dict
+    StallRecord = dict
+    HaltRecord = dict
+    HandoffData = dict
+    Lease = dict
+    Breaker = dict
+    RoleCost = dict
+    Contract = dict
+    JudgeUsage = dict
+    JudgeReport = dict
+    HistoryEntry = dict
 
 
 class TaskRefs(NamedTuple):
@@ -218,21 +240,6 @@ def task_refs(contract: Contract) -> TaskRefs:
     if not task_branch:
         raise WrongState(f"task {contract['task_id']} has no task branch yet: run `hub setup-task` first")
     return TaskRefs(git.get("base_branch") or "", task_branch, git.get("base_commit") or "")
-
-
-class JudgeUsage(TypedDict, total=False):
-    prompt_tokens: int
-    completion_tokens: int
-    model: str
-    cost_usd: float
-
-
-class JudgeReport(TypedDict):
-    verdict: str
-    summary: NotRequired[str]
-    blocking_issues: NotRequired[list[Issue]]
-    suggestions: NotRequired[list[str | dict[str, Any]]]
-    usage: NotRequired[JudgeUsage]
 
 
 _STR = {"type": "string"}
@@ -466,7 +473,7 @@ def validate(contract: Any, file: str = "TASK_CONTRACT.json") -> Contract:
                 raise ContractInvalid(
                     file, f"$.timestamps.{key}", f"'{value}' is not an ISO 8601 time"
                 ) from None
-    return cast(Contract, contract)
+    return cast("Contract", contract)
 
 
 def validate_judge_report(report: Any, file: str = "JUDGE_REPORT.json") -> JudgeReport:
@@ -476,7 +483,7 @@ def validate_judge_report(report: Any, file: str = "JUDGE_REPORT.json") -> Judge
         _validator("judge")(report)
     except ValueError as exc:
         raise _invalid(file, exc) from None
-    return cast(JudgeReport, report)
+    return cast("JudgeReport", report)
 
 
 _VERDICT_LINE = re.compile(r"^\W*verdict\W*:?\W*([A-Za-z_]+)", re.IGNORECASE | re.MULTILINE)
