@@ -486,12 +486,16 @@ def validate_judge_report(report: Any, file: str = "JUDGE_REPORT.json") -> Judge
     return cast("JudgeReport", report)
 
 
-_VERDICT_LINE = re.compile(r"^\W*verdict\W*:?\W*([A-Za-z_]+)", re.IGNORECASE | re.MULTILINE)
+@cache
+def _verdict_line() -> re.Pattern[str]:
+    # Compiled on first use: this case-insensitive pattern takes ~4 ms to compile, which every command
+    # paid at start-up (bench/bench_startup.py) though only a markdown judge report needs it.
+    return re.compile(r"^\W*verdict\W*:?\W*([A-Za-z_]+)", re.IGNORECASE | re.MULTILINE)
 
 
 def judge_report_from_markdown(text: str, file: str = "JUDGE_REPORT.md") -> JudgeReport:
     """A JUDGE_REPORT.md with a `Verdict: X` line; its bullets under 'Blocking' become blocking issues."""
-    match = _VERDICT_LINE.search(text)
+    match = _verdict_line().search(text)
     if not match:
         raise ContractInvalid(file, "Verdict", "no 'Verdict: PASS|CONDITIONAL|FAIL|CRITICAL_HALT' line")
     verdict = match.group(1).upper()
