@@ -49,6 +49,9 @@ class FakeWorker:
     def generate(self, request: Any) -> Any:
         raise AssertionError("the doctor never generates")
 
+    def list_models(self) -> list[str]:
+        return list(self.models)
+
     def check_health(self, models: list[str]) -> Health:
         self.asked.append(models)
         if not self.reachable:

@@ -92,6 +92,9 @@ class FakeJudgeModel:
             raise self.answer
         return Generation(text=self.answer, model=request.model, prompt_tokens=900, completion_tokens=60)
 
+    def list_models(self) -> list[str]:
+        return []
+
     def check_health(self, models: list[str]) -> Health:
         return Health(ok=True)
 
