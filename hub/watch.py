@@ -102,8 +102,7 @@ def fingerprint(handoff_dir: Path) -> str:
 def decide(ctx: Any) -> tuple[list[str] | None, str]:
     """The `hub` subcommand to run now (None: nothing is due) and why."""
     from hub.backlog import next_task
-    from hub.phases.next import due_jobs
-    from hub.phases.status import free_task_slots
+    from hub.phases.status import due_jobs, free_task_slots, idle_reason
 
     jobs, halted = due_jobs(ctx)
     if jobs:
@@ -116,8 +115,6 @@ def decide(ctx: Any) -> tuple[list[str] | None, str]:
     ids = ctx.handoff_root.task_ids()
     if not ids:
         return None, f"no active task; backlog: {ready['why']}"
-    from hub.phases.next import idle_reason
-
     return None, idle_reason(ctx, ids)
 
 

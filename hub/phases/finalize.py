@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from hub import gitops, handoff
 from hub.breakers import Trip
+from hub.contract import Verdict
 from hub.errors import WrongState
 from hub.gitops import MergeConflict, MergeRefused
-from hub.machine import ERIK_CONSULTATION, PENDING_IMPLEMENTER, RESUMABLE_STATES, REVIEW_COMPLETE
+from hub.machine import ERIK_CONSULTATION, PENDING_IMPLEMENTER, RESUMABLE_STATES, REVIEW_COMPLETE, Event
 from hub.phases.context import Context, Outcome, Run, require_setup, running
 
 
@@ -17,12 +18,12 @@ def finalize_task(ctx: Context) -> Outcome:
     merge, which refuses rather than overwrite uncommitted changes: the task then waits and `hub next`
     retries. A base checked out nowhere is merged in the object store, without any work tree."""
     with running(ctx, "finalize-task", {REVIEW_COMPLETE}) as run:
-        require_setup(run)
+        refs = require_setup(run)
         data = run.contract["handoff_data"]
         verdict = data.get("judge_verdict")
-        if verdict != "PASS":
+        if verdict != Verdict.PASS:
             raise WrongState(f"task {run.task_id} has verdict {verdict}, not PASS; it cannot be merged")
-        base, branch = run.contract["git"]["base_branch"], run.contract["git"]["task_branch"]
+        base, branch = refs.base_branch, refs.task_branch
         # Hand edits in the task's worktree are the task's, and like any change they are reviewed.
         run.checkpoint("manual_edit")
         head = gitops.commit_of(run.repo, branch)
@@ -38,7 +39,7 @@ def finalize_task(ctx: Context) -> Outcome:
         merge_commit = merged
         data.pop("merge_wait", None)
         data["merge_commit"] = merge_commit
-        run.record("pass", f"merged {reviewed[:12]} into {base} at {merge_commit[:12]}")
+        run.record(Event.PASS, f"merged {reviewed[:12]} into {base} at {merge_commit[:12]}")
         cleanup(run)
         target = handoff.archive_task(run.ctx.handoff_root, run.task_id)
         from hub.phases.status import write_status
@@ -56,9 +57,9 @@ def finalize_task(ctx: Context) -> Outcome:
 
 def _merge(run: Run, reviewed: str, message: str) -> str | Outcome:
     """The merge itself, under the merge lock: the merge commit, or the outcome of a conflict or a wait."""
-    git = run.contract["git"]
+    refs = require_setup(run)
     data = run.contract["handoff_data"]
-    base, branch = git["base_branch"], git["task_branch"]
+    base, branch = refs.base_branch, refs.task_branch
     user = run.user_repo
     if gitops.is_ancestor(user, reviewed, base):
         # A finalize-task killed after its merge and before recording it: the merge is there.
@@ -100,17 +101,17 @@ def back_to_review(run: Run, reviewed: str | None, head: str) -> Outcome:
         f"the task branch moved after the verdict (reviewed {(reviewed or 'nothing')[:12]}, now {head[:12]}): "
         "the new commits go through review before any merge"
     )
-    run.record("branch_moved", reason)
+    run.record(Event.BRANCH_MOVED, reason)
     return Outcome("finalize-task", run.task_id, run.start_state, run.contract["status"], reason)
 
 
 def cleanup(run: Run) -> None:
     """The merged task's worktree goes; its branch too unless `keep_branches: true`."""
-    git = run.contract["git"]
+    branch = require_setup(run).task_branch
     run.close_repo()
     gitops.remove_worktree(run.user_repo, run.worktree)
     if not run.ctx.config.keep_branches:
-        gitops.delete_branch(run.user_repo, git["task_branch"])
+        gitops.delete_branch(run.user_repo, branch)
 
 
 def resume(ctx: Context, to_state: str, note: str | None = None) -> Outcome:
@@ -123,16 +124,18 @@ def resume(ctx: Context, to_state: str, note: str | None = None) -> Outcome:
         hand = run.ctx.handoff
         for path, label in ((hand.halt_report, "halt"), (hand.stall_report, "stall")):
             handoff.set_aside(hand, path, run.task_id, label)
-        breaker = run.contract["breaker"]
-        breaker.update(status="closed", trigger=None, reason=None)
+        breaker = run.contract.setdefault("breaker", {})
+        breaker.update({"status": "closed", "trigger": None, "reason": None})
         for name in ("stall_strikes", "review_stalls", "interruptions"):
             breaker.get("counters", {}).pop(name, None)
         if to_state == PENDING_IMPLEMENTER:
-            run.contract["attempt"] += 1
+            run.move_attempt()
         if note:
             run.contract["handoff_data"].setdefault("resume_notes", []).append(note)
         run.contract["handoff_data"].pop("halt", None)
         run.record(
-            "resume", f"resumed by a person: {note}" if note else "resumed by a person", resume_to=to_state
+            Event.RESUME,
+            f"resumed by a person: {note}" if note else "resumed by a person",
+            resume_to=to_state,
         )
         return Outcome("resume", run.task_id, run.start_state, to_state, f"resumed to {to_state}")

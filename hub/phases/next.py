@@ -1,4 +1,5 @@
-"""`hub next`: run whatever phase is due, for cron and the watcher. Nothing due is exit 0."""
+"""`hub next`: run the due phase of every task, several at once, for cron and the watcher. Nothing due is
+exit 0; otherwise the most severe exit code of the phases that ran."""
 
 from __future__ import annotations
 
@@ -12,17 +13,13 @@ from hub.errors import (
     EXIT_OK,
     EXIT_USAGE,
     EXIT_WRONG_STATE,
-    ContractInvalid,
     HubError,
-    TaskHalted,
     WrongState,
     exit_code_for,
 )
 from hub.log import get_logger
-from hub.machine import ERIK_CONSULTATION
 from hub.phases.context import Context, Outcome
-from hub.phases.setup import active_contract
-from hub.phases.status import due, judge_configured, report_waiting
+from hub.phases.status import due_jobs, idle_reason, next_step
 
 log = get_logger(__name__)
 
@@ -35,7 +32,7 @@ PHASES: dict[str, str] = {
     "report-judge": "hub.phases.judge:report_judge",
     "timeout-judge": "hub.phases.judge:timeout_judge",
     "finalize-task": "hub.phases.finalize:finalize_task",
-    "promote-backlog": "hub.backlog:promote_next",
+    "promote-backlog": "hub.phases.promote:promote_next",
 }
 
 
@@ -59,19 +56,17 @@ def run_next(ctx: Context) -> Outcome:
         promoted.append(outcome)
     # Promotion was a promoted task's step; its setup-task is the next `hub next`'s.
     jobs, halted = due_jobs(ctx, skip={str(o.task_id) for o in promoted})
+    ids = ctx.handoff_root.task_ids()
     if not jobs and not promoted:
-        if len(halted) == 1 and len(ctx.handoff_root.task_ids()) == 1:
-            raise TaskHalted(halted[0])
+        if len(ids) == 1:
+            return run_task(ctx.for_task(ids[0]))  # one task: exactly as before (a halt raises, exit 4)
         if halted:
             return Outcome("next", message="; ".join(halted), exit_code=EXIT_HALTED, data={"halted": halted})
-        ids = ctx.handoff_root.task_ids()
-        if len(ids) == 1:
-            return run_task(ctx.for_task(ids[0]))
         return Outcome("next", message="nothing to do: " + idle_reason(ctx, ids))
     outcomes = promoted + run_concurrently(jobs, ctx.config.parallel_tasks)
     if len(outcomes) == 1 and not halted:
         return outcomes[0]
-    code = max((o.exit_code for o in outcomes), key=severity, default=0)
+    code = max((o.exit_code for o in outcomes), key=severity, default=EXIT_OK)
     if halted:
         code = max(code, EXIT_HALTED, key=severity)
     lines = [f"{o.task_id}: {o.data.get('ran', o.phase)}: {o.message}" for o in outcomes] + halted
@@ -83,36 +78,9 @@ def run_next(ctx: Context) -> Outcome:
     )
 
 
-def due_jobs(ctx: Context, skip: set[str] | None = None) -> tuple[list[tuple[Context, str]], list[str]]:
-    """Every task's due phase as (context bound to the task, phase), and the halted tasks' lines."""
-    jobs: list[tuple[Context, str]] = []
-    halted: list[str] = []
-    for task_id in ctx.handoff_root.task_ids():
-        if skip and task_id in skip:
-            continue
-        bound = ctx.for_task(task_id)
-        try:
-            contract = active_contract(bound)
-        except ContractInvalid as exc:
-            halted.append(f"{task_id}: {exc}")
-            continue
-        if contract is None:
-            continue
-        if contract["status"] == ERIK_CONSULTATION:
-            halted.append(f"task {task_id} is halted; read {bound.handoff.halt_report}")
-            continue
-        phase, _ = due(contract, ctx.clock(), judge_configured(bound), report_waiting(bound))
-        if phase is not None and phase != "promote-backlog":
-            jobs.append((bound, phase))
-    return jobs, halted
-
-
 def run_task(ctx: Context) -> Outcome:
     """The due phase of one task (ctx bound to it, or the only task there is)."""
-    contract = active_contract(ctx)
-    if contract is not None and contract["status"] == ERIK_CONSULTATION:
-        raise TaskHalted(f"task {contract['task_id']} is halted; read {ctx.handoff.halt_report}")
-    phase, why = due(contract, ctx.clock(), judge_configured(ctx), report_waiting(ctx))
+    contract, phase, why = next_step(ctx)
     if phase is None:
         return Outcome("next", contract["task_id"] if contract else None, message=f"nothing to do: {why}")
     try:
@@ -129,19 +97,7 @@ def _moved_on(phase: str, task_id: str | None, exc: WrongState) -> Outcome:
     return Outcome(phase, task_id, message=f"nothing to do: another run got there first ({exc})")
 
 
-def idle_reason(ctx: Context, ids: list[str]) -> str:
-    if not ids:
-        return due(None, ctx.clock(), False)[1]
-    reasons = []
-    for task_id in ids:
-        bound = ctx.for_task(task_id)
-        contract = active_contract(bound)
-        if contract is not None:
-            reasons.append(f"{task_id}: {due(contract, ctx.clock(), judge_configured(bound))[1]}")
-    return "; ".join(reasons)
-
-
-# Most severe last: an error beats a halt beats a wrong state beats a busy lock beats success.
+# Most severe last: an error beats a usage error beats a halt beats a wrong state beats a busy lock.
 _SEVERITY = {EXIT_OK: 0, EXIT_LOCKED: 1, EXIT_WRONG_STATE: 2, EXIT_HALTED: 3, EXIT_USAGE: 4, EXIT_ERROR: 5}
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from hub import contract as contract_mod
 from hub import gitops
@@ -45,10 +46,22 @@ def init(ctx: Context) -> Outcome:
     )
 
 
-def active_contract(ctx: Context) -> Contract | None:
-    if not ctx.handoff.contract.exists():
-        return None
-    return contract_mod.load(ctx.handoff.contract)
+def task_fields(proposal: str | None = None, proposal_file: str = "proposal", **given: Any) -> dict[str, Any]:
+    """A new task's fields, for both faces (`hub new`, the MCP `hub_create_task`): a markdown proposal's,
+    then the ones given (empty ones ignored) on top; complexity defaults to minor."""
+    fields: dict[str, Any] = contract_mod.proposal_fields(proposal, proposal_file) if proposal else {}
+    fields.update({key: value for key, value in given.items() if value})
+    fields.setdefault("complexity", "minor")
+    return fields
+
+
+def missing_task_field(fields: dict[str, Any]) -> str | None:
+    """What a new task still lacks, as a sentence; None when it has a title and requirements."""
+    if not fields.get("title"):
+        return "a title is required (give one, or a proposal with a '# Title' heading)"
+    if not fields.get("requirements"):
+        return "at least one requirement is required (or a proposal with a '## Requirements' list)"
+    return None
 
 
 def create(ctx: Context, fields: dict[str, object]) -> Outcome:
@@ -139,15 +152,17 @@ def setup_task(ctx: Context, base_branch: str | None = None) -> Outcome:
             if gitops.branch_exists(user, task_branch):
                 raise GitError(f"branch '{task_branch}' exists already; delete it or start a new task")
             base_commit = gitops.commit_of(user, base)
-            git.update(base_branch=base, base_commit=base_commit)
+            git.update({"base_branch": base, "base_commit": base_commit})
             run.save()
             gitops.ensure_worktree(user, path, task_branch, start=base_commit)
         git.update(
-            repo_root=str(user.working_tree_dir),
-            base_branch=base,
-            task_branch=task_branch,
-            base_commit=base_commit,
-            worktree=str(path),
+            {
+                "repo_root": str(user.working_tree_dir),
+                "base_branch": base,
+                "task_branch": task_branch,
+                "base_commit": base_commit,
+                "worktree": str(path),
+            }
         )
         run.save()
         return Outcome(

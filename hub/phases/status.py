@@ -10,8 +10,8 @@ from typing import Any
 
 from hub import contract as contract_mod
 from hub import handoff
-from hub.contract import Contract, parse_iso
-from hub.errors import ContractInvalid
+from hub.contract import Contract, Verdict, parse_iso
+from hub.errors import ContractInvalid, TaskHalted
 from hub.machine import (
     ERIK_CONSULTATION,
     IMPLEMENTATION_IN_PROGRESS,
@@ -53,11 +53,14 @@ def due(
             return "timeout-judge", f"the review passed its deadline {deadline}"
         if judge_configured:
             return "run-judge", "a judge is configured"
-        return None, "waiting for the judge: write _handoff/JUDGE_REPORT.json, then `hub report-judge`"
+        return (
+            None,
+            "waiting for the judge: write JUDGE_REPORT.json beside REVIEW_REQUEST.md, then `hub report-judge`",
+        )
     if status == TIMEOUT_JUDGE:
         return "timeout-judge", "the judge timed out"
     if status == REVIEW_COMPLETE:
-        if contract["handoff_data"].get("judge_verdict") == "PASS":
+        if contract["handoff_data"].get("judge_verdict") == Verdict.PASS:
             waiting = contract["handoff_data"].get("merge_wait")
             if waiting:
                 return "finalize-task", f"{waiting} (retried on every `hub next`)"
@@ -74,6 +77,59 @@ def due(
     if status == MERGED:
         return None, "merged"
     return None, f"nothing runs from {status}"
+
+
+def next_step(ctx: Context) -> tuple[Contract | None, str | None, str]:
+    """What runs next, for `hub next` and `hub watch` alike: the active contract (None: no task), the
+    phase `due` names (None: nothing is due) and why. TaskHalted while the task waits for a person."""
+    contract = active_contract(ctx)
+    if contract is not None and contract["status"] == ERIK_CONSULTATION:
+        raise TaskHalted(
+            f"task {contract['task_id']} is halted: read {ctx.handoff.halt_report}, then `hub resume`"
+        )
+    phase, why = due(contract, ctx.clock(), judge_configured(ctx), report_waiting(ctx))
+    return contract, phase, why
+
+
+def active_contract(ctx: Context) -> Contract | None:
+    if not ctx.handoff.contract.exists():
+        return None
+    return contract_mod.load(ctx.handoff.contract)
+
+
+def due_jobs(ctx: Context, skip: set[str] | None = None) -> tuple[list[tuple[Context, str]], list[str]]:
+    """What runs next across tasks, for `hub next` and `hub watch` alike: every task's due phase as
+    (context bound to the task, phase), and a line for each halted task."""
+    jobs: list[tuple[Context, str]] = []
+    halted: list[str] = []
+    for task_id in ctx.handoff_root.task_ids():
+        if skip and task_id in skip:
+            continue
+        bound = ctx.for_task(task_id)
+        try:
+            _, phase, _ = next_step(bound)
+        except TaskHalted as exc:
+            halted.append(str(exc))
+            continue
+        except ContractInvalid as exc:
+            halted.append(f"{task_id}: {exc}")
+            continue
+        if phase is not None and phase != "promote-backlog":
+            jobs.append((bound, phase))
+    return jobs, halted
+
+
+def idle_reason(ctx: Context, ids: list[str]) -> str:
+    """Why nothing is due, task by task."""
+    if not ids:
+        return due(None, ctx.clock(), False)[1]
+    reasons = []
+    for task_id in ids:
+        bound = ctx.for_task(task_id)
+        contract = active_contract(bound)
+        if contract is not None:
+            reasons.append(f"{task_id}: {due(contract, ctx.clock(), judge_configured(bound))[1]}")
+    return "; ".join(reasons)
 
 
 def judge_configured(ctx: Context) -> bool:

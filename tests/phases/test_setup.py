@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -12,6 +12,10 @@ from hub.config import load_config
 from hub.errors import GitError, WrongState
 from hub.phases.context import Context
 from hub.phases.setup import init, setup_task
+
+if TYPE_CHECKING:
+    # The fixtures' types (tests/conftest.py); pytest loads conftest, tests never import it.
+    from conftest import TaskDriver
 
 APP_PY = 'def greet(name):\n    return "hello " + name\n'
 
@@ -33,7 +37,7 @@ def test_init_creates_the_handoff_folder_a_default_config_and_excludes_the_folde
     assert again.message == f"initialised {repo / '_handoff'}"
 
 
-def test_new_writes_a_pending_contract_with_roles_from_config(task: Any, ctx: Context) -> None:
+def test_new_writes_a_pending_contract_with_roles_from_config(task: TaskDriver, ctx: Context) -> None:
     task_id = task.new(title="Greet politely", source_files=["src/util.py"])
     contract = task.contract()
     assert contract["task_id"] == task_id
@@ -69,7 +73,7 @@ def test_the_same_title_twice_in_one_second_gets_two_task_ids(task: Any, ctx: Co
 
 
 def test_setup_creates_the_task_branch_from_the_current_branch_and_records_it(
-    task: Any, ctx: Context, run_git: Any
+    task: TaskDriver, ctx: Context, run_git: Any
 ) -> None:
     task_id = task.new()
     base_commit = run_git(ctx.repo_root, "rev-parse", "main")
@@ -88,7 +92,7 @@ def test_setup_creates_the_task_branch_from_the_current_branch_and_records_it(
     assert contract["status"] == "pending_implementer" and contract["history"] == []
 
 
-def test_setup_takes_an_explicit_base_branch(task: Any, ctx: Context, run_git: Any) -> None:
+def test_setup_takes_an_explicit_base_branch(task: TaskDriver, ctx: Context, run_git: Any) -> None:
     run_git(ctx.repo_root, "branch", "develop")
     run_git(ctx.repo_root, "checkout", "-q", "-b", "elsewhere")
     (ctx.repo_root / "other.txt").write_text("x\n", encoding="utf-8")
@@ -124,28 +128,28 @@ def test_setup_on_a_dirty_checkout_works_from_the_committed_base_and_leaves_the_
     assert status == ["?? scratch.txt", "M src/app.py"]
 
 
-def test_setup_twice_is_refused(task: Any, ctx: Context) -> None:
+def test_setup_twice_is_refused(task: TaskDriver, ctx: Context) -> None:
     task.new()
     task.setup()
     with pytest.raises(WrongState, match="is set up already on task/"):
         setup_task(ctx)
 
 
-def test_setup_on_a_detached_head_asks_for_a_base(task: Any, ctx: Context, run_git: Any) -> None:
+def test_setup_on_a_detached_head_asks_for_a_base(task: TaskDriver, ctx: Context, run_git: Any) -> None:
     run_git(ctx.repo_root, "checkout", "-q", "--detach")
     task.new()
     with pytest.raises(WrongState, match="HEAD is detached"):
         setup_task(ctx)
 
 
-def test_setup_from_a_missing_base_branch_is_a_git_error(task: Any, ctx: Context) -> None:
+def test_setup_from_a_missing_base_branch_is_a_git_error(task: TaskDriver, ctx: Context) -> None:
     task.new()
     with pytest.raises(GitError, match="base branch 'nope' does not exist"):
         setup_task(ctx, "nope")
     assert task.contract()["git"]["task_branch"] is None
 
 
-def test_setup_in_a_later_state_is_refused(task: Any, ctx: Context) -> None:
+def test_setup_in_a_later_state_is_refused(task: TaskDriver, ctx: Context) -> None:
     task.to_judge_review()
     with pytest.raises(WrongState, match="setup-task needs the task in pending_implementer"):
         setup_task(ctx)
@@ -157,7 +161,7 @@ def test_setup_without_a_contract_says_there_is_none(ctx: Context) -> None:
 
 
 def test_a_setup_killed_after_creating_the_branch_is_finished_by_the_next_setup(
-    task: Any, ctx: Context, run_git: Any
+    task: TaskDriver, ctx: Context, run_git: Any
 ) -> None:
     """What a SIGKILL between `git checkout -b` and saving the contract leaves behind."""
     task_id = task.new()
