@@ -124,8 +124,10 @@ class Demo:
             "blocking_issues": [],
             "usage": {"prompt_tokens": 900, "completion_tokens": 40, "model": "scripted judge"},
         }
-        (self.repo / "_handoff" / "JUDGE_REPORT.json").write_text(json.dumps(report), encoding="utf-8")
-        print(f"{DIM}(the judge writes _handoff/JUDGE_REPORT.json: PASS){RESET}")
+        # Each task has its folder; the judge's report goes beside the review request it answers.
+        (folder,) = (p.parent for p in (self.repo / "_handoff" / "tasks").glob("*/REVIEW_REQUEST.md"))
+        (folder / "JUDGE_REPORT.json").write_text(json.dumps(report), encoding="utf-8")
+        print(f"{DIM}(the judge writes _handoff/tasks/{folder.name}/JUDGE_REPORT.json: PASS){RESET}")
 
 
 def make_repo(root: Path) -> Path:
@@ -221,7 +223,7 @@ def run(root: Path) -> None:
         demo.step("next")  # finalize-task
         assert demo.sh("git", "show", "main:calc.py") == CALC_WITH_MUL
         print(
-            f"\n{GREEN}merged after one stall{RESET}; every model call is in _handoff/archive/ and _handoff/runs/:"
+            f"\n{GREEN}merged after one stall{RESET}; every model call is in _handoff/archive/<task_id>/runs/:"
         )
         demo.hub("log")
         chats = len(fake.chat_requests())
