@@ -146,7 +146,9 @@ def one_task(
                 )
             if phase == "report-judge":
                 report = {"verdict": "PASS", "summary": "ok", "blocking_issues": [], "suggestions": []}
-                (repo / "_handoff" / "JUDGE_REPORT.json").write_text(json.dumps(report), encoding="utf-8")
+                # Beside the review request, in the task's own folder.
+                (folder,) = (repo / "_handoff" / "tasks").iterdir()
+                (folder / "JUDGE_REPORT.json").write_text(json.dumps(report), encoding="utf-8")
             flags = ("-X", "importtime") if phase in importtime_for else ()
             seconds[phase], stderr = hub(repo, env, *args, python_flags=flags)
             if flags:

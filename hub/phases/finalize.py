@@ -7,8 +7,11 @@ from hub.breakers import Trip
 from hub.contract import Verdict
 from hub.errors import WrongState
 from hub.gitops import MergeConflict, MergeRefused
+from hub.log import get_logger
 from hub.machine import ERIK_CONSULTATION, PENDING_IMPLEMENTER, RESUMABLE_STATES, REVIEW_COMPLETE, Event
 from hub.phases.context import Context, Outcome, Run, require_setup, running
+
+log = get_logger(__name__)
 
 
 def finalize_task(ctx: Context) -> Outcome:
@@ -70,6 +73,9 @@ def _merge(run: Run, reviewed: str, message: str) -> str | Outcome:
             exc = MergeConflict(branch, base, conflicts)
             return run.halt(Trip("git_conflict", str(exc), {"files": ", ".join(conflicts)}))
         checkout = gitops.worktrees(user).get(base)
+        log.debug(
+            "finalize.merging", task=run.task_id, into=base, checkout=str(checkout) if checkout else None
+        )
         try:
             if checkout is None:
                 merge_commit = gitops.merge_without_checkout(user, base, reviewed, message)

@@ -65,11 +65,12 @@ def test_the_next_command_records_interrupted_and_stashes_the_dead_phases_work(
     assert (last["event"], last["from"]) == ("interrupted", "implementation_in_progress")
     stash = f"hub:{contract['task_id']}:attempt-1:interrupted"
     assert f"git stash '{stash}'" in last["reason"]
-    repo = ctx.repo_root
-    assert run_git(repo, "status", "--porcelain") == ""
-    assert stash in run_git(repo, "stash", "list")
-    run_git(repo, "stash", "pop")
-    assert (repo / "src/helper.py").read_text(encoding="utf-8") == "# new file\n"
+    worktree = task.worktree
+    assert run_git(worktree, "status", "--porcelain") == ""
+    assert stash in run_git(worktree, "stash", "list")
+    run_git(worktree, "stash", "pop")
+    assert (worktree / "src/helper.py").read_text(encoding="utf-8") == "# new file\n"
+    assert not (ctx.repo_root / "src/helper.py").exists()  # the user's checkout never saw it
 
 
 def test_recovery_happens_even_when_the_phase_then_refuses_the_state(task: TaskDriver, ctx: Context) -> None:
@@ -292,3 +293,85 @@ def test_setup_task_killed_at_random_moments_is_finished_by_one_more_setup_task(
         run_git(repo, "branch", "-q", "-D", f"task/{task_id}")
         task.hand.contract.write_bytes(prepared)
     assert kills >= 2
+
+
+PASS_REVIEW = '{"passed": true, "critical": false, "issues": []}'
+# When to kill the `hub next` of each state: after its worktree is made (setup), after its first
+# transition (inside the implementer, and the judge), with a model-server slot held (the review), and
+# as the merge starts.
+MARKERS = {
+    "setup": "worktree.add",
+    "pending_implementer": "transition",
+    "pending_local_review": "gpu.slot",
+    "pending_judge_review": "transition",
+    "review_complete": "finalize.merging",
+}
+
+
+def test_a_dirty_checkout_survives_a_sigkill_in_every_phase_byte_for_byte(
+    git_repo: Path, run_git: Any
+) -> None:
+    """Every phase of a task, each first killed at a random moment and then run again, with the user's
+    uncommitted work in the checkout: it is never touched, and the task's commits reach the checkout
+    only with the merge."""
+    from hub.testing import FakeOllama
+
+    (git_repo / "hub.yaml").write_text(
+        (git_repo / "hub.yaml").read_text(encoding="utf-8").replace("backend: mcp", "backend: ollama")
+        + 'judge:\n  command: "echo \'{\\"verdict\\": \\"PASS\\"}\'"\n',
+        encoding="utf-8",
+    )
+    run_git(git_repo, "commit", "-q", "-am", "ollama backend, a judge command")
+    mine = {"README.md": b"# my unsaved notes\r\n", "scratch.txt": b"untracked \x00 bytes"}
+    for name, data in mine.items():
+        (git_repo / name).write_bytes(data)
+    head = run_git(git_repo, "rev-parse", "HEAD")
+    model = "qwen2.5-coder:7b"
+    answer = 'src/app.py\n```python\ndef greet(name):\n    return "hello, " + name\n```\n'
+    rng = random.Random(5)
+    with FakeOllama({model: lambda body: answer if "implement" in json.dumps(body) else PASS_REVIEW}) as fake:
+        env = {"OLLAMA_HOST": fake.url}
+        created = subprocess.run(
+            [sys.executable, "-m", "hub", "new", "--title", "Comma", "--requirement", "r", "--target", "src/app.py"],
+            cwd=git_repo,
+            env={**{k: v for k, v in os.environ.items() if not k.startswith("HUB_")}, **env},
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert created.returncode == 0, created.stderr
+        kills = 0
+        states: list[str] = []
+        for _ in range(40):
+            archive = git_repo / "_handoff" / "archive"
+            if archive.is_dir() and any(archive.glob("*/TASK_CONTRACT.json")):
+                break
+            # First a run killed just after a moment of its phase, then one left to finish.
+            (contract_path,) = (git_repo / "_handoff" / "tasks").glob("*/TASK_CONTRACT.json")
+            contract = json.loads(contract_path.read_text(encoding="utf-8"))
+            state = contract["status"] if contract["git"].get("task_branch") else "setup"
+            marker = MARKERS.get(state, "transition")
+            states.append(state)
+            proc = hub_process(git_repo, "next", env=env)
+            kills += kill_when(proc, marker, rng.uniform(0.0, 0.03))
+            wait_for_orphans(proc.pid)
+            for name, data in mine.items():
+                assert (git_repo / name).read_bytes() == data
+            if run_git(git_repo, "rev-parse", "HEAD") != head:
+                break  # the merge landed (finished by the killed run or the last one)
+            done = hub_process(git_repo, "next", env=env)
+            kill_when(done, None, 60)
+            for name, data in mine.items():
+                assert (git_repo / name).read_bytes() == data
+        else:
+            pytest.fail("the task never merged")
+    # Whatever the kills left, one more run settles the merged task's bookkeeping.
+    for _ in range(3):
+        settle = hub_process(git_repo, "next", env=env)
+        kill_when(settle, None, 60)
+    assert kills >= 3 and "review_complete" in states, states  # the merge among them
+    for name, data in mine.items():
+        assert (git_repo / name).read_bytes() == data
+    assert 'return "hello, " + name' in run_git(git_repo, "show", "main:src/app.py")
+    assert run_git(git_repo, "stash", "list") == ""
+    assert not (git_repo / ".git" / "MERGE_HEAD").exists()
