@@ -27,6 +27,7 @@ from pathlib import Path
 import structlog
 
 from hub.atomic import write_bytes_atomic
+from hub.edit_check import judge
 from hub.edit_match import BlockFailure, apply_blocks, diff_stats, feedback_for, unified_diff
 from hub.edit_parse import FileEdit, ParseResult, SearchReplace, parse_edits, render_edit
 from hub.errors import EditError
@@ -167,6 +168,16 @@ def plan_edits(edits: Sequence[FileEdit], policy: Policy) -> Plan:
                     f"change of {added + removed} lines is over max_diff_lines={policy.max_diff_lines}",
                 )
             )
+            continue
+        why = judge(
+            rel,
+            state.current,
+            new,
+            whole_file=edit.content is not None,
+            delete_allowed=policy.delete_allowed,
+        )
+        if why is not None:
+            refused.append(Refusal(edit.path, why))
             continue
         applied.append(
             AppliedEdit(rel, diff, added, removed, created=state.current is None, deleted=new is None)

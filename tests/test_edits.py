@@ -372,9 +372,21 @@ def test_trailing_whitespace_and_blank_edge_lines_in_the_search_block_are_tolera
     assert text == FILE.replace("return 'bye'", "return 0")
 
 
-def test_a_search_block_whose_middle_differs_matches_on_unique_first_and_last_lines() -> None:
+def test_a_search_block_whose_middle_differs_is_refused_naming_its_anchor_lines() -> None:
+    # Applying it would delete the real `message = f'hi {name}'` line and invent the model's.
     block = SearchReplace(
         "    def greet(self, name):\n        msg = 'hello ' + name\n        return message\n",
+        "    def greet(self, name):\n        return f'hello {name}'\n",
+    )
+    text, failures = apply_blocks("g.py", FILE, [block])
+    assert text == FILE
+    assert "lines 5 and 7" in failures[0].reason and "differ" in failures[0].reason
+    assert "message = f'hi {name}'" in failures[0].closest
+
+
+def test_a_search_block_differing_only_in_whitespace_and_blank_lines_applies() -> None:
+    block = SearchReplace(
+        "    def greet(self,name):\n\n        message = f'hi {name}'\n        return  message\n",
         "    def greet(self, name):\n        return f'hello {name}'\n",
     )
     text, failures = apply_blocks("g.py", FILE, [block])
@@ -383,6 +395,51 @@ def test_a_search_block_whose_middle_differs_matches_on_unique_first_and_last_li
         "    def greet(self, name):\n        message = f'hi {name}'\n        return message\n",
         "    def greet(self, name):\n        return f'hello {name}'\n",
     )
+
+
+def test_a_tab_indented_file_edited_with_spaces_keeps_its_tabs() -> None:
+    tabbed = "func f() {\n\tif x {\n\t\treturn 1\n\t}\n\treturn 0\n}\n"
+    block = SearchReplace(
+        "    if x {\n        return 1\n    }\n",
+        "    if x {\n        log(x)\n        if y {\n            return 2\n        }\n        return 1\n    }\n",
+    )
+    text, failures = apply_blocks("f.go", tabbed, [block])
+    assert failures == []
+    assert text == (
+        "func f() {\n\tif x {\n\t\tlog(x)\n\t\tif y {\n\t\t\treturn 2\n\t\t}\n\t\treturn 1\n\t}\n"
+        "\treturn 0\n}\n"
+    )
+
+
+def test_a_space_indented_file_edited_with_tabs_keeps_its_spaces() -> None:
+    block = SearchReplace(
+        "\tdef leave(self):\n\t\treturn 'bye'\n", "\tdef leave(self):\n\t\tif self:\n\t\t\treturn 0\n"
+    )
+    text, failures = apply_blocks("g.py", FILE, [block])
+    assert failures == []
+    assert text is not None and text.endswith(
+        "    def leave(self):\n        if self:\n            return 0\n"
+    )
+
+
+def test_blank_lines_at_a_blocks_edges_are_the_files_own() -> None:
+    dropped = SearchReplace("        return message\n\n", "        return message.upper()\n")
+    text, failures = apply_blocks("g.py", FILE, [dropped])
+    assert failures == []
+    assert text == FILE.replace("return message\n", "return message.upper()\n")
+    added = SearchReplace("import os\n", "import os\n\n")
+    text, failures = apply_blocks("g.py", FILE, [added])
+    assert (text, failures) == (FILE, [])
+
+
+def test_elided_search_and_replace_apply_piece_by_piece_when_each_piece_is_unique() -> None:
+    block = SearchReplace(
+        "    def greet(self, name):\n        ...\n    def leave(self):\n        return 'bye'\n",
+        "    def greet(self, name):\n        ...\n    def leave(self):\n        return 'ciao'\n",
+    )
+    text, failures = apply_blocks("g.py", FILE, [block])
+    assert failures == []
+    assert text == FILE.replace("'bye'", "'ciao'")
 
 
 def test_a_search_block_matching_several_places_fails_instead_of_guessing() -> None:
@@ -557,9 +614,10 @@ def test_a_symlink_inside_the_repository_is_not_written_through(repo: Path) -> N
 
 def test_a_repository_root_reached_through_a_symlink_still_works(tmp_path: Path, repo: Path) -> None:
     (tmp_path / "via").symlink_to(repo, target_is_directory=True)
-    result = apply_edits([FileEdit("src/app.py", content="x = 1\n")], policy(tmp_path / "via"))
+    new = CODE.replace("1", "2")
+    result = apply_edits([FileEdit("src/app.py", content=new)], policy(tmp_path / "via"))
     assert result.refused == ()
-    assert (repo / "src/app.py").read_text() == "x = 1\n"
+    assert (repo / "src/app.py").read_text() == new
 
 
 def test_forbidden_paths_win_over_allowed_paths(repo: Path) -> None:
@@ -622,7 +680,7 @@ def test_a_binary_payload_is_refused(repo: Path) -> None:
 
 
 def test_a_change_over_max_diff_lines_is_refused_and_the_file_left_alone(repo: Path) -> None:
-    big = "".join(f"line {n}\n" for n in range(50))
+    big = "".join(f"x{n} = {n}\n" for n in range(50))
     result = apply_edits([FileEdit("src/app.py", content=big)], policy(repo, max_diff_lines=20))
     assert result.refused[0].reason == "change of 52 lines is over max_diff_lines=20"
     assert (repo / "src/app.py").read_text() == CODE
@@ -710,11 +768,11 @@ def test_a_folder_is_not_overwritten_as_a_file(repo: Path) -> None:
 
 def test_two_edits_of_one_file_apply_in_order(repo: Path) -> None:
     edits = [
-        FileEdit("src/app.py", content="a = 1\n"),
+        FileEdit("src/app.py", content="b = 1\na = 1\n"),
         FileEdit("src/app.py", blocks=(SearchReplace("a = 1\n", "a = 2\n"),)),
     ]
     result = apply_edits(edits, policy(repo))
-    assert (repo / "src/app.py").read_text() == "a = 2\n"
+    assert (repo / "src/app.py").read_text() == "b = 1\na = 2\n"
     assert [a.diff.splitlines()[-1] for a in result.applied] == ["+a = 1", "+a = 2"]
 
 

@@ -1,0 +1,180 @@
+"""The pre-write check: a planned file judged in memory before anything touches disk. Pure.
+
+`judge(path, before, after, whole_file=..., delete_allowed=...)` returns why the new text must not be
+written, or None. Each reason is written for the model: it says what is wrong and what to send instead,
+because it is fed back once like a SEARCH block that did not match.
+
+Refused:
+- a non-empty file made empty (an empty fence, a fence holding one blank line);
+- a file that parsed (tree-sitter, where the language has a grammar) turned into one that does not;
+- whole-file content that deletes more than it adds (the `destructive_diff` rule of `hub.breakers`,
+  applied per file before writing; a SEARCH/REPLACE block deletes only what it quotes, so it is exempt);
+- elision placeholders (`# ... rest unchanged ...`, `// ... existing code ...`, `[original content here]`,
+  a bare `...` line) the original did not have: they stand for lines the model did not write;
+- edit markers the parser did not read (`<<<<<<< SEARCH>`, `>>> REPLACE`, diff headers) or a fence line;
+- whole-file content whose every line starts with a line number (`1 def add...`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+# A line that stands for code left out: bare dots, a comment of dots and words, or a comment or bracket
+# naming what was left out. Matched on stripped lines; a new one the original lacked is refused.
+_COMMENT = r"(?:#+|//+|/\*+|<!--|--|;+|\*|\{/\*)"
+_LEFT_OUT = (
+    r"(?:existing (?:code|methods|functions|implementation|content|logic|imports|tests|lines)|rest of"
+    r"|remaining (?:code|methods|functions|lines)|unchanged\)"
+    r"|(?:remains?|stays?|is|are|left) (?:unchanged|the same|as is)"
+    r"|omitted|same as (?:before|above)|as before|code here|content here|previous code|original code"
+    r"|other (?:methods|functions|code|fields|imports|tests))"
+)
+_ELISION = re.compile(
+    r"^(?:"
+    r"(?:\.\s*){3,}|…"
+    rf"|{_COMMENT}\s*(?:\.{{3}}|…)\s*(?:\S.*)?"
+    rf"|{_COMMENT}.*\b{_LEFT_OUT}(?!\w).*"
+    rf"|\[[^\]]*\b{_LEFT_OUT}(?!\w)[^\]]*\]|\[[^\]]*(?:\.{{3}}|…)[^\]]*\]"
+    rf"|<[^>]*\b{_LEFT_OUT}(?!\w)[^>]*>"
+    r"|\.\.\.\s*the whole file\s*\.\.\."
+    r")$",
+    re.IGNORECASE,
+)
+_MARKER = re.compile(
+    r"^\s*(?:<{3,}\s*(?:SEARCH|HEAD|ORIGINAL)\b.*|>{3,}\s*(?:REPLACE|UPDATED)\b.*|={3,}\s*"
+    r"|(?:SEARCH|REPLACE)\s*:?\s*"
+    r"|--- (?:a/|/dev/null).*|\+\+\+ (?:b/|/dev/null).*|@@ -\d+(?:,\d+)? \+\d+(?:,\d+)? @@.*"
+    r"|(?:`{3,}|~{3,})[\w+#.-]*)$",
+    re.IGNORECASE,
+)
+# Documents where fences, `===` underlines and diff lines are content, not stray markers.
+_PROSE = (".md", ".markdown", ".rst", ".txt", ".adoc")
+_NUMBERED = re.compile(r"^\s*(\d+)(?:[ \t]*[|:.)][ \t]?|[ \t]+)")
+
+
+def judge(
+    path: str,
+    before: str | None,
+    after: str | None,
+    *,
+    whole_file: bool,
+    delete_allowed: bool = False,
+) -> str | None:
+    """Why `after` must not replace `before` at `path`, or None when it may. `before` None: a new file;
+    `after` None: a deletion (decided by the policy, not here)."""
+    if after is None:
+        return None
+    old = before or ""
+    if old.strip() and not after.strip():
+        return (
+            "the new content is empty, which would erase the file; send the complete file, or "
+            "SEARCH/REPLACE blocks for the lines that change"
+        )
+    new_lines = after.split("\n")
+    old_lines = old.split("\n")
+    prose = path.lower().endswith(_PROSE)
+    reason = _placeholders(new_lines, old_lines) or (None if prose else _markers(new_lines, old_lines))
+    if reason:
+        return reason
+    if whole_file and before is not None:
+        reason = _numbered(new_lines, old_lines) or _destructive(old, after, delete_allowed)
+        if reason:
+            return reason
+    return _parse_broken(path, before, after)
+
+
+def _placeholders(new: list[str], old: list[str]) -> str | None:
+    extra = Counter(_elisions(new)) - Counter(_elisions(old))
+    if not extra:
+        return None
+    first = next(line for line in new if line.strip() in extra)
+    return (
+        f"the new text holds the placeholder {first.strip()!r} where real lines belong; the hub writes "
+        "text literally, so the lines it stands for would be lost. Send those lines in full, or use "
+        "SEARCH/REPLACE blocks that quote only the lines that change"
+    )
+
+
+def _elisions(lines: list[str]) -> list[str]:
+    return [line.strip() for line in lines if _ELISION.match(line.strip())]
+
+
+def _markers(new: list[str], old: list[str]) -> str | None:
+    had = Counter(line.strip() for line in old if _MARKER.match(line))
+    extra = Counter(line.strip() for line in new if _MARKER.match(line)) - had
+    if not extra:
+        return None
+    first = next(line for line in new if line.strip() in extra)
+    return (
+        f"the new text holds the line {first.strip()!r}, an edit marker or fence the hub did not read as "
+        "one; use exactly `<<<<<<< SEARCH`, `=======`, `>>>>>>> REPLACE` on lines of their own, or a "
+        "whole file in one fenced block after its path"
+    )
+
+
+def _numbered(new: list[str], old: list[str]) -> str | None:
+    """Every non-blank line starts with its line number, counting up, and the original's did not."""
+
+    def numbered(lines: list[str]) -> bool:
+        numbers = [m and int(m[1]) for m in (_NUMBERED.match(line) for line in lines if line.strip())]
+        return (
+            len(numbers) >= 2
+            and all(numbers)
+            and all(b > a for a, b in zip(numbers, numbers[1:], strict=False))  # type: ignore[operator]
+        )
+
+    if numbered(new) and not numbered(old):
+        return (
+            "every line starts with a line number; the numbers in the prompt are not part of the file. "
+            "Send the file without them"
+        )
+    return None
+
+
+def _destructive(old: str, new: str, delete_allowed: bool) -> str | None:
+    import difflib
+
+    from hub.breakers import destructive_diff
+
+    added = removed = 0
+    for line in difflib.unified_diff(old.split("\n"), new.split("\n"), lineterm="", n=0):
+        if line.startswith(("---", "+++")):
+            continue
+        if line.startswith("+"):
+            added += 1
+        elif line.startswith("-"):
+            removed += 1
+    trip = destructive_diff(added, removed, delete_allowed)
+    if trip is None:
+        return None
+    return (
+        f"as the whole file, this answer deletes {removed} lines and adds {added}: it looks like an "
+        "excerpt, not the complete file. Send the complete file, or SEARCH/REPLACE blocks that quote "
+        "the lines to change"
+    )
+
+
+def _parse_broken(path: str, before: str | None, after: str) -> str | None:
+    from hub.code import language_for, syntax_errors
+
+    if language_for(path) is None:
+        return None
+    if before is not None and syntax_errors(path, before):
+        return None  # it did not parse before: the check has nothing to keep
+    issues = syntax_errors(path, after)
+    if not issues:
+        return None
+    first = issues[0]
+    lines = after.split("\n")
+    shown = lines[first.line - 1].strip() if 0 < first.line <= len(lines) else ""
+    return (
+        f"the result would not parse ({first.message} at line {first.line}: {shown!r}), "
+        + ("and the file parses now. " if before is not None else "")
+        + "Check indentation and brackets, and send the complete, valid code"
+    )
+
+
+def is_elision(line: str) -> bool:
+    """Whether a line stands for code left out (`...`, `# ... existing code ...`, `[rest of file]`)."""
+    return bool(_ELISION.match(line.strip()))
