@@ -17,6 +17,7 @@ Refused:
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections import Counter
 
@@ -117,12 +118,14 @@ def _numbered(new: list[str], old: list[str]) -> str | None:
     """Every non-blank line starts with its line number, counting up, and the original's did not."""
 
     def numbered(lines: list[str]) -> bool:
-        numbers = [m and int(m[1]) for m in (_NUMBERED.match(line) for line in lines if line.strip())]
-        return (
-            len(numbers) >= 2
-            and all(numbers)
-            and all(b > a for a, b in zip(numbers, numbers[1:], strict=False))  # type: ignore[operator]
-        )
+        numbers = []
+        for line in lines:
+            if line.strip():
+                match = _NUMBERED.match(line)
+                if match is None:
+                    return False
+                numbers.append(int(match[1]))
+        return len(numbers) >= 2 and all(b > a for a, b in itertools.pairwise(numbers))
 
     if numbered(new) and not numbered(old):
         return (

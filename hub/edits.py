@@ -33,6 +33,7 @@ from hub.edit_parse import FileEdit, ParseResult, SearchReplace, parse_edits, re
 from hub.errors import EditError
 
 __all__ = [
+    "OUTPUT_TRUNCATED",
     "AppliedEdit",
     "ApplyResult",
     "BlockFailure",
@@ -42,6 +43,7 @@ __all__ = [
     "Policy",
     "Refusal",
     "SearchReplace",
+    "apply_answer",
     "apply_blocks",
     "apply_edits",
     "diff_stats",
@@ -190,6 +192,25 @@ def plan_edits(edits: Sequence[FileEdit], policy: Policy) -> Plan:
         if f.current != f.original
     )
     return Plan(tuple(applied), tuple(refused), tuple(failed), tuple(unchanged), writes)
+
+
+OUTPUT_TRUNCATED = (
+    "output_truncated: the answer was cut off at the token limit, so none of it was applied (a "
+    "half-written change is worse than none). Answer with SEARCH/REPLACE blocks that quote only the "
+    "lines that change instead of whole files, or raise the model's num_predict"
+)
+
+
+def apply_answer(
+    text: str, policy: Policy, *, default_path: str | None = None, done_reason: str = ""
+) -> tuple[ParseResult, ApplyResult]:
+    """The implementer's path from a model's answer to written files. An answer the server cut off at
+    its token limit (`done_reason` "length") is refused whole: its complete first blocks could land
+    while the rest of the change never comes."""
+    if done_reason == "length":
+        return ParseResult((), (OUTPUT_TRUNCATED,)), ApplyResult((), (), ())
+    parsed = parse_edits(text, default_path=default_path)
+    return parsed, apply_edits(parsed.edits, policy)
 
 
 def apply_edits(edits: Sequence[FileEdit], policy: Policy) -> ApplyResult:
