@@ -148,7 +148,7 @@ def plan_edits(edits: Sequence[FileEdit], policy: Policy) -> Plan:
     unchanged: list[str] = []
     for edit in edits:
         try:
-            rel = _check_path(edit.path, policy, root)
+            rel = _check_path(_retarget(edit, policy, root), policy, root)
             state = files.get(rel) or _load(root / rel)
             new, failures = _new_text(edit, rel, state, policy)
         except EditError as refusal:
@@ -175,7 +175,7 @@ def plan_edits(edits: Sequence[FileEdit], policy: Policy) -> Plan:
             rel,
             state.current,
             new,
-            whole_file=edit.content is not None,
+            whole_file=edit.content is not None and not edit.blocks,
             delete_allowed=policy.delete_allowed,
         )
         if why is not None:
@@ -247,6 +247,12 @@ def _new_text(
         if state.current is None:
             raise EditError("cannot delete: the file does not exist")
         return None, []
+    if edit.patch is not None:
+        if is_binary(edit.patch):
+            raise EditError("binary payload (NUL bytes or mostly control characters)")
+        from hub.edit_patch import apply_patch
+
+        return apply_patch(rel, state.current, edit.patch), []
     if edit.content is None and not edit.blocks:
         raise EditError("the edit holds neither content nor search/replace blocks")
     payloads = ([edit.content] if edit.content is not None else []) + [b.replace for b in edit.blocks]
@@ -270,6 +276,38 @@ def is_binary(text: str) -> bool:
         return False
     control = sum(1 for ch in text if (ord(ch) < 32 and ch not in "\t\n\r\f\x1b") or ch == "\ufffd")
     return control > len(text) // 10
+
+
+def _retarget(edit: FileEdit, policy: Policy, root: Path) -> str:
+    """The one allowed file, for an edit whose path misses it in a way with one reading (aider accepts
+    these too): the same file name under another folder (`src/calc.py` for `calc.py`), or a name that
+    does not exist whose every SEARCH block is found exactly in the allowed file. Otherwise the path as
+    written, for `_check_path` to judge."""
+    only = _only_file(policy, root)
+    path = edit.path.strip().replace("\\", "/")
+    parts = [p for p in path.split("/") if p not in ("", ".")]
+    if only is None or not parts or "/".join(parts) == only or path.startswith(("/", "~")) or ".." in parts:
+        return edit.path
+    if path_allowed("/".join(parts), policy.allowed_paths) or (root / "/".join(parts)).exists():
+        return edit.path
+    if parts[-1] == only.rsplit("/", 1)[-1]:
+        log.debug("edit_retargeted", path=edit.path, to=only, why="same file name")
+        return only
+    if edit.blocks and edit.content is None and edit.patch is None and (root / only).is_file():
+        text = (root / only).read_text(encoding="utf-8", errors="replace").replace("\r\n", "\n")
+        if all(b.search.strip() and text.count(b.search) == 1 for b in edit.blocks):
+            log.debug("edit_retargeted", path=edit.path, to=only, why="SEARCH found in the allowed file")
+            return only
+    return edit.path
+
+
+def _only_file(policy: Policy, root: Path) -> str | None:
+    if len(policy.allowed_paths) != 1:
+        return None
+    entry = "/".join(p for p in policy.allowed_paths[0].strip().split("/") if p not in ("", "."))
+    if not entry or any(c in entry for c in "*?[") or (root / entry).is_dir():
+        return None
+    return entry
 
 
 def _check_path(raw: str, policy: Policy, root: Path) -> str:

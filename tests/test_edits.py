@@ -217,11 +217,23 @@ def test_an_indented_fence_is_dedented_like_markdown() -> None:
     assert only_edit(text) == FileEdit("src/app.py", content=CODE)
 
 
-def test_a_unified_diff_block_is_reported_not_written() -> None:
-    diff = "--- a/src/app.py\n+++ b/src/app.py\n@@ -1 +1 @@\n-x\n+y\n"
+def test_a_unified_diff_block_becomes_a_patch_edit_per_file() -> None:
+    diff = (
+        "--- a/src/app.py\n+++ b/src/app.py\n@@ -1 +1 @@\n-x\n+y\n"
+        "--- a/src/b.py\t2024-01-01\n+++ b/src/b.py\n@@ -1 +1 @@\n-p\n+q\n"
+    )
     result = parse_edits(f"src/app.py\n{fence(diff, 'diff')}")
-    assert result.edits == ()
-    assert "unified diff" in result.problems[0]
+    assert result.edits == (
+        FileEdit("src/app.py", patch="@@ -1 +1 @@\n-x\n+y\n"),
+        FileEdit("src/b.py", patch="@@ -1 +1 @@\n-p\n+q\n"),
+    )
+    unfenced = parse_edits("Here is the change:\n\n" + diff.split("--- a/src/b.py")[0] + "\nDone.\n")
+    assert unfenced.edits == (FileEdit("src/app.py", patch="@@ -1 +1 @@\n-x\n+y\n"),)
+
+
+def test_a_diff_that_deletes_a_file_is_a_problem_not_an_edit() -> None:
+    result = parse_edits(fence("--- a/src/app.py\n+++ /dev/null\n@@ -1 +0,0 @@\n-x\n", "diff"))
+    assert result.edits == () and "DELETE: path" in result.problems[0]
 
 
 def test_the_same_file_given_twice_keeps_the_last_version_and_says_so() -> None:
