@@ -43,6 +43,7 @@ __all__ = [
     "Policy",
     "Refusal",
     "SearchReplace",
+    "answer_feedback",
     "apply_answer",
     "apply_blocks",
     "apply_edits",
@@ -88,10 +89,17 @@ class AppliedEdit:
 
 @dataclass(frozen=True)
 class Refusal:
-    """An edit of which nothing was written, and why."""
+    """An edit of which nothing was written, and why. `retry`: the content was refused (the pre-write
+    check, a diff that does not apply), which the model can fix by answering again, so it is fed back
+    once; a path or constraint refusal is not."""
 
     path: str
     reason: str
+    retry: bool = False
+
+
+class _Unfit(EditError):
+    """The edit's content, not its path, was refused."""
 
 
 @dataclass(frozen=True)
@@ -152,7 +160,7 @@ def plan_edits(edits: Sequence[FileEdit], policy: Policy) -> Plan:
             state = files.get(rel) or _load(root / rel)
             new, failures = _new_text(edit, rel, state, policy)
         except EditError as refusal:
-            refused.append(Refusal(edit.path, str(refusal)))
+            refused.append(Refusal(edit.path, str(refusal), retry=isinstance(refusal, _Unfit)))
             continue
         failed.extend(failures)
         if new == state.current:
@@ -179,7 +187,8 @@ def plan_edits(edits: Sequence[FileEdit], policy: Policy) -> Plan:
             delete_allowed=policy.delete_allowed,
         )
         if why is not None:
-            refused.append(Refusal(edit.path, why))
+            log.debug("edit_refused_before_write", path=rel, reason=why)
+            refused.append(Refusal(edit.path, why, retry=True))
             continue
         applied.append(
             AppliedEdit(rel, diff, added, removed, created=state.current is None, deleted=new is None)
@@ -197,7 +206,7 @@ def plan_edits(edits: Sequence[FileEdit], policy: Policy) -> Plan:
 OUTPUT_TRUNCATED = (
     "output_truncated: the answer was cut off at the token limit, so none of it was applied (a "
     "half-written change is worse than none). Answer with SEARCH/REPLACE blocks that quote only the "
-    "lines that change instead of whole files, or raise the model's num_predict"
+    "lines that change instead of whole files (a person can raise roles.implementer.num_predict in hub.yaml)"
 )
 
 
@@ -211,6 +220,27 @@ def apply_answer(
         return ParseResult((), (OUTPUT_TRUNCATED,)), ApplyResult((), (), ())
     parsed = parse_edits(text, default_path=default_path)
     return parsed, apply_edits(parsed.edits, policy)
+
+
+def answer_feedback(parsed: ParseResult, result: ApplyResult) -> str:
+    """The message sent to the model (once) about what of its answer was refused and how to fix it:
+    a cut-off answer, content the pre-write check refused, SEARCH blocks that did not match. "" when
+    there is nothing it could fix by answering again."""
+    parts = []
+    if OUTPUT_TRUNCATED in parsed.problems:
+        parts.append(f"Your answer was NOT applied. {OUTPUT_TRUNCATED}.")
+    retry = [r for r in result.refused if r.retry]
+    if retry:
+        written = ", ".join(result.changed_files)
+        parts.append(
+            f"{len(retry)} edit(s) were refused and NOT written"
+            + (f" (written: {written})" if written else "")
+            + ". For each, send it again, fixed:"
+        )
+        parts += [f"- {r.path}: {r.reason}" for r in retry]
+    if result.failed_blocks:
+        parts.append(feedback_for(result.failed_blocks))
+    return "\n\n".join(parts) + ("\n" if parts else "")
 
 
 def apply_edits(edits: Sequence[FileEdit], policy: Policy) -> ApplyResult:
@@ -252,7 +282,10 @@ def _new_text(
             raise EditError("binary payload (NUL bytes or mostly control characters)")
         from hub.edit_patch import apply_patch
 
-        return apply_patch(rel, state.current, edit.patch), []
+        try:
+            return apply_patch(rel, state.current, edit.patch), []
+        except EditError as error:
+            raise _Unfit(str(error)) from None
     if edit.content is None and not edit.blocks:
         raise EditError("the edit holds neither content nor search/replace blocks")
     payloads = ([edit.content] if edit.content is not None else []) + [b.replace for b in edit.blocks]
