@@ -12,6 +12,11 @@ anything that could write a wrong file:
 - Search/replace edits: a path line then `<<<<<<< SEARCH` / `=======` / `>>>>>>> REPLACE` blocks, bare or
   inside a fence; further blocks without a path of their own go to the previous edit's file.
 - `DELETE: path` on a line of its own asks to delete a file (refused unless the policy allows deletes).
+- Unified diffs (a ```diff fence, or `---`/`+++` lines with `@@` hunks, fenced or not) become one patch
+  edit per file, applied later by `git apply` (`hub.edit_patch`); a diff deleting a file is a problem.
+- Shapes read as aider reads them: a fence holding only a path names the next block's file; the path
+  repeated as a block's first line is a label, not content; a whole answer wrapped in a ```markdown
+  fence is parsed from inside; markers of 3-9 characters and `<<<<<<< SEARCH>` count.
 - A fence with no closing line is refused, never written: truncation (the model hit its token limit) is
   the usual cause and half a file is worse than none. Complete search/replace blocks before the cut are
   kept, since each carries its own end marker.

@@ -2,14 +2,20 @@
 
     parse_edits(text)            model answer -> ParseResult(edits, problems)        (hub.edit_parse, pure)
     apply_blocks / feedback_for  search/replace matching and the retry message      (hub.edit_match, pure)
+    judge                        the pre-write check of one planned file            (hub.edit_check, pure)
+    apply_patch                  a unified diff's hunks, applied by git apply       (hub.edit_patch)
     plan_edits(edits, policy)    -> Plan: what would be written, refused, or failed (reads files only)
     apply_edits(edits, policy)   -> ApplyResult: the plan, written                  (the only writer)
+    apply_answer(text, policy)   the implementer's path: a cut-off answer is refused whole
 
 Safety: an edit is written only inside `Policy.allowed_paths` and never inside `forbidden_paths`.
 Refused, with nothing of that edit written: a path that escapes the repository (`..`, absolute, `~`,
 a symlink anywhere on the way, even one pointing inside the repository, since the link's target is
 what gets written), a path into `.git/`, a binary payload, a change over `max_diff_lines`, a delete
-without `delete_allowed`. Each file is written atomically (temp file in its folder, fsync,
+without `delete_allowed`, and whatever `hub.edit_check.judge` refuses (an emptied file, a broken parse,
+a destructive whole file, elision placeholders, stray markers). When exactly one file is allowed, an edit
+naming it under another folder, or naming a missing file whose every SEARCH block matches it exactly, goes
+to that file (aider reads these the same way). Each file is written atomically (temp file in its folder, fsync,
 `os.replace`) as UTF-8, keeping its newline style (LF or CRLF, by majority), BOM, final-newline-or-not
 and mode. Diffs are computed on LF text.
 """
