@@ -161,21 +161,54 @@ def _destructive(old: str, new: str, delete_allowed: bool) -> str | None:
 def _parse_broken(path: str, before: str | None, after: str) -> str | None:
     from hub.code import language_for, syntax_errors
 
-    if language_for(path) is None:
+    language = language_for(path)
+    if language is None:
         return None
-    if before is not None and syntax_errors(path, before):
-        return None  # it did not parse before: the check has nothing to keep
-    issues = syntax_errors(path, after)
+    if language == "python":
+        # Python's own parser: exact where tree-sitter forgives (an indented first line) or blames an
+        # earlier line than the one at fault.
+        if before is not None and _python_errors(before):
+            return None  # it did not parse before: the check has nothing to keep
+        issues = _python_errors(after)
+    else:
+        issues = [(i.line, i.message) for i in syntax_errors(path, after)]
+        if before is not None and issues and syntax_errors(path, before):
+            return None
     if not issues:
         return None
-    first = issues[0]
+    # Error recovery may blame an earlier line; the first one at or after the change is the useful one.
+    changed = _first_change(before or "", after)
+    line, message = next((i for i in issues if i[0] >= changed), issues[0])
     lines = after.split("\n")
-    shown = lines[first.line - 1].strip() if 0 < first.line <= len(lines) else ""
+    shown = lines[line - 1].strip() if 0 < line <= len(lines) else ""
     return (
-        f"the result would not parse ({first.message} at line {first.line}: {shown!r}), "
-        + ("and the file parses now. " if before is not None else "")
+        f"the result would not parse ({message} at line {line}: {shown!r})"
+        + (", and the file parses now. " if before is not None else ". ")
         + "Check indentation and brackets, and send the complete, valid code"
     )
+
+
+def _python_errors(source: str) -> list[tuple[int, str]]:
+    import ast
+    import warnings
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # invalid escape sequences warn; they still parse
+            ast.parse(source)
+    except SyntaxError as error:
+        return [(error.lineno or 1, error.msg)]
+    except ValueError as error:  # NUL bytes
+        return [(1, str(error))]
+    return []
+
+
+def _first_change(before: str, after: str) -> int:
+    """The 1-based number of the first line that differs."""
+    for n, (a, b) in enumerate(zip(before.split("\n"), after.split("\n"), strict=False), 1):
+        if a != b:
+            return n
+    return min(len(before.split("\n")), len(after.split("\n")))
 
 
 def is_elision(line: str) -> bool:
