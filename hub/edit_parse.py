@@ -220,12 +220,12 @@ class _Parser:
         bare_header = _BARE_HEADER.match(body[0]) if body and path is None else None
         if bare_header and (path := _as_path(bare_header["path"])):
             body = body[1:]
+        if end is not None and _wraps_answer(fence["fence"], info, body, path) and self._wrapped(body, path):
+            return end + 1
         inner = _clean_path_line(body[0]) if len(body) > 1 else None
         if inner and (path is None or _basename(inner) == _basename(path)):
             # The path repeated as the block's first line is a label, not the file's first line.
             body, path = body[1:], path or inner
-        if end is not None and _wraps_answer(fence["fence"], info, body, path) and self._wrapped(body, path):
-            return end + 1
         text_lines = [*[line for line in body if line.strip()][:2], "", ""]
         first, second = text_lines[0], text_lines[1]
         if _SR_START.match(first) or (_clean_path_line(first) and _SR_START.match(second)):

@@ -811,3 +811,114 @@ def test_parsed_model_output_goes_end_to_end_to_files(repo: Path) -> None:
     assert result.changed_files == ("src/app.py", "src/util.py")
     assert (repo / "src/app.py").read_text() == "def main():\n    return 2\n"
     assert (repo / "src/util.py").read_text() == "def helper():\n    return 3\n"
+
+
+# -------------------------------------------------------------------- shapes small models print (issue 12)
+
+CALC = "def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return a - b\n"
+SR_SUB = "<<<<<<< SEARCH\n    return a - b\n=======\n    return b - a\n>>>>>>> REPLACE\n"
+
+
+@pytest.mark.parametrize(
+    ("start", "divider", "end"),
+    [
+        ("<<<<<<< SEARCH>", "=======", ">>>>>>> REPLACE"),
+        ("<<< SEARCH", "===", ">>> REPLACE"),
+        ("<<<<<<<<< search", "=========", ">>>>>>>>> replace"),
+    ],
+)
+def test_search_replace_marker_variants_are_read_as_markers(start: str, divider: str, end: str) -> None:
+    edit = only_edit(f"calc.py\n{start}\n    return a - b\n{divider}\n    return b - a\n{end}\n")
+    assert edit.blocks == (SearchReplace("    return a - b\n", "    return b - a\n"),)
+
+
+def test_a_fence_holding_only_a_path_names_the_next_blocks_file() -> None:
+    edit = only_edit(f"{fence('calc.py', '')}{fence(CALC)}")
+    assert edit == FileEdit("calc.py", content=CALC)
+
+
+def test_the_path_repeated_on_a_blocks_first_line_is_not_content() -> None:
+    assert only_edit(fence("calc.py\n" + CALC)) == FileEdit("calc.py", content=CALC)
+    assert only_edit("calc.py\n" + fence("**calc.py**\n" + CALC)) == FileEdit("calc.py", content=CALC)
+
+
+def test_a_whole_answer_wrapped_in_a_markdown_fence_is_read_from_inside() -> None:
+    inner = "calc.py\n" + fence(CALC) + "\nand\n\nutil.py\n" + fence(SR_SUB)
+    result = parse_edits(f"```markdown\n{inner}```\n")
+    assert result.edits == (
+        FileEdit("calc.py", content=CALC),
+        FileEdit("util.py", blocks=(SearchReplace("    return a - b\n", "    return b - a\n"),)),
+    )
+
+
+def test_a_markdown_file_holding_fences_is_a_whole_file_not_a_wrapper() -> None:
+    doc = "# Use\n\nsetup.py\n```python\nx = 1\n```\n"
+    assert only_edit(f"README.md\n````markdown\n{doc}````\n") == FileEdit("README.md", content=doc)
+
+
+def test_a_unified_diff_is_applied_by_git_and_checked_first(repo: Path) -> None:
+    (repo / "src" / "calc.py").write_text(CALC)
+    diff = "--- a/src/calc.py\n+++ b/src/calc.py\n@@ -5,2 +5,2 @@\n def sub(a, b):\n-    return a - b\n+    return b - a\n"
+    result = apply_edits(parse_edits(fence(diff, "diff")).edits, policy(repo))
+    assert result.refused == ()
+    assert (repo / "src" / "calc.py").read_text() == CALC.replace("a - b", "b - a")
+
+
+def test_a_diff_hunk_that_is_not_in_the_file_or_is_in_it_twice_is_refused(repo: Path) -> None:
+    (repo / "src" / "calc.py").write_text(CALC + "\n\ndef sub2(a, b):\n    return a - b\n")
+    missing = "--- a/src/calc.py\n+++ b/src/calc.py\n@@ -1 +1 @@\n-    return a * b\n+    return b\n"
+    twice = "--- a/src/calc.py\n+++ b/src/calc.py\n@@ -6 +6 @@\n-    return a - b\n+    return b - a\n"
+    for diff, why in ((missing, "is not found"), (twice, "matches 2 places")):
+        result = apply_edits(parse_edits(fence(diff, "diff")).edits, policy(repo))
+        assert why in result.refused[0].reason and result.refused[0].retry
+    assert "b - a" not in (repo / "src" / "calc.py").read_text()
+
+
+def test_a_diff_creates_a_new_file(repo: Path) -> None:
+    diff = "--- /dev/null\n+++ b/src/new.py\n@@ -0,0 +1,2 @@\n+def f():\n+    return 1\n"
+    result = apply_edits(parse_edits(fence(diff, "diff")).edits, policy(repo))
+    assert result.refused == () and (repo / "src" / "new.py").read_text() == "def f():\n    return 1\n"
+
+
+def test_the_one_allowed_file_takes_an_edit_under_the_wrong_folder(repo: Path) -> None:
+    only = policy(repo, allowed_paths=("src/app.py",))
+    result = apply_edits([FileEdit("app.py", content=CODE.replace("1", "2"))], only)
+    assert result.changed_files == ("src/app.py",)
+    assert (repo / "src" / "app.py").read_text() == CODE.replace("1", "2")
+
+
+def test_the_one_allowed_file_takes_a_wrong_name_whose_search_matches_it_exactly(repo: Path) -> None:
+    only = policy(repo, allowed_paths=("src/app.py",))
+    block = SearchReplace("    return 1\n", "    return 2\n")
+    assert apply_edits([FileEdit("main.py", blocks=(block,))], only).changed_files == ("src/app.py",)
+    missing = SearchReplace("    return 9\n", "    return 2\n")
+    assert apply_edits([FileEdit("main.py", blocks=(missing,))], only).changed_files == ()
+
+
+def test_no_retargeting_with_several_allowed_files_or_an_escaping_path(repo: Path) -> None:
+    two = policy(repo, allowed_paths=("src/app.py", "src/b.py"))
+    assert (
+        "not inside allowed_paths" in apply_edits([FileEdit("app.py", content="x\n")], two).refused[0].reason
+    )
+    only = policy(repo, allowed_paths=("src/app.py",))
+    assert "escapes" in apply_edits([FileEdit("../app.py", content="x\n")], only).refused[0].reason
+
+
+def test_a_cut_off_answer_is_refused_whole_even_when_its_first_block_is_complete(repo: Path) -> None:
+    from hub.edits import OUTPUT_TRUNCATED, answer_feedback, apply_answer
+
+    answer = "src/app.py\n" + fence(CODE.replace("1", "2")) + "\nsrc/b.py\n```python\ndef b():\n    ret"
+    parsed, result = apply_answer(answer, policy(repo), done_reason="length")
+    assert parsed.problems == (OUTPUT_TRUNCATED,) and result.changed_files == ()
+    assert (repo / "src" / "app.py").read_text() == CODE
+    assert "cut off" in answer_feedback(parsed, result)
+
+
+def test_feedback_names_each_refused_content_and_says_what_was_written(repo: Path) -> None:
+    from hub.edits import answer_feedback, apply_answer
+
+    answer = "src/app.py\n" + fence("") + "\nsrc/b.py\n" + fence("x = 1\n")
+    parsed, result = apply_answer(answer, policy(repo))
+    feedback = answer_feedback(parsed, result)
+    assert "1 edit(s) were refused" in feedback and "(written: src/b.py)" in feedback
+    assert "- src/app.py: the new content is empty" in feedback
