@@ -8,7 +8,8 @@ Refused:
 - a non-empty file made empty (an empty fence, a fence holding one blank line);
 - a file that parsed (tree-sitter, where the language has a grammar) turned into one that does not;
 - whole-file content that deletes more than it adds (the `destructive_diff` rule of `hub.breakers`,
-  applied per file before writing; a SEARCH/REPLACE block deletes only what it quotes, so it is exempt);
+  applied per file before writing; a SEARCH/REPLACE block deletes only what it quotes, so it is exempt),
+  or that leaves out a function or class the file defines (tree-sitter's outline);
 - elision placeholders (`# ... rest unchanged ...`, `// ... existing code ...`, `[original content here]`,
   a bare `...` line) the original did not have: they stand for lines the model did not write;
 - edit markers the parser did not read (`<<<<<<< SEARCH>`, `>>> REPLACE`, diff headers) or a fence line;
@@ -26,7 +27,7 @@ from collections import Counter
 _COMMENT = r"(?:#+|//+|/\*+|<!--|--|;+|\*|\{/\*)"
 _LEFT_OUT = (
     r"(?:existing (?:code|methods|functions|implementation|content|logic|imports|tests|lines)|rest of"
-    r"|remaining (?:code|methods|functions|lines)|unchanged\)"
+    r"|remaining (?:code|methods|functions|lines)|unchanged\)|unchanged (?:code|lines|methods|functions|parts?)"
     r"|(?:remains?|stays?|is|are|left) (?:unchanged|the same|as is)"
     r"|omitted|same as (?:before|above)|as before|code here|content here|previous code|original code"
     r"|other (?:methods|functions|code|fields|imports|tests))"
@@ -34,8 +35,9 @@ _LEFT_OUT = (
 _ELISION = re.compile(
     r"^(?:"
     r"(?:\.\s*){3,}|…"
-    rf"|{_COMMENT}\s*(?:\.{{3}}|…)\s*(?:\S.*)?"
-    rf"|{_COMMENT}.*\b{_LEFT_OUT}(?!\w).*"
+    rf"|(?:pass\s+|\.\.\.\s+)?{_COMMENT}\s*(?:\.{{3}}|…)\s*(?:\S.*)?"
+    rf"|(?:pass\s+|\.\.\.\s+)?{_COMMENT}.*\b{_LEFT_OUT}(?!\w).*"
+    rf"|\([^)]*\b{_LEFT_OUT}(?!\w)[^)]*\)"
     rf"|\[[^\]]*\b{_LEFT_OUT}(?!\w)[^\]]*\]|\[[^\]]*(?:\.{{3}}|…)[^\]]*\]"
     rf"|<[^>]*\b{_LEFT_OUT}(?!\w)[^>]*>"
     r"|\.\.\.\s*the whole file\s*\.\.\."
@@ -82,7 +84,10 @@ def judge(
         reason = _numbered(new_lines, old_lines) or _destructive(old, after, delete_allowed)
         if reason:
             return reason
-    return _parse_broken(path, before, after)
+    reason = _parse_broken(path, before, after)
+    if reason is None and whole_file and before is not None and not delete_allowed:
+        reason = _dropped_definitions(path, before, after)
+    return reason
 
 
 def _placeholders(new: list[str], old: list[str]) -> str | None:
@@ -185,6 +190,27 @@ def _parse_broken(path: str, before: str | None, after: str) -> str | None:
         f"the result would not parse ({message} at line {line}: {shown!r})"
         + (", and the file parses now. " if before is not None else ". ")
         + "Check indentation and brackets, and send the complete, valid code"
+    )
+
+
+def _dropped_definitions(path: str, before: str, after: str) -> str | None:
+    """Whole-file content that leaves out a function or class the file defines: the usual sign of a
+    model that printed only the part it changed. Removing one on purpose is a SEARCH/REPLACE block
+    that quotes it, which says so."""
+    from hub.code import outline
+
+    old, new = outline(path, before), outline(path, after)
+    if old is None or new is None:
+        return None
+    gone = [
+        n for n in dict.fromkeys(s.name for s in old.functions) if n not in {s.name for s in new.functions}
+    ]
+    if not gone:
+        return None
+    shown = ", ".join(gone[:5]) + (f" and {len(gone) - 5} more" if len(gone) > 5 else "")
+    return (
+        f"as the whole file, this answer leaves out {shown}, which the file defines now. Send the "
+        "complete file; to remove a definition on purpose, use a SEARCH/REPLACE block that quotes it"
     )
 
 

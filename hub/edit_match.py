@@ -31,8 +31,8 @@ def apply_blocks(
 ) -> tuple[str | None, list[BlockFailure]]:
     """Apply blocks in order to a file's text (None: the file does not exist). Pure.
 
-    Tiers: exact lines; then lines equal after stripping; then lines equal ignoring all whitespace and
-    blank lines. The replacement is re-indented the way the matched lines differ from the SEARCH lines,
+    Tiers: exact lines; then lines equal after stripping; then lines equal ignoring blank lines and the
+    width of whitespace runs. The replacement is re-indented the way the matched lines differ from the SEARCH lines,
     in the file's own indentation (tabs or spaces). Blank lines at the block's edges are the file's: a
     replacement that drops or adds some there keeps the file's. A SEARCH whose first and last lines match
     but whose middle does not is refused, never guessed (the model invented or skipped lines). A block
@@ -138,12 +138,13 @@ def _loose(lines: list[str], search: list[str]) -> tuple[_Spans, _Pairs]:
 
 
 def _squash(line: str) -> str:
-    return re.sub(r"\s+", "", line)
+    # Runs of whitespace count as one space: `x  +=  1` is `x += 1`, but `"a b"` is not `"ab"`.
+    return " ".join(line.split())
 
 
 def _spaceless(lines: list[str], search: list[str]) -> tuple[_Spans, _Pairs]:
-    """Equal once all whitespace and blank lines are ignored: only whitespace differs, so nothing the
-    model wrote in SEARCH is invented and no real line is skipped."""
+    """Equal once blank lines are ignored and runs of whitespace count as one: only whitespace differs,
+    so nothing the model wrote in SEARCH is invented and no real line is skipped."""
     wanted = [(line, _squash(line)) for line in search if line.strip()]
     if not wanted:
         return [], []

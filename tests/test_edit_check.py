@@ -95,3 +95,10 @@ def test_line_numbers_on_every_line_are_refused() -> None:
     numbered = "1: name: demo\n2: port: 9090\n3: debug: false\n"
     why = judge("config.yaml", "name: demo\nport: 8080\ndebug: false\n", numbered, whole_file=True)
     assert why is not None and "line number" in why
+
+
+def test_whole_file_content_that_leaves_out_a_definition_is_refused() -> None:
+    shorter = "def add(a, b):\n    return a + b\n\n\ndef mul(a, b):\n    return a * b\n\n\ndef div(a, b):\n    return a / b\n"
+    why = judge("calc.py", CALC, shorter, whole_file=True)
+    assert why is not None and "leaves out sub" in why and "SEARCH/REPLACE" in why
+    assert judge("calc.py", CALC, shorter, whole_file=False) is None

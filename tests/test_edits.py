@@ -398,7 +398,7 @@ def test_a_search_block_whose_middle_differs_is_refused_naming_its_anchor_lines(
 
 def test_a_search_block_differing_only_in_whitespace_and_blank_lines_applies() -> None:
     block = SearchReplace(
-        "    def greet(self,name):\n\n        message = f'hi {name}'\n        return  message\n",
+        "    def greet(self,  name):\n\n        message = f'hi {name}'\n        return  message\n",
         "    def greet(self, name):\n        return f'hello {name}'\n",
     )
     text, failures = apply_blocks("g.py", FILE, [block])
@@ -692,11 +692,11 @@ def test_a_binary_payload_is_refused(repo: Path) -> None:
 
 
 def test_a_change_over_max_diff_lines_is_refused_and_the_file_left_alone(repo: Path) -> None:
-    big = "".join(f"x{n} = {n}\n" for n in range(50))
+    big = CODE + "".join(f"x{n} = {n}\n" for n in range(50))
     result = apply_edits([FileEdit("src/app.py", content=big)], policy(repo, max_diff_lines=20))
-    assert result.refused[0].reason == "change of 52 lines is over max_diff_lines=20"
+    assert result.refused[0].reason == "change of 50 lines is over max_diff_lines=20"
     assert (repo / "src/app.py").read_text() == CODE
-    assert apply_edits([FileEdit("src/app.py", content=big)], policy(repo, max_diff_lines=52)).applied
+    assert apply_edits([FileEdit("src/app.py", content=big)], policy(repo, max_diff_lines=50)).applied
 
 
 def test_crlf_files_stay_crlf_and_the_file_mode_is_kept(repo: Path) -> None:
@@ -780,11 +780,11 @@ def test_a_folder_is_not_overwritten_as_a_file(repo: Path) -> None:
 
 def test_two_edits_of_one_file_apply_in_order(repo: Path) -> None:
     edits = [
-        FileEdit("src/app.py", content="b = 1\na = 1\n"),
+        FileEdit("src/app.py", content=CODE + "a = 1\n"),
         FileEdit("src/app.py", blocks=(SearchReplace("a = 1\n", "a = 2\n"),)),
     ]
     result = apply_edits(edits, policy(repo))
-    assert (repo / "src/app.py").read_text() == "b = 1\na = 2\n"
+    assert (repo / "src/app.py").read_text() == CODE + "a = 2\n"
     assert [a.diff.splitlines()[-1] for a in result.applied] == ["+a = 1", "+a = 2"]
 
 
