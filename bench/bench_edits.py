@@ -104,7 +104,12 @@ def main(argv: list[str]) -> None:
     print(f"edit corpus: {len(cases)} cases ({len(cases) - refuse} to apply, {refuse} to refuse)")
     print(f"{'':8}" + "".join(f"{k:>11}" for k in summary(now)))
     for label, outcomes in (("before", before), ("now", now)):
-        print(f"{label:8}" + "".join(f"{v:>11}" for v in summary(outcomes).values()))
+        missed = sum(1 for n, o in outcomes.items() if o == "refused" and cases[n].expected is not None)
+        print(
+            f"{label:8}"
+            + "".join(f"{v:>11}" for v in summary(outcomes).values())
+            + f"   (refused but meant to apply: {missed})"
+        )
     if args.verbose:
         for name in sorted(cases):
             want = "refuse" if cases[name].expected is None else "apply"

@@ -96,3 +96,17 @@ def test_a_cut_off_answer_is_fed_back_and_a_complete_retry_applies(pipe: Pipelin
     assert "output_truncated" in pipe.prompts()[1] and "SEARCH/REPLACE" in pipe.prompts()[1]
     call = pipe.records("model-call")[0]
     assert call["done_reason"] == "length"
+
+
+def test_stall_report_says_why_each_block_was_refused(pipe: Pipeline) -> None:
+    case = next(c for c in CASES if c.name == "whole_file_rest_of_class_unchanged")
+    pipe.commit("the case's files", case.originals)
+    pipe.fake.script(IMPL, *[case.reply] * 4)
+    pipe.start(target_file="calc.py", allowed_paths=["calc.py"])
+
+    pipe.implement()
+    assert pipe.implement().to_state == "erik_consultation"
+
+    report = pipe.stall_text()
+    assert report.count("placeholder '# ... rest of the class unchanged ...'") == 2
+    assert pipe.read("calc.py") == case.originals["calc.py"]
