@@ -13,7 +13,8 @@ anything that could write a wrong file:
   inside a fence; further blocks without a path of their own go to the previous edit's file.
 - `DELETE: path` on a line of its own asks to delete a file (refused unless the policy allows deletes).
 - Unified diffs (a ```diff fence, or `---`/`+++` lines with `@@` hunks, fenced or not) become one patch
-  edit per file, applied later by `git apply` (`hub.edit_patch`); a diff deleting a file is a problem.
+  edit per file, applied later by `git apply` (`hub.edit_patch`); hunks without line numbers
+  (`@@ ... @@`) become SEARCH/REPLACE blocks instead; a diff deleting a file is a problem.
 - Shapes read as aider reads them: a fence holding only a path names the next block's file; the path
   repeated as a block's first line is a label, not content; a whole answer wrapped in a ```markdown
   fence is parsed from inside; markers of 3-9 characters and `<<<<<<< SEARCH>` count.
@@ -313,7 +314,21 @@ class _Parser:
                 )
                 continue
             self.sticky = target
-            self.found.append(FileEdit(target, patch=hunks))
+            if _NUMBERED_HUNK.match(hunks) and all(
+                _NUMBERED_HUNK.match("@@" + h) for h in hunks.split("\n@@")[1:]
+            ):
+                self.found.append(FileEdit(target, patch=hunks))
+                continue
+            # `@@ ... @@` hunks carry no line numbers for git apply: each becomes a SEARCH/REPLACE block
+            # (aider reads them so), matched exactly once like any other.
+            blocks = _hunk_blocks(hunks)
+            if blocks is None:
+                self.problems.append(
+                    f"{where}: a diff hunk for {target} has no context or '-' lines to find its place; "
+                    "send SEARCH/REPLACE blocks"
+                )
+            elif blocks:
+                self.found.append(FileEdit(target, blocks=tuple(blocks)))
 
     def _path_before(self, index: int) -> str | None:
         """The path on the nearest line before `index` (after the previous block): a path line, or a prose
@@ -377,6 +392,23 @@ def _split_diff(body: list[str], path: str | None) -> list[tuple[str | None, str
         k += 1
     flush()
     return files
+
+
+_NUMBERED_HUNK = re.compile(r"^@@ -\d+(?:,\d+)? \+\d+(?:,\d+)? @@")
+
+
+def _hunk_blocks(hunks: str) -> list[SearchReplace] | None:
+    """Hunks without line numbers as SEARCH/REPLACE blocks; None when one has nothing to search for."""
+    blocks = []
+    for hunk in hunks.split("\n@@"):
+        lines = _trim_end(hunk.split("\n")[1:])
+        old = [line[1:] for line in lines if line[:1] in (" ", "-", "")]
+        new = [line[1:] for line in lines if line[:1] in (" ", "+", "")]
+        if not any(line.strip() for line in old):
+            return None
+        if old != new:
+            blocks.append(SearchReplace(_join(old), _join(new)))
+    return blocks
 
 
 def _in_hunk(lines: list[str], index: int) -> bool:
