@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import difflib
 import functools
+import itertools
+import math
 import re
 from collections import defaultdict
 from collections.abc import Callable, Sequence
@@ -80,7 +82,10 @@ def _replace(lines: list[str], search: list[str], replacement: list[str]) -> tup
             return None, f"SEARCH matches {len(spans)} places (lines {places}); add lines to make it unique"
         if spans:
             start, stop = spans[0]
-            return lines[:start] + _fit(lines, start, stop, replacement, pairs) + lines[stop:], ""
+            fitted = _fit(lines, start, stop, replacement, pairs)
+            if fitted is None:
+                return None, _FLATTENED
+            return lines[:start] + fitted + lines[stop:], ""
     anchors = _anchors(lines, search)
     if anchors:
         first, last = anchors
@@ -94,15 +99,18 @@ def _replace(lines: list[str], search: list[str], replacement: list[str]) -> tup
 
 def _fit(
     lines: list[str], start: int, stop: int, replacement: list[str], pairs: list[tuple[str, str]]
-) -> list[str]:
-    """The replacement as it goes into lines[start:stop]: re-indented, with the span's own blank edges."""
+) -> list[str] | None:
+    """The replacement as it goes into lines[start:stop]: re-indented, with the span's own blank edges;
+    None when the SEARCH's indentation gives no way to place it."""
     body = _trim_blank(replacement)
     if not body:
         return []  # a deletion removes the matched lines, edges included
     span = lines[start:stop]
     lead = len(span) - len(_trim_blank_start(span))
     trail = len(span) - len(_trim_blank_end(span))
-    reindent = _reindenter(pairs, lines)
+    reindent = _reindenter(pairs, lines, body)
+    if reindent is None:
+        return None
     return span[:lead] + [reindent(line) for line in body] + span[len(span) - trail :]
 
 
@@ -113,6 +121,10 @@ def _lines_of(text: str) -> list[str]:
     return lines
 
 
+_FLATTENED = (
+    "SEARCH matches only with its indentation ignored, and its lines are indented alike where the file's "
+    "are not, so where REPLACE's lines belong is unknown; copy the lines with the file's indentation"
+)
 _Spans = list[tuple[int, int]]
 _Pairs = list[tuple[str, str]]  # (SEARCH line, the file line it matched)
 
@@ -199,26 +211,33 @@ def _indent(line: str) -> str:
     return line[: len(line) - len(line.lstrip())]
 
 
-def _reindenter(pairs: _Pairs, lines: list[str]) -> Callable[[str], str]:
+def _reindenter(pairs: _Pairs, lines: list[str], replacement: list[str]) -> Callable[[str], str] | None:
     """Indent replacement lines as the file does: an indentation seen on a matched SEARCH line becomes
-    that file line's; deeper ones keep their extra depth, in tabs if the file indents with tabs (and
-    in spaces if it indents with spaces), so a file never comes back with mixed indentation."""
+    that file line's; deeper ones keep their extra depth, in tabs if the file indents with tabs, in
+    spaces (scaled to the file's step, when the matched lines show it) if it indents with spaces, so a
+    file never comes back with mixed indentation. None when one SEARCH indentation stands for two
+    different real ones (a flattened SEARCH): where the replacement's lines belong is unknown."""
     mapping: dict[str, str] = {}
     for model, real in pairs:
-        if model.strip():
-            mapping.setdefault(_indent(model), _indent(real))
+        if model.strip() and mapping.setdefault(_indent(model), _indent(real)) != _indent(real):
+            return None
     indents = [_indent(line) for line in lines if line.strip() and _indent(line)]
-    tabs = sum(1 for i in indents if i.startswith("\t"))
-    file_tabs = tabs * 2 > len(indents) if indents else False
-    file_unit = _unit([i for i in indents if not i.startswith("\t")]) or 4
+    file_tabs = sum(1 for i in indents if i.startswith("\t")) * 2 > len(indents) if indents else False
+    model_indents = [_indent(line) for line in [*mapping, *replacement] if _indent(line)]
+    model_unit = _step(model_indents) or 4
+    levels = sorted((len(m.expandtabs(model_unit)), len(r.expandtabs(4))) for m, r in mapping.items())
+    steps = {
+        (r2 - r1) / (m2 - m1) for (m1, r1), (m2, r2) in itertools.pairwise(levels) if m2 > m1 and r2 > r1
+    }
+    scale = steps.pop() if len(steps) == 1 else 1.0
 
-    def convert(extra: str, model_unit: int) -> str:
+    def convert(extra: str) -> str:
+        width = len(extra.expandtabs(model_unit))
         if file_tabs:
-            spaces = len(extra.expandtabs(model_unit))
-            return "\t" * (spaces // model_unit) + " " * (spaces % model_unit)
-        if "\t" in extra and indents:
-            return extra.expandtabs(file_unit)
-        return extra
+            return "\t" * (width // model_unit) + " " * (width % model_unit)
+        if not indents:
+            return extra  # the file shows no style to follow
+        return " " * round(width * scale)
 
     def reindent(line: str) -> str:
         if not line.strip():
@@ -227,19 +246,17 @@ def _reindenter(pairs: _Pairs, lines: list[str]) -> Callable[[str], str]:
         if have in mapping:
             return mapping[have] + line[len(have) :]
         base = max((m for m in mapping if have.startswith(m)), key=len, default="")
-        want = mapping.get(base, base)
-        model_unit = _unit([_indent(m) for m, _ in pairs if " " in _indent(m)] + [have]) or 4
-        return want + convert(have[len(base) :], model_unit) + line[len(have) :]
+        return mapping.get(base, base) + convert(have[len(base) :]) + line[len(have) :]
 
     return reindent
 
 
-def _unit(indents: list[str]) -> int:
-    """The indentation step of space-indented lines (their greatest common divisor), 0 when unknown."""
-    import math
-
+def _step(indents: list[str]) -> int:
+    """The indentation step of space-indented lines, 0 when unknown: their greatest common divisor,
+    taken as 4 or 2 when it is a multiple of those (one line 8 deep is two steps of 4, not one of 8)."""
     widths = [len(i) for i in indents if i and set(i) == {" "}]
-    return functools.reduce(math.gcd, widths, 0)
+    step = functools.reduce(math.gcd, widths, 0)
+    return 4 if step and step % 4 == 0 else 2 if step and step % 2 == 0 else step
 
 
 def _has_elision(lines: list[str]) -> bool:
@@ -279,6 +296,8 @@ def _replace_elided(
             return None, f"a piece of SEARCH between elisions (`...`) {found}; {advice}"
         start, stop = spans[0]
         fitted = _fit(result, start, stop, r_piece, pairs)
+        if fitted is None:
+            return None, _FLATTENED
         result[start:stop] = fitted
         cursor = start + len(fitted)
     return result, ""

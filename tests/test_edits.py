@@ -922,3 +922,17 @@ def test_feedback_names_each_refused_content_and_says_what_was_written(repo: Pat
     feedback = answer_feedback(parsed, result)
     assert "1 edit(s) were refused" in feedback and "(written: src/b.py)" in feedback
     assert "- src/app.py: the new content is empty" in feedback
+
+
+def test_a_flattened_search_block_is_refused_rather_than_flattening_the_file() -> None:
+    text = "def f():\n    if x:\n        return 1\n    return 0\n"
+    new, failures = apply_blocks("f.py", text, [SearchReplace("if x:\nreturn 1\n", "if x:\nreturn 2\n")])
+    assert new == text and "indented alike" in failures[0].reason
+
+
+def test_a_two_space_block_in_a_four_space_file_is_scaled_to_the_files_step() -> None:
+    text = "def f():\n    if x:\n        return 1\n    return 0\n"
+    block = SearchReplace("  if x:\n    return 1\n", "  if x:\n    if y:\n      return 3\n    return 2\n")
+    new, failures = apply_blocks("f.py", text, [block])
+    assert failures == []
+    assert new == "def f():\n    if x:\n        if y:\n            return 3\n        return 2\n    return 0\n"
