@@ -221,7 +221,12 @@ class _Parser:
         bare_header = _BARE_HEADER.match(body[0]) if body and path is None else None
         if bare_header and (path := _as_path(bare_header["path"])):
             body = body[1:]
-        if end is not None and _wraps_answer(fence["fence"], info, body, path) and self._wrapped(body, path):
+        markdown = info.split()[0].lower() in ("markdown", "md") if info.split() else False
+        # A bare fence with a path of its own is that file, whatever fences its text shows.
+        wrapped = (
+            end is not None and (markdown or path is None) and _wraps_answer(fence["fence"], info, body, path)
+        )
+        if wrapped and self._wrapped(body, path if markdown else None):
             return end + 1
         inner = _clean_path_line(body[0]) if len(body) > 1 else None
         if inner and (path is None or _basename(inner) == _basename(path)):
@@ -283,8 +288,10 @@ class _Parser:
         return bool(_FENCE.match(nxt) or _SR_START.match(nxt))
 
     def _wrapped(self, body: list[str], path: str | None) -> bool:
-        """A whole answer inside one ```markdown fence: its own path lines and blocks are the edits.
-        False (and nothing kept) when the inside holds no edit: then the fence is an ordinary block."""
+        """A whole answer inside one ```markdown fence: its own path lines and blocks are the edits; with
+        `path` (only for a fence marked markdown), a single inner block without one is that file's.
+        False (and nothing kept) when the inside holds no edit: then the fence is an ordinary block (a
+        Python file whose docstring shows a fenced example, say)."""
         inner = _Parser(body)
         inner.sticky = path or self.sticky
         inner.run()

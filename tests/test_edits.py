@@ -936,3 +936,8 @@ def test_a_two_space_block_in_a_four_space_file_is_scaled_to_the_files_step() ->
     new, failures = apply_blocks("f.py", text, [block])
     assert failures == []
     assert new == "def f():\n    if x:\n        if y:\n            return 3\n        return 2\n    return 0\n"
+
+
+def test_a_file_whose_docstring_shows_a_fenced_example_with_a_path_stays_one_file() -> None:
+    text = '"""Example:\n\nusage.py\n```python\nx = 1\n```\n"""\ndef f():\n    return 1\n'
+    assert only_edit(f"calc.py\n```\n{text}```\n") == FileEdit("calc.py", content=text)
