@@ -229,7 +229,10 @@ class _Parser:
         if wrapped and self._wrapped(body, path if markdown else None):
             return end + 1
         inner = _clean_path_line(body[0]) if len(body) > 1 else None
-        if inner and (path is None or _basename(inner) == _basename(path)):
+        heading = body[0].lstrip().startswith("#") and (path or inner or "").lower().endswith(
+            (".md", ".markdown")
+        )
+        if inner and not heading and (path is None or _basename(inner) == _basename(path)):
             # The path repeated as the block's first line is a label, not the file's first line.
             body, path = body[1:], path or inner
         text_lines = [*[line for line in body if line.strip()][:2], "", ""]

@@ -941,3 +941,8 @@ def test_a_two_space_block_in_a_four_space_file_is_scaled_to_the_files_step() ->
 def test_a_file_whose_docstring_shows_a_fenced_example_with_a_path_stays_one_file() -> None:
     text = '"""Example:\n\nusage.py\n```python\nx = 1\n```\n"""\ndef f():\n    return 1\n'
     assert only_edit(f"calc.py\n```\n{text}```\n") == FileEdit("calc.py", content=text)
+
+
+def test_a_markdown_files_heading_naming_the_file_is_content_not_a_label() -> None:
+    text = "# README.md\n\nHow to use this.\n"
+    assert only_edit(f"README.md\n```markdown\n{text}```\n") == FileEdit("README.md", content=text)
