@@ -223,14 +223,14 @@ class _Parser:
             body = body[1:]
         markdown = info.split()[0].lower() in ("markdown", "md") if info.split() else False
         # A bare fence with a path of its own is that file, whatever fences its text shows.
-        wrapped = (
-            end is not None and (markdown or path is None) and _wraps_answer(fence["fence"], info, body, path)
-        )
-        if wrapped and self._wrapped(body, path if markdown else None):
+        wrapped = (markdown or path is None) and _wraps_answer(fence["fence"], info, body, path)
+        if end is not None and wrapped and self._wrapped(body, path if markdown else None):
             return end + 1
         inner = _clean_path_line(body[0]) if len(body) > 1 else None
-        heading = body[0].lstrip().startswith("#") and (path or inner or "").lower().endswith(
-            (".md", ".markdown")
+        heading = (
+            bool(body)
+            and body[0].lstrip().startswith("#")
+            and (path or inner or "").lower().endswith((".md", ".markdown"))
         )
         if inner and not heading and (path is None or _basename(inner) == _basename(path)):
             # The path repeated as the block's first line is a label, not the file's first line.
