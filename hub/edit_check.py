@@ -12,7 +12,8 @@ Refused:
   or that leaves out a function or class the file defines (tree-sitter's outline);
 - elision placeholders (`# ... rest unchanged ...`, `// ... existing code ...`, `[original content here]`,
   a bare `...` line) the original did not have: they stand for lines the model did not write;
-- edit markers the parser did not read (`<<<<<<< SEARCH>`, `>>> REPLACE`, diff headers) or a fence line;
+- edit markers the parser did not read (`<<<<<<< SEARCH>`, `>>> REPLACE`, diff headers) or a fence line,
+  in files without a grammar (in code, such a line breaks the parse; in prose, it may be content);
 - whole-file content whose every line starts with a line number (`1 def add...`).
 """
 
@@ -76,8 +77,12 @@ def judge(
         )
     new_lines = after.split("\n")
     old_lines = old.split("\n")
-    prose = path.lower().endswith(_PROSE)
-    reason = _placeholders(new_lines, old_lines) or (None if prose else _markers(new_lines, old_lines))
+    from hub.code import language_for
+
+    # In code with a grammar a stray marker breaks the parse, and the parse check says so; there, a
+    # fence or `=======` inside a docstring is content. Prose holds fences and underlines as content.
+    plain = language_for(path) is None and not path.lower().endswith(_PROSE)
+    reason = _placeholders(new_lines, old_lines) or (_markers(new_lines, old_lines) if plain else None)
     if reason:
         return reason
     if whole_file and before is not None:

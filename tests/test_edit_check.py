@@ -102,3 +102,11 @@ def test_whole_file_content_that_leaves_out_a_definition_is_refused() -> None:
     why = judge("calc.py", CALC, shorter, whole_file=True)
     assert why is not None and "leaves out sub" in why and "SEARCH/REPLACE" in why
     assert judge("calc.py", CALC, shorter, whole_file=False) is None
+
+
+def test_a_fenced_example_in_a_docstring_is_content_in_code_with_a_grammar() -> None:
+    new = (
+        CALC
+        + '\n\ndef mul(a, b):\n    """Multiply.\n\n    ```python\n    mul(2, 3)\n    ```\n    """\n    return a * b\n'
+    )
+    assert judge("calc.py", CALC, new, whole_file=True) is None
