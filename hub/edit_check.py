@@ -108,7 +108,16 @@ def _placeholders(new: list[str], old: list[str]) -> str | None:
 
 
 def _elisions(lines: list[str]) -> list[str]:
-    return [line.strip() for line in lines if _ELISION.match(line.strip())]
+    found = []
+    previous = ""
+    for line in lines:
+        text = line.strip()
+        # `...` as the body of a `def f():` or `class P:` line is a Python stub, not code left out.
+        stub = text in ("...", "…") and previous.endswith(":")
+        if _ELISION.match(text) and not stub:
+            found.append(text)
+        previous = text or previous
+    return found
 
 
 def _markers(new: list[str], old: list[str]) -> str | None:

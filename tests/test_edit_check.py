@@ -66,9 +66,15 @@ def test_a_new_elision_placeholder_is_refused(placeholder: str) -> None:
 
 
 def test_a_placeholder_the_original_already_had_is_kept() -> None:
+    text = "a = 1\n# ... existing code ...\n"
+    assert judge("p.txt", text, text.replace("1", "2"), whole_file=True) is None
+    assert judge("p.txt", text, text + "# ... existing code ...\n", whole_file=False) is not None
+
+
+def test_a_python_stub_body_is_not_an_elision() -> None:
     stub = "class P(Protocol):\n    def f(self) -> int:\n        ...\n"
-    assert judge("p.py", stub, stub + "\n\ndef g():\n    ...\n", whole_file=False) is not None
-    assert judge("p.py", stub, stub.replace("int", "str"), whole_file=True) is None
+    assert judge("p.py", stub, stub + "\n    def g(self) -> str:\n        ...\n", whole_file=False) is None
+    assert judge("p.py", stub, stub + "\n...\n", whole_file=False) is not None
 
 
 @pytest.mark.parametrize(
