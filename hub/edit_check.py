@@ -208,17 +208,25 @@ def _parse_broken(path: str, before: str | None, after: str) -> str | None:
 
 
 def _dropped_definitions(path: str, before: str, after: str) -> str | None:
-    """Whole-file content that leaves out a function or class the file defines: the usual sign of a
-    model that printed only the part it changed. Removing one on purpose is a SEARCH/REPLACE block
-    that quotes it, which says so."""
+    """Whole-file content that leaves out a function or class the file defines, body and all: the usual
+    sign of a model that printed only the part it changed (a renamed one keeps its body). Removing one
+    on purpose is a SEARCH/REPLACE block that quotes it, which says so."""
     from hub.code import outline
 
     old, new = outline(path, before), outline(path, after)
     if old is None or new is None:
         return None
-    gone = [
-        n for n in dict.fromkeys(s.name for s in old.functions) if n not in {s.name for s in new.functions}
-    ]
+    names = {s.name for s in new.functions}
+    kept = Counter(line.strip() for line in after.split("\n") if line.strip())
+    lines = before.split("\n")
+    gone: list[str] = []
+    for symbol in old.functions:
+        if symbol.name in names or symbol.name in gone:
+            continue
+        # A renamed definition keeps its body; one left out takes its body with it.
+        body = Counter(line.strip() for line in lines[symbol.start_line : symbol.end_line] if line.strip())
+        if not body or sum((body & kept).values()) * 2 < sum(body.values()):
+            gone.append(symbol.name)
     if not gone:
         return None
     shown = ", ".join(gone[:5]) + (f" and {len(gone) - 5} more" if len(gone) > 5 else "")

@@ -116,3 +116,8 @@ def test_a_fenced_example_in_a_docstring_is_content_in_code_with_a_grammar() -> 
         + '\n\ndef mul(a, b):\n    """Multiply.\n\n    ```python\n    mul(2, 3)\n    ```\n    """\n    return a * b\n'
     )
     assert judge("calc.py", CALC, new, whole_file=True) is None
+
+
+def test_a_renamed_definition_keeps_its_body_and_passes() -> None:
+    renamed = CALC.replace("def sub(", "def subtract(")
+    assert judge("calc.py", CALC, renamed, whole_file=True) is None
