@@ -5,6 +5,7 @@ why per refused block; a case that must apply leaves exactly the expected files,
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -110,3 +111,32 @@ def test_stall_report_says_why_each_block_was_refused(pipe: Pipeline) -> None:
     report = pipe.stall_text()
     assert report.count("placeholder '# ... rest of the class unchanged ...'") == 2
     assert pipe.read("calc.py") == case.originals["calc.py"]
+
+
+@pytest.mark.parametrize(
+    "name", ["plain_search_replace", "whole_file_rest_of_class_unchanged", "cut_off_two_file_change"]
+)
+def test_corpus_cases_through_the_hub_run_implementer_command(pipe: Pipeline, name: str) -> None:
+    case = next(c for c in CASES if c.name == name)
+    pipe.commit("the case's files", case.originals)
+    pipe.fake.script(IMPL, *[Reply(text=case.reply, done_reason=case.done_reason)] * 2)
+    pipe.start(target_file=next(iter(case.originals)), allowed_paths=list(case.allowed))
+
+    done = subprocess.run(
+        [sys.executable, "-m", "hub", "run-implementer", "--json"],
+        cwd=pipe.repo,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(pipe.repo), "OLLAMA_HOST": pipe.fake.url},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+    assert done.returncode == 0, done.stderr[-2000:]
+    after = {p: pipe.read(p) for p in case.originals}
+    if case.expected is None:
+        assert json.loads(done.stdout)["to"] == "pending_implementer"
+        assert after == case.originals
+    else:
+        assert json.loads(done.stdout)["to"] == "pending_local_review"
+        assert after == {**case.originals, **case.expected}
