@@ -246,7 +246,20 @@ def answer_feedback(parsed: ParseResult, result: ApplyResult) -> str:
         parts += [f"- {r.path}: {r.reason}" for r in retry]
     if result.failed_blocks:
         parts.append(feedback_for(result.failed_blocks))
+    if parts and not result.failed_blocks:
+        # The prompt asks for whole files; the advice above may be the model's first sight of blocks.
+        parts.append(SEARCH_REPLACE_FORMAT)
     return "\n\n".join(parts) + ("\n" if parts else "")
+
+
+SEARCH_REPLACE_FORMAT = """A SEARCH/REPLACE block changes only the lines it quotes:
+
+path/to/file.py
+<<<<<<< SEARCH
+the lines to change, copied exactly from the file
+=======
+the new lines
+>>>>>>> REPLACE"""
 
 
 def apply_edits(edits: Sequence[FileEdit], policy: Policy) -> ApplyResult:
