@@ -371,18 +371,36 @@ def _line_from_history(contract: Contract, entry: HistoryEntry) -> dict[str, Any
 
 
 def append_transition(handoff: Handoff, line: dict[str, Any]) -> None:
+    import fcntl
+
     path = handoff.transitions
+    # Every task appends to the one log: an exclusive flock on it makes the size check, the rotation and
+    # the append one step, so two tasks rotating at once cannot throw away the other's rotated file.
+    while True:
+        with path.open("a", encoding="utf-8") as handle:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+            try:
+                if not _same_file(handle.fileno(), path):
+                    continue  # rotated away while we waited for the lock: append to the new file
+                if os.fstat(handle.fileno()).st_size >= ROTATE_BYTES:
+                    os.replace(path, path.with_name(path.name + ".1"))
+                    continue
+                # at_ns orders lines and provenance records written in the same second (`hub log --task`).
+                stamped = {**line, "at_ns": time.time_ns()}
+                handle.write(json.dumps(stamped, ensure_ascii=False) + "\n")
+                handle.flush()
+                os.fsync(handle.fileno())
+                return
+            finally:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
+def _same_file(fd: int, path: Path) -> bool:
     try:
-        if path.stat().st_size >= ROTATE_BYTES:
-            os.replace(path, path.with_name(path.name + ".1"))
+        here, there = os.fstat(fd), path.stat()
     except FileNotFoundError:
-        pass
-    # at_ns orders lines and provenance records written within the same second (`hub log --task`).
-    line = {**line, "at_ns": time.time_ns()}
-    with path.open("a", encoding="utf-8") as handle:
-        handle.write(json.dumps(line, ensure_ascii=False) + "\n")
-        handle.flush()
-        os.fsync(handle.fileno())
+        return False
+    return (here.st_dev, here.st_ino) == (there.st_dev, there.st_ino)
 
 
 def read_transitions(handoff: Handoff, task_id: str | None = None) -> list[dict[str, Any]]:

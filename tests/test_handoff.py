@@ -386,3 +386,28 @@ def test_a_save_removes_temp_files_that_killed_saves_left_a_while_ago(tmp_path: 
 
     assert not old.exists()
     assert young.exists()
+
+
+def test_tasks_appending_at_once_across_a_rotation_lose_no_line(fast_tmp: Path) -> None:
+    import threading
+
+    from hub.handoff import ROTATE_BYTES, append_transition
+
+    hand = Handoff(fast_tmp / "_handoff")
+    hand.ensure()
+    padding = "x" * 1000
+    per_thread = ROTATE_BYTES // 1000 // 2 + 200  # together a little over one rotation's worth
+
+    def append(task: str) -> None:
+        for n in range(per_thread):
+            append_transition(hand, {"task_id": task, "n": n, "pad": padding})
+
+    threads = [threading.Thread(target=append, args=(t,)) for t in ("a", "b")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert hand.transitions.with_name("transition.ndjson.1").exists()  # it did rotate
+    lines = read_transitions(hand)
+    for task in ("a", "b"):
+        assert [line["n"] for line in lines if line["task_id"] == task] == list(range(per_thread))

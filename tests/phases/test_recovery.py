@@ -332,7 +332,18 @@ def test_a_dirty_checkout_survives_a_sigkill_in_every_phase_byte_for_byte(
     with FakeOllama({model: lambda body: answer if "implement" in json.dumps(body) else PASS_REVIEW}) as fake:
         env = {"OLLAMA_HOST": fake.url}
         created = subprocess.run(
-            [sys.executable, "-m", "hub", "new", "--title", "Comma", "--requirement", "r", "--target", "src/app.py"],
+            [
+                sys.executable,
+                "-m",
+                "hub",
+                "new",
+                "--title",
+                "Comma",
+                "--requirement",
+                "r",
+                "--target",
+                "src/app.py",
+            ],
             cwd=git_repo,
             env={**{k: v for k, v in os.environ.items() if not k.startswith("HUB_")}, **env},
             capture_output=True,
