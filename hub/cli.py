@@ -234,6 +234,7 @@ def resume(state: State, to_state: str, note: str | None, as_json: bool) -> None
 
 
 @cli.command("next")
+@task_option
 @json_option
 @pass_state
 def next_(state: State, as_json: bool) -> None:

@@ -74,6 +74,12 @@ def test_the_environment_overrides_the_file(tmp_path: Path) -> None:
         ("workers:\n  - {name: w, transport: stdio}\n", "workers[0].command"),
         ("workers:\n  - {name: w, transport: http}\n", "workers[0].url"),
         ("judge: {backend: oracle}\n", "judge.backend"),
+        ("limits: {parallel_tasks: 0}\n", "limits.parallel_tasks"),
+        ("ollama: {slots: many}\n", "ollama.slots"),
+        ("ollama: {hosts: [{slots: 2}]}\n", "ollama.hosts[0]"),
+        ("ollama: {hosts: [{host: a, slots: 0}]}\n", "ollama.hosts[0].slots"),
+        ("keep_branches: sometimes\n", "keep_branches"),
+        ("worktrees_dir: 7\n", "worktrees_dir"),
         ("- a list\n", "top level"),
         ("roles: [\n", "not valid YAML"),
     ],
@@ -115,3 +121,21 @@ def test_a_corrupt_cache_is_ignored(tmp_path: Path) -> None:
     write(tmp_path, "project: real\n")
     (tmp_path / ".git" / "hub-yaml-cache.json").write_text("{not json", encoding="utf-8")
     assert load_config(tmp_path, env={}).project == "real"
+
+
+def test_the_task_settings_parallel_tasks_slots_hosts_worktrees_and_branches(tmp_path: Path) -> None:
+    write(
+        tmp_path,
+        "limits: {parallel_tasks: 4}\n"
+        "ollama: {host: gpu0, slots: 2, hosts: [gpu1, {host: 'http://gpu2:9999', slots: 3}]}\n"
+        "worktrees_dir: ../trees\nkeep_branches: true\n",
+    )
+    config = load_config(tmp_path, env={})
+    assert config.parallel_tasks == 4 and config.ollama_slots == 2
+    assert config.model_servers() == (("http://gpu1:11434", 2), ("http://gpu2:9999", 3))
+    assert config.worktrees_dir == tmp_path / "../trees" and config.keep_branches is True
+    assert load_config(tmp_path, env={"HUB_PARALLEL_TASKS": "7"}).parallel_tasks == 7
+    write(tmp_path, "project: p\n")
+    plain = load_config(tmp_path, env={})
+    assert (plain.parallel_tasks, plain.worktrees_dir, plain.keep_branches) == (2, None, False)
+    assert plain.model_servers() == ((plain.ollama_host, 1),)

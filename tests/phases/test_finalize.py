@@ -113,6 +113,19 @@ def test_the_worktree_is_removed_after_the_merge_and_the_branch_kept_only_when_c
     assert run_git(ctx.repo_root, "branch", "--list", contract["git"]["task_branch"]) == ""
 
 
+def test_keep_branches_keeps_the_merged_task_branch_but_not_its_worktree(
+    task: TaskDriver, ctx: Context, git_repo: Path, run_git: Any
+) -> None:
+    from dataclasses import replace
+
+    ctx.config = replace(ctx.config, keep_branches=True)
+    contract = task.to_review_complete("PASS")
+    assert finalize_task(ctx).to_state == "merged"
+    branch = contract["git"]["task_branch"]
+    assert run_git(git_repo, "rev-parse", branch) == contract["handoff_data"]["reviewed_commit"]
+    assert not Path(contract["git"]["worktree"]).exists()
+
+
 def test_a_commit_on_the_task_branch_after_pass_goes_back_to_review_with_the_reason(
     task: Any, ctx: Context, run_git: Any
 ) -> None:
