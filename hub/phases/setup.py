@@ -16,8 +16,9 @@ from hub.phases.context import Context, Outcome, running, worktree_path
 
 HANDOFF_README = """# _handoff
 
-The active task's state, written by `hub`. Not committed: `hub init` lists this folder in .git/info/exclude.
-See `hub status`. TASK_CONTRACT.json is the task; ERIK_HALT.md or STALL_REPORT.md, when present, need you.
+Every task's state, written by `hub`. Not committed: `hub init` lists this folder in .git/info/exclude.
+Read STATUS.md first (or `hub status`). Each task has a folder tasks/<task_id>/: TASK_CONTRACT.json is the
+task; ERIK_HALT.md or STALL_REPORT.md there, when present, need you.
 """
 
 
