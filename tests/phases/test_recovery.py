@@ -273,8 +273,10 @@ def test_setup_task_killed_at_random_moments_is_finished_by_one_more_setup_task(
             started = time.perf_counter()
             kill_when(proc, None, 60)
             duration = time.perf_counter() - started
-        else:
+        elif round_ % 2:
             kills += kill_when(proc, None, rng.uniform(0.2, 0.9) * duration)
+        else:  # right after the worktree exists, before the contract says so: the adoption path
+            kills += kill_when(proc, "worktree.add", rng.uniform(0.0, 0.01))
         wait_for_orphans(proc.pid)
         contract = assert_consistent(task.hand)
         if not contract["git"].get("task_branch"):
