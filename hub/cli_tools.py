@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from hub.cli_common import State, emit, json_option, pass_state
+from hub.cli_common import State, emit, json_option, pass_state, task_option
 
 
 @click.group()
@@ -158,6 +158,7 @@ def note() -> None:
     default="tip",
     show_default=True,
 )
+@task_option
 @json_option
 @pass_state
 def note_add(state: State, content: str, note_type: str, as_json: bool) -> None:
@@ -171,6 +172,7 @@ def note_add(state: State, content: str, note_type: str, as_json: bool) -> None:
 @note.command("list")
 @click.option("--type", "note_type", type=click.Choice(["learning", "stuck", "tip", "decision"]))
 @click.option("--all", "all_tasks", is_flag=True, help="Every note, not only the active task's.")
+@task_option
 @json_option
 @pass_state
 def note_list(state: State, note_type: str | None, all_tasks: bool, as_json: bool) -> None:

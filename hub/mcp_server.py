@@ -368,20 +368,24 @@ def build_server(repo_root: Path, handoff_dir: Path | None = None) -> MCPServer:
             return backlog.next_task(ctx())
 
     @server.tool()
-    def note_add(content: str, type: NoteType) -> dict[str, Any]:
-        """A note for the active task (for every task when none is active); the implementer reads it."""
+    def note_add(content: str, type: NoteType, task_id: TaskId = None) -> dict[str, Any]:
+        """A note for a task (task_id, or the only active one; for every task when none is named and
+        several or none are active); the implementer reads it."""
         from hub import backlog
 
         with tool_errors():
-            return {"note": backlog.add_note(ctx(), content, type)}
+            return {"note": backlog.add_note(ctx(task_id), content, type)}
 
     @server.tool()
-    def note_list(type: NoteType | None = None, all_tasks: bool = False) -> dict[str, Any]:
-        """Notes of the active task and those for every task (all_tasks: every note ever written)."""
+    def note_list(
+        type: NoteType | None = None, all_tasks: bool = False, task_id: TaskId = None
+    ) -> dict[str, Any]:
+        """Notes of a task (task_id, or the only active one) and those for every task (all_tasks: every
+        note ever written)."""
         from hub import backlog
 
         with tool_errors():
-            return {"notes": backlog.list_notes(ctx(), type, all_tasks)}
+            return {"notes": backlog.list_notes(ctx(task_id), type, all_tasks)}
 
     @server.tool()
     def iteration_summary(summary: str) -> dict[str, Any]:

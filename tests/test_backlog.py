@@ -241,3 +241,17 @@ def test_backlog_and_note_commands_on_the_cli(hub: HubRunner) -> None:
     assert refused.returncode == 3 and "not merged or dropped" in refused.stderr
     assert json.loads(note.stdout)["type"] == "tip"
     assert "remember the comma" in hub("note", "list").stdout
+
+
+def test_with_several_tasks_a_note_goes_to_the_task_named(ctx: Context) -> None:
+    from hub.phases.setup import create
+
+    first = str(create(ctx, {"title": "One", "requirements": ["r"], "target_file": "README.md"}).task_id)
+    second = str(create(ctx, {"title": "Two", "requirements": ["r"], "target_file": "README.md"}).task_id)
+    note = backlog.add_note(ctx.for_task(first), "keep the signature", "tip")
+    assert note["task_id"] == first
+    assert backlog.add_note(ctx, "for everyone", "tip")["task_id"] is None  # several active: every task
+    first_notes = [n["content"] for n in backlog.list_notes(ctx.for_task(first), None, False)]
+    second_notes = [n["content"] for n in backlog.list_notes(ctx.for_task(second), None, False)]
+    assert first_notes == ["keep the signature", "for everyone"]
+    assert second_notes == ["for everyone"]
