@@ -210,6 +210,13 @@ def status(ctx: Context) -> dict[str, Any]:
     """Everything `hub status` shows, as one JSON-able document: `{"tasks": [...]}` (one task with
     `--task`), the handoff folder, and what runs when no task is active."""
     root = ctx.handoff_root
+    if ctx.task_id and not ctx.handoff.contract.exists():
+        from hub.errors import TaskChoice
+
+        archived = " (finished: see archive/)" if (root.archive / ctx.task_id).is_dir() else ""
+        raise TaskChoice(
+            f"no task {ctx.task_id} in flight{archived}; tasks: {', '.join(root.task_ids()) or 'none'}"
+        )
     ids = [ctx.task_id] if ctx.task_id else root.task_ids()
     tasks = [task_view(ctx.for_task(task_id)) for task_id in ids]
     doc: dict[str, Any] = {"handoff": str(root.dir), "tasks": tasks}

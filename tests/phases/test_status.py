@@ -138,3 +138,7 @@ def test_status_lists_every_task_and_what_each_needs_from_a_person(task: Any, ct
     assert by_id[second]["next"]["phase"] == "setup-task" and by_id[second]["needs_person"] is None
     assert "a verdict" in by_id[first]["needs_person"]
     assert [t["task_id"] for t in status(ctx.for_task(second))["tasks"]] == [second]
+    from hub.errors import TaskChoice
+
+    with pytest.raises(TaskChoice, match="no task nope in flight"):
+        status(ctx.for_task("nope"))
