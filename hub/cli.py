@@ -55,7 +55,7 @@ def init(state: State) -> None:
     """Create _handoff/ and hub.yaml, and keep _handoff/ out of git."""
     from hub.phases.setup import init as run_init
 
-    finish(run_init(state.context()))
+    finish(run_init(state.context(ready=False)))
 
 
 @cli.command()
@@ -352,11 +352,11 @@ def models(state: State, role: str | None, as_json: bool) -> None:
 @json_option
 @pass_state
 def doctor(state: State, as_json: bool) -> None:
-    """Check git, ast-grep, Ollama, the worker servers and the configured models, with a fix for each failure."""
-    from hub.config import load_config
-    from hub.doctor import render_checks, run_doctor
+    """Check hub.yaml, the repository, git, ast-grep, Ollama, the worker servers and the models, with a fix
+    for each failure."""
+    from hub.doctor import diagnose, render_checks
 
-    checks = run_doctor(load_config(state.repo, state.handoff))
+    checks = diagnose(state.repo, state.handoff)
     ok = all(c.ok for c in checks)
     emit({"ok": ok, "checks": [c.to_dict() for c in checks]}, as_json, render_checks(checks))
     if not ok:
@@ -381,6 +381,7 @@ def mcp_serve(state: State, transport: str, host: str, port: int, token: str | N
     """Serve the hub's tools over MCP: stdio for a client that spawns it, or streamable HTTP at /mcp."""
     from hub.mcp_server import serve
 
+    state.context()  # refuse to serve a repository the tools could not work in
     serve(state.repo, state.handoff, transport, host, port, token)
 
 
@@ -401,6 +402,7 @@ def watch(state: State, poll: bool, interval: float, grace: float) -> None:
     """Run whatever phase is due whenever _handoff/ changes, until SIGINT or SIGTERM."""
     from hub.watch import watch as run_watch
 
+    state.context()  # a bad hub.yaml or an uninitialised repository: say so now, not in every child
     root = click.get_current_context().find_root().params
     level = "DEBUG" if str(root.get("log_level", "")).upper() == "DEBUG" else "WARNING"
     run_watch(

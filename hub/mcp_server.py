@@ -122,7 +122,11 @@ def build_server(repo_root: Path, handoff_dir: Path | None = None) -> MCPServer:
     server: MCPServer = MCPServer(SERVER_NAME, version=_version(), instructions=INSTRUCTIONS)
 
     def ctx() -> Context:
-        return Context(load_config(repo_root, handoff_dir))
+        from hub.workspace import require_ready
+
+        config = load_config(repo_root, handoff_dir)
+        require_ready(config)
+        return Context(config)
 
     # --- pipeline ------------------------------------------------------------------------------------
 
