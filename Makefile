@@ -30,7 +30,7 @@ lint: install
 	$(BIN)/mypy
 
 demo: install
-	$(BIN)/python scripts/demo.py
+	$(BIN)/python scripts/demo.py $(ARGS)
 
 bench: install
 	$(BIN)/python bench/run_all.py

@@ -154,8 +154,26 @@ class Run:
         from hub import gitops
 
         gitops.checkout(self.repo, branch)
-        message = f"[TASK: {self.task_id}] Transition: {self.contract['status']} (Event: {event})"
-        return gitops.checkpoint(self.repo, message, self.contract["constraints"]["allowed_paths"] or None)
+        return gitops.checkpoint(
+            self.repo, self.commit_message(event), self.contract["constraints"]["allowed_paths"] or None
+        )
+
+    def commit_message(self, event: str) -> Callable[[list[str]], str]:
+        """A checkpoint's message: the task id (finalize and `git log --grep` find it by that), the
+        task's title, who changed which files, and the transition in the body."""
+
+        def message(files: list[str]) -> str:
+            shown = ", ".join(files[:4]) + (f" and {len(files) - 4} more" if len(files) > 4 else "")
+            attempt = self.contract["attempt"]
+            what = {
+                "code_written": f"implementer attempt {attempt} changes {shown}",
+                "manual_edit": f"a person's edits to {shown} (kept before attempt {attempt})",
+            }.get(event, f"{event}: {shown}")
+            title = str(self.contract.get("title") or "").strip()
+            head = f"[TASK: {self.task_id}] {title}: {what}" if title else f"[TASK: {self.task_id}] {what}"
+            return f"{head}\n\nState {self.contract['status']} after {event}; {len(files)} files."
+
+        return message
 
     def add_cost(
         self, role: str, tokens_in: int = 0, tokens_out: int = 0, seconds: float = 0.0, usd: float = 0.0

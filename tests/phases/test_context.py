@@ -13,7 +13,7 @@ from hub.machine import RESUMABLE_STATES
 from hub.phases.context import NOTE_PLACEHOLDER, Context, Outcome, resume_command, suggested_resume_state
 
 
-def test_a_checkpoint_commits_only_the_allowed_paths_with_the_transition_in_its_message(
+def test_a_checkpoint_commits_only_the_allowed_paths_titled_with_the_task_and_what_changed(
     task: Any, ctx: Context, run_git: Any
 ) -> None:
     task_id = task.new(target="src/app.py")
@@ -26,8 +26,9 @@ def test_a_checkpoint_commits_only_the_allowed_paths_with_the_transition_in_its_
     repo = ctx.repo_root
     assert sha == run_git(repo, "rev-parse", f"task/{task_id}")
     assert run_git(repo, "log", "-1", "--format=%s") == (
-        f"[TASK: {task_id}] Transition: pending_local_review (Event: code_written)"
+        f"[TASK: {task_id}] Greet politely: implementer attempt 1 changes src/app.py"
     )
+    assert "State pending_local_review after code_written" in run_git(repo, "log", "-1", "--format=%b")
     assert run_git(repo, "show", "--name-only", "--format=", "HEAD") == "src/app.py"
     assert run_git(repo, "status", "--porcelain") == "M README.md"
     assert run.checkpoint("code_written") is None  # nothing new inside the allowed paths
