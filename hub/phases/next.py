@@ -6,10 +6,13 @@ import importlib
 from collections.abc import Callable
 
 from hub.errors import TaskHalted
+from hub.log import get_logger
 from hub.machine import ERIK_CONSULTATION
 from hub.phases.context import Context, Outcome
 from hub.phases.setup import active_contract
 from hub.phases.status import due, judge_configured, report_waiting
+
+log = get_logger("hub.next")
 
 # phase name -> "module:function"; imported only when the phase runs.
 PHASES: dict[str, str] = {
@@ -35,7 +38,11 @@ def run_next(ctx: Context) -> Outcome:
         raise TaskHalted(f"task {contract['task_id']} is halted; read {ctx.handoff.halt_report}")
     phase, why = due(contract, ctx.clock(), judge_configured(ctx), report_waiting(ctx))
     if phase is None:
-        return Outcome("next", contract["task_id"] if contract else None, message=f"nothing to do: {why}")
+        task_id = contract["task_id"] if contract else None
+        # cron sends stdout nowhere: say on stderr (the log) why the task is not moving, e.g. waiting
+        # for a judge nobody configured.
+        log.info("next.waiting", task=task_id, state=contract["status"] if contract else None, why=why)
+        return Outcome("next", task_id, message=f"nothing to do: {why}")
     outcome = phase_function(phase)(ctx)
     outcome.data.setdefault("ran", phase)
     return outcome
