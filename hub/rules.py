@@ -258,6 +258,11 @@ def _severity(value: Any) -> str:
     return "off" if value is False else str(value)
 
 
+def packaged_rules() -> list[RuleInfo]:
+    """The rules shipped with agent-hub (active in every scan unless a repository turns one off)."""
+    return [rule.info for rule in _load_dirs([packaged_rules_dir()], "packaged")]
+
+
 def _load_dirs(dirs: Sequence[Path], source: str) -> list[_Rule]:
     return [rule for d in dirs for path in _rule_files(d) for rule in _load_rule_file(path, source)]
 
