@@ -429,7 +429,7 @@ def promote_next(ctx: Context) -> Outcome:
         return Outcome("promote-backlog", message=f"nothing to do: {why}")
     backlog_id = entry["id"]
     try:
-        outcome = create(ctx, fields)
+        outcome = create(ctx, fields, check_paths=False)
     except BaseException:
         with _editing(hand, hand.backlog, "tasks") as doc:
             again = _find(doc, backlog_id, str(hand.backlog))

@@ -61,7 +61,10 @@ def init(state: State) -> None:
 @cli.command()
 @click.option("--title", help="One line saying what the task is.")
 @click.option("--requirement", "requirements", multiple=True, help="A requirement (repeat).")
-@click.option("--target", help="The file the task changes.")
+@click.option("--target", help="The file the task changes (it must exist, unless --new-file).")
+@click.option(
+    "--new-file", "create_target", is_flag=True, help="The --target file is new: the task creates it."
+)
 @click.option("--source", "sources", multiple=True, help="A file the model should read (repeat).")
 @click.option(
     "--acceptance-command", "commands", multiple=True, help="A shell command that must pass (repeat)."
@@ -94,6 +97,7 @@ def new(
     title: str | None,
     requirements: tuple[str, ...],
     target: str | None,
+    create_target: bool,
     sources: tuple[str, ...],
     commands: tuple[str, ...],
     criteria: tuple[str, ...],
@@ -133,7 +137,7 @@ def new(
     if not fields.get("requirements"):
         raise click.UsageError("at least one --requirement (or --from-proposal) is required")
     fields.setdefault("complexity", "minor")
-    finish(create(state.context(), fields), as_json)
+    finish(create(state.context(), fields, create_target), as_json)
 
 
 @cli.command("setup-task")

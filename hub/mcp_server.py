@@ -154,6 +154,9 @@ def build_server(repo_root: Path, handoff_dir: Path | None = None) -> MCPServer:
         target_file: Annotated[
             str | None, Field(description="the file the task changes, relative to the repository root")
         ] = None,
+        create_target: Annotated[
+            bool, Field(description="the target file does not exist yet: the task creates it")
+        ] = False,
         source_files: Annotated[
             list[str] | None, Field(description="files the model should read for context")
         ] = None,
@@ -209,7 +212,7 @@ def build_server(repo_root: Path, handoff_dir: Path | None = None) -> MCPServer:
             if not fields.get("requirements"):
                 raise ToolError("at least one requirement is required (or a proposal with '## Requirements')")
             fields.setdefault("complexity", "minor")
-            return create(ctx(), fields).as_dict()
+            return create(ctx(), fields, create_target).as_dict()
 
     @server.tool()
     def hub_next() -> dict[str, Any]:

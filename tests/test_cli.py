@@ -52,7 +52,7 @@ def test_new_then_status_json_is_one_json_document_on_stdout(hub: Any) -> None:
     assert re.fullmatch(r"demo-\d{10}-greet-politely", doc["task_id"])
     assert doc["status"] == "pending_implementer"
     assert doc["next"] == {"phase": "setup-task", "why": "the task has no branch yet"}
-    again = hub("new", "--title", "Another", "--requirement", "r")
+    again = hub("new", "--title", "Another", "--requirement", "r", "--target", "src/app.py")
     assert again.returncode == 3
     assert "is still active (pending_implementer)" in again.stderr
 

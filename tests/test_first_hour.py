@@ -351,3 +351,32 @@ def test_a_config_corpus_through_the_real_cli_as_separate_processes(
         assert proc.returncode == 1, (key, err)
         assert says in err and "Traceback" not in err, (key, err)
         assert out == "", key
+
+
+# --- hub new: a mistyped --target, no target at all ----------------------------------------------------
+
+
+def test_a_mistyped_target_is_refused_naming_the_file_meant_and_nothing_is_written(
+    hub: Any, git_repo: Path
+) -> None:
+    done = hub("new", "--title", "Greet", "--requirement", "r", "--target", "src/ap.py")
+    assert done.returncode == 1
+    assert done.stderr.startswith("hub: --target src/ap.py: no such file in ")
+    assert "did you mean src/app.py?" in done.stderr and "--new-file" in done.stderr
+    assert not (git_repo / "_handoff" / "TASK_CONTRACT.json").exists()
+
+
+def test_a_new_file_target_is_accepted_with_new_file(hub: Any, git_repo: Path) -> None:
+    done = hub("new", "--title", "Add util", "--requirement", "r", "--target", "src/util.py", "--new-file")
+    assert done.returncode == 0, done.stderr
+    contract = json.loads((git_repo / "_handoff" / "TASK_CONTRACT.json").read_text(encoding="utf-8"))
+    assert contract["constraints"]["allowed_paths"] == ["src/util.py"]
+
+
+def test_a_task_with_no_file_to_change_is_refused_before_the_model_is_told_it_may_write_anything(
+    hub: Any, git_repo: Path
+) -> None:
+    done = hub("new", "--title", "Greet", "--requirement", "r")
+    assert done.returncode == 1
+    assert "the task names no file to change: give --target FILE" in done.stderr
+    assert not (git_repo / "_handoff" / "TASK_CONTRACT.json").exists()
