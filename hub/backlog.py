@@ -400,6 +400,13 @@ def pick_next(doc: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
     return entry, f"priority {entry['priority']}, dependencies merged"
 
 
+def peek_next(hand: Handoff) -> tuple[dict[str, Any] | None, str]:
+    """What `hub next` would promote, without writing anything (for `hub status`)."""
+    doc = _read(hand.backlog, "tasks")
+    refresh(hand, doc, None)
+    return pick_next(doc)
+
+
 def next_task(ctx: Context) -> dict[str, Any]:
     """task-next: `{task, why}`, the proposal `hub next` would promote (task is None when nothing is ready)."""
     entry, why = pick_next(_current(ctx))
