@@ -35,7 +35,7 @@ PY
     mkdir "$repo" && cd "$repo"
     git init -q -b main && git config user.email check@example.invalid && git config user.name check
     printf 'def add(a, b):\n    return a + b\n' > calc.py && git add -A && git commit -qm init
-    local run=(env -i HOME="$work/home" PATH="$bin:/usr/bin:/bin" OLLAMA_HOST="$fake_url")
+    local run=(env -i HOME="$work/home" PATH="$bin:/usr/bin:/bin" OLLAMA_HOST="$fake_url" HUB_LOG_LEVEL=WARNING)
     "${run[@]}" hub init >/dev/null && git add hub.yaml && git commit -qm hub
     "${run[@]}" hub doctor >/dev/null || true  # FakeOllama lacks the default model: doctor says so
     "${run[@]}" hub rules scan calc.py >/dev/null
@@ -60,10 +60,10 @@ for _ in $(seq 100); do grep -q listening fake.out && break; sleep 0.1; done
 fake_url=$(sed -n 's/.*listening on //p' fake.out)
 
 export PIPX_HOME=$work/pipx PIPX_BIN_DIR=$work/pipx-bin PIPX_MAN_DIR=$work/pipx-man
-"$pipx" install "$src" >/dev/null
+"$pipx" install "$src" >/dev/null 2>&1
 smoke pipx "$work/pipx-bin"
 "$pipx" uninstall agent-hub >/dev/null
-"$pipx" install "git+file://$src@$branch" >/dev/null
+"$pipx" install "git+file://$src@$branch" >/dev/null 2>&1
 smoke pipx-git "$work/pipx-bin"
 if [ -n "$uv" ]; then
     UV_TOOL_DIR=$work/uv-tools UV_TOOL_BIN_DIR=$work/uv-bin UV_CACHE_DIR=$work/uv-cache \
