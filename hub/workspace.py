@@ -9,7 +9,6 @@ every phase refuse a "dirty" work tree. `problems` is what `hub doctor` shows fo
 
 from __future__ import annotations
 
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,6 +35,17 @@ def handoff_ignored(repo_root: Path, handoff_dir: Path) -> bool:
         rel = handoff_dir.resolve().relative_to(repo_root.resolve())
     except ValueError:
         return True
+    # The line `hub init` writes, read directly: `hub status` should not pay for a git process.
+    name = rel.as_posix()
+    for listing in (repo_root / ".git" / "info" / "exclude", repo_root / ".gitignore"):
+        try:
+            lines = {line.strip() for line in listing.read_text(encoding="utf-8").splitlines()}
+        except (OSError, UnicodeDecodeError):
+            continue
+        if lines & {f"/{name}/", f"{name}/", f"/{name}", name}:
+            return True
+    import subprocess
+
     try:
         done = subprocess.run(
             ["git", "check-ignore", "-q", f"{rel.as_posix()}/"],
