@@ -145,6 +145,23 @@ def run_in_process(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple
     return (code if isinstance(code, int) else 1), out, err
 
 
+@pytest.fixture(autouse=True)
+def restore_logging() -> Iterator[None]:
+    """The in-process CLI points structlog and logging at pytest's captured stderr, which closes after
+    the test: put back what was there so later tests do not log into a closed file."""
+    import logging
+
+    import structlog
+
+    saved = structlog.get_config()
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    structlog.configure(**saved)
+    root.handlers[:] = handlers
+    root.setLevel(level)
+
+
 @pytest.fixture
 def quiet_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     for key in list(os.environ):
