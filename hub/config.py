@@ -10,11 +10,12 @@ import os
 import sys
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from hub.config_schema import BACKENDS, ROLES, TRANSPORTS
+from hub.contract import DEFAULT_MAX_CHANGED_FILES
 from hub.errors import ConfigError
 
 CONFIG_FILE = "hub.yaml"
@@ -129,7 +130,7 @@ class Config:
     workers: tuple[WorkerServer, ...] = ()
     judge: JudgeConfig = field(default_factory=JudgeConfig)
     acceptance_timeout_seconds: float = 300.0
-    max_changed_files: int = 20
+    max_changed_files: int = DEFAULT_MAX_CHANGED_FILES
     global_timeout_hours: float = 4.0
     rules_catalog_url: str | None = None
     mcp_token: str | None = None
@@ -139,6 +140,11 @@ class Config:
             return self.roles[name]
         except KeyError:
             raise ConfigError(f"{CONFIG_FILE}: roles.{name}: no such role") from None
+
+    def judge_role(self) -> RoleConfig:
+        """The judge's role; `judge.backend`, when set, says which backend reaches its model."""
+        role = self.role("judge")
+        return replace(role, backend=self.judge.backend) if self.judge.backend else role
 
     def num_ctx_for(self, model: str) -> int:
         return self.num_ctx.get(model, self.default_num_ctx)
@@ -297,7 +303,7 @@ def _from_raw(
             command=env.get("HUB_JUDGE_COMMAND") or judge.get("command"), backend=judge.get("backend")
         ),
         acceptance_timeout_seconds=float(raw.get("acceptance_timeout_seconds") or 300),
-        max_changed_files=int(limits.get("max_changed_files") or 20),
+        max_changed_files=int(limits.get("max_changed_files") or DEFAULT_MAX_CHANGED_FILES),
         global_timeout_hours=float(limits.get("global_timeout_hours") or 4),
         rules_catalog_url=section("rules").get("catalog_url"),
         mcp_token=env.get("HUB_MCP_TOKEN") or None,

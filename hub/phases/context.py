@@ -9,6 +9,7 @@ from __future__ import annotations
 import shlex
 import time
 from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Set as AbstractSet
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -18,8 +19,8 @@ from typing import TYPE_CHECKING, Any
 from hub import contract as contract_mod
 from hub import handoff
 from hub.config import Config
-from hub.contract import Contract, iso, now_utc, parse_iso
-from hub.errors import HubError, LockBusy, TaskHalted, WrongState
+from hub.contract import Contract, Lease, TaskRefs, iso, now_utc, parse_iso, task_refs
+from hub.errors import EXIT_HALTED, HubError, LockBusy, TaskHalted, WrongState
 from hub.log import get_logger
 from hub.machine import (
     ERIK_CONSULTATION,
@@ -32,6 +33,7 @@ from hub.machine import (
     PENDING_LOCAL_REVIEW,
     RESUMABLE_STATES,
     REVIEW_COMPLETE,
+    Event,
 )
 
 if TYPE_CHECKING:
@@ -41,8 +43,6 @@ if TYPE_CHECKING:
     from hub.workers.base import ChatRequest, Generation, Worker
 
 log = get_logger("hub.phase")
-
-EXIT_HALTED = 4
 
 
 @dataclass
@@ -66,7 +66,7 @@ class Context:
             return self.worker_factory(role)
         from hub.workers.bridge import make_worker
 
-        return make_worker(self.config, role)
+        return make_worker(self.config, self.config.judge_role() if role == "judge" else role)
 
 
 @dataclass
@@ -120,7 +120,7 @@ class Run:
             self._repo = gitops.open_repo(self.ctx.repo_root)
         return self._repo
 
-    def record(self, event: str, reason: str | None = None, resume_to: str | None = None) -> str:
+    def record(self, event: Event, reason: str | None = None, resume_to: str | None = None) -> str:
         handoff.record(self.ctx.handoff, self.contract, event, self.now, reason, resume_to)
         return str(self.contract["status"])
 
@@ -129,6 +129,12 @@ class Run:
 
     def counters(self) -> dict[str, int]:
         return self.contract.setdefault("breaker", {}).setdefault("counters", {})
+
+    def move_attempt(self, by: int = 1) -> int:
+        """The one place the attempt counter changes: +1 for a new attempt (rework, retry, a resume to
+        the implementer), -1 when a rebuttal takes back the rework its FAIL started. Never below 1."""
+        self.contract["attempt"] = max(1, self.contract["attempt"] + by)
+        return self.contract["attempt"]
 
     def bump(self, name: str, by: int = 1) -> int:
         counters = self.counters()
@@ -231,7 +237,7 @@ class Run:
                 self.now,
             )
 
-    def halt(self, trip: Trip, event: str = HALT_EVENT) -> Outcome:
+    def halt(self, trip: Trip, event: Event = HALT_EVENT) -> Outcome:
         """Move the task to erik_consultation, write ERIK_HALT.md, and say so (exit 4)."""
         before = self.contract["status"]
         self.drop_lease()
@@ -287,7 +293,7 @@ def resume_targets(contract: Contract) -> dict[str, str]:
     data = contract["handoff_data"]
     wrote = any(entry.get("event") == "code_written" for entry in contract.get("history", []))
     has_work = bool(contract["git"].get("task_branch") and (wrote or data.get("changed_files")))
-    targets = {PENDING_IMPLEMENTER: "the implementer writes the change again (a new attempt)"}
+    targets: dict[str, str] = {PENDING_IMPLEMENTER: "the implementer writes the change again (a new attempt)"}
     if has_work:
         targets[PENDING_LOCAL_REVIEW] = "the local review checks the work on the task branch again"
         targets[PENDING_JUDGE_REVIEW] = (
@@ -300,6 +306,7 @@ def resume_targets(contract: Contract) -> dict[str, str]:
 
 def suggested_resume_state(state_before: str, targets: Mapping[str, str] | None = None) -> str:
     """Where a person most likely wants the task to go: back to where it halted, if that leads on."""
+    wanted: str
     if state_before in (IMPLEMENTATION_IN_PROGRESS, "timeout_implementer"):
         wanted = PENDING_IMPLEMENTER
     elif state_before in (JUDGE_REVIEW_IN_PROGRESS, "timeout_judge", "pending_rebuttal"):
@@ -380,7 +387,7 @@ See `hub status` and `hub log` for the history, and `_handoff/runs/{contract["ta
 
 
 @contextmanager
-def running(ctx: Context, phase: str, accepts: frozenset[str] | set[str]) -> Iterator[Run]:
+def running(ctx: Context, phase: str, accepts: AbstractSet[str]) -> Iterator[Run]:
     """Hold the task for one phase. See the module docstring."""
     hand = ctx.handoff
     started = time.perf_counter()
@@ -417,7 +424,7 @@ def running(ctx: Context, phase: str, accepts: frozenset[str] | set[str]) -> Ite
 def recover(run: Run) -> None:
     """The phase that left the task in an *_in_progress state is dead: record it, keep its work, go on."""
     contract = run.contract
-    lease = contract.get("lock") or {}
+    lease: Lease | dict[str, str] = contract.get("lock") or {}
     holder = str(lease.get("held_by") or "")
     same_host = holder.split(":", 1)[0] == handoff.holder_id().split(":", 1)[0]
     expires = lease.get("expires_at")
@@ -435,7 +442,7 @@ def recover(run: Run) -> None:
     reason = f"the phase holding {contract['status']} died ({holder or 'unknown holder'})"
     if stash_name:
         reason += f"; its uncommitted changes are in git stash '{stash_name}'"
-    run.record("interrupted", reason)
+    run.record(Event.INTERRUPTED, reason)
     log.warning("recovered", task=run.task_id, reason=reason)
 
 
@@ -445,6 +452,5 @@ def pre_phase_trip(run: Run) -> Trip | None:
     return breakers.before_phase(run.contract, run.now)
 
 
-def require_setup(run: Run) -> None:
-    if not run.contract["git"].get("task_branch"):
-        raise WrongState(f"task {run.task_id} has no task branch yet: run `hub setup-task` first")
+def require_setup(run: Run) -> TaskRefs:
+    return task_refs(run.contract)

@@ -14,12 +14,14 @@ from pathlib import Path
 from typing import Any
 
 from hub import breakers, gitops, prompts
+from hub.backlog import notes_for_prompt
 from hub.breakers import Trip
-from hub.errors import ContextOverflow, ModelNotFound, WorkerError, WorkerTimeout, WorkerUnavailable
-from hub.machine import PENDING_IMPLEMENTER, TIMEOUT_IMPLEMENTER
+from hub.contract import Verdict, task_refs
+from hub.errors import WorkerError
+from hub.machine import PENDING_IMPLEMENTER, TIMEOUT_IMPLEMENTER, Event
 from hub.phases.acceptance import CommandResult, run_command
 from hub.phases.context import Context, Outcome, Run, pre_phase_trip, require_setup, running
-from hub.phases.stall import Stall, implementer_stall, strike
+from hub.phases.stall import Stall, implementer_stall, model_unavailable, strike, worker_failure
 from hub.provenance import write_record
 from hub.workers.base import Generation, Worker
 
@@ -30,18 +32,18 @@ MAX_FILE_CHARS = 60_000
 def run_implementer(ctx: Context) -> Outcome:
     """Have the implementer model write the change for the current attempt."""
     with running(ctx, "run-implementer", {PENDING_IMPLEMENTER, TIMEOUT_IMPLEMENTER}) as run:
-        require_setup(run)
+        refs = require_setup(run)
         if run.contract["status"] == TIMEOUT_IMPLEMENTER:
-            stalls = run.contract["handoff_data"].get("stalls") or [{"reason": "interrupted"}]
-            return strike(run, stalls[-1]["reason"])
+            stalls = run.contract["handoff_data"].get("stalls")
+            return strike(run, stalls[-1]["reason"] if stalls else "interrupted")
         trip = pre_phase_trip(run)
         if trip:
             return run.halt(trip)
-        gitops.checkout(run.repo, run.contract["git"]["task_branch"])
+        gitops.checkout(run.repo, refs.task_branch)
         # A person may have fixed things by hand while the task was halted: their edits are the task's.
         run.checkpoint("manual_edit")
         run.take_lease(run.contract["limits"]["timeout_minutes"]["implementer"])
-        run.record("lock_acquired", f"attempt {run.contract['attempt']}")
+        run.record(Event.LOCK_ACQUIRED, f"attempt {run.contract['attempt']}")
         return Attempt(run).execute()
 
 
@@ -63,31 +65,24 @@ class Attempt:
         worker = self.run.ctx.worker("implementer")
         try:
             return self._attempt(worker)
-        except WorkerTimeout as exc:
-            return self._stall(f"timeout: {exc.clock}", str(exc), exc.partial_text or self.raw, "timeout")
-        except ContextOverflow as exc:
-            return self._stall("truncated_context", str(exc))
-        except (ModelNotFound, WorkerUnavailable) as exc:
-            return self.run.halt(Trip("ollama_unavailable", str(exc), {"model": self.model}))
         except WorkerError as exc:
-            return self._stall(f"error: {type(exc).__name__}", str(exc))
+            failure = worker_failure(exc, self.model)
+            if isinstance(failure, Trip):
+                return self.run.halt(failure)
+            return self._stall(failure.reason, failure.detail, failure.raw_tail or self.raw, failure.event)
         finally:
             worker.close()
 
-    def _stall(self, reason: str, detail: str, raw: str | None = None, event: str = "stall") -> Outcome:
+    def _stall(self, reason: str, detail: str, raw: str | None = None, event: Event = Event.STALL) -> Outcome:
         timings = {**self.timings, "attempt": round(time.perf_counter() - self.started, 3)}
         return implementer_stall(
             self.run, Stall(reason, detail, (raw if raw is not None else self.raw), timings, event=event)
         )
 
     def _attempt(self, worker: Worker) -> Outcome:
-        health = worker.check_health([self.model])
-        if not health.ok or health.missing:
-            why = (
-                health.detail
-                or f"model {self.model} is not available (the worker has: {', '.join(health.models) or 'none'})"
-            )
-            return self.run.halt(Trip("ollama_unavailable", why, {"model": self.model}))
+        trip = model_unavailable(worker, self.model)
+        if trip:
+            return self.run.halt(trip)
         system = prompts.template(self.run.ctx.repo_root, "implementer_system").strip()
         prompt = build_prompt(self.run)
         generation = self._call(worker, prompt, system, "implement")
@@ -231,10 +226,10 @@ class Attempt:
         counters = run.counters()
         for name in ("stall_strikes", "interruptions"):
             counters.pop(name, None)
-        run.record("code_written", f"attempt {self.contract['attempt']}")
+        run.record(Event.CODE_WRITTEN, f"attempt {self.contract['attempt']}")
         commit = run.checkpoint("code_written")
-        git = self.contract["git"]
-        stats = gitops.diff_stats(run.repo, git["base_commit"], git["task_branch"])
+        refs = task_refs(self.contract)
+        stats = gitops.diff_stats(run.repo, refs.base_commit, refs.task_branch)
         content_hash = gitops.content_hash(run.ctx.repo_root, list(stats.files))
         data["changed_files"] = list(stats.files)
         data["diff_summary"] = f"{len(stats.files)} files changed, +{stats.added} -{stats.removed}"
@@ -311,7 +306,7 @@ def feedback_section(run: Run) -> str:
     """What the model must know from earlier: the judge's issues, its own last stall, a person's notes."""
     data = run.contract["handoff_data"]
     parts: list[str] = []
-    if data.get("judge_verdict") in ("FAIL", "CONDITIONAL") and data.get("judge_blocking_issues"):
+    if data.get("judge_verdict") in (Verdict.FAIL, Verdict.CONDITIONAL) and data.get("judge_blocking_issues"):
         parts.append(
             f"## The judge rated the last attempt {data['judge_verdict']}. Fix every blocking issue\n\n"
             + prompts.issue_lines(data["judge_blocking_issues"])
@@ -322,8 +317,6 @@ def feedback_section(run: Run) -> str:
     if stalls and stalls[-1].get("attempt") == run.contract["attempt"] - 1:
         last = stalls[-1]
         parts.append(f"## Your previous attempt failed ({last['reason']})\n\n{last.get('detail', '')[:1500]}")
-    from hub.backlog import notes_for_prompt
-
     notes = list(data.get("resume_notes", []))
     notes += [
         f"({n.get('type', 'note')}) {n.get('content', '')}"

@@ -5,12 +5,9 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 
-from hub.errors import TaskHalted
 from hub.log import get_logger
-from hub.machine import ERIK_CONSULTATION
 from hub.phases.context import Context, Outcome
-from hub.phases.setup import active_contract
-from hub.phases.status import due, judge_configured, report_waiting
+from hub.phases.status import next_step
 
 log = get_logger("hub.next")
 
@@ -23,7 +20,7 @@ PHASES: dict[str, str] = {
     "report-judge": "hub.phases.judge:report_judge",
     "timeout-judge": "hub.phases.judge:timeout_judge",
     "finalize-task": "hub.phases.finalize:finalize_task",
-    "promote-backlog": "hub.backlog:promote_next",
+    "promote-backlog": "hub.phases.promote:promote_next",
 }
 
 
@@ -33,10 +30,7 @@ def phase_function(name: str) -> Callable[[Context], Outcome]:
 
 
 def run_next(ctx: Context) -> Outcome:
-    contract = active_contract(ctx)
-    if contract is not None and contract["status"] == ERIK_CONSULTATION:
-        raise TaskHalted(f"task {contract['task_id']} is halted; read {ctx.handoff.halt_report}")
-    phase, why = due(contract, ctx.clock(), judge_configured(ctx), report_waiting(ctx))
+    contract, phase, why = next_step(ctx)
     if phase is None:
         task_id = contract["task_id"] if contract else None
         # cron sends stdout nowhere: say on stderr (the log) why the task is not moving, e.g. waiting

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, runtime_checkable
+
+from hub.errors import WorkerError
 
 THINK_RE = re.compile(r"<think>(.*?)(?:</think>|\Z)", re.DOTALL | re.IGNORECASE)
 
@@ -57,6 +59,7 @@ class Health:
     """What a worker can see: reachable or not, its models, and the ones we need but it lacks."""
 
     ok: bool
+    reached: bool = True  # the worker answered with a model list (possibly lacking what we need)
     models: tuple[str, ...] = ()
     missing: tuple[str, ...] = ()
     detail: str = ""
@@ -68,9 +71,40 @@ class Worker(Protocol):
 
     def generate(self, request: ChatRequest) -> Generation: ...
 
+    def list_models(self) -> list[str]: ...
+
     def check_health(self, models: list[str]) -> Health: ...
 
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class ServerWorker(Protocol):
+    """A worker behind a server it starts (the MCP worker): starting it and reading its tools is a check
+    of its own for `hub doctor`."""
+
+    tools: tuple[str, ...]
+
+    def connect(self) -> str: ...
+
+
+def check_health(
+    worker: Worker, models: list[str], unreachable_hint: str = "", missing_hint: str = ""
+) -> Health:
+    """The one health check every worker uses: list its models and name the wanted ones it lacks.
+    A worker that cannot list them was not reached; the hints say what to do about either."""
+    try:
+        available = worker.list_models()
+    except WorkerError as exc:
+        detail = f"{exc}; {unreachable_hint}" if unreachable_hint else str(exc)
+        return Health(ok=False, reached=False, missing=tuple(models), detail=detail)
+    # Ollama (and its /v1) lists `name:latest` and accepts `name`; other servers' ids compare as they are.
+    missing = tuple(m for m in models if not any(same_model(m, a) for a in available))
+    if missing:
+        detail = f"missing: {', '.join(missing)}" + (f" ({missing_hint})" if missing_hint else "")
+    else:
+        detail = f"{len(available)} models"
+    return Health(ok=not missing, models=tuple(available), missing=missing, detail=detail)
 
 
 def split_thinking(text: str) -> tuple[str, str]:
