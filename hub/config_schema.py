@@ -2,7 +2,12 @@
 
 EVERY NEW hub.yaml KEY GOES IN `SCHEMA` BELOW (one line, next to its siblings). A key that is not
 listed there is refused as unknown, with a did-you-mean, so a typo (`role:` for `roles:`,
-`num_ctc:`) can never be silently ignored again.
+`num_ctc:`) can never be silently ignored again. The forms: `Str()` (`choices=`, `plain_name=`),
+`Num(min, max, unit=)`, `Int(min, max, unit=)`, `Bool()`, `Command()`, `Map({...}, required=)`,
+`MapOf(values)`, `ListOf(items)`, `AnyOf((form, form))`; for example
+`"keep_branches": Bool()`, `"parallel_tasks": Int(1, unit="tasks")`,
+`"sandbox": AnyOf((Str(choices=("auto", "required", "off")), Bool(), Map({"mode": ..., "network": Bool()})))`.
+`config.py` then reads the (already checked) value into `Config`.
 
 `validate(raw)` is pure: it walks the parsed YAML against the table and returns every problem with the
 key path it sits at. `locate(text, path)` finds the line of a path in the file's text (PyYAML's
@@ -133,6 +138,38 @@ class Scalar(Spec):
 
     def check(self, value: Any, path: Path) -> list[Problem]:
         return [] if isinstance(value, str | int | float | bool) else self.wrong(value, path)
+
+
+@dataclass(frozen=True)
+class Bool(Spec):
+    """true or false (YAML also reads yes/no/on/off as booleans)."""
+
+    expected = "true or false"
+
+    def check(self, value: Any, path: Path) -> list[Problem]:
+        return [] if isinstance(value, bool) else self.wrong(value, path)
+
+
+@dataclass(frozen=True)
+class AnyOf(Spec):
+    """One of several forms (e.g. `sandbox: off` or a mapping): the first form whose type fits decides;
+    when none fits, all are named."""
+
+    forms: tuple[Spec, ...]
+
+    @property
+    def expected(self) -> str:  # type: ignore[override]
+        return " or ".join(form.expected for form in self.forms)
+
+    def check(self, value: Any, path: Path) -> list[Problem]:
+        results = [form.check(value, path) for form in self.forms]
+        if any(not problems for problems in results):
+            return []
+        # A form whose type fits (its problems lie deeper, or are about the value, not its type).
+        for problems in results:
+            if not all(p.path == path and p.problem.startswith("got ") for p in problems):
+                return problems
+        return [Problem(path, f"got {describe(value)}", self.expected)]
 
 
 @dataclass(frozen=True)

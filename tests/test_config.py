@@ -115,3 +115,21 @@ def test_a_corrupt_cache_is_ignored(tmp_path: Path) -> None:
     write(tmp_path, "project: real\n")
     (tmp_path / ".git" / "hub-yaml-cache.json").write_text("{not json", encoding="utf-8")
     assert load_config(tmp_path, env={}).project == "real"
+
+
+def test_the_schema_forms_other_keys_will_need_check_what_they_should() -> None:
+    from hub.config_schema import AnyOf, Bool, Int, ListOf, Map, Str
+
+    sandbox = AnyOf((Str(choices=("auto", "required", "off")), Bool(), Map({"network": Bool()})))
+    assert sandbox.check("off", ("sandbox",)) == [] and sandbox.check(False, ("sandbox",)) == []
+    assert sandbox.check({"network": True}, ("sandbox",)) == []
+    [typo] = sandbox.check({"netwrok": True}, ("sandbox",))
+    assert typo.path == ("sandbox", "netwrok") and "did you mean 'network'?" in typo.problem
+    [word] = sandbox.check("of", ("sandbox",))
+    assert "'of' is not allowed; did you mean 'off'?" in word.problem
+    [wrong] = sandbox.check(3, ("sandbox",))
+    assert wrong.expected.startswith("one of auto, required, off or true or false or a mapping")
+    hosts = ListOf(AnyOf((Str(), Map({"host": Str(), "slots": Int(1)}, required=("host",)))))
+    assert hosts.check(["http://a:11434", {"host": "http://b", "slots": 2}], ("ollama", "hosts")) == []
+    [slots] = hosts.check([{"host": "h", "slots": 0}], ("ollama", "hosts"))
+    assert slots.path == ("ollama", "hosts", 0, "slots") and "too small" in slots.problem
