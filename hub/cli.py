@@ -277,6 +277,8 @@ def render_status(doc: dict[str, Any]) -> str:
         lines.append(f"  {entry['timestamp']}  {entry['from']} -[{entry['event']}]-> {entry['to']}")
     if doc["halt_file"]:
         lines.append(f"HALTED   read {doc['halt_file']}")
+    for target, why in (doc.get("resume_targets") or {}).items():
+        lines.append(f"resume   --to {target}: {why}")
     if doc["stall_report"]:
         lines.append(f"STALLED  read {doc['stall_report']}")
     nxt = doc["next"]

@@ -166,6 +166,8 @@ async def exercise_every_tool(session: Any, repo: Path, task: TaskDriver) -> Non
 
     assert (await call("hub_next"))["data"]["backlog_id"] == "bye"
     task.run().halt(Trip("test", "a person must look"))
+    halted = await call("hub_status")
+    assert list(halted["resume_targets"]) == ["pending_implementer"]  # nothing written: no review
     resumed = await call("hub_resume", {"to": "pending_implementer", "note": "looked"})
     assert (resumed["from"], resumed["to"]) == ("erik_consultation", "pending_implementer")
     log = await call("hub_log")

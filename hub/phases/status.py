@@ -25,7 +25,7 @@ from hub.machine import (
     TIMEOUT_IMPLEMENTER,
     TIMEOUT_JUDGE,
 )
-from hub.phases.context import Context
+from hub.phases.context import Context, resume_targets
 
 
 def due(
@@ -124,6 +124,8 @@ def status(ctx: Context) -> dict[str, Any]:
         "next": {"phase": phase, "why": why},
         "halt_file": str(hand.halt_report) if hand.halt_report.exists() else None,
         "stall_report": str(hand.stall_report) if hand.stall_report.exists() else None,
+        # For an agent that cannot read the halt file: where `hub resume --to` can send the task.
+        "resume_targets": resume_targets(contract) if contract["status"] == ERIK_CONSULTATION else {},
     }
 
 
