@@ -397,3 +397,34 @@ def test_a_task_with_no_file_to_change_is_refused_before_the_model_is_told_it_ma
     assert done.returncode == 1
     assert "the task names no file to change: give --target FILE" in done.stderr
     assert not (git_repo / "_handoff" / "TASK_CONTRACT.json").exists()
+
+
+# --- the halt file's resume command --------------------------------------------------------------------
+
+
+def test_the_halt_files_command_as_written_is_refused_and_one_leading_nowhere_too_changing_nothing(
+    hub: Any, task: Any
+) -> None:
+    import shlex
+
+    from hub.breakers import Trip
+
+    task.new()
+    task.setup()
+    task.run().halt(Trip("critical_flaw", "the reviewer found eval() on user input"))
+    halt = task.hand.halt_report.read_text(encoding="utf-8")
+    line = next(line.strip() for line in halt.splitlines() if "resume --to" in line)
+    before = (task.hand.contract.read_bytes(), halt)
+
+    as_written = hub(*shlex.split(line.split("&&", 1)[1])[1:])
+    assert as_written.returncode == 1
+    assert "still holds the halt file's placeholder" in as_written.stderr
+    nowhere = hub("resume", "--to", "review_complete")
+    assert nowhere.returncode == 3
+    assert "to review_complete would lead nowhere" in nowhere.stderr
+    assert "pending_implementer: the implementer writes the change again" in nowhere.stderr
+    assert (task.hand.contract.read_bytes(), task.hand.halt_report.read_text(encoding="utf-8")) == before
+
+    done = hub("resume", "--to", "pending_implementer", "--note", "never build code from input")
+    assert done.returncode == 0, done.stderr
+    assert task.contract()["handoff_data"]["resume_notes"] == ["never build code from input"]
