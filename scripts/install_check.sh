@@ -39,6 +39,7 @@ PY
     "${run[@]}" hub init >/dev/null && git add hub.yaml && git commit -qm hub
     "${run[@]}" hub doctor >/dev/null || true  # FakeOllama lacks the default model: doctor says so
     "${run[@]}" hub rules scan calc.py >/dev/null
+    "${run[@]}" hub rules search eval | grep -q py-eval-exec  # the catalog and the packaged rules
     "${run[@]}" hub new --title "Add sub" --requirement "sub(a, b) returns a - b" --target calc.py >/dev/null
     for _ in 1 2 3; do "${run[@]}" hub next >/dev/null; done  # setup-task, implementer, local review
     echo '{"verdict": "PASS", "blocking_issues": []}' > _handoff/JUDGE_REPORT.json
