@@ -104,7 +104,10 @@ def diagnose(
     try:
         config = load_config(repo, handoff, env)
     except ConfigError as exc:
-        fix = f"correct each line named above ({CONFIG_FILE} keys and forms are listed in README.md)"
+        fix = (
+            f"correct each line named above: each names the key path and the form it expects "
+            f"(README.md, 'Configuration', shows a whole {CONFIG_FILE})"
+        )
         return [Check(CONFIG_FILE, False, str(exc), fix)]
     seen = f"{path}: valid" if path.exists() else f"no {CONFIG_FILE}: the defaults apply"
     checks = [Check(CONFIG_FILE, True, seen)]
