@@ -232,9 +232,13 @@ def read_yaml(path: Path) -> dict[str, Any]:
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: cannot be read: {exc}") from None
     try:
-        loaded = yaml.safe_load(text)
+        loaded = yaml.load(text, Loader=_unique_keys_loader())
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+    except _DuplicateKey as exc:
+        raise ConfigError(
+            f"{path}:{exc.line}: {exc.key}: duplicate key (YAML would silently keep only the last one)"
+        ) from None
     if loaded is not None and not isinstance(loaded, dict):
         raise ConfigError(f"{path}:1: expected a mapping at the top level (key: value lines)")
     raw = loaded or {}
@@ -249,6 +253,31 @@ def read_yaml(path: Path) -> dict[str, Any]:
         except (OSError, TypeError, ValueError):
             pass  # an unwritable .git, or YAML values JSON cannot hold (dates): parse each time
     return raw
+
+
+class _DuplicateKey(Exception):
+    def __init__(self, key: str, line: int) -> None:
+        self.key, self.line = key, line
+
+
+def _unique_keys_loader() -> Any:
+    """PyYAML's safe loader, refusing a key given twice in one mapping (two `roles:` sections would
+    otherwise leave only the second, silently)."""
+    import yaml
+
+    class Loader(yaml.SafeLoader):
+        def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+            seen: set[Any] = set()
+            for key_node, _ in node.value:
+                key = self.construct_object(key_node, deep=True)
+                if not isinstance(key, str | int | float | bool | None):
+                    continue  # an unhashable key: the schema refuses it as unknown
+                if key in seen:
+                    raise _DuplicateKey(str(key), key_node.start_mark.line + 1)
+                seen.add(key)
+            return super().construct_mapping(node, deep)
+
+    return Loader
 
 
 def _from_raw(
