@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hub import breakers, gitops, prompts
 from hub.backlog import notes_for_prompt
@@ -24,6 +24,12 @@ from hub.phases.context import Context, Outcome, Run, pre_phase_trip, require_se
 from hub.phases.stall import Stall, implementer_stall, model_unavailable, strike, worker_failure
 from hub.provenance import write_record
 from hub.workers.base import Generation, Worker
+
+if TYPE_CHECKING:
+    from hub.edits import ApplyResult, ParseResult
+
+    # What an answer became: how it parsed, and what was written, refused or failed.
+    Answer = tuple[ParseResult, ApplyResult]
 
 MAX_REFLECTIONS = 2
 MAX_FILE_CHARS = 60_000
@@ -92,19 +98,16 @@ class Attempt:
                 f"Ollama read {generation.prompt_tokens} prompt tokens of a larger prompt (num_ctx "
                 f"{self.config.num_ctx_for(self.model)}): the start was silently dropped",
             )
-        result = self._apply(generation.text, feedback_due=True)
+        result = self._apply(generation, feedback_due=True)
         if isinstance(result, Stall):
             return self._stall(result.reason, result.detail)
-        if result.failed_blocks:
-            from hub.edits import feedback_for
+        from hub.edits import answer_feedback
 
-            retry = self._call(
-                worker, prompt + "\n\n" + feedback_for(result.failed_blocks), system, "block-feedback"
-            )
-            again = self._apply(retry.text)
-            if not isinstance(again, Stall):
-                result = again
-            elif not self.applied_any:
+        feedback = answer_feedback(*result)
+        if feedback:
+            retry = self._call(worker, prompt + "\n\n" + feedback, system, "block-feedback")
+            again = self._apply(retry)
+            if isinstance(again, Stall) and not self.applied_any:
                 return self._stall(again.reason, again.detail)
         acceptance = self._acceptance(worker, prompt, system)
         if isinstance(acceptance, Stall):
@@ -121,20 +124,19 @@ class Attempt:
         self.timings["first token"] = round(generation.first_token_seconds, 3)
         return generation
 
-    def _apply(self, text: str, feedback_due: bool = False) -> Any:
-        """Parse and write the edits; a Stall when nothing usable came of it. With `feedback_due`, SEARCH
-        blocks that all failed are not yet a stall: the caller feeds them back to the model once."""
-        from hub.edits import Policy, apply_edits, parse_edits
+    def _apply(self, generation: Generation, feedback_due: bool = False) -> Answer | Stall:
+        """Parse, check and write the edits; a Stall when nothing usable came of it. With `feedback_due`,
+        an answer whose edits were all refused for what the model can fix (SEARCH blocks that did not
+        match, content the pre-write check refused, a cut-off answer) is not yet a stall: the caller
+        feeds the reasons back to the model once."""
+        from hub.edits import OUTPUT_TRUNCATED, Policy, answer_feedback, apply_answer
 
+        text = generation.text
         if not text.strip():
             return Stall("empty_output", "the model's answer was empty (after removing think blocks)")
         constraints = self.contract["constraints"]
         allowed = list(constraints["allowed_paths"])
         single = allowed[0] if len(allowed) == 1 and not any(c in allowed[0] for c in "*?[") else None
-        parsed = parse_edits(text, default_path=single)
-        if not parsed.edits:
-            why = "; ".join(parsed.problems) or "no file path followed by a fenced code block was found"
-            return Stall("malformed_output", why)
         policy = Policy(
             repo_root=self.run.ctx.repo_root,
             allowed_paths=tuple(allowed),
@@ -142,40 +144,49 @@ class Attempt:
             max_diff_lines=constraints.get("max_diff_lines"),
             delete_allowed=bool(constraints.get("delete_allowed", False)),
         )
-        result = apply_edits(parsed.edits, policy)
-        handoff = self.run.ctx.handoff
-        for applied in result.applied:
-            write_record(
-                handoff,
-                self.run.task_id,
-                "diff",
-                {
-                    "path": applied.path,
-                    "diff": applied.diff,
-                    "added": applied.added,
-                    "removed": applied.removed,
-                    "outcome": "applied",
-                },
-                self.run.now,
-            )
-        for refusal in result.refused:
-            write_record(
-                handoff,
-                self.run.task_id,
-                "diff",
-                {"path": refusal.path, "outcome": f"refused: {refusal.reason}"},
-                self.run.now,
-            )
-        if not result.changed_files and not self.applied_any and not (feedback_due and result.failed_blocks):
+        parsed, result = apply_answer(text, policy, default_path=single, done_reason=generation.done_reason)
+        self._record_edits(parsed, result)
+        truncated = OUTPUT_TRUNCATED in parsed.problems
+        if not parsed.edits and not truncated:
+            why = "; ".join(parsed.problems) or "no file path followed by a fenced code block was found"
+            return Stall("malformed_output", why)
+        if not result.changed_files and not self.applied_any:
+            if feedback_due and answer_feedback(parsed, result):
+                return parsed, result
             parts = [f"{r.path}: {r.reason}" for r in result.refused]
             parts += [f"{f.path}: a SEARCH block did not match ({f.reason})" for f in result.failed_blocks]
             if result.unchanged:
                 parts.append(f"{', '.join(result.unchanged)}: the new content is the same as the old")
+            if truncated:
+                return Stall("output_truncated", OUTPUT_TRUNCATED)
             return Stall(
                 "malformed_output", "no edit could be applied: " + ("; ".join(parts) or "nothing parsed")
             )
         self.applied_any = self.applied_any or bool(result.changed_files)
-        return result
+        return parsed, result
+
+    def _record_edits(self, parsed: ParseResult, result: ApplyResult) -> None:
+        """One provenance record per applied or refused edit and per failed block, with the reason:
+        what `hub log --task` shows."""
+        records: list[dict[str, Any]] = [
+            {
+                "path": a.path,
+                "diff": a.diff,
+                "added": a.added,
+                "removed": a.removed,
+                "outcome": "applied",
+            }
+            for a in result.applied
+        ]
+        records += [{"path": r.path, "outcome": f"refused: {r.reason}"} for r in result.refused]
+        records += [
+            {"path": f.path, "search": f.search[:2000], "outcome": f"refused: SEARCH block: {f.reason}"}
+            for f in result.failed_blocks
+        ]
+        if not parsed.edits:
+            records += [{"path": "", "outcome": f"refused: {problem}"} for problem in parsed.problems]
+        for record in records:
+            write_record(self.run.ctx.handoff, self.run.task_id, "diff", record, self.run.now)
 
     def _acceptance(self, worker: Worker, prompt: str, system: str) -> list[CommandResult] | Stall:
         commands = self.contract["specification"].get("acceptance_commands") or []
@@ -193,7 +204,7 @@ class Attempt:
                 "Fix the code. Answer again in the same format, with the complete content of every file you change."
             )
             generation = self._call(worker, reflect, system, f"reflection-{reflection + 1}")
-            applied = self._apply(generation.text)
+            applied = self._apply(generation)
             if isinstance(applied, Stall):
                 return applied
         self.contract["handoff_data"]["acceptance_results"] = [r.summary() for r in results]

@@ -28,6 +28,9 @@ ADVICE = {
     "`ollama ps`); total: raise timeouts.total or split the task.",
     "truncated_context": "The prompt does not fit the model's context window. Raise models.<model>.num_ctx in "
     "hub.yaml (the GPU must hold it), or list fewer source files in the contract.",
+    "output_truncated": "The model's answer was cut off at its token limit twice, so none of it was applied. "
+    "Raise roles.implementer.num_predict (or the server's output limit) in hub.yaml, split the task, or use a "
+    "model that answers with SEARCH/REPLACE blocks instead of whole files.",
     "tests_failed": "The acceptance commands still fail after the model's reflections. Read the command output "
     "below; the requirement may be ambiguous, or the task too big for this model.",
     "error": "The worker failed. Run `hub doctor`; check the worker log under _handoff/logs/.",

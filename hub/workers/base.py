@@ -9,6 +9,10 @@ from typing import Protocol, runtime_checkable
 from hub.errors import WorkerError
 
 THINK_RE = re.compile(r"<think>(.*?)(?:</think>|\Z)", re.DOTALL | re.IGNORECASE)
+# Not after a backtick or quote: prose may name the tag (`<think>`) without opening anything.
+_THINK_OPEN = re.compile(r"(?<![`'\"])<think>", re.IGNORECASE)
+_THINK_CLOSE = re.compile(r"</think>", re.IGNORECASE)
+_FENCE = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,})(.*)$")
 
 
 @dataclass(frozen=True)
@@ -108,9 +112,34 @@ def check_health(
 
 
 def split_thinking(text: str) -> tuple[str, str]:
-    """Strip `<think>...</think>` blocks (an unclosed one runs to the end); return (text, thinking)."""
-    thoughts = [m.group(1).strip() for m in THINK_RE.finditer(text)]
-    return THINK_RE.sub("", text).strip(), "\n\n".join(t for t in thoughts if t)
+    """Take `<think>...</think>` blocks out (an unclosed one runs to the end); return (text, thinking).
+
+    Only outside code fences: a file the model writes may hold the tags itself (`OPEN = "<think>"`),
+    and stripping them there corrupts it. Inside thinking, fences do not count: drafts in it may be
+    left open, and the closing tag ends it wherever it is."""
+    out: list[str] = []
+    thoughts: list[str] = []
+    lines = text.splitlines(keepends=True)
+    fence: str | None = None
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        marker = _FENCE.match(line.rstrip("\r\n"))
+        if fence is not None:
+            if marker and marker[1][0] == fence[0] and len(marker[1]) >= len(fence) and not marker[2].strip():
+                fence = None
+        elif marker and not (marker[1][0] == "`" and "`" in marker[2]):
+            fence = marker[1]
+        elif opened := _THINK_OPEN.search(line):
+            out.append(line[: opened.start()])
+            rest = line[opened.end() :] + "".join(lines[i + 1 :])
+            closed = _THINK_CLOSE.search(rest)
+            thoughts.append(rest if closed is None else rest[: closed.start()])
+            lines, i = ([] if closed is None else rest[closed.end() :].splitlines(keepends=True)), 0
+            continue
+        out.append(line)
+        i += 1
+    return "".join(out).strip(), "\n\n".join(t.strip() for t in thoughts if t.strip())
 
 
 def same_model(a: str, b: str) -> bool:
