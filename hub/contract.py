@@ -661,7 +661,7 @@ def new_contract(
 
 
 _HEADING = re.compile(r"^#+\s*(.+?)\s*$")
-_FIELD = re.compile(
+PROPOSAL_FIELD = re.compile(
     r"^\s*(?:[-*]\s*)?\**(target(?: file)?|source(?: files?)?|complexity)\**\s*:\s*(.+)$", re.IGNORECASE
 )
 
@@ -688,7 +688,7 @@ def proposal_fields(markdown: str, file: str = "proposal") -> dict[str, Any]:
                 title = heading.group(1)
             section = heading.group(1).lower()
             continue
-        field = _FIELD.match(line)
+        field = PROPOSAL_FIELD.match(line)
         if field:
             key, value = field.group(1).lower(), field.group(2).strip().strip("`")
             if key.startswith("target"):

@@ -106,7 +106,8 @@ class NewTask(BaseModel):
     'Target: path') or plain text (first line = title)."""
 
     content: str = Field(
-        description="the proposal: markdown with '# Title', '## Requirements', or plain text"
+        description="the proposal: markdown ('# Title', '## Requirements' bullets, 'Target: path') or plain "
+        "text (first line = title) with a 'Target: path' line; one naming no file is blocked, not promoted"
     )
     priority: int = Field(2, ge=0, le=4, description="0 is the most urgent, 4 the least")
     depends_on: list[str] = Field(default_factory=list, description="ids of backlog tasks to merge first")

@@ -125,7 +125,12 @@ async def exercise_every_tool(session: Any, repo: Path, task: TaskDriver) -> Non
         {
             "tasks": [
                 {"id": "greet", "content": PROPOSAL, "priority": 1},
-                {"id": "bye", "content": "Say goodbye", "priority": 0, "depends_on": ["greet"]},
+                {
+                    "id": "bye",
+                    "content": "Say goodbye\nTarget: src/app.py",
+                    "priority": 0,
+                    "depends_on": ["greet"],
+                },
             ]
         },
     )
