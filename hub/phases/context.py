@@ -271,7 +271,6 @@ class Run:
 NOTE_NEEDED = frozenset(
     {
         "stall",
-        "review_stall",
         "critical_flaw",
         "critical_halt",
         "review_cycles",
@@ -304,10 +303,14 @@ def resume_targets(contract: Contract) -> dict[str, str]:
     return targets
 
 
-def suggested_resume_state(state_before: str, targets: Mapping[str, str] | None = None) -> str:
-    """Where a person most likely wants the task to go: back to where it halted, if that leads on."""
+def suggested_resume_state(
+    state_before: str, targets: Mapping[str, str] | None = None, trigger: str = ""
+) -> str:
+    """Where a person most likely wants the task to go: back to the implementer when its work caused
+    the halt (a second review of the same work would halt again), else back to where it halted, if
+    that leads on."""
     wanted: str
-    if state_before in (IMPLEMENTATION_IN_PROGRESS, "timeout_implementer"):
+    if trigger in NOTE_NEEDED or state_before in (IMPLEMENTATION_IN_PROGRESS, "timeout_implementer"):
         wanted = PENDING_IMPLEMENTER
     elif state_before in (JUDGE_REVIEW_IN_PROGRESS, "timeout_judge", "pending_rebuttal"):
         wanted = PENDING_JUDGE_REVIEW
@@ -345,7 +348,7 @@ def resume_command(ctx: Context, state: str, with_note: bool = False) -> str:
 
 def render_halt(ctx: Context, contract: Contract, trip: Trip, before: str) -> str:
     targets = resume_targets(contract)
-    state = suggested_resume_state(before, targets)
+    state = suggested_resume_state(before, targets, trip.trigger)
     evidence = "\n".join(f"- {key}: {value}" for key, value in trip.evidence.items()) or "- (none recorded)"
     with_note = note_needed(trip.trigger, state)
     how = (

@@ -118,6 +118,8 @@ def test_a_halt_after_the_work_was_written_offers_review_and_judge_with_what_eac
 )
 def test_the_suggested_resume_state_is_one_a_person_can_name(before: str, suggested: str) -> None:
     assert suggested_resume_state(before) == suggested
+    # When the implementer's work caused the halt, the implementer is next (with a note).
+    assert suggested_resume_state(before, trigger="critical_flaw") == "pending_implementer"
     assert suggested in RESUMABLE_STATES
 
 
