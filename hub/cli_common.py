@@ -28,11 +28,18 @@ class State:
         self.handoff = handoff.resolve() if handoff else None
         self.task_id: str | None = None
 
-    def context(self) -> Any:
+    def context(self, ready: bool = True) -> Any:
+        """A phase context: hub.yaml checked and, with `ready`, the repository initialised (or exit 1
+        saying what to run, before anything is written)."""
         from hub.config import load_config
         from hub.phases.context import Context
 
-        return Context(load_config(self.repo, self.handoff), task_id=self.task_id)
+        config = load_config(self.repo, self.handoff)
+        if ready:
+            from hub.workspace import require_ready
+
+            require_ready(config)
+        return Context(config, task_id=self.task_id)
 
 
 pass_state = click.make_pass_decorator(State)

@@ -57,7 +57,7 @@ def test_new_then_status_json_is_one_json_document_on_stdout(hub: HubRunner) -> 
     assert doc["status"] == "pending_implementer"
     assert doc["next"] == {"phase": "setup-task", "why": "the task has no branch yet"}
     assert doc["needs_person"] is None and doc["worktree"] is None
-    again = hub("new", "--title", "Another", "--requirement", "r")
+    again = hub("new", "--title", "Another", "--requirement", "r", "--target", "src/app.py")
     assert again.returncode == 0, again.stderr
     assert "created task demo-" in again.stdout and "-another" in again.stdout
     both = [t["task_id"] for t in json.loads(hub("status", "--json").stdout)["tasks"]]
@@ -359,3 +359,12 @@ def test_setup_task_on_a_dirty_checkout_runs_and_leaves_the_users_files_byte_for
     assert (git_repo / "notes.txt").read_text(encoding="utf-8") == "scratch\n"
     assert run_git(git_repo, "rev-parse", "--abbrev-ref", "HEAD") == "main"
     assert run_git(git_repo, "stash", "list") == ""
+
+
+def test_next_waiting_for_a_judge_says_so_on_stderr_for_cron(hub: Any, task: Any) -> None:
+    task.to_judge_review()  # no judge configured: nothing runs until someone writes a verdict
+    done = hub("next")
+    assert done.returncode == 0 and done.stdout.startswith("nothing to do: waiting for the judge")
+    line = json.loads(done.stderr.strip().splitlines()[-1])
+    assert line["event"] == "next.waiting" and line["state"] == "pending_judge_review"
+    assert "JUDGE_REPORT.json" in line["why"]

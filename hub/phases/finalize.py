@@ -4,12 +4,20 @@ from __future__ import annotations
 
 from hub import gitops, handoff
 from hub.breakers import Trip
-from hub.contract import Verdict
+from hub.contract import Verdict, iso
 from hub.errors import WrongState
 from hub.gitops import MergeConflict, MergeRefused
 from hub.log import get_logger
-from hub.machine import ERIK_CONSULTATION, PENDING_IMPLEMENTER, RESUMABLE_STATES, REVIEW_COMPLETE, Event
-from hub.phases.context import Context, Outcome, Run, require_setup, running
+from hub.machine import (
+    ERIK_CONSULTATION,
+    PENDING_IMPLEMENTER,
+    PENDING_JUDGE_REVIEW,
+    RESUMABLE_STATES,
+    REVIEW_COMPLETE,
+    Event,
+)
+from hub.phases.context import Context, Outcome, Run, check_note, require_setup, resume_targets, running
+from hub.phases.judge import write_review_request
 
 log = get_logger(__name__)
 
@@ -121,12 +129,23 @@ def cleanup(run: Run) -> None:
 
 
 def resume(ctx: Context, to_state: str, note: str | None = None) -> Outcome:
-    """Clear a halt: the task goes to the state a person names, with their note kept for the next prompt."""
+    """Clear a halt: the task goes to the state a person names, with their note kept for the next prompt.
+
+    Only to a state that leads somewhere (`resume_targets`), and never with the halt file's note
+    placeholder left in."""
     if to_state not in RESUMABLE_STATES:
         raise WrongState(
             f"cannot resume to '{to_state}'; choose one of {', '.join(sorted(RESUMABLE_STATES))}"
         )
+    check_note(note)
     with running(ctx, "resume", {ERIK_CONSULTATION}) as run:
+        targets = resume_targets(run.contract)
+        if to_state not in targets:
+            choices = "; ".join(f"{name}: {why}" for name, why in targets.items())
+            raise WrongState(
+                f"resuming task {run.task_id} to {to_state} would lead nowhere (no work on the task branch"
+                f"{' or no PASS verdict' if to_state == REVIEW_COMPLETE else ''}); choose one of: {choices}"
+            )
         hand = run.ctx.handoff
         for path, label in ((hand.halt_report, "halt"), (hand.stall_report, "stall")):
             handoff.set_aside(hand, path, run.task_id, label)
@@ -144,4 +163,14 @@ def resume(ctx: Context, to_state: str, note: str | None = None) -> Outcome:
             f"resumed by a person: {note}" if note else "resumed by a person",
             resume_to=to_state,
         )
+        if to_state == PENDING_JUDGE_REVIEW:
+            # A fresh request (the diff as it is now: a person's edits during the halt are the task's) and
+            # a fresh review clock; the verdict will cover the branch's commit now, and only that.
+            run.checkpoint("manual_edit")
+            run.contract["handoff_data"]["reviewed_commit"] = gitops.commit_of(
+                run.repo, require_setup(run).task_branch
+            )
+            run.contract["handoff_data"]["review_requested_at"] = iso(run.now)
+            run.save()
+            write_review_request(run)
         return Outcome("resume", run.task_id, run.start_state, to_state, f"resumed to {to_state}")

@@ -283,7 +283,8 @@ def build_prompt(run: Run) -> str:
         "implementer",
         task_id=contract["task_id"],
         title=contract.get("title", ""),
-        allowed_paths=", ".join(constraints["allowed_paths"]) or "any file in the repository",
+        allowed_paths=", ".join(constraints["allowed_paths"])
+        or "none (the task names no target or allowed path)",
         forbidden_line=f"Never touch: {', '.join(forbidden)}.\n" if forbidden else "",
         requirements=prompts.bullets(spec["requirements"]),
         acceptance_criteria=prompts.bullets(spec.get("acceptance_criteria", [])),

@@ -21,7 +21,7 @@ from hub.log import get_logger
 from hub.phases.context import Context, Outcome
 from hub.phases.status import due_jobs, idle_reason, next_step
 
-log = get_logger(__name__)
+log = get_logger("hub.next")
 
 # phase name -> "module:function"; imported only when the phase runs.
 PHASES: dict[str, str] = {
@@ -51,6 +51,7 @@ def run_next(ctx: Context) -> Outcome:
     while True:
         outcome = phase_function("promote-backlog")(ctx)
         if not outcome.task_id:
+            not_promoted = outcome  # nothing ready, or a proposal blocked (with why)
             break
         outcome.data.setdefault("ran", "promote-backlog")
         promoted.append(outcome)
@@ -62,6 +63,8 @@ def run_next(ctx: Context) -> Outcome:
             return run_task(ctx.for_task(ids[0]))  # one task: exactly as before (a halt raises, exit 4)
         if halted:
             return Outcome("next", message="; ".join(halted), exit_code=EXIT_HALTED, data={"halted": halted})
+        if not not_promoted.message.startswith("nothing to do"):
+            return not_promoted  # a proposal was blocked: say which and why
         return Outcome("next", message="nothing to do: " + idle_reason(ctx, ids))
     outcomes = promoted + run_concurrently(jobs, ctx.config.parallel_tasks)
     if len(outcomes) == 1 and not halted:
@@ -82,7 +85,11 @@ def run_task(ctx: Context) -> Outcome:
     """The due phase of one task (ctx bound to it, or the only task there is)."""
     contract, phase, why = next_step(ctx)
     if phase is None:
-        return Outcome("next", contract["task_id"] if contract else None, message=f"nothing to do: {why}")
+        task_id = contract["task_id"] if contract else None
+        # cron sends stdout nowhere: say on stderr (the log) why the task is not moving, e.g. waiting
+        # for a judge nobody configured.
+        log.info("next.waiting", task=task_id, state=contract["status"] if contract else None, why=why)
+        return Outcome("next", task_id, message=f"nothing to do: {why}")
     try:
         outcome = phase_function(phase)(ctx)
     except WrongState as exc:

@@ -25,7 +25,7 @@ from hub.machine import (
     TIMEOUT_IMPLEMENTER,
     TIMEOUT_JUDGE,
 )
-from hub.phases.context import Context
+from hub.phases.context import Context, resume_targets
 
 
 def due(
@@ -203,6 +203,8 @@ def task_view(ctx: Context) -> dict[str, Any]:
         "last_transitions": contract["history"][-3:],
         "halt_file": str(hand.halt_report) if hand.halt_report.exists() else None,
         "stall_report": str(hand.stall_report) if hand.stall_report.exists() else None,
+        # For an agent that cannot read the halt file: where `hub resume --to` can send the task.
+        "resume_targets": resume_targets(contract) if contract["status"] == ERIK_CONSULTATION else {},
     }
 
 
@@ -221,7 +223,7 @@ def status(ctx: Context) -> dict[str, Any]:
     tasks = [task_view(ctx.for_task(task_id)) for task_id in ids]
     doc: dict[str, Any] = {"handoff": str(root.dir), "tasks": tasks}
     if not tasks:
-        doc["next"] = due(None, ctx.clock(), False)[1]
+        doc["next"] = idle_next(ctx)
     return doc
 
 
@@ -257,6 +259,18 @@ def write_status(ctx: Context) -> None:
         return  # a contract mid-migration or invalid: the next transition writes it
     root.dir.mkdir(parents=True, exist_ok=True)
     write_atomic(root.status_file, render_status_md(doc))
+
+
+def idle_next(ctx: Context) -> str:
+    """What `hub next` does with no active task: promote a ready backlog proposal, or nothing (then say
+    how to start one, rather than suggest promoting a backlog that is empty)."""
+    from hub.backlog import peek_next
+
+    entry, why = peek_next(ctx.handoff)
+    if entry is not None:
+        return f"`hub next` promotes backlog proposal {entry['id']} ({why})"
+    start = "start a task: hub new --title T --requirement R --target FILE (or queue one: hub backlog add)"
+    return f"nothing: {why}; {start}"
 
 
 def log_entries(ctx: Context, task_id: str | None = None) -> list[dict[str, Any]]:

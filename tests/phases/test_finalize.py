@@ -151,7 +151,7 @@ def test_a_hand_edit_after_pass_becomes_the_tasks_and_goes_back_to_review(
     (worktree / "src/app.py").write_text("def greet(name):\n    return 'by hand'\n", encoding="utf-8")
     outcome = finalize_task(ctx)
     assert outcome.to_state == "pending_local_review"
-    assert "manual_edit" in run_git(worktree, "log", "-1", "--format=%s")
+    assert "a person's edits to src/app.py" in run_git(worktree, "log", "-1", "--format=%s")
     assert run_git(worktree, "status", "--porcelain") == ""
 
 
@@ -181,9 +181,7 @@ def test_a_merge_conflict_halts_with_git_conflict_and_leaves_both_branches_and_t
     assert not (repo / ".git/MERGE_HEAD").exists()
     halt = task.hand.halt_report.read_text(encoding="utf-8")
     assert "Trigger: `git_conflict`" in halt and "src/app.py" in halt
-    command = (
-        f"cd {repo} && hub resume --to review_complete --note 'what you changed' --task {contract['task_id']}"
-    )
+    command = f"cd {repo} && hub resume --to review_complete --task {contract['task_id']}"
     assert f"\n    {command}\n" in halt
 
 
@@ -222,7 +220,9 @@ def test_the_resume_command_names_a_handoff_folder_outside_the_repo(
     (outside / "tasks" / task_id / "JUDGE_REPORT.json").write_text('{"verdict": "CRITICAL_HALT"}', "utf-8")
     report_judge(ctx)
     halt = (outside / "tasks" / task_id / "ERIK_HALT.md").read_text(encoding="utf-8")
-    assert f"hub --handoff {outside} resume --to review_complete" in halt
+    # The judge's CRITICAL_HALT is no PASS: the halt file offers the implementer (with a note), never a merge.
+    assert f"hub --handoff {outside} resume --to pending_implementer --note '<<REPLACE" in halt
+    assert "--to review_complete" not in halt
 
 
 def test_a_merge_killed_midway_in_the_users_checkout_is_redone_keeping_their_changes(

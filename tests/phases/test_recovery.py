@@ -319,8 +319,10 @@ def test_a_dirty_checkout_survives_a_sigkill_in_every_phase_byte_for_byte(
     from hub.testing import FakeOllama
 
     (git_repo / "hub.yaml").write_text(
-        (git_repo / "hub.yaml").read_text(encoding="utf-8").replace("backend: mcp", "backend: ollama")
-        + 'judge:\n  command: "echo \'{\\"verdict\\": \\"PASS\\"}\'"\n',
+        (git_repo / "hub.yaml")
+        .read_text(encoding="utf-8")
+        .replace("backend: mcp", "backend: ollama")
+        .replace("judge:\n  command: null", 'judge:\n  command: "echo \'{\\"verdict\\": \\"PASS\\"}\'"'),
         encoding="utf-8",
     )
     run_git(git_repo, "commit", "-q", "-am", "ollama backend, a judge command")

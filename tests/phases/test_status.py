@@ -142,3 +142,16 @@ def test_status_lists_every_task_and_what_each_needs_from_a_person(task: Any, ct
 
     with pytest.raises(TaskChoice, match="no task nope in flight"):
         status(ctx.for_task("nope"))
+
+
+def test_with_no_task_and_an_empty_backlog_status_says_how_to_start_instead_of_promoting(
+    ctx: Context, task: Any
+) -> None:
+    from hub import backlog
+    from hub.phases.status import status
+
+    assert status(ctx)["next"].startswith("nothing: no proposals in the backlog; start a task: hub new")
+    backlog.add_tasks(ctx, [{"id": "later", "content": "# Later\n\n## Requirements\n\n- r\n"}])
+    before = ctx.handoff.backlog.read_bytes()
+    assert status(ctx)["next"].startswith("`hub next` promotes backlog proposal later")
+    assert ctx.handoff.backlog.read_bytes() == before

@@ -16,7 +16,8 @@ from ..conftest import TaskDriver
 
 def start(ctx: Context, title: str, target: str) -> TaskDriver:
     """`hub new` + `hub setup-task` for one more task; a driver bound to it."""
-    task_id = str(create(ctx, {"title": title, "requirements": ["r"], "target_file": target}).task_id)
+    fields = {"title": title, "requirements": ["r"], "target_file": target}
+    task_id = str(create(ctx, fields, create_target=True).task_id)
     bound = ctx.for_task(task_id)
     setup_task(bound)
     return TaskDriver(bound)
