@@ -29,7 +29,7 @@ def test_the_demo_shows_answers_diffs_states_the_halt_file_and_keeps_the_reposit
         assert "the implementer's answer" in out and "| def sub(a: float, b: float) -> float:" in out
         assert "git diff main...task/" in out and "+def mul(a: float, b: float) -> float:" in out
         assert "state pending_local_review, attempt 1; next: hub run-local-review" in out
-        assert "_handoff/ERIK_HALT.md, what a person reads:" in out
+        assert re.search(r"_handoff/tasks/\S+/ERIK_HALT\.md, what a person reads:", out)
         assert "--note '<<REPLACE: " in out and "demo complete: 2 tasks merged" in out
         assert kept is not None and Path(kept.group(1), "calc.py").is_file()
         assert "def mul" in Path(kept.group(1), "calc.py").read_text(encoding="utf-8")

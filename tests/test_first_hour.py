@@ -244,8 +244,8 @@ def test_a_broken_contract_never_ends_in_a_traceback_and_changes_nothing(
     capsys.readouterr()
     before = state_of(git_repo)
     for argv in COMMANDS:
-        if argv[0] in ("mcp", "watch", "backlog", "note", "rules", "models", "doctor", "init", "log"):
-            continue  # they do not read the contract, or serve until stopped
+        if argv[0] in ("mcp", "watch", "backlog", "note", "rules", "models", "doctor", "init", "log", "new"):
+            continue  # they do not read the contract (`new` adds a task beside it), or serve until stopped
         argv = [str(git_repo / a) if a == "REBUTTAL" else a for a in argv]
         code, out, err = run_in_process(["--repo", str(git_repo), *argv], capsys)
         where = f"hub {' '.join(argv)}"
@@ -385,13 +385,14 @@ def test_a_mistyped_target_is_refused_naming_the_file_meant_and_nothing_is_writt
     assert done.returncode == 1
     assert done.stderr.startswith("hub: --target src/ap.py: no such file in ")
     assert "did you mean src/app.py?" in done.stderr and "--new-file" in done.stderr
-    assert not (git_repo / "_handoff" / "TASK_CONTRACT.json").exists()
+    assert not list((git_repo / "_handoff").glob("**/TASK_CONTRACT.json"))
 
 
 def test_a_new_file_target_is_accepted_with_new_file(hub: Any, git_repo: Path) -> None:
     done = hub("new", "--title", "Add util", "--requirement", "r", "--target", "src/util.py", "--new-file")
     assert done.returncode == 0, done.stderr
-    contract = json.loads((git_repo / "_handoff" / "TASK_CONTRACT.json").read_text(encoding="utf-8"))
+    (path,) = (git_repo / "_handoff" / "tasks").glob("*/TASK_CONTRACT.json")
+    contract = json.loads(path.read_text(encoding="utf-8"))
     assert contract["constraints"]["allowed_paths"] == ["src/util.py"]
 
 

@@ -244,7 +244,7 @@ def test_decide_runs_what_hub_next_would_and_applies_a_waiting_judge_report(
     task.to_judge_review()
     assert decide(ctx)[0] is None  # no judge configured: waiting for one
     task.judge_report("PASS")
-    assert decide(ctx) == (["next"], f"{task.contract()['task_id']}: report-judge")
+    assert decide(ctx) == (["next"], f"report-judge: task {task.contract()['task_id']}")
 
     task.ctx.handoff.judge_report_json.unlink()
     task.run().halt(Trip("test", "a person must look"))

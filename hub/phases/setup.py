@@ -137,6 +137,8 @@ def create(
         raise WrongState(f"task folders {base_id}-* are all taken in {root.tasks_dir}")
     contract["task_id"] = task_id
     hand = root.for_task(task_id)
+    # The lock file exists from the start: a command refused before doing anything leaves no new file.
+    hand.lock_file.touch()
     contract_mod.save(hand.contract, contract, ctx.clock())
     from hub.phases.status import write_status
 
