@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from hub.errors import ConfigError
+from hub.sandbox import SandboxMode, SandboxSettings
 
 CONFIG_FILE = "hub.yaml"
 ROLES = ("implementer", "local_reviewer", "judge")
@@ -135,6 +136,13 @@ class Config:
     inactivity_hours: float = 2.0
     rules_catalog_url: str | None = None
     mcp_token: str | None = None
+    sandbox: SandboxSettings = field(default_factory=SandboxSettings)
+    # Where hub.yaml, prompts and rules were read: the user's checkout (see hub/trust.py). None: repo_root.
+    config_root: Path | None = None
+
+    @property
+    def trust_root(self) -> Path:
+        return self.config_root or self.repo_root
 
     def role(self, name: str) -> RoleConfig:
         try:
@@ -289,7 +297,43 @@ def _from_raw(
         inactivity_hours=float(limits.get("inactivity_hours") or 2),
         rules_catalog_url=rules.get("catalog_url"),
         mcp_token=env.get("HUB_MCP_TOKEN") or None,
+        sandbox=sandbox_settings(raw.get("sandbox"), env.get("HUB_SANDBOX"), repo_root, source),
     )
+
+
+# The `sandbox:` keys, in the shape issue 14's schema can take over as they are.
+SANDBOX_KEYS = {"mode": "auto | required | off", "network": "true | false", "writable_paths": "a list of folders"}
+
+
+def sandbox_settings(raw: Any, env_mode: str | None, repo_root: Path, source: str) -> SandboxSettings:
+    """`sandbox: auto|required|off`, or a mapping with `mode`, `network` and `writable_paths`."""
+    if raw is None:
+        raw = {}
+    if isinstance(raw, str):
+        raw = {"mode": raw}
+    if isinstance(raw, bool):  # YAML reads a bare `off` as false
+        raw = {"mode": "auto" if raw else "off"}
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{source}: sandbox: expected auto, required, off or a mapping")
+    unknown = sorted(set(map(str, raw)) - set(SANDBOX_KEYS))
+    if unknown:
+        raise ConfigError(f"{source}: sandbox.{unknown[0]}: unknown key (known: {', '.join(SANDBOX_KEYS)})")
+    mode = env_mode or raw.get("mode", "auto")
+    if mode is False:
+        mode = "off"
+    if mode not in {m.value for m in SandboxMode}:
+        raise ConfigError(f"{source}: sandbox.mode: '{mode}' is not one of auto, required, off")
+    network = raw.get("network", False)
+    if not isinstance(network, bool):
+        raise ConfigError(f"{source}: sandbox.network: expected true or false")
+    paths = raw.get("writable_paths") or []
+    if isinstance(paths, str) or not isinstance(paths, list) or not all(isinstance(p, str) for p in paths):
+        raise ConfigError(f"{source}: sandbox.writable_paths: expected a list of folders")
+    resolved = []
+    for item in paths:
+        path = Path(item).expanduser()
+        resolved.append(path if path.is_absolute() else repo_root / path)
+    return SandboxSettings(SandboxMode(mode), network, tuple(resolved))
 
 
 def _role(name: str, raw: Any, env: Mapping[str, str], source: str) -> RoleConfig:

@@ -17,10 +17,11 @@ from hub import breakers, gitops, prompts
 from hub.breakers import Trip
 from hub.errors import ContextOverflow, ModelNotFound, WorkerError, WorkerTimeout, WorkerUnavailable
 from hub.machine import PENDING_IMPLEMENTER, TIMEOUT_IMPLEMENTER
-from hub.phases.acceptance import CommandResult, run_command
+from hub.phases.acceptance import CommandResult, jail_for, run_command
 from hub.phases.context import Context, Outcome, Run, pre_phase_trip, require_setup, running
 from hub.phases.stall import Stall, implementer_stall, strike
 from hub.provenance import write_record
+from hub.sandbox import Jail, SandboxUnavailable
 from hub.workers.base import Generation, Worker
 
 MAX_REFLECTIONS = 2
@@ -58,6 +59,7 @@ class Attempt:
         self.started = time.perf_counter()
         # For STALL_REPORT.md: where the attempt's time went.
         self.timings: dict[str, float] = {}
+        self.jail: Jail | None = None
 
     def execute(self) -> Outcome:
         worker = self.run.ctx.worker("implementer")
@@ -81,6 +83,13 @@ class Attempt:
         )
 
     def _attempt(self, worker: Worker) -> Outcome:
+        if self.contract["specification"].get("acceptance_commands"):
+            # Decided before the model is called: under `sandbox: required` nothing runs unsandboxed.
+            try:
+                self.jail = jail_for(self.config)
+            except SandboxUnavailable as exc:
+                return self.run.halt(Trip("sandbox_unavailable", str(exc), {"fix": exc.fix}))
+            self.contract["handoff_data"]["sandbox"] = self.jail.why
         health = worker.check_health([self.model])
         if not health.ok or health.missing:
             why = (
@@ -206,7 +215,9 @@ class Attempt:
         return Stall("tests_failed", "\n\n".join(r.feedback() for r in failed)[-3000:])
 
     def _command(self, command: str) -> CommandResult:
-        result = run_command(command, self.run.ctx.repo_root, self.config.acceptance_timeout_seconds)
+        result = run_command(
+            command, self.run.ctx.repo_root, self.config.acceptance_timeout_seconds, self.jail
+        )
         write_record(
             self.run.ctx.handoff,
             self.run.task_id,
@@ -218,6 +229,7 @@ class Attempt:
                 "stderr": result.stderr[-8000:],
                 "seconds": round(result.seconds, 3),
                 "timed_out": result.timed_out,
+                "sandbox": self.jail.why if self.jail else None,
                 "outcome": "ok" if result.ok else "failed",
             },
             self.run.now,
