@@ -132,6 +132,7 @@ class Config:
     judge: JudgeConfig = field(default_factory=JudgeConfig)
     acceptance_timeout_seconds: float = 300.0
     max_changed_files: int = 20
+    max_reply_chars: int = 400_000
     global_timeout_hours: float = 4.0
     inactivity_hours: float = 2.0
     rules_catalog_url: str | None = None
@@ -293,6 +294,7 @@ def _from_raw(
         ),
         acceptance_timeout_seconds=float(raw.get("acceptance_timeout_seconds") or 300),
         max_changed_files=int(limits.get("max_changed_files") or 20),
+        max_reply_chars=int(limits.get("max_reply_chars") or 400_000),
         global_timeout_hours=float(limits.get("global_timeout_hours") or 4),
         inactivity_hours=float(limits.get("inactivity_hours") or 2),
         rules_catalog_url=rules.get("catalog_url"),
@@ -302,7 +304,11 @@ def _from_raw(
 
 
 # The `sandbox:` keys, in the shape issue 14's schema can take over as they are.
-SANDBOX_KEYS = {"mode": "auto | required | off", "network": "true | false", "writable_paths": "a list of folders"}
+SANDBOX_KEYS = {
+    "mode": "auto | required | off",
+    "network": "true | false",
+    "writable_paths": "a list of folders",
+}
 
 
 def sandbox_settings(raw: Any, env_mode: str | None, repo_root: Path, source: str) -> SandboxSettings:

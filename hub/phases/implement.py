@@ -138,18 +138,26 @@ class Attempt:
     def _apply(self, text: str, feedback_due: bool = False) -> Any:
         """Parse and write the edits; a Stall when nothing usable came of it. With `feedback_due`, SEARCH
         blocks that all failed are not yet a stall: the caller feeds them back to the model once."""
-        from hub.edits import Policy, apply_edits, parse_edits
+        from hub.edits import Policy, apply_edits, check_files_per_reply, check_reply, parse_edits
+        from hub.errors import EditError
+        from hub.trust import control_paths
 
         if not text.strip():
             return Stall("empty_output", "the model's answer was empty (after removing think blocks)")
         constraints = self.contract["constraints"]
         allowed = list(constraints["allowed_paths"])
         single = allowed[0] if len(allowed) == 1 and not any(c in allowed[0] for c in "*?[") else None
-        parsed = parse_edits(text, default_path=single)
+        try:
+            check_reply(text, self.config.max_reply_chars)
+            parsed = parse_edits(text, default_path=single)
+            check_files_per_reply(parsed.edits, self.config.max_changed_files)
+        except EditError as exc:
+            return Stall("reply_too_large", str(exc))
         if not parsed.edits:
             why = "; ".join(parsed.problems) or "no file path followed by a fenced code block was found"
             return Stall("malformed_output", why)
         policy = Policy(
+            control_paths=control_paths(self.config),
             repo_root=self.run.ctx.repo_root,
             allowed_paths=tuple(allowed),
             forbidden_paths=tuple(constraints["forbidden_paths"]),

@@ -300,7 +300,7 @@ def test_a_refused_edit_beside_an_allowed_one_keeps_the_allowed_one(pipe: Pipeli
     assert "pwned" not in pipe.read("hub.yaml")
     outcomes = {r["path"]: r["outcome"] for r in pipe.records("diff")}
     assert outcomes["src/app.py"] == "applied"
-    assert outcomes["hub.yaml"].startswith("refused: path is not inside allowed_paths")
+    assert outcomes["hub.yaml"].startswith("refused: path is the hub's control file")
 
 
 def test_a_prompt_larger_than_num_ctx_is_refused_before_sending(pipe: Pipeline) -> None:
