@@ -132,17 +132,28 @@ def checkout(repo: Repo, branch: str) -> None:
 
 def _in_scope(path: str, scopes: list[str]) -> bool:
     for scope in scopes:
-        scope = scope.strip("/")
+        # `.`, `./` and `./src` name what `` and `src` do (an allowed path `.` was never committed).
+        scope = "/".join(p for p in scope.replace("\\", "/").split("/") if p not in ("", "."))
+        if not scope:
+            return True
         if path == scope or path.startswith(scope + "/") or fnmatch.fnmatchcase(path, scope):
             return True
     return False
 
 
-def checkpoint(repo: Repo, message: str, scope: list[str] | None = None) -> str | None:
-    """Commit what changed, only inside `scope` (allowed paths) when given; None if nothing changed."""
+def checkpoint(
+    repo: Repo, message: str, scope: list[str] | None = None, exclude: list[str] | None = None
+) -> str | None:
+    """Commit what changed, only inside `scope` (allowed paths) when given and never inside `exclude`
+    (the hub's control files); None if nothing changed."""
     changed = dirty_files(repo)
     if scope:
         changed = [path for path in changed if _in_scope(path, scope)]
+    if exclude:
+        lowered = [e.strip("/").lower() for e in exclude]
+        changed = [
+            p for p in changed if not any(p.lower() == e or p.lower().startswith(e + "/") for e in lowered)
+        ]
     if not changed:
         return None
     _run(repo, "add", "-A", "--", *changed)

@@ -150,10 +150,16 @@ class Run:
         if not branch:
             return None
         from hub import gitops
+        from hub.trust import control_paths
 
         gitops.checkout(self.repo, branch)
         message = f"[TASK: {self.task_id}] Transition: {self.contract['status']} (Event: {event})"
-        return gitops.checkpoint(self.repo, message, self.contract["constraints"]["allowed_paths"] or None)
+        return gitops.checkpoint(
+            self.repo,
+            message,
+            self.contract["constraints"]["allowed_paths"] or None,
+            exclude=list(control_paths(self.ctx.config)),
+        )
 
     def add_cost(
         self, role: str, tokens_in: int = 0, tokens_out: int = 0, seconds: float = 0.0, usd: float = 0.0

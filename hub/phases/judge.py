@@ -12,6 +12,7 @@ from hub import contract as contract_mod
 from hub.breakers import Trip
 from hub.contract import iso, parse_iso
 from hub.errors import ContractInvalid, WrongState
+from hub.log import get_logger
 from hub.machine import (
     JUDGE_REVIEW_IN_PROGRESS,
     PENDING_IMPLEMENTER,
@@ -20,7 +21,6 @@ from hub.machine import (
     REVIEW_COMPLETE,
     TIMEOUT_JUDGE,
 )
-from hub.log import get_logger
 from hub.phases.context import Context, Outcome, Run, running
 
 log = get_logger("hub.phase")
