@@ -130,7 +130,9 @@ def check_sandbox(config: Config, which: Which = shutil.which) -> Check:
         net = "network on" if config.sandbox.network else "no network"
         return Check("sandbox", True, f"{mode}: acceptance commands run in bwrap ({bwrap}, {net})")
     if mode == SandboxMode.REQUIRED:
-        return Check("sandbox", False, f"required, but {why}: every task with commands will halt", FIX_INSTALL)
+        return Check(
+            "sandbox", False, f"required, but {why}: every task with commands will halt", FIX_INSTALL
+        )
     return Check("sandbox", True, f"auto: UNSANDBOXED, {why}; {FIX_INSTALL}")
 
 
