@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import time
 from collections.abc import Mapping
@@ -23,6 +24,7 @@ BACKENDS = ("mcp", "ollama", "openai")
 TRANSPORTS = ("stdio", "http", "sse")
 
 DEFAULT_MODEL = "qwen2.5-coder:7b"
+HALT_NAME = re.compile(r"[A-Za-z0-9._-]{1,100}")
 DEFAULT_NUM_CTX = 8192
 
 DEFAULT_YAML = """\
@@ -275,11 +277,17 @@ def _from_raw(
 
     limits = section("limits")
     rules = section("rules")
+    halt_file = str(env.get("HUB_HALT_FILE") or raw.get("halt_file") or "ERIK_HALT.md")
+    if not HALT_NAME.fullmatch(halt_file) or halt_file in (".", ".."):
+        raise ConfigError(
+            f"{source}: halt_file: '{halt_file}' must be a file name in the handoff folder "
+            "(letters, digits, . _ -; no folder)"
+        )
     return Config(
         repo_root=repo_root,
         handoff_dir=handoff_dir,
         project=str(env.get("HUB_PROJECT") or raw.get("project") or repo_root.name or "hub"),
-        halt_file=str(env.get("HUB_HALT_FILE") or raw.get("halt_file") or "ERIK_HALT.md"),
+        halt_file=halt_file,
         ollama_host=ollama_host,
         openai_base_url=str(
             env.get("HUB_OPENAI_BASE_URL") or openai.get("base_url") or "http://127.0.0.1:8000/v1"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -15,7 +16,7 @@ from typing import Any
 from hub import contract as contract_mod
 from hub.atomic import write_atomic
 from hub.contract import Contract, iso
-from hub.errors import LockBusy
+from hub.errors import ContractInvalid, LockBusy
 from hub.log import get_logger
 from hub.machine import HALT_EVENT, RESUME_EVENT, transition
 
@@ -24,6 +25,7 @@ log = get_logger(__name__)
 ROTATE_BYTES = 5 * 1024 * 1024
 
 # Files that belong to the active task and move to archive/<task_id>/ when it ends.
+TASK_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,120}")
 TASK_FILES = (
     "TASK_CONTRACT.json",
     "REVIEW_REQUEST.md",
@@ -103,6 +105,9 @@ class Handoff:
         return self.dir / "logs"
 
     def runs(self, task_id: str) -> Path:
+        # A task id from outside (hub_log over MCP, --task) must name a folder inside runs/, nothing else.
+        if not TASK_ID.fullmatch(task_id):
+            raise ContractInvalid("task_id", "$", f"{task_id!r} is not a task id (letters, digits, . _ -)")
         return self.dir / "runs" / task_id
 
     def has_task(self) -> bool:

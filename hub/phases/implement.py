@@ -313,6 +313,9 @@ def file_section(repo_root: Path, rel: str) -> str:
     from hub.code import language_for, outline, render_outline
 
     path = repo_root / rel
+    if not path.resolve().is_relative_to(repo_root.resolve()):
+        # A symlink in the repository pointing out of it: its target is never sent to the model.
+        return f"### {rel}\n\n(outside the repository: not shown)"
     if not path.is_file():
         return f"### {rel}\n\n(does not exist yet: create it)"
     text = path.read_text(encoding="utf-8", errors="replace")
