@@ -143,6 +143,11 @@ class WrongState(HubError):
 
     exit_code = EXIT_WRONG_STATE
 
+    def __init__(self, message: str, found: str | None = None) -> None:
+        # `found`: the state the phase found once it held the lock (set by the phase gate only).
+        self.found = found
+        super().__init__(message)
+
 
 class InvalidTransition(WrongState):
     """The state machine has no edge for this event from this state."""

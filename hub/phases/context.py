@@ -311,7 +311,8 @@ def running(ctx: Context, phase: str, accepts: frozenset[str] | set[str]) -> Ite
         if status not in accepts:
             raise WrongState(
                 f"{phase} needs the task in {' or '.join(sorted(accepts))}; task {run.task_id} is in {status}"
-                " (see `hub status`)"
+                " (see `hub status`)",
+                found=status,
             )
         run.start_state = status
         yield run

@@ -5,6 +5,7 @@ from __future__ import annotations
 from hub import gitops, handoff
 from hub.breakers import Trip
 from hub.errors import WrongState
+from hub.faults import crash_point
 from hub.gitops import MergeConflict
 from hub.machine import ERIK_CONSULTATION, PENDING_IMPLEMENTER, RESUMABLE_STATES, REVIEW_COMPLETE
 from hub.phases.context import Context, Outcome, require_setup, running
@@ -31,8 +32,10 @@ def finalize_task(ctx: Context) -> Outcome:
             )
         except MergeConflict as exc:
             return run.halt(Trip("git_conflict", str(exc), {"files": ", ".join(exc.files)}))
+        crash_point("finalize:after-merge")
         run.contract["handoff_data"]["merge_commit"] = merge_commit
         run.record("pass", f"merged into {git['base_branch']} at {merge_commit[:12]}")
+        crash_point("finalize:after-pass")
         target = handoff.archive_task(ctx.handoff, run.task_id)
         return Outcome(
             "finalize-task",

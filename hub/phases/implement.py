@@ -16,6 +16,7 @@ from typing import Any
 from hub import breakers, gitops, prompts
 from hub.breakers import Trip
 from hub.errors import ContextOverflow, ModelNotFound, WorkerError, WorkerTimeout, WorkerUnavailable
+from hub.faults import crash_point
 from hub.machine import PENDING_IMPLEMENTER, TIMEOUT_IMPLEMENTER
 from hub.phases.acceptance import CommandResult, jail_for, run_command
 from hub.phases.context import Context, Outcome, Run, pre_phase_trip, require_setup, running
@@ -251,8 +252,12 @@ class Attempt:
         counters = run.counters()
         for name in ("stall_strikes", "interruptions"):
             counters.pop(name, None)
-        run.record("code_written", f"attempt {self.contract['attempt']}")
+        # Commit first, then record: a kill between the two leaves the work committed and the task in
+        # implementation_in_progress, which the next run recovers; the other order left an uncommitted
+        # edit behind a recorded code_written (review and judge saw an empty diff).
         commit = run.checkpoint("code_written")
+        crash_point("implement:after-commit")
+        run.record("code_written", f"attempt {self.contract['attempt']}")
         git = self.contract["git"]
         stats = gitops.diff_stats(run.repo, git["base_commit"], git["task_branch"])
         content_hash = gitops.content_hash(run.ctx.repo_root, list(stats.files))

@@ -127,6 +127,9 @@ class Review:
         self.started = time.perf_counter()
         git = self.contract["git"]
         gitops.checkout(run.repo, git["task_branch"])
+        # The task's own edits are what is reviewed: any left uncommitted (a kill in an older hub between
+        # code_written and its commit) are committed first, so the diff is never empty by accident.
+        run.checkpoint("code_written")
         self.diff = gitops.diff_text(run.repo, git["base_commit"], git["task_branch"])
         stats = gitops.diff_stats(run.repo, git["base_commit"], git["task_branch"])
         root = run.ctx.repo_root

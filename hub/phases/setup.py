@@ -10,6 +10,7 @@ from hub.config import CONFIG_FILE, default_yaml
 from hub.contract import Contract
 from hub.errors import ContractInvalid, GitError, WrongState
 from hub.handoff import write_report
+from hub import handoff
 from hub.machine import MERGED, PENDING_IMPLEMENTER
 from hub.phases.context import Context, Outcome, running
 
@@ -70,6 +71,9 @@ def create(ctx: Context, fields: dict[str, object]) -> Outcome:
                     f"task {current['task_id']} is still active ({current['status']}); "
                     "finish it or move TASK_CONTRACT.json to archive/ first"
                 )
+            # A finalize killed between recording `pass` and archiving: finish its archiving, so the
+            # merged task's files are kept instead of overwritten.
+            handoff.archive_task(hand, str(current["task_id"]))
         roles = {name: ctx.config.role(name).model for name in ("implementer", "local_reviewer", "judge")}
         contract = contract_mod.new_contract(
             project=ctx.config.project,
