@@ -367,9 +367,31 @@ def archive_task(handoff: Handoff, task_id: str) -> Path:
     return target
 
 
+NUMBERED = re.compile(r"^(\d{3,})-")
+
+
+def number_of(name: str) -> int | None:
+    """The NNN prefix of a runs/ file name (three digits or more: 999 is followed by 1000), else None."""
+    match = NUMBERED.match(name)
+    return int(match.group(1)) if match else None
+
+
 def next_number(folder: Path) -> int:
-    """The next free NNN prefix in a runs/<task_id>/ folder (records and set-aside reports share it)."""
-    return 1 + max((int(p.name[:3]) for p in folder.glob("[0-9][0-9][0-9]-*")), default=0)
+    """The next free NNN prefix in a runs/<task_id>/ folder (records and set-aside reports share it).
+    Past 999 the prefix grows a digit; a three-digit glob had 1000 overwrite 1000 forever."""
+    numbers = (number_of(p.name) for p in folder.iterdir()) if folder.is_dir() else iter(())
+    return 1 + max((n for n in numbers if n is not None), default=0)
+
+
+def reserve(folder: Path, suffix: str) -> Path:
+    """A new numbered file `NNN-<suffix>` created empty and exclusively, so two writers never share one."""
+    while True:
+        target = folder / f"{next_number(folder):03d}-{suffix}"
+        try:
+            os.close(os.open(target, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+            return target
+        except FileExistsError:
+            continue
 
 
 def set_aside(handoff: Handoff, path: Path, task_id: str, label: str) -> Path | None:
@@ -378,7 +400,7 @@ def set_aside(handoff: Handoff, path: Path, task_id: str, label: str) -> Path | 
         return None
     folder = handoff.runs(task_id)
     folder.mkdir(parents=True, exist_ok=True)
-    target = folder / f"{next_number(folder):03d}-{label}{path.suffix}"
+    target = reserve(folder, f"{label}{path.suffix}")
     os.replace(path, target)
     return target
 
