@@ -265,6 +265,8 @@ def _check_path(raw: str, policy: Policy, root: Path) -> str:
         raise EditError("path escapes the repository ('..')")
     if any(p.lower() == ".git" for p in parts):
         raise EditError("path is inside .git/")
+    if any(len(p.encode("utf-8")) > 255 for p in parts):
+        raise EditError("a path component is longer than 255 bytes, more than file systems allow")
     rel = "/".join(parts)
     control = control_file_refusal(rel, policy.control_paths)
     if control is not None:

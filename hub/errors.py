@@ -143,9 +143,11 @@ class WrongState(HubError):
 
     exit_code = EXIT_WRONG_STATE
 
-    def __init__(self, message: str, found: str | None = None) -> None:
-        # `found`: the state the phase found once it held the lock (set by the phase gate only).
+    def __init__(self, message: str, found: str | None = None, recovered: bool = False) -> None:
+        # Set by the phase gate only: the state found once the lock was held, and whether this run's own
+        # crash recovery put the task there.
         self.found = found
+        self.recovered = recovered
         super().__init__(message)
 
 

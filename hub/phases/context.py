@@ -17,9 +17,10 @@ from typing import TYPE_CHECKING, Any
 
 from hub import contract as contract_mod
 from hub import handoff
+from hub.breakers import Trip
 from hub.config import Config
 from hub.contract import Contract, iso, now_utc, parse_iso
-from hub.errors import LockBusy, TaskHalted, WrongState
+from hub.errors import DirtyWorkTree, GitError, LockBusy, TaskHalted, WrongState
 from hub.log import get_logger
 from hub.machine import (
     ERIK_CONSULTATION,
@@ -27,6 +28,7 @@ from hub.machine import (
     IMPLEMENTATION_IN_PROGRESS,
     IN_PROGRESS_STATES,
     JUDGE_REVIEW_IN_PROGRESS,
+    MERGED,
     PENDING_IMPLEMENTER,
     PENDING_JUDGE_REVIEW,
     RESUMABLE_STATES,
@@ -35,7 +37,6 @@ from hub.machine import (
 if TYPE_CHECKING:
     from git import Repo
 
-    from hub.breakers import Trip
     from hub.workers.base import ChatRequest, Generation, Worker
 
 log = get_logger("hub.phase")
@@ -300,8 +301,16 @@ def running(ctx: Context, phase: str, accepts: frozenset[str] | set[str]) -> Ite
     with handoff.phase_lock(hand, phase, ctx.clock()):
         contract = contract_mod.load(hand.contract)
         run = Run(ctx, contract, phase)
-        if contract["status"] in IN_PROGRESS_STATES:
-            recover(run)
+        recovered = False
+        with halt_on_git_failure(run):
+            if contract["git"].get("task_branch"):
+                from hub import gitops
+
+                # A git killed with a phase leaves locks or a half-done merge: every later run failed.
+                gitops.clear_leftovers(ctx.repo_root)
+            if contract["status"] in IN_PROGRESS_STATES:
+                recover(run)
+                recovered = True
         status = contract["status"]
         if status == ERIK_CONSULTATION and ERIK_CONSULTATION not in accepts:
             raise TaskHalted(
@@ -313,9 +322,11 @@ def running(ctx: Context, phase: str, accepts: frozenset[str] | set[str]) -> Ite
                 f"{phase} needs the task in {' or '.join(sorted(accepts))}; task {run.task_id} is in {status}"
                 " (see `hub status`)",
                 found=status,
+                recovered=recovered,
             )
         run.start_state = status
-        yield run
+        with halt_on_git_failure(run):
+            yield run
         log.info(
             "phase",
             task=run.task_id,
@@ -328,6 +339,29 @@ def running(ctx: Context, phase: str, accepts: frozenset[str] | set[str]) -> Ite
         )
 
 
+@contextmanager
+def halt_on_git_failure(run: Run) -> Iterator[None]:
+    """A git failure or an OS error in a phase halts the task, naming it, instead of failing the same
+    way on every later run (an unborn repository, a deleted or mid-merge task branch, a name too long
+    for the file system). A dirty tree and a merge conflict keep their own handling."""
+    from hub.gitops import MergeConflict
+
+    try:
+        yield
+    except (DirtyWorkTree, MergeConflict):
+        raise
+    except (GitError, OSError) as exc:
+        # Before setup-task made the branch, a git error is setup's own (a wrong --base, no commit yet):
+        # exit 1 with the reason, and the person reruns it; nothing of the task is at stake yet.
+        if run.contract["status"] in (ERIK_CONSULTATION, MERGED) or not run.contract["git"].get(
+            "task_branch"
+        ):
+            raise
+        trigger = "git_error" if isinstance(exc, GitError) else "os_error"
+        outcome = run.halt(Trip(trigger, f"{run.phase}: {exc}", {"phase": run.phase}))
+        raise TaskHalted(outcome.message) from None
+
+
 def recover(run: Run) -> None:
     """The phase that left the task in an *_in_progress state is dead: record it, keep its work, go on."""
     contract = run.contract
@@ -337,6 +371,13 @@ def recover(run: Run) -> None:
     expires = lease.get("expires_at")
     if holder and not same_host and expires and parse_iso(expires) > run.now:
         raise LockBusy(f"task {run.task_id} is held by {holder} on another host until {expires}")
+    if _committed_before_kill(run):
+        from hub import gitops
+        from hub.phases.implement import finish_code_written
+
+        finish_code_written(run, gitops.head_commit(run.repo))
+        log.warning("recovered", task=run.task_id, reason="the attempt was killed after its commit: finished")
+        return
     stash_name = None
     if contract["status"] == IMPLEMENTATION_IN_PROGRESS and contract["git"].get("task_branch"):
         stash_name = f"hub:{run.task_id}:attempt-{contract['attempt']}:interrupted"
@@ -353,6 +394,21 @@ def recover(run: Run) -> None:
     log.warning("recovered", task=run.task_id, reason=reason)
 
 
+def _committed_before_kill(run: Run) -> bool:
+    """An implementer killed between committing its attempt and recording code_written: its work is on
+    the branch and nothing of it is left in the work tree."""
+    contract = run.contract
+    marker = contract["handoff_data"].get("committing") or {}
+    if contract["status"] != IMPLEMENTATION_IN_PROGRESS or marker.get("attempt") != contract["attempt"]:
+        return False
+    from hub import gitops
+
+    gitops.checkout(run.repo, contract["git"]["task_branch"])
+    scope = contract["constraints"]["allowed_paths"] or None
+    dirty = gitops.dirty_files(run.repo)
+    return not [p for p in dirty if scope is None or gitops.in_scope(p, scope)]
+
+
 def pre_phase_trip(run: Run) -> Trip | None:
     from hub import breakers
 
@@ -360,5 +416,14 @@ def pre_phase_trip(run: Run) -> Trip | None:
 
 
 def require_setup(run: Run) -> None:
-    if not run.contract["git"].get("task_branch"):
+    branch = run.contract["git"].get("task_branch")
+    if not branch:
         raise WrongState(f"task {run.task_id} has no task branch yet: run `hub setup-task` first")
+    from hub import gitops
+
+    if not gitops.branch_exists(run.repo, branch):
+        base = run.contract["git"].get("base_commit") or "the base commit"
+        raise GitError(
+            f"the task branch {branch} does not exist any more (deleted?): recreate it with "
+            f"`git branch {branch} <its last commit>` (or from {base} to start over), then `hub resume`"
+        )

@@ -248,44 +248,53 @@ class Attempt:
     def _written(self, acceptance: list[CommandResult]) -> Outcome:
         run, data = self.run, self.contract["handoff_data"]
         data["acceptance_results"] = [r.summary() for r in acceptance]
-        run.drop_lease()
-        counters = run.counters()
-        for name in ("stall_strikes", "interruptions"):
-            counters.pop(name, None)
-        # Commit first, then record: a kill between the two leaves the work committed and the task in
-        # implementation_in_progress, which the next run recovers; the other order left an uncommitted
-        # edit behind a recorded code_written (review and judge saw an empty diff).
+        # Commit first, then record: the other order left an uncommitted edit behind a recorded
+        # code_written when killed between the two (review and judge saw an empty diff). The marker
+        # lets recovery tell "killed after the commit" (finish the attempt) from "before" (stash it).
+        data["committing"] = {"attempt": self.contract["attempt"], "parent": gitops.head_commit(run.repo)}
+        run.save()
         commit = run.checkpoint("code_written")
         crash_point("implement:after-commit")
-        run.record("code_written", f"attempt {self.contract['attempt']}")
-        git = self.contract["git"]
-        stats = gitops.diff_stats(run.repo, git["base_commit"], git["task_branch"])
-        content_hash = gitops.content_hash(run.ctx.repo_root, list(stats.files))
-        data["changed_files"] = list(stats.files)
-        data["diff_summary"] = f"{len(stats.files)} files changed, +{stats.added} -{stats.removed}"
-        trip = breakers.after_implementation(
-            self.contract, len(stats.files), stats.added, stats.removed, content_hash
-        )
-        data.setdefault("attempts", []).append(
-            {
-                "attempt": self.contract["attempt"],
-                "content_hash": content_hash,
-                "commit": commit,
-                "changed_files": list(stats.files),
-                "verdict": None,
-            }
-        )
-        if trip:
-            return run.halt(trip)
-        run.save()
-        return Outcome(
-            "run-implementer",
-            run.task_id,
-            run.start_state,
-            self.contract["status"],
-            f"attempt {self.contract['attempt']}: {data['diff_summary']}",
-            data={"changed_files": data["changed_files"], "commit": commit},
-        )
+        return finish_code_written(run, commit)
+
+
+def finish_code_written(run: Run, commit: str | None) -> Outcome:
+    """implementation_in_progress -[code_written]-> pending_local_review once the attempt's work is
+    committed: by the attempt itself, or by the recovery of one killed right after its commit."""
+    contract = run.contract
+    data = contract["handoff_data"]
+    data.pop("committing", None)
+    run.drop_lease()
+    counters = run.counters()
+    for name in ("stall_strikes", "interruptions"):
+        counters.pop(name, None)
+    run.record("code_written", f"attempt {contract['attempt']}")
+    git = contract["git"]
+    stats = gitops.diff_stats(run.repo, git["base_commit"], git["task_branch"])
+    content_hash = gitops.content_hash(run.ctx.repo_root, list(stats.files))
+    data["changed_files"] = list(stats.files)
+    data["diff_summary"] = f"{len(stats.files)} files changed, +{stats.added} -{stats.removed}"
+    trip = breakers.after_implementation(contract, len(stats.files), stats.added, stats.removed, content_hash)
+    data.setdefault("attempts", []).append(
+        {
+            "attempt": contract["attempt"],
+            "content_hash": content_hash,
+            "commit": commit,
+            "changed_files": list(stats.files),
+            "verdict": None,
+        }
+    )
+    if trip:
+        return run.halt(trip)
+    run.save()
+    return Outcome(
+        "run-implementer",
+        run.task_id,
+        run.start_state,
+        contract["status"],
+        f"attempt {contract['attempt']}: {data['diff_summary']}",
+        data={"changed_files": data["changed_files"], "commit": commit},
+    )
 
 
 def build_prompt(run: Run) -> str:

@@ -50,6 +50,9 @@ def run_next(ctx: Context) -> Outcome:
         # Only the phase gate's refusal, and only when the task moved on since we looked.
         if exc.found is None or exc.found == before:
             raise
+        if exc.recovered:
+            # Our own recovery finished a killed phase's work: run what is due now, once.
+            return run_next(ctx)
         return _lost_race(contract, phase, before, exc.found)
     except ContractInvalid:
         if contract is None or ctx.handoff.contract.exists():

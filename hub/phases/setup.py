@@ -5,12 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from hub import contract as contract_mod
-from hub import gitops
+from hub import gitops, handoff
 from hub.config import CONFIG_FILE, default_yaml
 from hub.contract import Contract
 from hub.errors import ContractInvalid, GitError, WrongState
 from hub.handoff import write_report
-from hub import handoff
 from hub.machine import MERGED, PENDING_IMPLEMENTER
 from hub.phases.context import Context, Outcome, running
 
@@ -101,6 +100,11 @@ def setup_task(ctx: Context, base_branch: str | None = None) -> Outcome:
         if git.get("task_branch"):
             raise WrongState(f"task {run.task_id} is set up already on {git['task_branch']}")
         repo = run.repo
+        if not repo.head.is_valid():
+            raise GitError(
+                f"the repository {repo.working_tree_dir} has no commit yet: commit something (the base "
+                "the task starts from), then run `hub setup-task`"
+            )
         gitops.ensure_clean(repo)
         task_branch = f"task/{run.task_id}"
         if git.get("base_commit") and gitops.branch_exists(repo, task_branch):
