@@ -101,6 +101,10 @@ class Handoff:
         return self.dir / "archive"
 
     @property
+    def sandbox_pid(self) -> Path:
+        return self.dir / ".sandbox.pid"
+
+    @property
     def logs(self) -> Path:
         return self.dir / "logs"
 

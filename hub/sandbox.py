@@ -116,10 +116,11 @@ class Jail:
     prefix: tuple[str, ...] = ()
     env: Mapping[str, str] = field(default_factory=dict)
 
-    def argv(self, command: str, cwd: Path) -> list[str]:
+    def argv(self, command: str, cwd: Path, info_fd: int | None = None) -> list[str]:
         if not self.sandboxed:
             return ["/bin/sh", "-c", command]
-        return [*self.prefix, "--chdir", str(cwd), "--", "/bin/sh", "-c", command]
+        info = ["--info-fd", str(info_fd)] if info_fd is not None else []
+        return [*self.prefix, *info, "--chdir", str(cwd), "--", "/bin/sh", "-c", command]
 
 
 def child_env(env: Mapping[str, str], home: str) -> dict[str, str]:

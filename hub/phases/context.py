@@ -302,6 +302,10 @@ def running(ctx: Context, phase: str, accepts: frozenset[str] | set[str]) -> Ite
         contract = contract_mod.load(hand.contract)
         run = Run(ctx, contract, phase)
         recovered = False
+        if hand.sandbox_pid.exists():
+            from hub.phases.acceptance import reap_leftover
+
+            reap_leftover(hand.sandbox_pid)
         with halt_on_git_failure(run):
             if contract["git"].get("task_branch"):
                 from hub import gitops

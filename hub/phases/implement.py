@@ -225,7 +225,11 @@ class Attempt:
 
     def _command(self, command: str) -> CommandResult:
         result = run_command(
-            command, self.run.ctx.repo_root, self.config.acceptance_timeout_seconds, self.jail
+            command,
+            self.run.ctx.repo_root,
+            self.config.acceptance_timeout_seconds,
+            self.jail,
+            self.run.ctx.handoff.sandbox_pid,
         )
         write_record(
             self.run.ctx.handoff,

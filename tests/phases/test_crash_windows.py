@@ -5,6 +5,7 @@ killed git leaves, made on purpose), then recovered by `hub next` alone."""
 from __future__ import annotations
 
 import os
+import select
 import subprocess
 import sys
 from collections.abc import Callable
@@ -246,3 +247,33 @@ def test_the_hub_next_that_loses_a_race_has_nothing_to_do(pipe: Pipeline, where:
 
     assert outcome.exit_code == 0
     assert "another run moved the task" in outcome.message
+
+
+def test_an_acceptance_command_dies_with_the_hub_that_ran_it(pipe: Pipeline, tmp_path: Path) -> None:
+    shared = tmp_path / "shared"  # an extra writable path: the FIFO, and the mark of the first run
+    shared.mkdir()
+    pipe.configure(extra_yaml=f"sandbox:\n  writable_paths: [{shared}]\n")
+    fifo = shared / "alive"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    # Leaves the process group and holds the FIFO for as long as it lives: end-of-file is its death.
+    child = f"exec 3>{fifo}; echo started >&3; exec sleep 45"
+    first_run = f"setsid sh -c '{child}' >/dev/null 2>&1 </dev/null & sleep 45"
+    command = f"if [ -e {shared}/ran ]; then exit 0; fi; touch {shared}/ran; {first_run}"
+    pipe.fake.script(IMPL, whole_file("src/app.py", GREET_FIXED), whole_file("src/app.py", GREET_FIXED))
+    pipe.start(acceptance_commands=[command])
+    try:
+        hub_killed_at(pipe, "acceptance:running", "run-implementer")
+        ready, _, _ = select.select([reader], [], [], 30)
+        assert ready and os.read(reader, 100) == b"started\n"
+
+        # Dead with the hub (bwrap's die-with-parent), or, killed in the instant before bwrap armed
+        # it, ended by the next run, which also recovers the task.
+        outcome = run_next(pipe.ctx)
+
+        ready, _, _ = select.select([reader], [], [], 10)
+        assert ready and os.read(reader, 100) == b""
+        assert outcome.to_state == "pending_local_review"
+        assert not pipe.ctx.handoff.sandbox_pid.exists()
+    finally:
+        os.close(reader)
