@@ -98,7 +98,7 @@ class Attempt:
                 or f"model {self.model} is not available (the worker has: {', '.join(health.models) or 'none'})"
             )
             return self.run.halt(Trip("ollama_unavailable", why, {"model": self.model}))
-        system = prompts.template(self.run.ctx.repo_root, "implementer_system").strip()
+        system = prompts.template(self.config.trust_root, "implementer_system").strip()
         prompt = build_prompt(self.run)
         generation = self._call(worker, prompt, system, "implement")
         if generation.truncated:
@@ -310,8 +310,9 @@ def build_prompt(run: Run) -> str:
     from hub.code import language_for
 
     forbidden = constraints["forbidden_paths"]
+    # Templates from the trust root (the user's checkout), never from the task's files.
     return prompts.render(
-        repo_root,
+        run.ctx.config.trust_root,
         "implementer",
         task_id=contract["task_id"],
         title=contract.get("title", ""),

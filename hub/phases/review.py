@@ -242,7 +242,7 @@ class Review:
 
         def render(diff: str) -> str:
             return prompts.render(
-                self.run.ctx.repo_root,
+                self.config.trust_root,
                 "local_reviewer",
                 task_id=self.run.task_id,
                 title=self.contract.get("title", ""),

@@ -198,3 +198,28 @@ def test_the_phase_says_whether_acceptance_commands_were_sandboxed(pipe: Pipelin
     pipe.implement()
 
     assert pipe.contract()["handoff_data"]["sandbox"].startswith("sandboxed (bwrap)")
+
+
+def test_prompts_come_from_the_trust_root_never_from_the_tasks_files(pipe: Pipeline, tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from hub.phases.context import Context
+    from hub.phases.implement import run_implementer
+
+    trusted = tmp_path / "checkout"
+    (trusted / "prompts").mkdir(parents=True)
+    (trusted / "prompts" / "implementer.md").write_text(
+        "TRUSTED PROMPT: $requirements\n$files\n", encoding="utf-8"
+    )
+    pipe.fake.script(IMPL, whole_file("src/app.py", GREET_FIXED))
+    pipe.start()
+    # What a task could have put in its work tree had anything let it: never read.
+    (pipe.repo / "prompts").mkdir()
+    (pipe.repo / "prompts" / "implementer.md").write_text("EVIL PROMPT\n", encoding="utf-8")
+    ctx = pipe.ctx
+    split = Context(replace(ctx.config, config_root=trusted), clock=ctx.clock)
+
+    run_implementer(split)
+
+    prompt = pipe.prompts()[0]
+    assert prompt.startswith("TRUSTED PROMPT") and "EVIL" not in prompt
