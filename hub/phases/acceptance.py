@@ -83,6 +83,9 @@ def run_command(
     if sandboxed:
         with os.fdopen(info_read, "rb") as info:
             _remember(pidfile, info.read())
+    else:
+        # Unsandboxed, the command's process group is what a later phase can still end.
+        _remember(pidfile, json.dumps({"child-pid": proc.pid, "group": True}).encode())
     crash_point("acceptance:running")
     try:
         stdout, stderr = proc.communicate(timeout=timeout)
@@ -119,16 +122,20 @@ def _remember(pidfile: Path | None, info: bytes) -> None:
     if pidfile is None:
         return
     try:
-        pid = int(json.loads(info)["child-pid"])
+        data = json.loads(info)
+        pid = int(data["child-pid"])
     except (ValueError, KeyError, TypeError):
         return
-    write_atomic(pidfile, json.dumps({"pid": pid, "start": _start_time(pid)}))
+    write_atomic(
+        pidfile, json.dumps({"pid": pid, "start": _start_time(pid), "group": bool(data.get("group"))})
+    )
 
 
 def reap_leftover(pidfile: Path) -> bool:
-    """Kill a sandbox a killed hub left running, if it is still that process (same start time): bwrap
-    arms its own die-with-parent only after it has forked, so a hub killed in that instant leaves the
-    sandbox behind. Killing its init ends every process in its PID namespace. True if one was killed."""
+    """Kill a command a killed hub left running, if it is still that process (same start time). In the
+    sandbox: bwrap arms its own die-with-parent only after it has forked, so a hub killed in that
+    instant leaves it behind; killing its init ends its whole PID namespace. Unsandboxed: nothing dies
+    with the hub, and the command's process group is killed here. True if one was killed."""
     try:
         recorded = json.loads(pidfile.read_text(encoding="utf-8"))
         pid, start = int(recorded["pid"]), recorded["start"]
@@ -137,7 +144,10 @@ def reap_leftover(pidfile: Path) -> bool:
     killed = False
     if start is not None and _start_time(pid) == start:
         try:
-            os.kill(pid, signal.SIGKILL)
+            if recorded.get("group"):
+                os.killpg(pid, signal.SIGKILL)
+            else:
+                os.kill(pid, signal.SIGKILL)
             killed = True
             log.warning("acceptance.reaped", pid=pid, why="left running by a killed hub")
         except ProcessLookupError:

@@ -277,3 +277,30 @@ def test_an_acceptance_command_dies_with_the_hub_that_ran_it(pipe: Pipeline, tmp
         assert not pipe.ctx.handoff.sandbox_pid.exists()
     finally:
         os.close(reader)
+
+
+def test_an_unsandboxed_acceptance_command_left_by_a_killed_hub_is_ended_by_the_next_run(
+    pipe: Pipeline, tmp_path: Path
+) -> None:
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    pipe.configure(extra_yaml="sandbox: off\n")
+    fifo = shared / "alive"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    first_run = f"exec 3>{fifo}; echo started >&3; sleep 45"
+    command = f"if [ -e {shared}/ran ]; then exit 0; fi; touch {shared}/ran; {first_run}"
+    pipe.fake.script(IMPL, whole_file("src/app.py", GREET_FIXED), whole_file("src/app.py", GREET_FIXED))
+    pipe.start(acceptance_commands=[command])
+    try:
+        hub_killed_at(pipe, "acceptance:running", "run-implementer")
+        ready, _, _ = select.select([reader], [], [], 30)
+        assert ready and os.read(reader, 100) == b"started\n"
+
+        outcome = run_next(pipe.ctx)
+
+        ready, _, _ = select.select([reader], [], [], 10)
+        assert ready and os.read(reader, 100) == b""
+        assert outcome.to_state == "pending_local_review"
+    finally:
+        os.close(reader)
