@@ -10,7 +10,9 @@ What a sandboxed command sees (issue 11; the same policy as Codex CLI's Linux sa
 - a private, empty `/tmp`, and `HOME` pointing to a fresh folder in it; the real home stays readable
   (pyenv, nvm and `~/.local` hold the toolchains tests need) except its credentials (`~/.ssh`, `~/.aws`,
   `~/.config/gh`, `~/.netrc`, `~/.docker`, `~/.kube`, `~/.gnupg`...), which are hidden by empty mounts;
-- no network but its own loopback (`--unshare-net`), unless `sandbox.network: true`;
+- no network but its own loopback (`--unshare-net`), unless `sandbox.network: true`; the well-known
+  daemon sockets (docker, podman, containerd, libvirt, D-Bus, `/run/user`) hidden, since a socket file
+  is reachable through a read-only mount and outside the network namespace;
 - an environment cut to an allowlist (`PATH`, locale, `TERM`...; never anything that looks like a token);
 - its own PID namespace, killed with the hub (`--die-with-parent`), in a session of its own, so a timeout
   or the hub's death ends the whole tree: nothing escapes by `setsid` or double fork.
@@ -29,7 +31,7 @@ import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -96,6 +98,19 @@ CREDENTIALS = (
     ".git-credentials",
     ".npmrc",
     ".pypirc",
+)
+
+# Unix sockets outside HOME and /tmp through which a sandboxed command could act outside it: neither a
+# read-only mount nor --unshare-net stops connect() on a socket file, and docker.sock is root.
+HIDDEN_SOCKETS = (
+    "/var/run/docker.sock",
+    "/run/docker.sock",
+    "/run/podman",
+    "/run/containerd",
+    "/var/run/libvirt",
+    "/run/dbus",
+    "/run/snapd.socket",
+    "/run/user",
 )
 
 SANDBOX_HOME = "/tmp/home"
@@ -184,6 +199,7 @@ def prepare(
     protected: Iterable[Path] = (),
     env: Mapping[str, str] | None = None,
     which: Which = shutil.which,
+    hidden: Sequence[str] = HIDDEN_SOCKETS,
 ) -> Jail:
     """The jail commands in `writable_root` run in. `protected` are paths inside the writable root that
     stay read-only (git metadata and the hub's control files). Raises SandboxUnavailable for `required`."""
@@ -196,7 +212,7 @@ def prepare(
             raise SandboxUnavailable(why)
         return Jail(False, f"unsandboxed (sandbox: auto): {why}", env=child_env(env, str(Path.home())))
     root = writable_root.resolve()
-    prefix = [bwrap, *_mounts(root, protected, settings, env)]
+    prefix = [bwrap, *_mounts(root, protected, settings, env, hidden)]
     prefix += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--die-with-parent", "--new-session"]
     if not settings.network:
         prefix.append("--unshare-net")
@@ -210,7 +226,11 @@ def prepare(
 
 
 def _mounts(
-    root: Path, protected: Iterable[Path], settings: SandboxSettings, env: Mapping[str, str]
+    root: Path,
+    protected: Iterable[Path],
+    settings: SandboxSettings,
+    env: Mapping[str, str],
+    hidden: Sequence[str],
 ) -> list[str]:
     args = ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
     # The real HOME stays readable (pyenv, nvm, ~/.local hold the toolchain the tests need), minus every
@@ -224,6 +244,12 @@ def _mounts(
     args += ["--bind", str(root), str(root)]
     for path in _read_only_inside(root, protected):
         args += ["--ro-bind", str(path), str(path)]
+    for name in hidden:
+        path = Path(name)
+        if path.is_dir() and not path.is_symlink():
+            args += ["--tmpfs", str(path)]
+        elif path.exists():
+            args += ["--ro-bind", "/dev/null", str(path)]
     for name in CREDENTIALS:
         for base in {home, root}:
             secret = base / name

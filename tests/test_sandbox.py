@@ -185,3 +185,20 @@ def test_a_normal_pytest_run_passes_inside_the_sandbox(repo: Path) -> None:
 
     assert result.ok, result.stdout + result.stderr
     assert "1 passed" in result.stdout
+
+
+def test_a_daemon_socket_is_unreachable_though_the_filesystem_is_readable(repo: Path) -> None:
+    # A socket file is reachable through any mount and outside the network namespace; docker.sock is
+    # root. The hidden sockets (docker, podman, D-Bus, /run/user...) are passed in here as one of ours.
+    path = repo / "docker.sock"
+    with socket.socket(socket.AF_UNIX) as listener:
+        listener.bind(str(path))
+        listener.listen()
+        code = f"import socket; socket.socket(socket.AF_UNIX).connect({str(path)!r}); print('CONNECTED')"
+        env = {"PATH": "/usr/bin:/bin", "HOME": str(repo.parent)}
+
+        open_jail = prepare(SandboxSettings(), repo, [], env, hidden=())
+        hiding = prepare(SandboxSettings(), repo, [], env, hidden=(str(path),))
+
+        assert "CONNECTED" in run_command(py(code), repo, 30, open_jail).stdout
+        assert "CONNECTED" not in run_command(py(code), repo, 30, hiding).stdout
