@@ -9,6 +9,7 @@ from __future__ import annotations
 import shlex
 import time
 from collections.abc import Callable, Iterator
+from collections.abc import Set as AbstractSet
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -19,8 +20,8 @@ from hub import contract as contract_mod
 from hub import handoff
 from hub.breakers import Trip
 from hub.config import Config
-from hub.contract import Contract, iso, now_utc, parse_iso
-from hub.errors import DirtyWorkTree, GitError, LockBusy, TaskHalted, WrongState
+from hub.contract import Contract, Lease, TaskRefs, iso, now_utc, parse_iso, task_refs
+from hub.errors import EXIT_HALTED, DirtyWorkTree, GitError, LockBusy, TaskHalted, WrongState
 from hub.log import get_logger
 from hub.machine import (
     ERIK_CONSULTATION,
@@ -32,6 +33,7 @@ from hub.machine import (
     PENDING_IMPLEMENTER,
     PENDING_JUDGE_REVIEW,
     RESUMABLE_STATES,
+    Event,
 )
 
 if TYPE_CHECKING:
@@ -40,8 +42,6 @@ if TYPE_CHECKING:
     from hub.workers.base import ChatRequest, Generation, Worker
 
 log = get_logger("hub.phase")
-
-EXIT_HALTED = 4
 
 
 @dataclass
@@ -65,7 +65,7 @@ class Context:
             return self.worker_factory(role)
         from hub.workers.bridge import make_worker
 
-        return make_worker(self.config, role)
+        return make_worker(self.config, self.config.judge_role() if role == "judge" else role)
 
 
 @dataclass
@@ -119,7 +119,7 @@ class Run:
             self._repo = gitops.open_repo(self.ctx.repo_root)
         return self._repo
 
-    def record(self, event: str, reason: str | None = None, resume_to: str | None = None) -> str:
+    def record(self, event: Event, reason: str | None = None, resume_to: str | None = None) -> str:
         handoff.record(self.ctx.handoff, self.contract, event, self.now, reason, resume_to)
         return str(self.contract["status"])
 
@@ -128,6 +128,12 @@ class Run:
 
     def counters(self) -> dict[str, int]:
         return self.contract.setdefault("breaker", {}).setdefault("counters", {})
+
+    def move_attempt(self, by: int = 1) -> int:
+        """The one place the attempt counter changes: +1 for a new attempt (rework, retry, a resume to
+        the implementer), -1 when a rebuttal takes back the rework its FAIL started. Never below 1."""
+        self.contract["attempt"] = max(1, self.contract["attempt"] + by)
+        return self.contract["attempt"]
 
     def bump(self, name: str, by: int = 1) -> int:
         counters = self.counters()
@@ -218,7 +224,7 @@ class Run:
                 self.now,
             )
 
-    def halt(self, trip: Trip, event: str = HALT_EVENT) -> Outcome:
+    def halt(self, trip: Trip, event: Event = HALT_EVENT) -> Outcome:
         """Move the task to erik_consultation, write ERIK_HALT.md, and say so (exit 4)."""
         before = self.contract["status"]
         self.drop_lease()
@@ -294,7 +300,7 @@ See `hub status` and `hub log` for the history, and `_handoff/runs/{contract["ta
 
 
 @contextmanager
-def running(ctx: Context, phase: str, accepts: frozenset[str] | set[str]) -> Iterator[Run]:
+def running(ctx: Context, phase: str, accepts: AbstractSet[str]) -> Iterator[Run]:
     """Hold the task for one phase. See the module docstring."""
     hand = ctx.handoff
     started = time.perf_counter()
@@ -369,7 +375,7 @@ def halt_on_git_failure(run: Run) -> Iterator[None]:
 def recover(run: Run) -> None:
     """The phase that left the task in an *_in_progress state is dead: record it, keep its work, go on."""
     contract = run.contract
-    lease = contract.get("lock") or {}
+    lease: Lease | dict[str, str] = contract.get("lock") or {}
     holder = str(lease.get("held_by") or "")
     same_host = holder.split(":", 1)[0] == handoff.holder_id().split(":", 1)[0]
     expires = lease.get("expires_at")
@@ -394,7 +400,7 @@ def recover(run: Run) -> None:
     reason = f"the phase holding {contract['status']} died ({holder or 'unknown holder'})"
     if stash_name:
         reason += f"; its uncommitted changes are in git stash '{stash_name}'"
-    run.record("interrupted", reason)
+    run.record(Event.INTERRUPTED, reason)
     log.warning("recovered", task=run.task_id, reason=reason)
 
 
@@ -402,12 +408,15 @@ def _committed_before_kill(run: Run) -> bool:
     """An implementer killed between committing its attempt and recording code_written: its work is on
     the branch and nothing of it is left in the work tree."""
     contract = run.contract
-    marker = contract["handoff_data"].get("committing") or {}
-    if contract["status"] != IMPLEMENTATION_IN_PROGRESS or marker.get("attempt") != contract["attempt"]:
+    marker = contract["handoff_data"].get("committing")
+    branch = contract["git"].get("task_branch")
+    if contract["status"] != IMPLEMENTATION_IN_PROGRESS or not marker or not branch:
+        return False
+    if marker["attempt"] != contract["attempt"]:
         return False
     from hub import gitops
 
-    gitops.checkout(run.repo, contract["git"]["task_branch"])
+    gitops.checkout(run.repo, branch)
     scope = contract["constraints"]["allowed_paths"] or None
     dirty = gitops.dirty_files(run.repo)
     return not [p for p in dirty if scope is None or gitops.in_scope(p, scope)]
@@ -419,15 +428,16 @@ def pre_phase_trip(run: Run) -> Trip | None:
     return breakers.before_phase(run.contract, run.now)
 
 
-def require_setup(run: Run) -> None:
-    branch = run.contract["git"].get("task_branch")
-    if not branch:
-        raise WrongState(f"task {run.task_id} has no task branch yet: run `hub setup-task` first")
+def require_setup(run: Run) -> TaskRefs:
+    """The task's git refs; GitError (which halts the task) when its branch was deleted meanwhile."""
+    refs = task_refs(run.contract)
     from hub import gitops
 
-    if not gitops.branch_exists(run.repo, branch):
-        base = run.contract["git"].get("base_commit") or "the base commit"
+    if not gitops.branch_exists(run.repo, refs.task_branch):
+        base = refs.base_commit or "the base commit"
         raise GitError(
-            f"the task branch {branch} does not exist any more (deleted?): recreate it with "
-            f"`git branch {branch} <its last commit>` (or from {base} to start over), then `hub resume`"
+            f"the task branch {refs.task_branch} does not exist any more (deleted?): recreate it with "
+            f"`git branch {refs.task_branch} <its last commit>` (or from {base} to start over), then "
+            "`hub resume`"
         )
+    return refs

@@ -5,14 +5,11 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 
-from hub import handoff
 from hub.contract import Contract
-from hub.errors import ContractInvalid, TaskHalted, WrongState
+from hub.errors import ContractInvalid, WrongState
 from hub.log import get_logger
-from hub.machine import ERIK_CONSULTATION, MERGED
 from hub.phases.context import Context, Outcome
-from hub.phases.setup import active_contract
-from hub.phases.status import due, judge_configured, report_waiting
+from hub.phases.status import next_step
 
 log = get_logger("hub.phase")
 
@@ -25,7 +22,7 @@ PHASES: dict[str, str] = {
     "report-judge": "hub.phases.judge:report_judge",
     "timeout-judge": "hub.phases.judge:timeout_judge",
     "finalize-task": "hub.phases.finalize:finalize_task",
-    "promote-backlog": "hub.backlog:promote_next",
+    "promote-backlog": "hub.phases.promote:promote_next",
 }
 
 
@@ -37,10 +34,7 @@ def phase_function(name: str) -> Callable[[Context], Outcome]:
 def run_next(ctx: Context) -> Outcome:
     """Run the phase that is due. A second `hub next` that lost the race for the task (it waited, and
     the first moved the task on or archived it) has nothing to do: exit 0, not a state error."""
-    contract = active_contract(ctx)
-    if contract is not None and contract["status"] == MERGED:
-        contract = archive_merged(ctx)
-    phase, why = _due(ctx, contract)
+    contract, phase, why = next_step(ctx)
     if phase is None:
         return Outcome("next", contract["task_id"] if contract else None, message=f"nothing to do: {why}")
     before = contract["status"] if contract else None
@@ -69,28 +63,3 @@ def _lost_race(contract: Contract | None, phase: str, before: str | None, after:
         contract["task_id"] if contract else None,
         message=f"nothing to do: another run moved the task ({before} -> {after}) while this one waited",
     )
-
-
-def active_contract_or_none(ctx: Context) -> Contract | None:
-    try:
-        return active_contract(ctx)
-    except ContractInvalid:
-        return None
-
-
-def archive_merged(ctx: Context) -> Contract | None:
-    """Finish the archiving of a task a killed finalize left merged; None (no active task) after."""
-    hand = ctx.handoff
-    with handoff.phase_lock(hand, "next", ctx.clock()):
-        current = active_contract_or_none(ctx)
-        if current is not None and current["status"] == MERGED:
-            handoff.archive_task(hand, str(current["task_id"]))
-            log.info("next.archived_merged", task=current["task_id"])
-            return None
-        return current
-
-
-def _due(ctx: Context, contract: Contract | None) -> tuple[str | None, str]:
-    if contract is not None and contract["status"] == ERIK_CONSULTATION:
-        raise TaskHalted(f"task {contract['task_id']} is halted; read {ctx.handoff.halt_report}")
-    return due(contract, ctx.clock(), judge_configured(ctx), report_waiting(ctx))

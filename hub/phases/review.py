@@ -10,22 +10,22 @@ from __future__ import annotations
 import json
 import re
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hub import gitops, prompts
 from hub.breakers import Trip
+from hub.contract import Issue, task_refs
 from hub.errors import (
-    ContextOverflow,
-    ModelNotFound,
     RuleError,
     WorkerError,
-    WorkerTimeout,
-    WorkerUnavailable,
 )
-from hub.machine import PENDING_LOCAL_REVIEW
+from hub.machine import PENDING_LOCAL_REVIEW, Event
 from hub.phases.context import Context, Outcome, Run, pre_phase_trip, require_setup, running
 from hub.phases.judge import enter_judge_review
-from hub.phases.stall import Stall, review_stall
+from hub.phases.stall import Stall, model_unavailable, review_stall, worker_failure
+
+if TYPE_CHECKING:
+    from hub.workers.base import Worker
 
 SEVERITIES = ("critical", "major", "minor")
 MAX_DIFF_CHARS = 40_000
@@ -125,13 +125,13 @@ class Review:
         self.config = run.ctx.config
         self.model = self.config.role("local_reviewer").model
         self.started = time.perf_counter()
-        git = self.contract["git"]
-        gitops.checkout(run.repo, git["task_branch"])
+        refs = task_refs(self.contract)
+        gitops.checkout(run.repo, refs.task_branch)
         # The task's own edits are what is reviewed: any left uncommitted (a kill in an older hub between
         # code_written and its commit) are committed first, so the diff is never empty by accident.
         run.checkpoint("code_written")
-        self.diff = gitops.diff_text(run.repo, git["base_commit"], git["task_branch"])
-        stats = gitops.diff_stats(run.repo, git["base_commit"], git["task_branch"])
+        self.diff = gitops.diff_text(run.repo, refs.base_commit, refs.task_branch)
+        stats = gitops.diff_stats(run.repo, refs.base_commit, refs.task_branch)
         root = run.ctx.repo_root
         self.files = [f for f in stats.files if (root / f).is_file()]
 
@@ -142,26 +142,21 @@ class Review:
         worker = self.run.ctx.worker("local_reviewer")
         try:
             review = self._ask(worker, static)
-        except WorkerTimeout as exc:
-            return self._stall(Stall(f"timeout: {exc.clock}", str(exc), exc.partial_text))
-        except ContextOverflow as exc:
-            return self._stall(Stall("truncated_context", str(exc)))
-        except (ModelNotFound, WorkerUnavailable) as exc:
-            return self.run.halt(Trip("ollama_unavailable", str(exc), {"model": self.model}))
         except WorkerError as exc:
-            return self._stall(Stall(f"error: {type(exc).__name__}", str(exc)))
+            failure = worker_failure(exc, self.model)
+            return self.run.halt(failure) if isinstance(failure, Trip) else self._stall(failure)
         finally:
             worker.close()
         if isinstance(review, Outcome):
             return review
         return self._decide(static, review)
 
-    def _static(self) -> list[dict[str, Any]] | Outcome:
+    def _static(self) -> list[Issue] | Outcome:
         """ast-grep rules and tree-sitter syntax errors; a blocking finding halts at once."""
         from hub.code import syntax_errors
         from hub.rules import is_blocking, scan_paths
 
-        issues: list[dict[str, Any]] = []
+        issues: list[Issue] = []
         try:
             findings = scan_paths(self.run.ctx.repo_root, self.files) if self.files else []
         except RuleError as exc:
@@ -177,7 +172,7 @@ class Review:
                 }
             )
         for f in findings:
-            issue = {
+            issue: Issue = {
                 "severity": "critical" if is_blocking(f) else ("major" if f.severity == "error" else "minor"),
                 "file": f.file,
                 "line": f.line,
@@ -194,7 +189,7 @@ class Review:
                         f"rule {f.rule_id} at {f.file}:{f.line}: {f.message}",
                         {"rule": f.rule_id, "file": f.file, "line": f.line, "note": f.note},
                     ),
-                    event="critical_flaw",
+                    event=Event.CRITICAL_FLAW,
                 )
             issues.append(issue)
         root = self.run.ctx.repo_root
@@ -211,18 +206,12 @@ class Review:
                 )
         return issues
 
-    def _ask(self, worker: Any, static: list[dict[str, Any]]) -> dict[str, Any] | Outcome:
+    def _ask(self, worker: Worker, static: list[Issue]) -> dict[str, Any] | Outcome:
         from hub.workers.bridge import request_for
 
-        health = worker.check_health([self.model])
-        if not health.ok or health.missing:
-            return self.run.halt(
-                Trip(
-                    "ollama_unavailable",
-                    health.detail or f"model {self.model} is not available",
-                    {"model": self.model},
-                )
-            )
+        trip = model_unavailable(worker, self.model)
+        if trip:
+            return self.run.halt(trip)
         prompt = self._prompt(static)
         request = request_for(self.config, "local_reviewer", prompt)
         generation = self.run.generate(worker, "local_reviewer", request, "review")
@@ -234,7 +223,7 @@ class Review:
                 {"model call": round(generation.seconds, 3)},
             )
 
-    def _prompt(self, static: list[dict[str, Any]]) -> str:
+    def _prompt(self, static: list[Issue]) -> str:
         """The reviewer's prompt, its diff cut so the whole prompt fits the model's num_ctx with room for
         the answer (a prompt that does not fit is refused, and the review would stall on every big change).
         The judge still gets the whole diff in REVIEW_REQUEST.md."""
@@ -266,12 +255,12 @@ class Review:
         stall.timings = {**(timings or {}), "review": round(time.perf_counter() - self.started, 3)}
         return review_stall(self.run, stall)
 
-    def _record_issues(self, issues: list[dict[str, Any]], passed: bool) -> None:
+    def _record_issues(self, issues: list[Issue], passed: bool) -> None:
         data = self.contract["handoff_data"]
         data["local_review_issues"] = issues
         data["local_review_passed"] = passed
 
-    def _decide(self, static: list[dict[str, Any]], review: dict[str, Any]) -> Outcome:
+    def _decide(self, static: list[Issue], review: dict[str, Any]) -> Outcome:
         issues = static + review["issues"]
         self.run.counters().pop("review_stalls", None)
         if review["critical"]:
@@ -288,13 +277,15 @@ class Review:
                     f"the local reviewer found a critical issue in {where}: {first['description']}",
                     {"file": first.get("file"), "line": first.get("line"), "model": self.model},
                 ),
-                event="critical_flaw",
+                event=Event.CRITICAL_FLAW,
             )
         # Any finding, minor ones too, marks the review as not passed: the judge must look at it.
         passed = review["passed"] and not issues
         self._record_issues(issues, passed=passed)
-        event = "local_pass" if passed else "local_warn"
-        enter_judge_review(self.run, event, f"local review: {len(issues)} issues, passed={passed}")
+        event = Event.LOCAL_PASS if passed else Event.LOCAL_WARN
+        enter_judge_review(
+            self.run, event, f"local review: {len(issues)} issues, passed={passed}", diff=self.diff
+        )
         return Outcome(
             "run-local-review",
             self.run.task_id,

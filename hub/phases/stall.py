@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from hub import gitops, handoff
 from hub.breakers import Trip
-from hub.contract import iso
-from hub.machine import IMPLEMENTATION_IN_PROGRESS
+from hub.contract import StallRecord, iso
+from hub.errors import ContextOverflow, ModelNotFound, WorkerError, WorkerTimeout, WorkerUnavailable
+from hub.machine import IMPLEMENTATION_IN_PROGRESS, Event
 from hub.phases.context import Outcome, Run
+
+if TYPE_CHECKING:
+    from hub.workers.base import Worker
 
 STRIKES_TO_HALT = 2
 TAIL_CHARS = 1200
@@ -24,6 +28,9 @@ ADVICE = {
     "`ollama ps`); total: raise timeouts.total or split the task.",
     "truncated_context": "The prompt does not fit the model's context window. Raise models.<model>.num_ctx in "
     "hub.yaml (the GPU must hold it), or list fewer source files in the contract.",
+    "output_truncated": "The model's answer was cut off at its token limit twice, so none of it was applied. "
+    "Raise roles.implementer.num_predict (or the server's output limit) in hub.yaml, split the task, or use a "
+    "model that answers with SEARCH/REPLACE blocks instead of whole files.",
     "tests_failed": "The acceptance commands still fail after the model's reflections. Read the command output "
     "below; the requirement may be ambiguous, or the task too big for this model.",
     "error": "The worker failed. Run `hub doctor`; check the worker log under _handoff/logs/.",
@@ -38,15 +45,42 @@ class Stall:
     detail: str = ""
     raw_tail: str = ""
     timings: dict[str, float] = field(default_factory=dict)
-    event: str = "stall"
+    event: Event = Event.STALL
 
     @property
     def kind(self) -> str:
         return self.reason.split(":", 1)[0]
 
 
-def record_stall(run: Run, role: str, stall: Stall) -> dict[str, Any]:
-    entry = {
+# --- what a worker error means: decided here, for every role ------------------------------------------------
+
+
+def worker_failure(exc: WorkerError, model: str) -> Trip | Stall:
+    """A server or model that is not there halts the task at once (a person must start or pull it);
+    a clock that ran out, a prompt that does not fit, or any other worker error is a stall strike."""
+    if isinstance(exc, ModelNotFound | WorkerUnavailable):
+        return Trip("ollama_unavailable", str(exc), {"model": model})
+    if isinstance(exc, WorkerTimeout):
+        return Stall(f"timeout: {exc.clock}", str(exc), exc.partial_text, event=Event.TIMEOUT)
+    if isinstance(exc, ContextOverflow):
+        return Stall("truncated_context", str(exc))
+    return Stall(f"error: {type(exc).__name__}", str(exc))
+
+
+def model_unavailable(worker: Worker, model: str) -> Trip | None:
+    """The health check before a role's first call: a Trip when the worker or the model is not there."""
+    health = worker.check_health([model])
+    if health.ok and not health.missing:
+        return None
+    why = (
+        health.detail
+        or f"model {model} is not available (the worker has: {', '.join(health.models) or 'none'})"
+    )
+    return Trip("ollama_unavailable", why, {"model": model})
+
+
+def record_stall(run: Run, role: str, stall: Stall) -> StallRecord:
+    entry: StallRecord = {
         "timestamp": iso(run.now),
         "role": role,
         "attempt": run.contract["attempt"],
@@ -78,9 +112,9 @@ def strike(run: Run, reason: str) -> Outcome:
     strikes = run.bump("stall_strikes")
     if strikes >= STRIKES_TO_HALT:
         write_stall_report(run, "implementer")
-        return run.halt(_trip(run, "implementer", strikes), event="escalate")
-    run.contract["attempt"] += 1
-    run.record("retry", f"strike {strikes}: {reason}")
+        return run.halt(_trip(run, "implementer", strikes), event=Event.ESCALATE)
+    run.move_attempt()
+    run.record(Event.RETRY, f"strike {strikes}: {reason}")
     return Outcome(
         run.phase,
         run.task_id,
@@ -98,7 +132,7 @@ def review_stall(run: Run, stall: Stall) -> Outcome:
     if strikes >= STRIKES_TO_HALT:
         write_stall_report(run, "local_reviewer")
         return run.halt(_trip(run, "local_reviewer", strikes))
-    run.record("stall", f"review strike {strikes}: {stall.reason}: {stall.detail}"[:500])
+    run.record(Event.STALL, f"review strike {strikes}: {stall.reason}: {stall.detail}"[:500])
     return Outcome(
         run.phase,
         run.task_id,

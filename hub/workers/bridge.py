@@ -19,7 +19,7 @@ import json
 import os
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -40,6 +40,7 @@ from hub.workers.base import (
     Generation,
     Health,
     Worker,
+    check_health,
     estimate_tokens,
     same_model,
     split_thinking,
@@ -125,14 +126,11 @@ class WorkerClient:
 
     def check_health(self, models: list[str]) -> Health:
         """Start the server if needed, list its models, and name the wanted ones it lacks."""
-        try:
-            seen = self.list_models()
-        except WorkerError as exc:
-            return Health(ok=False, detail=str(exc), extra={"server": self.server.name})
-        missing = tuple(m for m in models if not any(same_model(m, s) for s in seen))
-        detail = f"missing: {', '.join(missing)}" if missing else f"{len(seen)} models"
-        extra = {"server": self.server.name, "dialect": self.dialect or "", "ollama": self.ollama_host}
-        return Health(ok=not missing, models=tuple(seen), missing=missing, detail=detail, extra=extra)
+        health = check_health(self, models)
+        extra = {"server": self.server.name}
+        if health.reached:
+            extra.update(dialect=self.dialect or "", ollama=self.ollama_host)
+        return replace(health, extra=extra)
 
     def list_models(self) -> list[str]:
         client = self._connect()
