@@ -271,6 +271,13 @@ def live_git_in(work_root: Path, proc: Path = Path("/proc")) -> list[int] | None
     dirs = git_dirs(work_root)
     if dirs:
         roots += [d.resolve() for d in dirs]
+        # Every worktree of the repository shares its refs: a git in any of them may hold a ref lock.
+        for gitdir_file in (dirs[1] / "worktrees").glob("*/gitdir"):
+            try:
+                roots.append(Path(gitdir_file.read_text(encoding="utf-8").strip()).resolve().parent)
+            except OSError:
+                continue
+        roots.append(dirs[1].resolve().parent)  # the main work tree, seen from a linked worktree
     live = []
     for entry in proc.iterdir():
         if not entry.name.isdigit():
