@@ -390,14 +390,16 @@ def _split_diff(body: list[str], path: str | None) -> list[tuple[str | None, str
                 files.append((target, "".join(line + "\n" for line in _trim_end(hunks))))
 
     k = 0
+    between = False  # after a `diff --git` line: git's header lines (`index ...`), not hunk lines
     while k < len(body):
         line = body[k]
         if line.startswith("--- ") and k + 1 < len(body) and body[k + 1].startswith("+++ "):
             flush()
-            old, new, hunks = line[4:], body[k + 1][4:], []
+            old, new, hunks, between = line[4:], body[k + 1][4:], [], False
             k += 2
             continue
-        if hunks or line.startswith("@@"):
+        between = between or line.startswith("diff ")
+        if (hunks or line.startswith("@@")) and not between:
             hunks.append(line)
         k += 1
     flush()

@@ -946,3 +946,18 @@ def test_a_file_whose_docstring_shows_a_fenced_example_with_a_path_stays_one_fil
 def test_a_markdown_files_heading_naming_the_file_is_content_not_a_label() -> None:
     text = "# README.md\n\nHow to use this.\n"
     assert only_edit(f"README.md\n```markdown\n{text}```\n") == FileEdit("README.md", content=text)
+
+
+def test_a_git_diff_of_two_files_applies_to_both(repo: Path) -> None:
+    # `git diff` output: the `diff --git` and `index` lines of the second file are not hunk lines of the first.
+    (repo / "src" / "b.py").write_text("p = 1\nq = 2\n")
+    diff = (
+        "diff --git a/src/app.py b/src/app.py\nindex 83db48f..bf269f4 100644\n"
+        "--- a/src/app.py\n+++ b/src/app.py\n@@ -1,2 +1,2 @@\n def main():\n-    return 1\n+    return 2\n"
+        "diff --git a/src/b.py b/src/b.py\nindex 1a2b3c4..5d6e7f8 100644\n"
+        "--- a/src/b.py\n+++ b/src/b.py\n@@ -1,2 +1,2 @@\n p = 1\n-q = 2\n+q = 3\n"
+    )
+    result = apply_edits(parse_edits(fence(diff, "diff")).edits, policy(repo))
+    assert result.refused == () and result.changed_files == ("src/app.py", "src/b.py")
+    assert (repo / "src" / "app.py").read_text() == CODE.replace("1", "2")
+    assert (repo / "src" / "b.py").read_text() == "p = 1\nq = 3\n"
