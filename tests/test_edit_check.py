@@ -78,7 +78,15 @@ def test_a_python_stub_body_is_not_an_elision() -> None:
 
 
 @pytest.mark.parametrize(
-    "line", ["# keep the cache warm", "# skip existing files", "x = ...  # TODO", "# Loop over items..."]
+    "line",
+    [
+        "# keep the cache warm",
+        "# skip existing files",
+        "x = ...  # TODO",
+        "# Loop over items...",
+        "# parse the rest of the arguments",
+        "# 'y' is the same as 'b', for compatibility",
+    ],
 )
 def test_ordinary_comments_are_not_elisions(line: str) -> None:
     assert not is_elision(line)
