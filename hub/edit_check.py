@@ -177,7 +177,8 @@ def _destructive(old: str, new: str, delete_allowed: bool) -> str | None:
     return (
         f"as the whole file, this answer deletes {removed} lines and adds {added}: it looks like an "
         "excerpt, not the complete file. Send the complete file, or SEARCH/REPLACE blocks that quote "
-        "the lines to change"
+        "the lines to change; if deleting those lines is the change asked for, quote them in SEARCH with "
+        "an empty REPLACE"
     )
 
 
