@@ -520,8 +520,8 @@ def _group(
 
 
 def _merge(found: list[FileEdit], problems: list[str]) -> list[FileEdit]:
-    """One edit per path, in order of first mention: search/replace blocks accumulate, a later whole file
-    or delete replaces what came before."""
+    """One edit per path, in order of first mention: search/replace blocks and diff hunks accumulate, a
+    later whole file or delete replaces what came before."""
     merged: dict[str, FileEdit] = {}
     for edit in found:
         key = _normalize_key(edit.path)
@@ -532,7 +532,9 @@ def _merge(found: list[FileEdit], problems: list[str]) -> list[FileEdit]:
             problems.append(f"{edit.path} was given more than once; the last version is used")
             merged[key] = edit
         else:
-            merged[key] = replace(earlier, blocks=earlier.blocks + edit.blocks, delete=False)
+            # Diff hunks accumulate like blocks; a file given in two kinds is refused when applied.
+            patch = earlier.patch if edit.patch is None else (earlier.patch or "") + edit.patch
+            merged[key] = replace(earlier, blocks=earlier.blocks + edit.blocks, delete=False, patch=patch)
     return list(merged.values())
 
 

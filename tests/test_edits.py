@@ -961,3 +961,37 @@ def test_a_git_diff_of_two_files_applies_to_both(repo: Path) -> None:
     assert result.refused == () and result.changed_files == ("src/app.py", "src/b.py")
     assert (repo / "src" / "app.py").read_text() == CODE.replace("1", "2")
     assert (repo / "src" / "b.py").read_text() == "p = 1\nq = 3\n"
+
+
+def test_an_excerpt_given_as_the_whole_file_is_refused_even_with_blocks_after_it(repo: Path) -> None:
+    # The blocks apply to the excerpt, so the file still becomes the excerpt: judged as a whole file.
+    (repo / "src" / "calc.py").write_text(CALC)
+    excerpt = "def sub(a, b):\n    return b - a\n"
+    block = "<<<<<<< SEARCH\n    return b - a\n=======\n    return (b - a)\n>>>>>>> REPLACE\n"
+    reply = f"src/calc.py\n{fence(excerpt)}\nsrc/calc.py\n{fence(block)}"
+    result = apply_edits(parse_edits(reply).edits, policy(repo))
+    assert result.changed_files == () and "excerpt" in result.refused[0].reason
+    assert (repo / "src" / "calc.py").read_text() == CALC
+
+
+def test_a_file_given_as_blocks_and_as_a_diff_is_refused_not_half_applied(repo: Path) -> None:
+    (repo / "src" / "calc.py").write_text(CALC)
+    block = "<<<<<<< SEARCH\n    return a + b\n=======\n    return b + a\n>>>>>>> REPLACE\n"
+    diff = "--- a/src/calc.py\n+++ b/src/calc.py\n@@ -5,2 +5,2 @@\n def sub(a, b):\n-    return a - b\n+    return b - a\n"
+    for reply in (
+        f"src/calc.py\n{fence(block)}\n{fence(diff, 'diff')}",
+        f"{fence(diff, 'diff')}\nsrc/calc.py\n{fence(block)}",
+    ):
+        result = apply_edits(parse_edits(reply).edits, policy(repo))
+        assert result.changed_files == () and "one kind of edit per file" in result.refused[0].reason
+        assert result.refused[0].retry
+    assert (repo / "src" / "calc.py").read_text() == CALC
+
+
+def test_two_diffs_of_one_file_both_apply(repo: Path) -> None:
+    (repo / "src" / "calc.py").write_text(CALC)
+    first = "--- a/src/calc.py\n+++ b/src/calc.py\n@@ -1,2 +1,2 @@\n def add(a, b):\n-    return a + b\n+    return b + a\n"
+    second = "--- a/src/calc.py\n+++ b/src/calc.py\n@@ -5,2 +5,2 @@\n def sub(a, b):\n-    return a - b\n+    return b - a\n"
+    result = apply_edits(parse_edits(fence(first, "diff") + "\n" + fence(second, "diff")).edits, policy(repo))
+    assert result.refused == ()
+    assert (repo / "src" / "calc.py").read_text() == CALC.replace("a + b", "b + a").replace("a - b", "b - a")
