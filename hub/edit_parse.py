@@ -495,6 +495,15 @@ def _read_blocks(lines: list[str], start: int) -> tuple[list[SearchReplace], int
                 len(lines),
                 "a block's markers are out of order (a missing ======= or REPLACE line)",
             )
+        if any(_SR_DIVIDER.match(line) for line in lines[divider + 1 : end]):
+            # A heading's underline (`Install` / `=======`) is a divider too: which one ends SEARCH is a
+            # guess, and the wrong guess writes a wrong file no check can see (prose holds such lines).
+            return (
+                blocks,
+                len(lines),
+                "a block holds more than one line of only '=' between SEARCH and REPLACE (a heading's "
+                "underline?), so where SEARCH ends is unclear; quote lines without one, or send the whole file",
+            )
         blocks.append(SearchReplace(_join(lines[j + 1 : divider]), _join(lines[divider + 1 : end])))
         j = end + 1
     return blocks, j, None

@@ -995,3 +995,9 @@ def test_two_diffs_of_one_file_both_apply(repo: Path) -> None:
     result = apply_edits(parse_edits(fence(first, "diff") + "\n" + fence(second, "diff")).edits, policy(repo))
     assert result.refused == ()
     assert (repo / "src" / "calc.py").read_text() == CALC.replace("a + b", "b + a").replace("a - b", "b - a")
+
+
+def test_a_block_with_a_heading_underline_is_refused_not_split_at_a_guess() -> None:
+    block = "<<<<<<< SEARCH\nInstall\n=======\n\npip\n=======\nInstall\n=======\n\npipx\n>>>>>>> REPLACE\n"
+    result = parse_edits("README.md\n" + block)
+    assert result.edits == () and "more than one line of only '='" in result.problems[0]
