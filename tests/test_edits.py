@@ -1001,3 +1001,11 @@ def test_a_block_with_a_heading_underline_is_refused_not_split_at_a_guess() -> N
     block = "<<<<<<< SEARCH\nInstall\n=======\n\npip\n=======\nInstall\n=======\n\npipx\n>>>>>>> REPLACE\n"
     result = parse_edits("README.md\n" + block)
     assert result.edits == () and "more than one line of only '='" in result.problems[0]
+
+
+def test_a_diff_hunk_without_context_is_refused_rather_than_placed_by_its_line_number(repo: Path) -> None:
+    (repo / "src" / "calc.py").write_text(CALC)
+    diff = "--- a/src/calc.py\n+++ b/src/calc.py\n@@ -2,0 +3,1 @@\n+    # add\n"
+    result = apply_edits(parse_edits(fence(diff, "diff")).edits, policy(repo))
+    assert result.changed_files == () and "no context" in result.refused[0].reason
+    assert (repo / "src" / "calc.py").read_text() == CALC
