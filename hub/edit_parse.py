@@ -390,16 +390,20 @@ def _split_diff(body: list[str], path: str | None) -> list[tuple[str | None, str
                 files.append((target, "".join(line + "\n" for line in _trim_end(hunks))))
 
     k = 0
-    between = False  # after a `diff --git` line: git's header lines (`index ...`), not hunk lines
     while k < len(body):
         line = body[k]
         if line.startswith("--- ") and k + 1 < len(body) and body[k + 1].startswith("+++ "):
             flush()
-            old, new, hunks, between = line[4:], body[k + 1][4:], [], False
+            old, new, hunks = line[4:], body[k + 1][4:], []
             k += 2
             continue
-        between = between or line.startswith("diff ")
-        if (hunks or line.startswith("@@")) and not between:
+        if line.startswith("diff "):
+            # The next file's `diff --git a/x b/x` and `index ...` lines are not hunk lines of this one.
+            flush()
+            names = line.split()
+            old, new = (names[2], names[3]) if len(names) == 4 and names[1] == "--git" else (None, None)
+            hunks = []
+        elif hunks or line.startswith("@@"):
             hunks.append(line)
         k += 1
     flush()

@@ -1009,3 +1009,11 @@ def test_a_diff_hunk_without_context_is_refused_rather_than_placed_by_its_line_n
     result = apply_edits(parse_edits(fence(diff, "diff")).edits, policy(repo))
     assert result.changed_files == () and "no context" in result.refused[0].reason
     assert (repo / "src" / "calc.py").read_text() == CALC
+
+
+def test_a_git_diff_file_without_its_own_minus_plus_lines_goes_to_the_file_its_diff_line_names() -> None:
+    diff = "diff --git a/a.py b/a.py\n--- a/a.py\n+++ b/a.py\n@@ -1 +1 @@\n-x\n+y\ndiff --git a/b.py b/b.py\n@@ -1 +1 @@\n-p\n+q\n"
+    assert parse_edits(fence(diff, "diff")).edits == (
+        FileEdit("a.py", patch="@@ -1 +1 @@\n-x\n+y\n"),
+        FileEdit("b.py", patch="@@ -1 +1 @@\n-p\n+q\n"),
+    )
