@@ -183,8 +183,9 @@ class Attempt:
             {"path": f.path, "search": f.search[:2000], "outcome": f"refused: SEARCH block: {f.reason}"}
             for f in result.failed_blocks
         ]
-        if not parsed.edits:
-            records += [{"path": "", "outcome": f"refused: {problem}"} for problem in parsed.problems]
+        # Also beside applied edits: a block the parser dropped (markers out of order, a cut-off block)
+        # is part of the answer that was not written.
+        records += [{"path": "", "outcome": f"refused: {problem}"} for problem in parsed.problems]
         for record in records:
             write_record(self.run.ctx.handoff, self.run.task_id, "diff", record, self.run.now)
 
