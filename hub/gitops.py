@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import fnmatch
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -139,10 +140,14 @@ def in_scope(path: str, scopes: list[str]) -> bool:
 
 
 def checkpoint(
-    repo: Repo, message: str, scope: list[str] | None = None, exclude: list[str] | None = None
+    repo: Repo,
+    message: str | Callable[[list[str]], str],
+    scope: list[str] | None = None,
+    exclude: list[str] | None = None,
 ) -> str | None:
     """Commit what changed, only inside `scope` (allowed paths) when given and never inside `exclude`
-    (the hub's control files); None if nothing changed."""
+    (the hub's control files); None if nothing changed. `message` may be a function of the changed
+    files, so the title can say what changed."""
     changed = dirty_files(repo)
     if scope:
         changed = [path for path in changed if in_scope(path, scope)]
@@ -156,7 +161,8 @@ def checkpoint(
     _run(repo, "add", "-A", "--", *changed)
     if not _run(repo, "diff", "--cached", "--name-only").strip():
         return None
-    _run(repo, "commit", "-q", "--no-verify", "-m", message, "--", *changed)
+    text = message if isinstance(message, str) else message(changed)
+    _run(repo, "commit", "-q", "--no-verify", "-m", text, "--", *changed)
     sha = head_commit(repo)
     log.debug("checkpoint", commit=sha[:12], files=len(changed))
     return sha
