@@ -110,7 +110,7 @@ def test_a_kill_after_pass_before_archiving_is_archived_not_overwritten(pipe: Pi
     assert archived.exists()
     from hub.phases.setup import create
 
-    create(pipe.ctx, {"title": "Next", "requirements": ["r"]})
+    create(pipe.ctx, {"title": "Next", "requirements": ["r"], "target_file": "src/app.py"})
     assert archived.exists() and '"merged"' in archived.read_text(encoding="utf-8")
 
 
