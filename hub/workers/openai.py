@@ -87,7 +87,11 @@ class OpenAIProvider:
         if not isinstance(event, dict):
             raise MalformedStream(f"{self.base_url}: an SSE event is not a JSON object: {shown(line)}")
         if "error" in event:
-            raise WorkerError(f"{self.base_url}: the server reported an error mid-stream: {_message(event)}")
+            # A server-side failure mid-generation: an outage, with what was said so far.
+            raise WorkerUnavailable(
+                f"{self.base_url}: the server reported an error mid-stream: {_message(event)}",
+                partial_text=state.text(),
+            )
         usage = event.get("usage")
         if isinstance(usage, dict):
             state.prompt_tokens = _int_or(usage.get("prompt_tokens"), state.prompt_tokens)
