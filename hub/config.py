@@ -22,7 +22,15 @@ BACKENDS = ("mcp", "ollama", "openai")
 TRANSPORTS = ("stdio", "http", "sse")
 
 DEFAULT_MODEL = "qwen2.5-coder:7b"
-DEFAULT_NUM_CTX = 8192
+# The README's value: a typical source file (~20 KB, ~5,300 estimated tokens), the instructions and a
+# whole-file answer (num_predict 6144) fit; 8192 did not hold a 46 KB file or its answer.
+DEFAULT_NUM_CTX = 16384
+# Room kept for each role's answer (Ollama's num_predict): the implementer writes whole files.
+DEFAULT_NUM_PREDICT = {"implementer": 6144, "local_reviewer": 2048, "judge": 4096}
+DEFAULT_SERVER_WAIT_MINUTES = 30.0
+DEFAULT_LOAD_SECONDS = 600.0
+# The window Ollama uses when a worker cannot pass num_ctx (npm ollama-mcp): its default.
+DEFAULT_SERVER_NUM_CTX = 4096
 
 DEFAULT_YAML = """\
 # agent-hub configuration. Environment variables (OLLAMA_HOST, HUB_*) override these values.
@@ -35,18 +43,21 @@ ollama:
 #   backend: mcp    -> through an MCP worker server (below), the default
 #   backend: ollama -> straight to Ollama's HTTP API
 #   backend: openai -> an OpenAI-compatible /v1/chat/completions server (vLLM, llama.cpp, LM Studio)
-# Timeouts are seconds: to the first token, the longest gap between tokens (a stall), and in total.
+# Timeouts are seconds: loading the model (its own clock), then to the first token, the longest gap
+# between tokens (a stall), and in total. num_predict is the room kept for the answer in num_ctx.
 roles:
   implementer:
     model: {model}
     backend: mcp
     worker: hub
-    timeouts: {{first_token: 180, stall: 60, total: 900}}
+    timeouts: {{load: 600, first_token: 180, stall: 60, total: 900}}
+    num_predict: 6144
   local_reviewer:
     model: {model}
     backend: mcp
     worker: hub
-    timeouts: {{first_token: 180, stall: 60, total: 600}}
+    timeouts: {{load: 600, first_token: 180, stall: 60, total: 600}}
+    num_predict: 2048
   judge:
     model: {model}
 
@@ -67,6 +78,10 @@ judge:
   command: null
   backend: null
 
+# An unreachable or restarting model server is waited out this long (with back-off) before a halt.
+limits:
+  server_wait_minutes: 30
+
 acceptance_timeout_seconds: 300
 halt_file: ERIK_HALT.md
 """
@@ -79,6 +94,7 @@ class Timeouts:
     first_token: float = 180.0
     stall: float = 60.0
     total: float = 900.0
+    load: float = DEFAULT_LOAD_SECONDS
 
 
 @dataclass(frozen=True)
@@ -103,6 +119,7 @@ class WorkerServer:
     command: tuple[str, ...] = ()
     url: str | None = None
     env: Mapping[str, str] = field(default_factory=dict)
+    num_ctx: int = DEFAULT_SERVER_NUM_CTX  # the window in force when the worker cannot pass num_ctx
 
 
 @dataclass(frozen=True)
@@ -135,6 +152,7 @@ class Config:
     inactivity_hours: float = 2.0
     rules_catalog_url: str | None = None
     mcp_token: str | None = None
+    server_wait_minutes: float = DEFAULT_SERVER_WAIT_MINUTES
 
     def role(self, name: str) -> RoleConfig:
         try:
@@ -289,7 +307,15 @@ def _from_raw(
         inactivity_hours=float(limits.get("inactivity_hours") or 2),
         rules_catalog_url=rules.get("catalog_url"),
         mcp_token=env.get("HUB_MCP_TOKEN") or None,
+        server_wait_minutes=_minutes(limits, "server_wait_minutes", DEFAULT_SERVER_WAIT_MINUTES, source),
     )
+
+
+def _minutes(section: Mapping[str, Any], key: str, default: float, source: str) -> float:
+    value = section.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+        raise ConfigError(f"{source}: limits.{key}: expected a number of minutes >= 0")
+    return float(value)
 
 
 def _role(name: str, raw: Any, env: Mapping[str, str], source: str) -> RoleConfig:
@@ -307,6 +333,7 @@ def _role(name: str, raw: Any, env: Mapping[str, str], source: str) -> RoleConfi
             first_token=float(t.get("first_token", 180)),
             stall=float(t.get("stall", 60)),
             total=float(t.get("total", 900)),
+            load=float(t.get("load", DEFAULT_LOAD_SECONDS)),
         )
     except (TypeError, ValueError):
         raise ConfigError(f"{source}: roles.{name}.timeouts: expected numbers of seconds") from None
@@ -317,8 +344,17 @@ def _role(name: str, raw: Any, env: Mapping[str, str], source: str) -> RoleConfi
         worker=str(raw.get("worker") or "hub"),
         timeouts=timeouts,
         temperature=float(raw.get("temperature", 0.2)),
-        num_predict=raw.get("num_predict"),
+        num_predict=_num_predict(name, raw.get("num_predict", DEFAULT_NUM_PREDICT.get(name)), source),
     )
+
+
+def _num_predict(role: str, value: Any, source: str) -> int | None:
+    """The answer's room for a role; null or -1 (Ollama's "no limit") keeps a quarter of num_ctx."""
+    if value is None or value == -1:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"{source}: roles.{role}.num_predict: expected a positive integer (or null)")
+    return value
 
 
 def _worker(index: int, raw: Any, source: str) -> WorkerServer:
@@ -342,4 +378,5 @@ def _worker(index: int, raw: Any, source: str) -> WorkerServer:
         command=tuple(command),
         url=raw.get("url"),
         env={str(k): str(v) for k, v in (raw.get("env") or {}).items()},
+        num_ctx=int(raw.get("num_ctx") or DEFAULT_SERVER_NUM_CTX),
     )
