@@ -78,7 +78,6 @@ def test_bad_limits_and_num_predict_are_config_errors(tmp_path: Path) -> None:
     (tmp_path / "hub.yaml").write_text("roles: {implementer: {num_predict: 0}}\n", encoding="utf-8")
     with pytest.raises(ConfigError, match="roles.implementer.num_predict"):
         load_config(tmp_path, env={})
-    assert config.handoff_dir == tmp_path / "_handoff"
 
 
 def test_the_environment_overrides_the_file(tmp_path: Path) -> None:
