@@ -73,10 +73,10 @@ def test_a_typical_source_file_and_its_whole_file_answer_fit_the_default_window(
 
 def test_bad_limits_and_num_predict_are_config_errors(tmp_path: Path) -> None:
     (tmp_path / "hub.yaml").write_text("limits: {server_wait_minutes: soon}\n", encoding="utf-8")
-    with pytest.raises(ConfigError, match="limits.server_wait_minutes"):
+    with pytest.raises(ConfigError, match=r"limits\.server_wait_minutes"):
         load_config(tmp_path, env={})
     (tmp_path / "hub.yaml").write_text("roles: {implementer: {num_predict: 0}}\n", encoding="utf-8")
-    with pytest.raises(ConfigError, match="roles.implementer.num_predict"):
+    with pytest.raises(ConfigError, match=r"roles\.implementer\.num_predict"):
         load_config(tmp_path, env={})
 
 

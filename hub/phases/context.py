@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from hub import contract as contract_mod
 from hub import handoff
@@ -36,9 +36,10 @@ if TYPE_CHECKING:
     from git import Repo
 
     from hub.breakers import Trip
-    from hub.workers.base import ChatRequest, Generation, Worker
+    from hub.workers.base import ChatRequest, Generation, Health, Worker
 
 log = get_logger("hub.phase")
+T = TypeVar("T")
 
 EXIT_HALTED = 4
 
@@ -50,6 +51,9 @@ class Context:
     config: Config
     clock: Callable[[], datetime] = now_utc
     worker_factory: Callable[[str], Worker] | None = None
+    # How an outage is waited out (tests pass a sleep that restarts the server).
+    sleep: Callable[[float], None] = time.sleep
+    monotonic: Callable[[], float] = time.monotonic
 
     @property
     def handoff(self) -> handoff.Handoff:
@@ -169,17 +173,23 @@ class Run:
         self.tokens += int(tokens_in) + int(tokens_out)
 
     def generate(self, worker: Worker, role: str, request: ChatRequest, purpose: str = "") -> Generation:
-        """One model call for `role`. Whatever happens, its tokens and seconds go into the contract's
-        cost and the call into runs/<task_id>/ as a provenance record."""
+        """One model call for `role`, an outage waited out (`wait_for_server`). Whatever happens, its
+        tokens and seconds go into the contract's cost and the call into runs/<task_id>/ as a
+        provenance record; a call the server counted and read whole calibrates the model's estimate."""
         from hub.provenance import write_record
+        from hub.workers.bridge import observe_call
 
         generation: Generation | None = None
         outcome = "ok"
+        partial = ""
+        started = time.monotonic()
         try:
-            generation = worker.generate(request)
+            generation = self.wait_for_server(lambda: worker.generate(request))
+            observe_call(self.ctx.config, request, generation)
             return generation
         except Exception as exc:
             outcome = f"{type(exc).__name__}: {exc}"
+            partial = str(getattr(exc, "partial_text", "") or "")
             raise
         finally:
             g = generation
@@ -196,14 +206,18 @@ class Run:
                     "attempt": self.contract["attempt"],
                     "model": request.model,
                     "num_ctx": request.num_ctx,
+                    "num_predict": request.num_predict,
                     "system": request.system or "",
                     "prompt": request.prompt,
-                    "response": g.raw if g else "",
+                    "response": g.raw if g else partial,
                     "thinking": g.thinking if g else "",
                     "prompt_tokens": g.prompt_tokens if g else 0,
                     "completion_tokens": g.completion_tokens if g else 0,
+                    "tokens_estimated": g.tokens_estimated if g else False,
                     "seconds": g.seconds if g else 0.0,
                     "first_token_seconds": g.first_token_seconds if g else 0.0,
+                    "load_seconds": g.load_seconds if g else 0.0,
+                    "call_seconds": round(time.monotonic() - started, 3),
                     "done_reason": g.done_reason if g else "",
                     "truncated": g.truncated if g else False,
                     "outcome": outcome,
@@ -211,8 +225,63 @@ class Run:
                 self.now,
             )
 
+    def wait_for_server(self, call: Callable[[], T]) -> T:
+        """`call()`, an unreachable, restarting or failing model server waited out with back-off for up
+        to limits.server_wait_minutes; the wait is in the contract (`hub status`) while it lasts."""
+        from hub.workers.outage import Wait, wait_out
+
+        def on_wait(wait: Wait | None) -> None:
+            data = self.contract["handoff_data"]
+            if wait is None:
+                data.pop("server_wait", None)
+                log.info("server_back", task=self.task_id, phase=self.phase)
+            else:
+                data["server_wait"] = {
+                    "since": iso(self.now - timedelta(seconds=wait.waited)),
+                    "waited_seconds": round(wait.waited, 1),
+                    "limit_minutes": round(wait.limit / 60, 1),
+                    "attempts": wait.attempts,
+                    "next_try_seconds": round(wait.next_pause, 1),
+                    "error": wait.error[:500],
+                }
+                log.warning("server_wait", task=self.task_id, phase=self.phase, **data["server_wait"])
+            self.save()
+
+        return wait_out(
+            call,
+            limit_seconds=self.ctx.config.server_wait_minutes * 60,
+            on_wait=on_wait,
+            sleep=self.ctx.sleep,
+            clock=self.ctx.monotonic,
+        )
+
+    def check_model(self, worker: Worker, model: str) -> Trip | None:
+        """The model server reachable (an outage waited out, see `wait_for_server`) and holding the
+        model; else the Trip to halt with: `model_not_found` with the `ollama pull` line, or
+        `ollama_unavailable` once the wait ran out."""
+        from hub.breakers import Trip
+        from hub.errors import WorkerUnavailable
+
+        def probe() -> Health:
+            health = worker.check_health([model])
+            if not health.reachable:
+                raise WorkerUnavailable(health.detail or "the model server is unreachable")
+            return health
+
+        try:
+            health = self.wait_for_server(probe)
+        except WorkerUnavailable as exc:
+            return Trip("ollama_unavailable", str(exc), {"model": model})
+        if health.missing:
+            return model_missing(model, health.detail)
+        if not health.ok:
+            why = health.detail or f"model {model} is not available"
+            return Trip("ollama_unavailable", why, {"model": model})
+        return None
+
     def halt(self, trip: Trip, event: str = HALT_EVENT) -> Outcome:
         """Move the task to erik_consultation, write ERIK_HALT.md, and say so (exit 4)."""
+        self.contract["handoff_data"].pop("server_wait", None)
         before = self.contract["status"]
         self.drop_lease()
         self.contract["breaker"] = {
@@ -238,6 +307,15 @@ class Run:
             exit_code=EXIT_HALTED,
             data={"trigger": trip.trigger, "halt_file": str(path)},
         )
+
+
+def model_missing(model: str, detail: str = "") -> Trip:
+    """The halt for a model the server does not have, with the command that fixes it."""
+    from hub.breakers import Trip
+
+    fix = f"ollama pull {model}"
+    reason = f"the model server does not have {model}: run `{fix}`" + (f" ({detail})" if detail else "")
+    return Trip("model_not_found", reason, {"model": model, "fix": fix})
 
 
 def suggested_resume_state(state_before: str) -> str:

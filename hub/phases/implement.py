@@ -16,15 +16,26 @@ from typing import Any
 from hub import breakers, gitops, prompts
 from hub.breakers import Trip
 from hub.errors import ContextOverflow, ModelNotFound, WorkerError, WorkerTimeout, WorkerUnavailable
+from hub.log import get_logger
 from hub.machine import PENDING_IMPLEMENTER, TIMEOUT_IMPLEMENTER
 from hub.phases.acceptance import CommandResult, run_command
-from hub.phases.context import Context, Outcome, Run, pre_phase_trip, require_setup, running
+from hub.phases.context import (
+    Context,
+    Outcome,
+    Run,
+    model_missing,
+    pre_phase_trip,
+    require_setup,
+    running,
+)
 from hub.phases.stall import Stall, implementer_stall, strike
 from hub.provenance import write_record
 from hub.workers.base import Generation, Worker
 
 MAX_REFLECTIONS = 2
 MAX_FILE_CHARS = 60_000
+
+log = get_logger("hub.implement")
 
 
 def run_implementer(ctx: Context) -> Outcome:
@@ -66,8 +77,12 @@ class Attempt:
         except WorkerTimeout as exc:
             return self._stall(f"timeout: {exc.clock}", str(exc), exc.partial_text or self.raw, "timeout")
         except ContextOverflow as exc:
-            return self._stall("truncated_context", str(exc))
-        except (ModelNotFound, WorkerUnavailable) as exc:
+            # Deterministic: the same prompt would overflow again, so no strike buys anything.
+            return self.run.halt(overflow_trip(exc, self.model))
+        except ModelNotFound as exc:
+            return self.run.halt(model_missing(self.model, str(exc)))
+        except WorkerUnavailable as exc:
+            # Run.generate has already waited the outage out for limits.server_wait_minutes.
             return self.run.halt(Trip("ollama_unavailable", str(exc), {"model": self.model}))
         except WorkerError as exc:
             return self._stall(f"error: {type(exc).__name__}", str(exc))
@@ -81,22 +96,21 @@ class Attempt:
         )
 
     def _attempt(self, worker: Worker) -> Outcome:
-        health = worker.check_health([self.model])
-        if not health.ok or health.missing:
-            why = (
-                health.detail
-                or f"model {self.model} is not available (the worker has: {', '.join(health.models) or 'none'})"
-            )
-            return self.run.halt(Trip("ollama_unavailable", why, {"model": self.model}))
+        trip = self.run.check_model(worker, self.model)
+        if trip:
+            return self.run.halt(trip)
         system = prompts.template(self.run.ctx.repo_root, "implementer_system").strip()
         prompt = build_prompt(self.run)
-        generation = self._call(worker, prompt, system, "implement")
-        if generation.truncated:
-            return self._stall(
-                "truncated_context",
-                f"Ollama read {generation.prompt_tokens} prompt tokens of a larger prompt (num_ctx "
-                f"{self.config.num_ctx_for(self.model)}): the start was silently dropped",
-            )
+        try:
+            generation = self._call(worker, prompt, system, "implement")
+        except ContextOverflow as exc:
+            smaller = build_prompt(self.run, outlines=True)
+            if smaller == prompt:
+                raise
+            # Retried smaller, never unchanged: the files other than the target as outlines.
+            log.warning("implement.outlines", task=self.run.task_id, reason=str(exc))
+            prompt = smaller
+            generation = self._call(worker, prompt, system, "implement-outlines")
         result = self._apply(generation.text, feedback_due=True)
         if isinstance(result, Stall):
             return self._stall(result.reason, result.detail)
@@ -121,6 +135,14 @@ class Attempt:
 
         request = request_for(self.config, "implementer", prompt, system)
         generation = self.run.generate(worker, "implementer", request, purpose)
+        if generation.truncated:
+            raise ContextOverflow(
+                generation.prompt_tokens,
+                request.num_ctx,
+                source="server",
+                detail=f"the server read only {generation.prompt_tokens} prompt tokens of a larger prompt "
+                "(its window is smaller than num_ctx): the start was silently dropped",
+            )
         self.raw = generation.raw or generation.text
         self.timings["model calls"] = round(self.timings.get("model calls", 0.0) + generation.seconds, 3)
         self.timings["first token"] = round(generation.first_token_seconds, 3)
@@ -263,7 +285,21 @@ class Attempt:
         )
 
 
-def build_prompt(run: Run) -> str:
+def overflow_trip(exc: ContextOverflow, model: str) -> Trip:
+    """The halt for a prompt that does not fit, with the fix its message names."""
+    evidence = {
+        "model": model,
+        "num_ctx": exc.num_ctx,
+        "prompt_tokens": exc.prompt_tokens,
+        "source": exc.source,
+    }
+    if exc.context_length:
+        evidence["context_length"] = exc.context_length
+    return Trip("context_overflow", str(exc), evidence)
+
+
+def build_prompt(run: Run, outlines: bool = False) -> str:
+    """The implementer's prompt; with `outlines`, the files other than the target as outlines only."""
     contract = run.contract
     spec, constraints = contract["specification"], contract["constraints"]
     repo_root = run.ctx.repo_root
@@ -283,7 +319,13 @@ def build_prompt(run: Run) -> str:
         acceptance_criteria=prompts.bullets(spec.get("acceptance_criteria", [])),
         acceptance_commands=", ".join(f"`{c}`" for c in spec.get("acceptance_commands", [])) or "(none)",
         feedback=feedback_section(run),
-        files="\n\n".join(file_section(repo_root, p) for p in paths) or "(no files named in the contract)",
+        files="\n\n".join(
+            outline_section(repo_root, p)
+            if outlines and p != spec.get("target_file")
+            else file_section(repo_root, p)
+            for p in paths
+        )
+        or "(no files named in the contract)",
         example_path=example,
         example_lang=language_for(example) or "",
     )
@@ -304,6 +346,18 @@ def file_section(repo_root: Path, rel: str) -> str:
     longest = max((len(run) for run in re.findall(r"`{3,}", text)), default=2)
     fence = "`" * max(3, longest + 1)
     return f"### {rel}\n{summary}\n{fence}{language_for(rel) or ''}\n{text.rstrip()}\n{fence}"
+
+
+def outline_section(repo_root: Path, rel: str) -> str:
+    """A source file as its outline (functions, classes, imports): what fits when the whole does not."""
+    from hub.code import outline, render_outline
+
+    path = repo_root / rel
+    if not path.is_file():
+        return file_section(repo_root, rel)
+    shape = outline(rel, path.read_text(encoding="utf-8", errors="replace"))
+    body = render_outline(shape) if shape else "(no outline: the file's language is not parsed)"
+    return f"### {rel} (outline only: the whole file did not fit the model's context)\n\n{body}"
 
 
 def feedback_section(run: Run) -> str:

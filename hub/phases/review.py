@@ -23,16 +23,22 @@ from hub.errors import (
     WorkerUnavailable,
 )
 from hub.machine import PENDING_LOCAL_REVIEW
-from hub.phases.context import Context, Outcome, Run, pre_phase_trip, require_setup, running
+from hub.phases.context import (
+    Context,
+    Outcome,
+    Run,
+    model_missing,
+    pre_phase_trip,
+    require_setup,
+    running,
+)
 from hub.phases.judge import enter_judge_review
 from hub.phases.stall import Stall, review_stall
 
 SEVERITIES = ("critical", "major", "minor")
 MAX_DIFF_CHARS = 40_000
 # What the diff may not take from the reviewer's context: its answer, and the note saying the diff was cut.
-REVIEW_ANSWER_TOKENS = 1024
-CUT_NOTE_CHARS = 100
-CHARS_PER_TOKEN = 3.5  # the inverse of hub.workers.base.estimate_tokens
+CUT_NOTE_TOKENS = 40
 
 
 class ReviewParseError(ValueError):
@@ -142,8 +148,14 @@ class Review:
         except WorkerTimeout as exc:
             return self._stall(Stall(f"timeout: {exc.clock}", str(exc), exc.partial_text))
         except ContextOverflow as exc:
-            return self._stall(Stall("truncated_context", str(exc)))
-        except (ModelNotFound, WorkerUnavailable) as exc:
+            # Deterministic (the diff is already cut to fit): a second strike would overflow the same way.
+            from hub.phases.implement import overflow_trip
+
+            return self.run.halt(overflow_trip(exc, self.model))
+        except ModelNotFound as exc:
+            return self.run.halt(model_missing(self.model, str(exc)))
+        except WorkerUnavailable as exc:
+            # Run.generate has already waited the outage out for limits.server_wait_minutes.
             return self.run.halt(Trip("ollama_unavailable", str(exc), {"model": self.model}))
         except WorkerError as exc:
             return self._stall(Stall(f"error: {type(exc).__name__}", str(exc)))
@@ -211,15 +223,9 @@ class Review:
     def _ask(self, worker: Any, static: list[dict[str, Any]]) -> dict[str, Any] | Outcome:
         from hub.workers.bridge import request_for
 
-        health = worker.check_health([self.model])
-        if not health.ok or health.missing:
-            return self.run.halt(
-                Trip(
-                    "ollama_unavailable",
-                    health.detail or f"model {self.model} is not available",
-                    {"model": self.model},
-                )
-            )
+        trip = self.run.check_model(worker, self.model)
+        if trip:
+            return self.run.halt(trip)
         prompt = self._prompt(static)
         request = request_for(self.config, "local_reviewer", prompt)
         generation = self.run.generate(worker, "local_reviewer", request, "review")
@@ -235,7 +241,8 @@ class Review:
         """The reviewer's prompt, its diff cut so the whole prompt fits the model's num_ctx with room for
         the answer (a prompt that does not fit is refused, and the review would stall on every big change).
         The judge still gets the whole diff in REVIEW_REQUEST.md."""
-        from hub.workers.base import estimate_tokens
+        from hub.workers import budget
+        from hub.workers.bridge import request_for
 
         def render(diff: str) -> str:
             return prompts.render(
@@ -250,14 +257,16 @@ class Review:
 
         if not self.diff.strip():
             return render("(empty diff)")
-        room = self.config.num_ctx_for(self.model) - REVIEW_ANSWER_TOKENS - estimate_tokens(render(""))
-        limit = max(0, min(MAX_DIFF_CHARS, int(room * CHARS_PER_TOKEN) - CUT_NOTE_CHARS))
-        if len(self.diff) <= limit:
-            return render(self.diff)
-        cut = len(self.diff) - limit
-        return render(
-            self.diff[:limit] + f"\n... (diff cut to fit the reviewer's context: {cut} more characters)"
+        request = request_for(self.config, "local_reviewer", render(""))
+        fit = budget.plan(
+            request.prompt, request.system, request.num_ctx, request.num_predict, scale=request.token_scale
         )
+        room = fit.prompt_room - fit.prompt_tokens - CUT_NOTE_TOKENS
+        shown = budget.fit_text(self.diff[:MAX_DIFF_CHARS], max(0, room), request.token_scale)
+        if shown == self.diff:
+            return render(self.diff)
+        cut = len(self.diff) - len(shown)
+        return render(shown + f"\n... (diff cut to fit the reviewer's context: {cut} more characters)")
 
     def _stall(self, stall: Stall, timings: dict[str, float] | None = None) -> Outcome:
         stall.timings = {**(timings or {}), "review": round(time.perf_counter() - self.started, 3)}

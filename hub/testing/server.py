@@ -51,12 +51,13 @@ class FakeOllama:
         models: Mapping[str, Sequence[Reply | str] | Callable[[dict[str, Any]], Reply | str]] | None = None,
         host: str = "127.0.0.1",
         port: int = 0,
-        tokenizer: ctxsim.TokenCounter | None = None,
+        tokenizer: ctxsim.TokenCounter | bool | None = True,
     ) -> None:
         self.host = host
-        # A real tokenizer's count (tests pass Qwen2.5's) makes prompt_eval_count and the context window
-        # behave like a real server's; without one, four characters a token and no template.
-        self.tokenizer = tokenizer
+        # A real tokenizer's count makes prompt_eval_count and the context window behave like a real
+        # server's: by default Qwen2.5's when installed (True); False or no tokenizer installed: four
+        # characters a token, and no window.
+        self.tokenizer = ctxsim.default_tokenizer() if tokenizer is True else (tokenizer or None)
         self._settings: dict[str, ctxsim.ModelSettings] = {}
         self.port = port
         self.url = f"http://{host}:{port}"

@@ -65,6 +65,7 @@ class Health:
     missing: tuple[str, ...] = ()
     detail: str = ""
     extra: dict[str, str] = field(default_factory=dict)
+    reachable: bool = True  # False: the server is down or failing (an outage to wait out)
 
 
 class Worker(Protocol):

@@ -32,6 +32,7 @@ from hub.errors import (
     ContextOverflow,
     MalformedStream,
     MCPError,
+    MCPServerCrashed,
     MCPTimeoutError,
     ModelNotFound,
     WorkerError,
@@ -160,7 +161,8 @@ class WorkerClient:
         try:
             seen = self.list_models()
         except WorkerError as exc:
-            return Health(ok=False, detail=str(exc), extra={"server": self.server.name})
+            reachable = not isinstance(exc, WorkerUnavailable | MCPServerCrashed)
+            return Health(ok=False, detail=str(exc), extra={"server": self.server.name}, reachable=reachable)
         missing = tuple(m for m in models if not any(same_model(m, s) for s in seen))
         detail = f"missing: {', '.join(missing)}" if missing else f"{len(seen)} models"
         extra = {"server": self.server.name, "dialect": self.dialect or "", "ollama": self.ollama_host}

@@ -97,9 +97,10 @@ def prompt_tokens(prompt: str, system: str | None = None, scale: float = 1.0) ->
 
 
 def answer_tokens(num_ctx: int, num_predict: int | None) -> int:
-    """Room kept for the answer: the role's num_predict, else a quarter of the window."""
+    """Room kept for the answer: the role's num_predict (at most half the window, so a small model's
+    window is not all answer), else a quarter of the window."""
     if num_predict is not None and num_predict > 0:
-        return num_predict
+        return min(num_predict, num_ctx // 2)
     return int(num_ctx * DEFAULT_ANSWER_SHARE)
 
 

@@ -231,7 +231,9 @@ class OllamaProvider:
         try:
             available = self.list_models()
         except WorkerError as exc:
-            return Health(ok=False, missing=tuple(models), detail=f"{exc}; is `ollama serve` running?")
+            reachable = not isinstance(exc, WorkerUnavailable)
+            detail = f"{exc}; is `ollama serve` running?"
+            return Health(ok=False, missing=tuple(models), detail=detail, reachable=reachable)
         missing = tuple(m for m in models if not any(same_model(m, a) for a in available))
         detail = f"missing: {', '.join(missing)} (run `ollama pull <model>`)" if missing else "ok"
         return Health(ok=not missing, models=tuple(available), missing=missing, detail=detail)

@@ -135,7 +135,8 @@ class OpenAIProvider:
         try:
             available = self.list_models()
         except WorkerError as exc:
-            return Health(ok=False, missing=tuple(models), detail=str(exc))
+            reachable = not isinstance(exc, WorkerUnavailable)
+            return Health(ok=False, missing=tuple(models), detail=str(exc), reachable=reachable)
         # Ollama's /v1 lists `name:latest` and accepts `name`; other servers' ids compare as they are.
         missing = tuple(m for m in models if not any(same_model(m, a) for a in available))
         detail = f"missing: {', '.join(missing)}" if missing else "ok"
