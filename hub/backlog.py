@@ -22,16 +22,19 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hub import contract as contract_mod
 from hub.atomic import write_atomic
-from hub.contract import iso, parse_iso
+from hub.contract import Contract, iso, parse_iso
 from hub.errors import ContractInvalid, LockBusy, WrongState
 from hub.handoff import Handoff
 from hub.log import get_logger
 from hub.machine import MERGED
-from hub.phases.context import Context, Outcome
+
+if TYPE_CHECKING:
+    # Only the type: backlog.py imports no phase (phases/implement imports it for the notes).
+    from hub.phases.context import Context
 
 log = get_logger(__name__)
 
@@ -113,7 +116,7 @@ def _editing(hand: Handoff, path: Path, key: str) -> Iterator[dict[str, Any]]:
 # --- keeping statuses true ------------------------------------------------------------------------------
 
 
-def _active(hand: Handoff) -> dict[str, Any] | None:
+def _active(hand: Handoff) -> Contract | None:
     if not hand.contract.exists():
         return None
     return contract_mod.load(hand.contract)
@@ -133,7 +136,7 @@ def refresh(hand: Handoff, doc: dict[str, Any], now: datetime | None) -> bool:
     `now` is None to skip releasing orphans (readers that will not write). Returns whether anything changed.
     """
     changed = False
-    active: dict[str, Any] | None = None
+    active: Contract | None = None
     active_loaded = False
     for entry in doc["tasks"]:
         if entry.get("status") != IN_PROGRESS:
@@ -172,14 +175,14 @@ def _current(ctx: Context) -> dict[str, Any]:
     return doc
 
 
-def _active_or_none(hand: Handoff) -> dict[str, Any] | None:
+def _active_or_none(hand: Handoff) -> Contract | None:
     try:
         return _active(hand)
     except ContractInvalid:
         return None
 
 
-def _made_from(contract: dict[str, Any], entry: dict[str, Any]) -> bool:
+def _made_from(contract: Contract, entry: dict[str, Any]) -> bool:
     promoted = entry.get("promoted_at")
     if not promoted:
         return False
@@ -406,13 +409,11 @@ def next_task(ctx: Context) -> dict[str, Any]:
     return {"task": entry, "why": why}
 
 
-def promote_next(ctx: Context) -> Outcome:
-    """`hub next` with no active task: turn the next ready proposal into a contract."""
-    from hub.phases.setup import create
-
+def claim_next(ctx: Context) -> tuple[dict[str, Any] | None, dict[str, Any], str]:
+    """The next ready proposal, marked in progress (no task id yet), with its `hub new` fields; or None
+    and why nothing is ready. Used by the promote phase (phases/promote.py)."""
     hand = ctx.handoff
-    if not hand.backlog.exists():
-        return Outcome("promote-backlog", message="nothing to do: no active task and no backlog")
+    fields: dict[str, Any] = {}
     with _editing(hand, hand.backlog, "tasks") as doc:
         refresh(hand, doc, ctx.clock())
         active = _active_or_none(hand)
@@ -425,30 +426,19 @@ def promote_next(ctx: Context) -> Outcome:
             fields = proposal_to_fields(entry["content"])
             fields.setdefault("complexity", "minor")
             entry.update(status=IN_PROGRESS, task_id=None, promoted_at=iso(ctx.clock()))
-    if entry is None:
-        return Outcome("promote-backlog", message=f"nothing to do: {why}")
-    backlog_id = entry["id"]
-    try:
-        outcome = create(ctx, fields)
-    except BaseException:
-        with _editing(hand, hand.backlog, "tasks") as doc:
-            again = _find(doc, backlog_id, str(hand.backlog))
-            if again["status"] == IN_PROGRESS and again.get("task_id") is None:
-                again["status"] = PROPOSED
-                again.pop("promoted_at", None)
-        raise
+    return entry, fields, why
+
+
+def settle_claim(ctx: Context, backlog_id: str, task_id: str | None) -> None:
+    """After claim_next: the task it became, or (task_id None: creating it failed) back to proposed."""
+    hand = ctx.handoff
     with _editing(hand, hand.backlog, "tasks") as doc:
         again = _find(doc, backlog_id, str(hand.backlog))
-        again.update(status=IN_PROGRESS, task_id=outcome.task_id, updated_at=iso(ctx.clock()))
-    log.debug("backlog.promoted", backlog_id=backlog_id, task=outcome.task_id)
-    return Outcome(
-        "promote-backlog",
-        outcome.task_id,
-        None,
-        outcome.to_state,
-        f"promoted backlog task {backlog_id} ({fields['title']}) to task {outcome.task_id}",
-        data={"backlog_id": backlog_id, "task_id": outcome.task_id},
-    )
+        if task_id is not None:
+            again.update(status=IN_PROGRESS, task_id=task_id, updated_at=iso(ctx.clock()))
+        elif again["status"] == IN_PROGRESS and again.get("task_id") is None:
+            again["status"] = PROPOSED
+            again.pop("promoted_at", None)
 
 
 # --- notes ---------------------------------------------------------------------------------------------

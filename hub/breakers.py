@@ -9,11 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from hub.contract import Contract, parse_iso
+from hub.contract import DEFAULT_MAX_CHANGED_FILES, Contract, Verdict, parse_iso
 
 MAX_INTERRUPTIONS = 3
-DEFAULT_MAX_CHANGED_FILES = 20
-ACTIVE_STATES = frozenset({"pending_implementer", "pending_local_review", "implementation_in_progress"})
 
 
 @dataclass(frozen=True)
@@ -73,7 +71,10 @@ def too_many_files(contract: Contract, changed_files: int) -> Trip | None:
 def hash_loop(contract: Contract, content_hash: str) -> Trip | None:
     """The implementer produced exactly the content of an earlier attempt the judge FAILed."""
     for attempt in contract["handoff_data"].get("attempts", []):
-        if attempt.get("content_hash") == content_hash and attempt.get("verdict") in ("FAIL", "CONDITIONAL"):
+        if attempt.get("content_hash") == content_hash and attempt.get("verdict") in (
+            Verdict.FAIL,
+            Verdict.CONDITIONAL,
+        ):
             return Trip(
                 "hash_loop",
                 f"attempt {contract['attempt']} wrote the same files as attempt {attempt.get('attempt')}, "
@@ -102,20 +103,6 @@ def global_timeout(contract: Contract, now: datetime) -> Trip | None:
     deadline = contract["timestamps"].get("deadline_at")
     if deadline and now > parse_iso(deadline):
         return Trip("global_timeout", f"the task passed its deadline {deadline}", {"deadline_at": deadline})
-    return None
-
-
-def inactivity(contract: Contract, now: datetime, hours: float) -> Trip | None:
-    """A task the machine should be driving has not moved for `hours`."""
-    if contract["status"] not in ACTIVE_STATES:
-        return None
-    idle = (now - parse_iso(contract["timestamps"]["updated_at"])).total_seconds() / 3600
-    if idle > hours:
-        return Trip(
-            "inactivity",
-            f"no progress for {idle:.1f} h in {contract['status']}",
-            {"idle_hours": round(idle, 2)},
-        )
     return None
 
 

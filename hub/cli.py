@@ -105,34 +105,25 @@ def new(
     as_json: bool,
 ) -> None:
     """Write a fresh TASK_CONTRACT.json (refuses while a task is active)."""
-    from hub.contract import proposal_fields
-    from hub.phases.setup import create
+    from hub.phases.setup import create, missing_task_field, task_fields
 
-    fields: dict[str, Any] = {}
-    if from_proposal:
-        fields = proposal_fields(from_proposal.read_text(encoding="utf-8"), str(from_proposal))
-    for key, value in (("title", title), ("target_file", target), ("complexity", complexity)):
-        if value:
-            fields[key] = value
-    for key, values in (
-        ("requirements", requirements),
-        ("source_files", sources),
-        ("acceptance_commands", commands),
-        ("acceptance_criteria", criteria),
-    ):
-        if values:
-            fields[key] = list(values)
-    if allowed:
-        fields["allowed_paths"] = list(allowed)
-    if forbidden:
-        fields["forbidden_paths"] = list(forbidden)
-    if max_diff_lines:
-        fields["max_diff_lines"] = max_diff_lines
-    if not fields.get("title"):
-        raise click.UsageError("--title (or --from-proposal) is required")
-    if not fields.get("requirements"):
-        raise click.UsageError("at least one --requirement (or --from-proposal) is required")
-    fields.setdefault("complexity", "minor")
+    fields = task_fields(
+        from_proposal.read_text(encoding="utf-8") if from_proposal else None,
+        str(from_proposal),
+        title=title,
+        target_file=target,
+        complexity=complexity,
+        requirements=list(requirements),
+        source_files=list(sources),
+        acceptance_commands=list(commands),
+        acceptance_criteria=list(criteria),
+        allowed_paths=list(allowed),
+        forbidden_paths=list(forbidden),
+        max_diff_lines=max_diff_lines,
+    )
+    missing = missing_task_field(fields)
+    if missing:
+        raise click.UsageError(missing)
     finish(create(state.context(), fields), as_json)
 
 

@@ -10,10 +10,11 @@ import os
 import sys
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from hub.contract import DEFAULT_MAX_CHANGED_FILES
 from hub.errors import ConfigError
 
 CONFIG_FILE = "hub.yaml"
@@ -147,9 +148,8 @@ class Config:
     workers: tuple[WorkerServer, ...] = ()
     judge: JudgeConfig = field(default_factory=JudgeConfig)
     acceptance_timeout_seconds: float = 300.0
-    max_changed_files: int = 20
+    max_changed_files: int = DEFAULT_MAX_CHANGED_FILES
     global_timeout_hours: float = 4.0
-    inactivity_hours: float = 2.0
     rules_catalog_url: str | None = None
     mcp_token: str | None = None
     server_wait_minutes: float = DEFAULT_SERVER_WAIT_MINUTES
@@ -159,6 +159,11 @@ class Config:
             return self.roles[name]
         except KeyError:
             raise ConfigError(f"{CONFIG_FILE}: roles.{name}: no such role") from None
+
+    def judge_role(self) -> RoleConfig:
+        """The judge's role; `judge.backend`, when set, says which backend reaches its model."""
+        role = self.role("judge")
+        return replace(role, backend=self.judge.backend) if self.judge.backend else role
 
     def num_ctx_for(self, model: str) -> int:
         return self.num_ctx.get(model, self.default_num_ctx)
@@ -302,9 +307,8 @@ def _from_raw(
             command=env.get("HUB_JUDGE_COMMAND") or judge.get("command"), backend=judge_backend
         ),
         acceptance_timeout_seconds=float(raw.get("acceptance_timeout_seconds") or 300),
-        max_changed_files=int(limits.get("max_changed_files") or 20),
+        max_changed_files=int(limits.get("max_changed_files") or DEFAULT_MAX_CHANGED_FILES),
         global_timeout_hours=float(limits.get("global_timeout_hours") or 4),
-        inactivity_hours=float(limits.get("inactivity_hours") or 2),
         rules_catalog_url=rules.get("catalog_url"),
         mcp_token=env.get("HUB_MCP_TOKEN") or None,
         server_wait_minutes=_minutes(limits, "server_wait_minutes", DEFAULT_SERVER_WAIT_MINUTES, source),

@@ -10,24 +10,254 @@ import copy
 import json
 import re
 from datetime import UTC, datetime, timedelta
+from enum import StrEnum
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, NamedTuple, NotRequired, TypedDict, cast
 
 from hub.atomic import write_atomic
-from hub.errors import ContractInvalid
+from hub.errors import ContractInvalid, WrongState
 from hub.machine import STATES
 
 SCHEMA_VERSION = "2.0"
 COMPLEXITIES = ("trivial", "minor", "major", "critical")
-VERDICTS = ("PASS", "CONDITIONAL", "FAIL", "CRITICAL_HALT")
 ROLE_NAMES = ("implementer", "local_reviewer", "judge")
 
-Contract = dict[str, Any]
+
+class Verdict(StrEnum):
+    """A judge's verdict; equal to (and saved as) its plain string."""
+
+    PASS = "PASS"
+    CONDITIONAL = "CONDITIONAL"
+    FAIL = "FAIL"
+    CRITICAL_HALT = "CRITICAL_HALT"
+
+
+VERDICTS: tuple[str, ...] = tuple(v.value for v in Verdict)
+
+
+# --- the contract's shape, for mypy (SCHEMA below is the same shape for the file) ------------------------
+
+
+# TypedDicts for mypy only: at run time each is a plain dict, because creating ~20 TypedDict classes
+# cost every command about a millisecond of start-up (bench/bench_startup.py) for nothing it uses.
+if TYPE_CHECKING:
+
+    class Timestamps(TypedDict):
+        created_at: str
+        updated_at: str
+        deadline_at: NotRequired[str | None]
+
+    class GitInfo(TypedDict, total=False):
+        repo_root: str | None
+        base_branch: str | None
+        task_branch: str | None
+        base_commit: str | None
+
+    class Roles(TypedDict):
+        implementer: str
+        local_reviewer: str
+        judge: str
+
+    class TimeoutMinutes(TypedDict):
+        implementer: float
+        local_review: float
+        judge: float
+
+    class Limits(TypedDict):
+        max_rebuttals: int
+        max_review_cycles: int
+        timeout_minutes: TimeoutMinutes
+        token_budget: NotRequired[int | None]
+        cost_ceiling_usd: NotRequired[float | None]
+        max_changed_files: NotRequired[int]
+
+    class Constraints(TypedDict):
+        allowed_paths: list[str]
+        forbidden_paths: list[str]
+        delete_allowed: NotRequired[bool]
+        max_diff_lines: NotRequired[int | None]
+
+    class Specification(TypedDict):
+        requirements: list[str]
+        source_files: NotRequired[list[str]]
+        target_file: NotRequired[str | None]
+        acceptance_criteria: NotRequired[list[str]]
+        acceptance_commands: NotRequired[list[str]]
+
+    class Issue(TypedDict, total=False):
+        """A local-review finding or a judge's blocking issue."""
+
+        id: str
+        severity: str
+        file: str | None
+        line: int | None
+        description: str
+        fix_required: str | None
+        source: str
+        rule_id: str
+        tags: list[str]
+
+    class AcceptanceResult(TypedDict):
+        command: str
+        exit_code: int | None
+        seconds: float
+        timed_out: bool
+
+    class AttemptRecord(TypedDict):
+        attempt: int
+        content_hash: str
+        commit: str | None
+        changed_files: list[str]
+        verdict: str | None
+
+    class StallRecord(TypedDict):
+        timestamp: str
+        role: str
+        attempt: int
+        reason: str
+        detail: str
+        raw_tail: str
+        timings: dict[str, float]
+
+    class ServerWait(TypedDict):
+        """An outage being waited out by the running phase (`hub status` shows it)."""
+
+        since: str
+        waited_seconds: float
+        limit_minutes: float
+        attempts: int
+        next_try_seconds: float
+        error: str
+
+    class HaltRecord(TypedDict):
+        trigger: str
+        reason: str
+        from_state: str
+
+    class HandoffData(TypedDict, total=False):
+        """What the phases hand each other. Every key is optional: a phase writes its own as it runs."""
+
+        changed_files: list[str]
+        diff_summary: str | None
+        local_review_passed: bool | None
+        local_review_issues: list[Issue]
+        judge_verdict: str | None
+        judge_blocking_issues: list[Issue]
+        judge_suggestions: list[str | dict[str, Any]]
+        judge_summary: str
+        acceptance_results: list[AcceptanceResult]
+        attempts: list[AttemptRecord]
+        stalls: list[StallRecord]
+        stashes: list[str]
+        halt: HaltRecord
+        resume_notes: list[str]
+        review_requested_at: str
+        merge_commit: str
+        server_wait: ServerWait
+
+    class Lease(TypedDict):
+        held_by: str | None
+        acquired_at: str | None
+        expires_at: str | None
+
+    class Breaker(TypedDict, total=False):
+        status: str
+        trigger: str | None
+        reason: str | None
+        counters: dict[str, int]
+
+    class RoleCost(TypedDict, total=False):
+        tokens_in: int
+        tokens_out: int
+        seconds: float
+        usd: float
+        calls: int
+
+    # "from" is a keyword, hence the functional form.
+    HistoryEntry = TypedDict(
+        "HistoryEntry",
+        {"timestamp": str, "event": str, "from": str, "to": str, "reason": str | None, "attempt": int},
+        total=False,
+    )
+
+    class Contract(TypedDict):
+        schema_version: str
+        task_id: str
+        title: NotRequired[str]
+        project: str
+        complexity: str
+        status: str
+        status_reason: NotRequired[str | None]
+        attempt: int
+        timestamps: Timestamps
+        git: GitInfo
+        roles: Roles
+        limits: Limits
+        constraints: Constraints
+        specification: Specification
+        handoff_data: HandoffData
+        lock: NotRequired[Lease | None]
+        breaker: NotRequired[Breaker]
+        cost: NotRequired[dict[str, RoleCost]]
+        history: list[HistoryEntry]
+
+    class JudgeUsage(TypedDict, total=False):
+        prompt_tokens: int
+        completion_tokens: int
+        model: str
+        cost_usd: float
+
+    class JudgeReport(TypedDict):
+        verdict: str
+        summary: NotRequired[str]
+        blocking_issues: NotRequired[list[Issue]]
+        suggestions: NotRequired[list[str | dict[str, Any]]]
+        usage: NotRequired[JudgeUsage]
+
+else:
+    Timestamps = dict
+    GitInfo = dict
+    Roles = dict
+    TimeoutMinutes = dict
+    Limits = dict
+    Constraints = dict
+    Specification = dict
+    Issue = dict
+    AcceptanceResult = dict
+    AttemptRecord = dict
+    StallRecord = dict
+    HaltRecord = dict
+    ServerWait = dict
+    HandoffData = dict
+    Lease = dict
+    Breaker = dict
+    RoleCost = dict
+    Contract = dict
+    JudgeUsage = dict
+    JudgeReport = dict
+    HistoryEntry = dict
+
+
+class TaskRefs(NamedTuple):
+    base_branch: str
+    task_branch: str
+    base_commit: str
+
+
+def task_refs(contract: Contract) -> TaskRefs:
+    """The git refs `setup-task` recorded; WrongState before it has run."""
+    git = contract["git"]
+    task_branch = git.get("task_branch")
+    if not task_branch:
+        raise WrongState(f"task {contract['task_id']} has no task branch yet: run `hub setup-task` first")
+    return TaskRefs(git.get("base_branch") or "", task_branch, git.get("base_commit") or "")
+
 
 _STR = {"type": "string"}
 _STR_OR_NULL = {"type": ["string", "null"]}
 _STR_LIST = {"type": "array", "items": _STR}
+_OBJ_LIST = {"type": "array", "items": {"type": "object"}}
 _NUM = {"type": "number", "minimum": 0}
 _INT = {"type": "integer", "minimum": 0}
 _ROLE_COST = {
@@ -62,7 +292,7 @@ SCHEMA: dict[str, Any] = _obj(
     title=_STR,
     project={"type": "string", "minLength": 1},
     complexity={"enum": list(COMPLEXITIES)},
-    status={"enum": list(STATES)},
+    status={"enum": [state.value for state in STATES]},
     status_reason=_STR_OR_NULL,
     attempt={"type": "integer", "minimum": 1},
     timestamps=_obj(
@@ -108,7 +338,25 @@ SCHEMA: dict[str, Any] = _obj(
         acceptance_criteria=_STR_LIST,
         acceptance_commands=_STR_LIST,
     ),
-    handoff_data={"type": "object"},
+    handoff_data=_obj(
+        [],
+        changed_files=_STR_LIST,
+        diff_summary=_STR_OR_NULL,
+        local_review_passed={"type": ["boolean", "null"]},
+        local_review_issues=_OBJ_LIST,
+        judge_verdict={"type": ["string", "null"]},
+        judge_blocking_issues=_OBJ_LIST,
+        judge_suggestions={"type": "array", "items": {"type": ["string", "object"]}},
+        judge_summary=_STR,
+        acceptance_results=_OBJ_LIST,
+        attempts=_OBJ_LIST,
+        stalls=_OBJ_LIST,
+        stashes=_STR_LIST,
+        halt={"type": "object"},
+        resume_notes=_STR_LIST,
+        review_requested_at=_STR,
+        merge_commit=_STR,
+    ),
     lock={
         "type": ["object", "null"],
         "properties": {"held_by": _STR_OR_NULL, "acquired_at": _STR_OR_NULL, "expires_at": _STR_OR_NULL},
@@ -237,25 +485,29 @@ def validate(contract: Any, file: str = "TASK_CONTRACT.json") -> Contract:
                 raise ContractInvalid(
                     file, f"$.timestamps.{key}", f"'{value}' is not an ISO 8601 time"
                 ) from None
-    return contract
+    return cast("Contract", contract)
 
 
-def validate_judge_report(report: Any, file: str = "JUDGE_REPORT.json") -> dict[str, Any]:
+def validate_judge_report(report: Any, file: str = "JUDGE_REPORT.json") -> JudgeReport:
     if not isinstance(report, dict):
         raise ContractInvalid(file, "$", "expected a JSON object")
     try:
         _validator("judge")(report)
     except ValueError as exc:
         raise _invalid(file, exc) from None
-    return report
+    return cast("JudgeReport", report)
 
 
-_VERDICT_LINE = re.compile(r"^\W*verdict\W*:?\W*([A-Za-z_]+)", re.IGNORECASE | re.MULTILINE)
+@cache
+def _verdict_line() -> re.Pattern[str]:
+    # Compiled on first use: this case-insensitive pattern takes ~4 ms to compile, which every command
+    # paid at start-up (bench/bench_startup.py) though only a markdown judge report needs it.
+    return re.compile(r"^\W*verdict\W*:?\W*([A-Za-z_]+)", re.IGNORECASE | re.MULTILINE)
 
 
-def judge_report_from_markdown(text: str, file: str = "JUDGE_REPORT.md") -> dict[str, Any]:
+def judge_report_from_markdown(text: str, file: str = "JUDGE_REPORT.md") -> JudgeReport:
     """A JUDGE_REPORT.md with a `Verdict: X` line; its bullets under 'Blocking' become blocking issues."""
-    match = _VERDICT_LINE.search(text)
+    match = _verdict_line().search(text)
     if not match:
         raise ContractInvalid(file, "Verdict", "no 'Verdict: PASS|CONDITIONAL|FAIL|CRITICAL_HALT' line")
     verdict = match.group(1).upper()
@@ -263,7 +515,7 @@ def judge_report_from_markdown(text: str, file: str = "JUDGE_REPORT.md") -> dict
         raise ContractInvalid(
             file, "Verdict", f"unknown verdict '{match.group(1)}'; expected one of {', '.join(VERDICTS)}"
         )
-    issues: list[dict[str, Any]] = []
+    issues: list[Issue] = []
     in_blocking = False
     for line in text.splitlines():
         stripped = line.strip()
@@ -332,13 +584,16 @@ def make_task_id(project: str, title: str, now: datetime) -> str:
     return f"{slugify(project, 24)}-{now.astimezone(UTC).strftime('%m%d%H%M%S')}-{slugify(title)}"
 
 
-DEFAULT_LIMITS: dict[str, Any] = {
+# The one default of the changed-files breaker: hub.yaml's limits.max_changed_files overrides it.
+DEFAULT_MAX_CHANGED_FILES = 20
+
+DEFAULT_LIMITS: Limits = {
     "max_rebuttals": 2,
     "max_review_cycles": 3,
     "timeout_minutes": {"implementer": 30, "local_review": 15, "judge": 60},
     "token_budget": 500_000,
     "cost_ceiling_usd": 5.0,
-    "max_changed_files": 20,
+    "max_changed_files": DEFAULT_MAX_CHANGED_FILES,
 }
 
 
@@ -378,7 +633,11 @@ def new_contract(
             "deadline_at": iso(now + timedelta(hours=global_timeout_hours)),
         },
         "git": {"repo_root": None, "base_branch": None, "task_branch": None, "base_commit": None},
-        "roles": {name: roles.get(name, "") for name in ROLE_NAMES},
+        "roles": {
+            "implementer": roles.get("implementer", ""),
+            "local_reviewer": roles.get("local_reviewer", ""),
+            "judge": roles.get("judge", ""),
+        },
         "limits": copy.deepcopy(DEFAULT_LIMITS),
         "constraints": {
             "allowed_paths": allowed_paths,

@@ -17,7 +17,7 @@ from typing import Any
 
 from hub.config import Config, RoleConfig
 from hub.errors import HubError
-from hub.workers.base import Worker
+from hub.workers.base import ServerWorker, Worker
 
 Which = Callable[[str], str | None]
 WorkerFactory = Callable[[Config, RoleConfig], Worker]
@@ -188,14 +188,13 @@ def _probe(
         started = False if backend == "mcp" else None
         return replace(base, detail=str(exc), server_started=started, server_detail=str(exc))
     try:
-        connect = getattr(worker, "connect", None)
-        if callable(connect):
+        if isinstance(worker, ServerWorker):
             # An MCP worker: starting the server and reading its tools is a check of its own.
             try:
-                dialect = connect()
+                dialect = worker.connect()
             except HubError as exc:
                 return replace(base, server_started=False, server_detail=str(exc), detail=str(exc))
-            tools = getattr(worker, "tools", ())
+            tools = worker.tools
             base = replace(
                 base, server_started=True, server_detail=f"started; {len(tools)} tools, dialect {dialect}"
             )
@@ -206,31 +205,18 @@ def _probe(
 
 def _seen(base: WorkerModels, worker: Worker, wanted: tuple[str, ...]) -> WorkerModels:
     """The worker's model list; whether it was reached at all is told apart from what it lacks."""
-    from hub.workers.base import same_model
-
-    list_models = getattr(worker, "list_models", None)
-    if not callable(list_models):
-        try:
-            health = worker.check_health(list(wanted))
-        except HubError as exc:
-            return replace(base, detail=str(exc))
-        # Without a model list of its own, a worker that names no model at all was not reached.
-        reached = health.ok or bool(health.models)
-        return replace(
-            base,
-            ok=health.ok,
-            reached=reached,
-            models=health.models,
-            missing=health.missing if reached else (),
-            detail=health.detail,
-        )
     try:
-        seen = tuple(str(m) for m in list_models())
+        health = worker.check_health(list(wanted))
     except HubError as exc:
         return replace(base, detail=str(exc))
-    missing = tuple(m for m in wanted if not any(same_model(m, s) for s in seen))
-    detail = f"missing: {', '.join(missing)}" if missing else f"{len(seen)} models"
-    return replace(base, ok=not missing, reached=True, models=seen, missing=missing, detail=detail)
+    return replace(
+        base,
+        ok=health.ok,
+        reached=health.reached,
+        models=health.models,
+        missing=health.missing if health.reached else (),
+        detail=health.detail,
+    )
 
 
 def _server_check(group: WorkerModels) -> Check:

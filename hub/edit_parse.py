@@ -12,6 +12,12 @@ anything that could write a wrong file:
 - Search/replace edits: a path line then `<<<<<<< SEARCH` / `=======` / `>>>>>>> REPLACE` blocks, bare or
   inside a fence; further blocks without a path of their own go to the previous edit's file.
 - `DELETE: path` on a line of its own asks to delete a file (refused unless the policy allows deletes).
+- Unified diffs (a ```diff fence, or `---`/`+++` lines with `@@` hunks, fenced or not) become one patch
+  edit per file, applied later by `git apply` (`hub.edit_patch`); hunks without line numbers
+  (`@@ ... @@`) become SEARCH/REPLACE blocks instead; a diff deleting a file is a problem.
+- Shapes read as aider reads them: a fence holding only a path names the next block's file; the path
+  repeated as a block's first line is a label, not content; a whole answer wrapped in a ```markdown
+  fence is parsed from inside; markers of 3-9 characters and `<<<<<<< SEARCH>` count.
 - A fence with no closing line is refused, never written: truncation (the model hit its token limit) is
   the usual cause and half a file is worse than none. Complete search/replace blocks before the cut are
   kept, since each carries its own end marker.
@@ -39,12 +45,14 @@ class SearchReplace:
 
 @dataclass(frozen=True)
 class FileEdit:
-    """An edit of one file: a whole new `content`, search/replace `blocks` applied after it, or `delete`."""
+    """An edit of one file: a whole new `content`, search/replace `blocks` applied after it, `delete`, or
+    a unified diff's hunks (`patch`, from its first `@@` line; applied by `git apply` in `hub.edit_patch`)."""
 
     path: str
     content: str | None = None
     blocks: tuple[SearchReplace, ...] = ()
     delete: bool = False
+    patch: str | None = None
 
 
 @dataclass(frozen=True)
@@ -56,9 +64,11 @@ class ParseResult:
 
 
 _FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})(?P<info>.*)$")
-_SR_START = re.compile(r"^\s*<{5,9}\s*SEARCH\s*$", re.IGNORECASE)
-_SR_DIVIDER = re.compile(r"^\s*={5,9}\s*$")
-_SR_END = re.compile(r"^\s*>{5,9}\s*REPLACE\s*$", re.IGNORECASE)
+# Three to nine marker characters, and `<<<<<<< SEARCH>` (aider's own pattern takes it): models print
+# all of these, and a marker the parser does not know would otherwise end up inside a file.
+_SR_START = re.compile(r"^\s*<{3,9}\s*SEARCH\s*>?\s*$", re.IGNORECASE)
+_SR_DIVIDER = re.compile(r"^\s*={3,9}\s*$")
+_SR_END = re.compile(r"^\s*>{3,9}\s*REPLACE\s*<?\s*$", re.IGNORECASE)
 _DELETE = re.compile(r"^\s*DELETE(?:\s+FILE)?\s*:?\s+(?P<path>\S+)\s*$")
 _HEADER = re.compile(
     r"^\s*(?:#|//|--|;|%|/\*|<!--)\s*(?:file\s*(?:name|path)?|path)\s*:\s*(?P<path>\S+?)\s*(?:\*/|-->)?\s*$",
@@ -157,6 +167,7 @@ class _Parser:
         self.problems: list[str] = []
         self.sticky: str | None = None  # the file of the last edit, for search/replace blocks without one
         self.gap_start = 0  # path lines for the next block are searched from here
+        self.carried: tuple[int, str] | None = None  # (line after a fence holding only a path, the path)
 
     def run(self) -> None:
         i = 0
@@ -169,6 +180,21 @@ class _Parser:
                 path, where = self._path_before(i) or self.sticky, f"line {i + 1}"
                 blocks, i, problem = _read_blocks(self.lines, i)
                 self._search_replace(path, blocks, problem, where)
+            elif (
+                line.startswith("--- ") and self.lines[i + 1 : i + 2] and self.lines[i + 1].startswith("+++ ")
+            ):
+                stop = i + 2
+                while stop < len(self.lines) and (
+                    self.lines[stop].startswith((" ", "+", "-", "@@", "\\"))
+                    or (
+                        not self.lines[stop]
+                        and self.lines[stop + 1 : stop + 2] != [""]
+                        and _in_hunk(self.lines, stop + 1)
+                    )
+                ):
+                    stop += 1
+                self._diff(self.lines[i:stop], None, f"line {i + 1}")
+                i = stop
             elif (deleted := _DELETE.match(line)) and (path := _as_path(deleted["path"].strip("`*'\""))):
                 self.found.append(FileEdit(path, delete=True))
                 i += 1
@@ -181,6 +207,13 @@ class _Parser:
         end, body = _read_fence(self.lines, start, fence)
         info = fence["info"].strip()
         where = f"the block at line {start + 1}"
+        alone = [line for line in body if line.strip()]
+        if end is not None and len(alone) == 1 and self._block_follows(end + 1):
+            # A fence holding only a path names the file of the block after it (aider reads it so too).
+            own = _clean_path_line(alone[0]) or ((m := _HEADER.match(alone[0])) and _as_path(m["path"]))
+            if own:
+                self.carried = (end + 1, own)
+                return end + 1
         header = _HEADER.match(body[0]) if body else None
         if header and _as_path(header["path"]):
             body = body[1:]
@@ -188,6 +221,20 @@ class _Parser:
         bare_header = _BARE_HEADER.match(body[0]) if body and path is None else None
         if bare_header and (path := _as_path(bare_header["path"])):
             body = body[1:]
+        markdown = info.split()[0].lower() in ("markdown", "md") if info.split() else False
+        # A bare fence with a path of its own is that file, whatever fences its text shows.
+        wrapped = (markdown or path is None) and _wraps_answer(fence["fence"], info, body, path)
+        if end is not None and wrapped and self._wrapped(body, path if markdown else None):
+            return end + 1
+        inner = _clean_path_line(body[0]) if len(body) > 1 else None
+        heading = (
+            bool(body)
+            and body[0].lstrip().startswith("#")
+            and (path or inner or "").lower().endswith((".md", ".markdown"))
+        )
+        if inner and not heading and (path is None or _basename(inner) == _basename(path)):
+            # The path repeated as the block's first line is a label, not the file's first line.
+            body, path = body[1:], path or inner
         text_lines = [*[line for line in body if line.strip()][:2], "", ""]
         first, second = text_lines[0], text_lines[1]
         if _SR_START.match(first) or (_clean_path_line(first) and _SR_START.match(second)):
@@ -215,9 +262,7 @@ class _Parser:
             return len(self.lines)
         content = "\n".join(body) + ("\n" if body else "")
         if _looks_like_diff(info, body, path):
-            self.problems.append(
-                f"{where} is a unified diff, which is not accepted: send the whole file or SEARCH/REPLACE blocks"
-            )
+            self._diff(body, path, where)
         elif path is None:
             self.bare.append((content, ()))
         else:
@@ -241,9 +286,70 @@ class _Parser:
         self.sticky = path
         self.found.append(FileEdit(path, blocks=tuple(blocks)))
 
+    def _block_follows(self, index: int) -> bool:
+        nxt = next((line for line in self.lines[index:] if line.strip()), "")
+        return bool(_FENCE.match(nxt) or _SR_START.match(nxt))
+
+    def _wrapped(self, body: list[str], path: str | None) -> bool:
+        """A whole answer inside one ```markdown fence: its own path lines and blocks are the edits; with
+        `path` (only for a fence marked markdown), a single inner block without one is that file's.
+        False (and nothing kept) when the inside holds no edit: then the fence is an ordinary block (a
+        Python file whose docstring shows a fenced example, say)."""
+        inner = _Parser(body)
+        inner.sticky = path or self.sticky
+        inner.run()
+        if not inner.found and path is not None and len(inner.bare) == 1:
+            content, blocks = inner.bare.pop()
+            inner.found.append(FileEdit(path, content=content, blocks=blocks))
+        if not inner.found:
+            return False
+        self.found.extend(inner.found)
+        self.bare.extend(inner.bare)
+        self.problems.extend(inner.problems)
+        self.sticky = inner.sticky
+        return True
+
+    def _diff(self, body: list[str], path: str | None, where: str) -> None:
+        """A unified diff: one patch edit per file in it, applied later with `git apply --check` first."""
+        files = _split_diff(body, path)
+        if not files:
+            self.problems.append(
+                f"{where} looks like a unified diff but holds no @@ hunk for a named file: send the whole file "
+                "or SEARCH/REPLACE blocks"
+            )
+        for target, hunks in files:
+            if target is None:
+                self.problems.append(
+                    f"{where}: a unified diff that deletes a file is not accepted; write `DELETE: path` instead"
+                )
+                continue
+            self.sticky = target
+            if _NUMBERED_HUNK.match(hunks) and all(
+                _NUMBERED_HUNK.match("@@" + h) for h in hunks.split("\n@@")[1:]
+            ):
+                self.found.append(FileEdit(target, patch=hunks))
+                continue
+            # `@@ ... @@` hunks carry no line numbers for git apply: each becomes a SEARCH/REPLACE block
+            # (aider reads them so), matched exactly once like any other.
+            blocks = _hunk_blocks(hunks)
+            if blocks is None:
+                self.problems.append(
+                    f"{where}: a diff hunk for {target} has no context or '-' lines to find its place; "
+                    "send SEARCH/REPLACE blocks"
+                )
+            elif blocks:
+                self.found.append(FileEdit(target, blocks=tuple(blocks)))
+
     def _path_before(self, index: int) -> str | None:
         """The path on the nearest line before `index` (after the previous block): a path line, or a prose
         line naming exactly one path; further back, only a line that is a path and nothing else."""
+        carried = self.carried
+        if (
+            carried
+            and carried[0] == self.gap_start
+            and not any(x.strip() for x in self.lines[carried[0] : index])
+        ):
+            return carried[1]
         nearest = True
         for k in range(index - 1, self.gap_start - 1, -1):
             line = self.lines[k]
@@ -254,6 +360,88 @@ class _Parser:
                 return path
             nearest = False
         return None
+
+
+def _basename(path: str) -> str:
+    return path.replace("\\", "/").rsplit("/", 1)[-1]
+
+
+def _wraps_answer(fence: str, info: str, body: list[str], path: str | None) -> bool:
+    """A ```markdown (or bare ```) fence around blocks of its own, for a file that is not markdown. A
+    longer bare fence is the way to hold a file that contains fences (`render_edit` writes one)."""
+    kind = info.split()[0].lower() if info.split() else ""
+    if kind not in ("markdown", "md") and not (kind == "" and len(fence) == 3):
+        return False
+    if (path or "").lower().endswith((".md", ".markdown")):
+        return False
+    return any((f := _FENCE.match(line)) and f["info"].strip() for line in body)
+
+
+def _split_diff(body: list[str], path: str | None) -> list[tuple[str | None, str]]:
+    """(path, hunks from the first @@ line) per file of a unified diff; path None: the file is deleted."""
+    files: list[tuple[str | None, str]] = []
+    old = new = None
+    hunks: list[str] = []
+
+    def flush() -> None:
+        if hunks:
+            target = _diff_path(new, old, path)
+            if target is not None or (new or "").split("\t")[0].strip() == "/dev/null":
+                files.append((target, "".join(line + "\n" for line in _trim_end(hunks))))
+
+    k = 0
+    while k < len(body):
+        line = body[k]
+        if line.startswith("--- ") and k + 1 < len(body) and body[k + 1].startswith("+++ "):
+            flush()
+            old, new, hunks = line[4:], body[k + 1][4:], []
+            k += 2
+            continue
+        if hunks or line.startswith("@@"):
+            hunks.append(line)
+        k += 1
+    flush()
+    return files
+
+
+_NUMBERED_HUNK = re.compile(r"^@@ -\d+(?:,\d+)? \+\d+(?:,\d+)? @@")
+
+
+def _hunk_blocks(hunks: str) -> list[SearchReplace] | None:
+    """Hunks without line numbers as SEARCH/REPLACE blocks; None when one has nothing to search for."""
+    blocks = []
+    for hunk in hunks.split("\n@@"):
+        lines = _trim_end(hunk.split("\n")[1:])
+        old = [line[1:] for line in lines if line[:1] in (" ", "-", "")]
+        new = [line[1:] for line in lines if line[:1] in (" ", "+", "")]
+        if not any(line.strip() for line in old):
+            return None
+        if old != new:
+            blocks.append(SearchReplace(_join(old), _join(new)))
+    return blocks
+
+
+def _in_hunk(lines: list[str], index: int) -> bool:
+    return index < len(lines) and lines[index].startswith((" ", "+", "-", "@@", "\\"))
+
+
+def _trim_end(lines: list[str]) -> list[str]:
+    while lines and not lines[-1].strip():
+        lines = lines[:-1]
+    return lines
+
+
+def _diff_path(new: str | None, old: str | None, fallback: str | None) -> str | None:
+    """The file a diff header names: `+++ b/x` (or `--- a/x` for a creation), tab-stamps and a/ b/ dropped."""
+    names = [n.split("\t")[0].strip() for n in (new, old) if n is not None]
+    if names and names[0] == "/dev/null":
+        return None
+    for name in names:
+        if name == "/dev/null":
+            continue
+        both = all(n.startswith(("a/", "b/")) or n == "/dev/null" for n in names)
+        return _as_path(name[2:] if both and name.startswith(("a/", "b/")) else name)
+    return None if names else fallback
 
 
 def _read_fence(lines: list[str], start: int, fence: re.Match[str]) -> tuple[int | None, list[str]]:

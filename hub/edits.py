@@ -2,14 +2,20 @@
 
     parse_edits(text)            model answer -> ParseResult(edits, problems)        (hub.edit_parse, pure)
     apply_blocks / feedback_for  search/replace matching and the retry message      (hub.edit_match, pure)
+    judge                        the pre-write check of one planned file            (hub.edit_check, pure)
+    apply_patch                  a unified diff's hunks, applied by git apply       (hub.edit_patch)
     plan_edits(edits, policy)    -> Plan: what would be written, refused, or failed (reads files only)
     apply_edits(edits, policy)   -> ApplyResult: the plan, written                  (the only writer)
+    apply_answer(text, policy)   the implementer's path: a cut-off answer is refused whole
 
 Safety: an edit is written only inside `Policy.allowed_paths` and never inside `forbidden_paths`.
 Refused, with nothing of that edit written: a path that escapes the repository (`..`, absolute, `~`,
 a symlink anywhere on the way, even one pointing inside the repository, since the link's target is
 what gets written), a path into `.git/`, a binary payload, a change over `max_diff_lines`, a delete
-without `delete_allowed`. Each file is written atomically (temp file in its folder, fsync,
+without `delete_allowed`, and whatever `hub.edit_check.judge` refuses (an emptied file, a broken parse,
+a destructive whole file, elision placeholders, stray markers). When exactly one file is allowed, an edit
+naming it under another folder, or naming a missing file whose every SEARCH block matches it exactly, goes
+to that file (aider reads these the same way). Each file is written atomically (temp file in its folder, fsync,
 `os.replace`) as UTF-8, keeping its newline style (LF or CRLF, by majority), BOM, final-newline-or-not
 and mode. Diffs are computed on LF text.
 """
@@ -27,11 +33,13 @@ from pathlib import Path
 import structlog
 
 from hub.atomic import write_bytes_atomic
+from hub.edit_check import judge
 from hub.edit_match import BlockFailure, apply_blocks, diff_stats, feedback_for, unified_diff
 from hub.edit_parse import FileEdit, ParseResult, SearchReplace, parse_edits, render_edit
 from hub.errors import EditError
 
 __all__ = [
+    "OUTPUT_TRUNCATED",
     "AppliedEdit",
     "ApplyResult",
     "BlockFailure",
@@ -41,6 +49,8 @@ __all__ = [
     "Policy",
     "Refusal",
     "SearchReplace",
+    "answer_feedback",
+    "apply_answer",
     "apply_blocks",
     "apply_edits",
     "diff_stats",
@@ -85,10 +95,17 @@ class AppliedEdit:
 
 @dataclass(frozen=True)
 class Refusal:
-    """An edit of which nothing was written, and why."""
+    """An edit of which nothing was written, and why. `retry`: the content was refused (the pre-write
+    check, a diff that does not apply), which the model can fix by answering again, so it is fed back
+    once; a path or constraint refusal is not."""
 
     path: str
     reason: str
+    retry: bool = False
+
+
+class _Unfit(EditError):
+    """The edit's content, not its path, was refused."""
 
 
 @dataclass(frozen=True)
@@ -145,11 +162,11 @@ def plan_edits(edits: Sequence[FileEdit], policy: Policy) -> Plan:
     unchanged: list[str] = []
     for edit in edits:
         try:
-            rel = _check_path(edit.path, policy, root)
+            rel = _check_path(_retarget(edit, policy, root), policy, root)
             state = files.get(rel) or _load(root / rel)
             new, failures = _new_text(edit, rel, state, policy)
         except EditError as refusal:
-            refused.append(Refusal(edit.path, str(refusal)))
+            refused.append(Refusal(edit.path, str(refusal), retry=isinstance(refusal, _Unfit)))
             continue
         failed.extend(failures)
         if new == state.current:
@@ -168,6 +185,17 @@ def plan_edits(edits: Sequence[FileEdit], policy: Policy) -> Plan:
                 )
             )
             continue
+        why = judge(
+            rel,
+            state.current,
+            new,
+            whole_file=edit.content is not None and not edit.blocks,
+            delete_allowed=policy.delete_allowed,
+        )
+        if why is not None:
+            log.debug("edit_refused_before_write", path=rel, reason=why)
+            refused.append(Refusal(edit.path, why, retry=True))
+            continue
         applied.append(
             AppliedEdit(rel, diff, added, removed, created=state.current is None, deleted=new is None)
         )
@@ -179,6 +207,59 @@ def plan_edits(edits: Sequence[FileEdit], policy: Policy) -> Plan:
         if f.current != f.original
     )
     return Plan(tuple(applied), tuple(refused), tuple(failed), tuple(unchanged), writes)
+
+
+OUTPUT_TRUNCATED = (
+    "output_truncated: the answer was cut off at the token limit, so none of it was applied (a "
+    "half-written change is worse than none). Answer with SEARCH/REPLACE blocks that quote only the "
+    "lines that change instead of whole files (a person can raise roles.implementer.num_predict in hub.yaml)"
+)
+
+
+def apply_answer(
+    text: str, policy: Policy, *, default_path: str | None = None, done_reason: str = ""
+) -> tuple[ParseResult, ApplyResult]:
+    """The implementer's path from a model's answer to written files. An answer the server cut off at
+    its token limit (`done_reason` "length") is refused whole: its complete first blocks could land
+    while the rest of the change never comes."""
+    if done_reason == "length":
+        return ParseResult((), (OUTPUT_TRUNCATED,)), ApplyResult((), (), ())
+    parsed = parse_edits(text, default_path=default_path)
+    return parsed, apply_edits(parsed.edits, policy)
+
+
+def answer_feedback(parsed: ParseResult, result: ApplyResult) -> str:
+    """The message sent to the model (once) about what of its answer was refused and how to fix it:
+    a cut-off answer, content the pre-write check refused, SEARCH blocks that did not match. "" when
+    there is nothing it could fix by answering again."""
+    parts = []
+    if OUTPUT_TRUNCATED in parsed.problems:
+        parts.append(f"Your answer was NOT applied. {OUTPUT_TRUNCATED}.")
+    retry = [r for r in result.refused if r.retry]
+    if retry:
+        written = ", ".join(result.changed_files)
+        parts.append(
+            f"{len(retry)} edit(s) were refused and NOT written"
+            + (f" (written: {written})" if written else "")
+            + ". For each, send it again, fixed:"
+        )
+        parts += [f"- {r.path}: {r.reason}" for r in retry]
+    if result.failed_blocks:
+        parts.append(feedback_for(result.failed_blocks))
+    if parts and not result.failed_blocks:
+        # The prompt asks for whole files; the advice above may be the model's first sight of blocks.
+        parts.append(SEARCH_REPLACE_FORMAT)
+    return "\n\n".join(parts) + ("\n" if parts else "")
+
+
+SEARCH_REPLACE_FORMAT = """A SEARCH/REPLACE block changes only the lines it quotes:
+
+path/to/file.py
+<<<<<<< SEARCH
+the lines to change, copied exactly from the file
+=======
+the new lines
+>>>>>>> REPLACE"""
 
 
 def apply_edits(edits: Sequence[FileEdit], policy: Policy) -> ApplyResult:
@@ -215,6 +296,15 @@ def _new_text(
         if state.current is None:
             raise EditError("cannot delete: the file does not exist")
         return None, []
+    if edit.patch is not None:
+        if is_binary(edit.patch):
+            raise EditError("binary payload (NUL bytes or mostly control characters)")
+        from hub.edit_patch import apply_patch
+
+        try:
+            return apply_patch(rel, state.current, edit.patch), []
+        except EditError as error:
+            raise _Unfit(str(error)) from None
     if edit.content is None and not edit.blocks:
         raise EditError("the edit holds neither content nor search/replace blocks")
     payloads = ([edit.content] if edit.content is not None else []) + [b.replace for b in edit.blocks]
@@ -238,6 +328,38 @@ def is_binary(text: str) -> bool:
         return False
     control = sum(1 for ch in text if (ord(ch) < 32 and ch not in "\t\n\r\f\x1b") or ch == "\ufffd")
     return control > len(text) // 10
+
+
+def _retarget(edit: FileEdit, policy: Policy, root: Path) -> str:
+    """The one allowed file, for an edit whose path misses it in a way with one reading (aider accepts
+    these too): the same file name under another folder (`src/calc.py` for `calc.py`), or a name that
+    does not exist whose every SEARCH block is found exactly in the allowed file. Otherwise the path as
+    written, for `_check_path` to judge."""
+    only = _only_file(policy, root)
+    path = edit.path.strip().replace("\\", "/")
+    parts = [p for p in path.split("/") if p not in ("", ".")]
+    if only is None or not parts or "/".join(parts) == only or path.startswith(("/", "~")) or ".." in parts:
+        return edit.path
+    if path_allowed("/".join(parts), policy.allowed_paths) or (root / "/".join(parts)).exists():
+        return edit.path
+    if parts[-1] == only.rsplit("/", 1)[-1]:
+        log.debug("edit_retargeted", path=edit.path, to=only, why="same file name")
+        return only
+    if edit.blocks and edit.content is None and edit.patch is None and (root / only).is_file():
+        text = (root / only).read_text(encoding="utf-8", errors="replace").replace("\r\n", "\n")
+        if all(b.search.strip() and text.count(b.search) == 1 for b in edit.blocks):
+            log.debug("edit_retargeted", path=edit.path, to=only, why="SEARCH found in the allowed file")
+            return only
+    return edit.path
+
+
+def _only_file(policy: Policy, root: Path) -> str | None:
+    if len(policy.allowed_paths) != 1:
+        return None
+    entry = "/".join(p for p in policy.allowed_paths[0].strip().split("/") if p not in ("", "."))
+    if not entry or any(c in entry for c in "*?[") or (root / entry).is_dir():
+        return None
+    return entry
 
 
 def _check_path(raw: str, policy: Policy, root: Path) -> str:

@@ -50,10 +50,6 @@ def open_repo(path: Path) -> Repo:
         raise GitError(f"{path} is not inside a git repository (run `git init` first)") from None
 
 
-def repo_root(path: Path) -> Path:
-    return Path(open_repo(path).working_tree_dir or path)
-
-
 def _run(repo: Repo, *args: str) -> str:
     import git
 

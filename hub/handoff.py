@@ -14,7 +14,7 @@ from typing import Any
 
 from hub import contract as contract_mod
 from hub.atomic import write_atomic
-from hub.contract import Contract, iso
+from hub.contract import Contract, HistoryEntry, iso
 from hub.errors import LockBusy
 from hub.log import get_logger
 from hub.machine import HALT_EVENT, RESUME_EVENT, transition
@@ -97,10 +97,6 @@ class Handoff:
     @property
     def archive(self) -> Path:
         return self.dir / "archive"
-
-    @property
-    def logs(self) -> Path:
-        return self.dir / "logs"
 
     def runs(self, task_id: str) -> Path:
         return self.dir / "runs" / task_id
@@ -216,7 +212,7 @@ def advance(
     new = transition(old, event, resume_to)
     contract["status"] = new
     contract["status_reason"] = reason or event
-    entry = {
+    entry: HistoryEntry = {
         "timestamp": iso(now),
         "event": event,
         "from": old,
@@ -296,7 +292,7 @@ def unlogged(handoff: Handoff, contract: Contract) -> list[dict[str, Any]]:
     return [_line_from_history(contract, h) for h in history]
 
 
-def _line_from_history(contract: Contract, entry: dict[str, Any]) -> dict[str, Any]:
+def _line_from_history(contract: Contract, entry: HistoryEntry) -> dict[str, Any]:
     return {
         "timestamp": entry["timestamp"],
         "task_id": contract["task_id"],

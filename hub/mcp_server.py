@@ -151,30 +151,25 @@ def build_server(repo_root: Path, handoff_dir: Path | None = None) -> MCPServer:
         ),
     ) -> dict[str, Any]:
         """Write a fresh TASK_CONTRACT.json, as `hub new` does (refused while another task is active)."""
-        from hub.contract import proposal_fields
-        from hub.phases.setup import create
+        from hub.phases.setup import create, missing_task_field, task_fields
 
         with tool_errors():
-            fields: dict[str, Any] = proposal_fields(proposal, "proposal") if proposal else {}
-            for key, value in (
-                ("title", title),
-                ("target_file", target_file),
-                ("complexity", complexity),
-                ("requirements", requirements),
-                ("source_files", source_files),
-                ("acceptance_commands", acceptance_commands),
-                ("acceptance_criteria", acceptance_criteria),
-                ("allowed_paths", allowed_paths),
-                ("forbidden_paths", forbidden_paths),
-                ("max_diff_lines", max_diff_lines),
-            ):
-                if value:
-                    fields[key] = value
-            if not fields.get("title"):
-                raise ToolError("a title is required (or a proposal with a '# Title' heading)")
-            if not fields.get("requirements"):
-                raise ToolError("at least one requirement is required (or a proposal with '## Requirements')")
-            fields.setdefault("complexity", "minor")
+            fields = task_fields(
+                proposal,
+                title=title,
+                target_file=target_file,
+                complexity=complexity,
+                requirements=requirements,
+                source_files=source_files,
+                acceptance_commands=acceptance_commands,
+                acceptance_criteria=acceptance_criteria,
+                allowed_paths=allowed_paths,
+                forbidden_paths=forbidden_paths,
+                max_diff_lines=max_diff_lines,
+            )
+            missing = missing_task_field(fields)
+            if missing:
+                raise ToolError(missing)
             return create(ctx(), fields).as_dict()
 
     @server.tool()

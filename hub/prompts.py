@@ -8,9 +8,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 from string import Template
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import hub
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from hub.contract import Contract, Issue
 
 
 def packaged_dir(kind: str) -> Path:
@@ -38,7 +43,7 @@ def bullets(items: list[Any], empty: str = "(none)") -> str:
     return "\n".join(lines) or empty
 
 
-def issue_lines(issues: list[dict[str, Any]], empty: str = "(none)") -> str:
+def issue_lines(issues: Sequence[Issue], empty: str = "(none)") -> str:
     lines = []
     for issue in issues:
         where = issue.get("file") or ""
@@ -50,7 +55,7 @@ def issue_lines(issues: list[dict[str, Any]], empty: str = "(none)") -> str:
     return "\n".join(lines) or empty
 
 
-def render_review_request(repo_root: Path, contract: dict[str, Any], diff: str, rebuttal: str = "") -> str:
+def render_review_request(repo_root: Path, contract: Contract, diff: str, rebuttal: str = "") -> str:
     spec = contract["specification"]
     data = contract["handoff_data"]
     acceptance = data.get("acceptance_results") or []

@@ -40,8 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hub.errors import HubError
-from hub.handoff import Handoff
+from hub.errors import HubError, TaskHalted
 from hub.log import get_logger
 
 log = get_logger("hub.watch")
@@ -90,15 +89,12 @@ def fingerprint(handoff_dir: Path) -> str:
 def decide(ctx: Any) -> tuple[list[str] | None, str]:
     """The `hub` subcommand to run now (None: nothing is due) and why."""
     from hub.backlog import next_task
-    from hub.machine import ERIK_CONSULTATION
-    from hub.phases.setup import active_contract
-    from hub.phases.status import due, judge_configured, report_waiting
+    from hub.phases.status import next_step
 
-    hand: Handoff = ctx.handoff
-    contract = active_contract(ctx)
-    if contract is not None and contract["status"] == ERIK_CONSULTATION:
-        return None, f"task {contract['task_id']} is halted: read {hand.halt_report}, then `hub resume`"
-    phase, why = due(contract, ctx.clock(), judge_configured(ctx), report_waiting(ctx))
+    try:
+        _, phase, why = next_step(ctx)
+    except TaskHalted as exc:
+        return None, str(exc)
     if phase == "promote-backlog":
         ready = next_task(ctx)
         if ready["task"] is None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -15,6 +15,11 @@ from hub.contract import iso
 from hub.errors import ContractInvalid, WrongState
 from hub.phases.context import Context
 from hub.phases.next import run_next
+from hub.phases.promote import promote_next
+
+if TYPE_CHECKING:
+    # The fixtures' types (tests/conftest.py); pytest loads conftest, tests never import it.
+    from conftest import HubRunner, TaskDriver
 
 PROPOSAL = """# Greet politely
 
@@ -30,7 +35,7 @@ def entries(ctx: Context) -> dict[str, dict[str, Any]]:
     return {e["id"]: e for e in backlog.list_tasks(ctx)}
 
 
-def finish_active_task(task: Any) -> None:
+def finish_active_task(task: TaskDriver) -> None:
     """Drive the active (promoted) task to merged and archived, as the pipeline would."""
     from hub.phases.finalize import finalize_task
 
@@ -61,7 +66,9 @@ def test_task_next_picks_the_most_urgent_proposal_whose_dependencies_are_merged(
     assert "urgent waits on base (blocked)" in nothing["why"]
 
 
-def test_hub_next_promotes_the_next_proposal_after_a_merge(ctx: Context, task: Any, hub: Any) -> None:
+def test_hub_next_promotes_the_next_proposal_after_a_merge(
+    ctx: Context, task: TaskDriver, hub: HubRunner
+) -> None:
     backlog.add_tasks(
         ctx,
         [
@@ -85,7 +92,7 @@ def test_hub_next_promotes_the_next_proposal_after_a_merge(ctx: Context, task: A
     first = entries(ctx)["first"]
     assert (first["status"], first["task_id"]) == ("in_progress", contract["task_id"])
     # While a task is active nothing else is promoted, however urgent.
-    assert backlog.promote_next(ctx).task_id is None
+    assert promote_next(ctx).task_id is None
 
     finish_active_task(task)
     assert entries(ctx)["first"]["status"] == "merged"
@@ -141,7 +148,7 @@ def test_the_hub_alone_sets_in_progress_and_merged(ctx: Context) -> None:
         backlog.update_task(ctx, "a", {"content": "something else"})
 
 
-def test_session_complete_waits_until_every_task_is_merged_or_dropped(ctx: Context, task: Any) -> None:
+def test_session_complete_waits_until_every_task_is_merged_or_dropped(ctx: Context, task: TaskDriver) -> None:
     backlog.add_tasks(ctx, [{"id": "a", "content": "Greet\nsay hello"}, {"id": "b", "content": "b"}])
     with pytest.raises(WrongState, match=r"2 backlog tasks are not merged or dropped: a \(proposed\)"):
         backlog.session_complete(ctx)
@@ -160,12 +167,12 @@ def test_a_promotion_that_cannot_create_the_contract_puts_the_proposal_back(ctx:
     ctx.handoff.contract.write_text("{not json", encoding="utf-8")
 
     with pytest.raises(WrongState, match="not a valid contract"):
-        backlog.promote_next(ctx)
+        promote_next(ctx)
 
     assert entries(ctx)["a"]["status"] == "proposed"
 
 
-def test_a_promoter_that_died_midway_is_repaired(ctx: Context, task: Any) -> None:
+def test_a_promoter_that_died_midway_is_repaired(ctx: Context, task: TaskDriver) -> None:
     backlog.add_tasks(
         ctx, [{"id": "linked", "content": "Greet politely\nx"}, {"id": "orphan", "content": "o"}]
     )
@@ -187,7 +194,7 @@ def test_a_promoter_that_died_midway_is_repaired(ctx: Context, task: Any) -> Non
     assert entries(ctx)["orphan"]["status"] == "proposed"
 
 
-def test_notes_attach_to_the_active_task_and_reach_its_prompt(ctx: Context, task: Any) -> None:
+def test_notes_attach_to_the_active_task_and_reach_its_prompt(ctx: Context, task: TaskDriver) -> None:
     everyone = backlog.add_note(ctx, "the project uses pathlib", "tip")
     task_id = task.new()
     mine = backlog.add_note(ctx, "greet() is called from cli.py too", "learning")
@@ -216,7 +223,7 @@ def test_iteration_summaries_are_kept_with_the_notes(ctx: Context) -> None:
     assert item["summary"] == "added greet()"
 
 
-def test_backlog_and_note_commands_on_the_cli(hub: Any) -> None:
+def test_backlog_and_note_commands_on_the_cli(hub: HubRunner) -> None:
     assert hub("backlog", "add", "Lay the base", "--id", "base", "--priority", "3").returncode == 0
     added = hub("backlog", "add", "Build on it", "--depends-on", "base", "--priority", "0", "--json")
     assert added.returncode == 0, added.stderr

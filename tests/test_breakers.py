@@ -129,18 +129,6 @@ def test_the_global_timeout_trips_only_after_the_deadline() -> None:
     assert breakers.global_timeout(c, deadline + timedelta(days=9)) is None
 
 
-def test_inactivity_trips_after_the_idle_hours_in_states_the_machine_drives() -> None:
-    c = contract()
-    at_limit = NOW + timedelta(hours=2)
-    assert breakers.inactivity(c, at_limit, hours=2) is None
-    trip = breakers.inactivity(c, at_limit + timedelta(minutes=1), hours=2)
-    assert trip is not None and trip.trigger == "inactivity"
-    # Waiting on the judge or a person is not the machine's inactivity.
-    for state in ("pending_judge_review", "pending_rebuttal", "erik_consultation", "merged"):
-        c["status"] = state
-        assert breakers.inactivity(c, NOW + timedelta(days=3), hours=2) is None
-
-
 def test_interruptions_trip_at_three_in_a_row() -> None:
     assert breakers.interruptions_exceeded(contract(interruptions=2)) is None
     trip = breakers.interruptions_exceeded(contract(interruptions=3))

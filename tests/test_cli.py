@@ -13,12 +13,16 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from hub.handoff import phase_lock
 from hub.phases.context import Context
+
+if TYPE_CHECKING:
+    # The fixtures' types (tests/conftest.py); pytest loads conftest, tests never import it.
+    from conftest import HubRunner, TaskDriver
 
 Snapshot = Callable[[Path], dict[str, bytes]]
 
@@ -28,20 +32,20 @@ def branches(run_git: Any, repo: Path) -> dict[str, str]:
     return dict(line.split() for line in out.splitlines())
 
 
-def test_help_lists_the_commands_and_exits_0(hub: Any) -> None:
+def test_help_lists_the_commands_and_exits_0(hub: HubRunner) -> None:
     done = hub("--help")
     assert done.returncode == 0
     for command in ("setup-task", "report-judge", "finalize-task", "resume", "next", "status", "log"):
         assert re.search(rf"^\s+{command}\s", done.stdout, re.MULTILINE), command
 
 
-def test_usage_errors_exit_2(hub: Any) -> None:
+def test_usage_errors_exit_2(hub: HubRunner) -> None:
     done = hub("resume")
     assert done.returncode == 2
     assert "Missing option '--to'" in done.stderr
 
 
-def test_new_then_status_json_is_one_json_document_on_stdout(hub: Any) -> None:
+def test_new_then_status_json_is_one_json_document_on_stdout(hub: HubRunner) -> None:
     created = hub(
         "new", "--title", "Greet politely", "--requirement", "say hello, NAME", "--target", "src/app.py"
     )
@@ -57,7 +61,7 @@ def test_new_then_status_json_is_one_json_document_on_stdout(hub: Any) -> None:
     assert "is still active (pending_implementer)" in again.stderr
 
 
-def test_new_from_a_markdown_proposal(hub: Any, git_repo: Path) -> None:
+def test_new_from_a_markdown_proposal(hub: HubRunner, git_repo: Path) -> None:
     proposal = git_repo.parent / "proposal.md"
     proposal.write_text(
         "# Add a farewell\n\nTarget: src/app.py\n\n## Requirements\n- bye()\n", encoding="utf-8"
@@ -71,7 +75,7 @@ def test_new_from_a_markdown_proposal(hub: Any, git_repo: Path) -> None:
 
 
 def test_status_and_log_json_with_a_task_are_single_documents_and_logs_stay_off_stdout(
-    hub: Any, task: Any
+    hub: HubRunner, task: TaskDriver
 ) -> None:
     contract = task.to_review_complete("PASS")
     status = hub("status", "--json", env={"HUB_LOG_LEVEL": "DEBUG"})
@@ -83,7 +87,9 @@ def test_status_and_log_json_with_a_task_are_single_documents_and_logs_stay_off_
     assert text.returncode == 0 and "next     hub finalize-task" in text.stdout
 
 
-def test_a_phase_prints_its_outcome_and_logs_one_canonical_json_line_on_stderr(hub: Any, task: Any) -> None:
+def test_a_phase_prints_its_outcome_and_logs_one_canonical_json_line_on_stderr(
+    hub: HubRunner, task: TaskDriver
+) -> None:
     task.to_judge_review()
     task.judge_report("PASS")
     done = hub("report-judge", "--json")
@@ -96,7 +102,7 @@ def test_a_phase_prints_its_outcome_and_logs_one_canonical_json_line_on_stderr(h
     assert (phase_lines[0]["from"], phase_lines[0]["to"]) == ("pending_judge_review", "review_complete")
 
 
-def test_next_exits_0_when_nothing_is_due_and_4_when_halted(hub: Any, task: Any) -> None:
+def test_next_exits_0_when_nothing_is_due_and_4_when_halted(hub: HubRunner, task: TaskDriver) -> None:
     task.to_judge_review()
     idle = hub("next")
     assert idle.returncode == 0
@@ -110,7 +116,9 @@ def test_next_exits_0_when_nothing_is_due_and_4_when_halted(hub: Any, task: Any)
     assert "is halted" in after.stderr
 
 
-def test_a_held_lock_makes_a_phase_exit_75_naming_the_holder(hub: Any, task: Any, ctx: Context) -> None:
+def test_a_held_lock_makes_a_phase_exit_75_naming_the_holder(
+    hub: HubRunner, task: TaskDriver, ctx: Context
+) -> None:
     task.to_judge_review()
     task.judge_report("PASS")
     before = task.hand.contract.read_bytes()
@@ -161,7 +169,7 @@ BAD_INPUT: list[tuple[str, Any, str, str, int]] = [
 
 
 def test_bad_input_exits_1_or_3_naming_file_and_field_and_changes_no_file_or_branch(
-    task: Any, ctx: Context, git_repo: Path, run_git: Any, snapshot: Snapshot, tmp_path: Path
+    task: TaskDriver, ctx: Context, git_repo: Path, run_git: Any, snapshot: Snapshot, tmp_path: Path
 ) -> None:
     task.to_judge_review()
     task.judge_report("PASS")
@@ -274,7 +282,7 @@ LOCK_MESSAGE = re.compile(r"hub: another phase is running \((\S+), pid (\d+), si
 
 
 def test_eight_setup_tasks_at_once_one_runs_and_seven_exit_75_naming_it(
-    task: Any, ctx: Context, git_repo: Path, run_git: Any
+    task: TaskDriver, ctx: Context, git_repo: Path, run_git: Any
 ) -> None:
     task_id = task.new()
     results = race(git_repo, ["setup-task"])
@@ -294,7 +302,7 @@ def test_eight_setup_tasks_at_once_one_runs_and_seven_exit_75_naming_it(
     assert run_git(git_repo, "rev-parse", "--abbrev-ref", "HEAD") == f"task/{task_id}"
 
 
-def test_eight_report_judges_at_once_apply_the_verdict_exactly_once(task: Any, ctx: Context) -> None:
+def test_eight_report_judges_at_once_apply_the_verdict_exactly_once(task: TaskDriver, ctx: Context) -> None:
     task.to_judge_review()
     task.judge_report("FAIL", [{"description": "no comma"}])
     history_before = len(task.contract()["history"])
@@ -318,7 +326,7 @@ def test_eight_report_judges_at_once_apply_the_verdict_exactly_once(task: Any, c
 
 @pytest.mark.parametrize("command", ["status", "log"])
 def test_read_only_commands_run_while_a_phase_holds_the_lock(
-    command: str, hub: Any, task: Any, ctx: Context
+    command: str, hub: HubRunner, task: TaskDriver, ctx: Context
 ) -> None:
     task.new()
     with phase_lock(ctx.handoff, "setup-task", ctx.clock()):
@@ -328,7 +336,7 @@ def test_read_only_commands_run_while_a_phase_holds_the_lock(
 
 
 def test_setup_task_on_a_dirty_tree_exits_1_naming_the_files_and_creates_no_branch(
-    hub: Any, task: Any, git_repo: Path, run_git: Any
+    hub: HubRunner, task: TaskDriver, git_repo: Path, run_git: Any
 ) -> None:
     task.new()
     (git_repo / "src/app.py").write_text("edited by hand\n", encoding="utf-8")

@@ -6,7 +6,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -24,6 +24,10 @@ from hub.doctor import (
 from hub.errors import MCPServerCrashed
 from hub.testing import FakeOllama
 from hub.workers.base import Health
+
+if TYPE_CHECKING:
+    # The fixtures' types (tests/conftest.py); pytest loads conftest, tests never import it.
+    from conftest import HubRunner
 
 
 @dataclass
@@ -45,10 +49,13 @@ class FakeWorker:
     def generate(self, request: Any) -> Any:
         raise AssertionError("the doctor never generates")
 
+    def list_models(self) -> list[str]:
+        return list(self.models)
+
     def check_health(self, models: list[str]) -> Health:
         self.asked.append(models)
         if not self.reachable:
-            return Health(ok=False, detail="cannot reach Ollama at http://127.0.0.1:9")
+            return Health(ok=False, reached=False, detail="cannot reach Ollama at http://127.0.0.1:9")
         missing = tuple(m for m in models if m not in self.models)
         return Health(ok=not missing, models=self.models, missing=missing, detail="")
 
@@ -184,7 +191,9 @@ def scripted_ollama() -> Any:
         yield fake
 
 
-def test_hub_doctor_passes_end_to_end_with_the_default_config(hub: Any, scripted_ollama: FakeOllama) -> None:
+def test_hub_doctor_passes_end_to_end_with_the_default_config(
+    hub: HubRunner, scripted_ollama: FakeOllama
+) -> None:
     done = hub("doctor", "--json", env={"OLLAMA_HOST": scripted_ollama.url})
 
     report = json.loads(done.stdout)
@@ -198,7 +207,7 @@ def test_hub_doctor_passes_end_to_end_with_the_default_config(hub: Any, scripted
     assert "model qwen2.5-coder:7b (implementer, local_reviewer)" in {c["name"] for c in report["checks"]}
 
 
-def test_hub_models_lists_what_the_worker_sees(hub: Any, scripted_ollama: FakeOllama) -> None:
+def test_hub_models_lists_what_the_worker_sees(hub: HubRunner, scripted_ollama: FakeOllama) -> None:
     scripted_ollama.add_model("llama3")
 
     done = hub("models", "--role", "implementer", env={"OLLAMA_HOST": scripted_ollama.url})
@@ -211,7 +220,7 @@ def test_hub_models_lists_what_the_worker_sees(hub: Any, scripted_ollama: FakeOl
     ]
 
 
-def test_hub_doctor_exits_1_naming_the_fix_when_ollama_is_down(hub: Any) -> None:
+def test_hub_doctor_exits_1_naming_the_fix_when_ollama_is_down(hub: HubRunner) -> None:
     # Direct backends: no worker server to start, the Ollama checks are the point here.
     env = {
         "OLLAMA_HOST": "http://127.0.0.1:9",

@@ -217,11 +217,23 @@ def test_an_indented_fence_is_dedented_like_markdown() -> None:
     assert only_edit(text) == FileEdit("src/app.py", content=CODE)
 
 
-def test_a_unified_diff_block_is_reported_not_written() -> None:
-    diff = "--- a/src/app.py\n+++ b/src/app.py\n@@ -1 +1 @@\n-x\n+y\n"
+def test_a_unified_diff_block_becomes_a_patch_edit_per_file() -> None:
+    diff = (
+        "--- a/src/app.py\n+++ b/src/app.py\n@@ -1 +1 @@\n-x\n+y\n"
+        "--- a/src/b.py\t2024-01-01\n+++ b/src/b.py\n@@ -1 +1 @@\n-p\n+q\n"
+    )
     result = parse_edits(f"src/app.py\n{fence(diff, 'diff')}")
-    assert result.edits == ()
-    assert "unified diff" in result.problems[0]
+    assert result.edits == (
+        FileEdit("src/app.py", patch="@@ -1 +1 @@\n-x\n+y\n"),
+        FileEdit("src/b.py", patch="@@ -1 +1 @@\n-p\n+q\n"),
+    )
+    unfenced = parse_edits("Here is the change:\n\n" + diff.split("--- a/src/b.py")[0] + "\nDone.\n")
+    assert unfenced.edits == (FileEdit("src/app.py", patch="@@ -1 +1 @@\n-x\n+y\n"),)
+
+
+def test_a_diff_that_deletes_a_file_is_a_problem_not_an_edit() -> None:
+    result = parse_edits(fence("--- a/src/app.py\n+++ /dev/null\n@@ -1 +0,0 @@\n-x\n", "diff"))
+    assert result.edits == () and "DELETE: path" in result.problems[0]
 
 
 def test_the_same_file_given_twice_keeps_the_last_version_and_says_so() -> None:
@@ -372,9 +384,21 @@ def test_trailing_whitespace_and_blank_edge_lines_in_the_search_block_are_tolera
     assert text == FILE.replace("return 'bye'", "return 0")
 
 
-def test_a_search_block_whose_middle_differs_matches_on_unique_first_and_last_lines() -> None:
+def test_a_search_block_whose_middle_differs_is_refused_naming_its_anchor_lines() -> None:
+    # Applying it would delete the real `message = f'hi {name}'` line and invent the model's.
     block = SearchReplace(
         "    def greet(self, name):\n        msg = 'hello ' + name\n        return message\n",
+        "    def greet(self, name):\n        return f'hello {name}'\n",
+    )
+    text, failures = apply_blocks("g.py", FILE, [block])
+    assert text == FILE
+    assert "lines 5 and 7" in failures[0].reason and "differ" in failures[0].reason
+    assert "message = f'hi {name}'" in failures[0].closest
+
+
+def test_a_search_block_differing_only_in_whitespace_and_blank_lines_applies() -> None:
+    block = SearchReplace(
+        "    def greet(self,  name):\n\n        message = f'hi {name}'\n        return  message\n",
         "    def greet(self, name):\n        return f'hello {name}'\n",
     )
     text, failures = apply_blocks("g.py", FILE, [block])
@@ -383,6 +407,51 @@ def test_a_search_block_whose_middle_differs_matches_on_unique_first_and_last_li
         "    def greet(self, name):\n        message = f'hi {name}'\n        return message\n",
         "    def greet(self, name):\n        return f'hello {name}'\n",
     )
+
+
+def test_a_tab_indented_file_edited_with_spaces_keeps_its_tabs() -> None:
+    tabbed = "func f() {\n\tif x {\n\t\treturn 1\n\t}\n\treturn 0\n}\n"
+    block = SearchReplace(
+        "    if x {\n        return 1\n    }\n",
+        "    if x {\n        log(x)\n        if y {\n            return 2\n        }\n        return 1\n    }\n",
+    )
+    text, failures = apply_blocks("f.go", tabbed, [block])
+    assert failures == []
+    assert text == (
+        "func f() {\n\tif x {\n\t\tlog(x)\n\t\tif y {\n\t\t\treturn 2\n\t\t}\n\t\treturn 1\n\t}\n"
+        "\treturn 0\n}\n"
+    )
+
+
+def test_a_space_indented_file_edited_with_tabs_keeps_its_spaces() -> None:
+    block = SearchReplace(
+        "\tdef leave(self):\n\t\treturn 'bye'\n", "\tdef leave(self):\n\t\tif self:\n\t\t\treturn 0\n"
+    )
+    text, failures = apply_blocks("g.py", FILE, [block])
+    assert failures == []
+    assert text is not None and text.endswith(
+        "    def leave(self):\n        if self:\n            return 0\n"
+    )
+
+
+def test_blank_lines_at_a_blocks_edges_are_the_files_own() -> None:
+    dropped = SearchReplace("        return message\n\n", "        return message.upper()\n")
+    text, failures = apply_blocks("g.py", FILE, [dropped])
+    assert failures == []
+    assert text == FILE.replace("return message\n", "return message.upper()\n")
+    added = SearchReplace("import os\n", "import os\n\n")
+    text, failures = apply_blocks("g.py", FILE, [added])
+    assert (text, failures) == (FILE, [])
+
+
+def test_elided_search_and_replace_apply_piece_by_piece_when_each_piece_is_unique() -> None:
+    block = SearchReplace(
+        "    def greet(self, name):\n        ...\n    def leave(self):\n        return 'bye'\n",
+        "    def greet(self, name):\n        ...\n    def leave(self):\n        return 'ciao'\n",
+    )
+    text, failures = apply_blocks("g.py", FILE, [block])
+    assert failures == []
+    assert text == FILE.replace("'bye'", "'ciao'")
 
 
 def test_a_search_block_matching_several_places_fails_instead_of_guessing() -> None:
@@ -557,9 +626,10 @@ def test_a_symlink_inside_the_repository_is_not_written_through(repo: Path) -> N
 
 def test_a_repository_root_reached_through_a_symlink_still_works(tmp_path: Path, repo: Path) -> None:
     (tmp_path / "via").symlink_to(repo, target_is_directory=True)
-    result = apply_edits([FileEdit("src/app.py", content="x = 1\n")], policy(tmp_path / "via"))
+    new = CODE.replace("1", "2")
+    result = apply_edits([FileEdit("src/app.py", content=new)], policy(tmp_path / "via"))
     assert result.refused == ()
-    assert (repo / "src/app.py").read_text() == "x = 1\n"
+    assert (repo / "src/app.py").read_text() == new
 
 
 def test_forbidden_paths_win_over_allowed_paths(repo: Path) -> None:
@@ -622,11 +692,11 @@ def test_a_binary_payload_is_refused(repo: Path) -> None:
 
 
 def test_a_change_over_max_diff_lines_is_refused_and_the_file_left_alone(repo: Path) -> None:
-    big = "".join(f"line {n}\n" for n in range(50))
+    big = CODE + "".join(f"x{n} = {n}\n" for n in range(50))
     result = apply_edits([FileEdit("src/app.py", content=big)], policy(repo, max_diff_lines=20))
-    assert result.refused[0].reason == "change of 52 lines is over max_diff_lines=20"
+    assert result.refused[0].reason == "change of 50 lines is over max_diff_lines=20"
     assert (repo / "src/app.py").read_text() == CODE
-    assert apply_edits([FileEdit("src/app.py", content=big)], policy(repo, max_diff_lines=52)).applied
+    assert apply_edits([FileEdit("src/app.py", content=big)], policy(repo, max_diff_lines=50)).applied
 
 
 def test_crlf_files_stay_crlf_and_the_file_mode_is_kept(repo: Path) -> None:
@@ -710,11 +780,11 @@ def test_a_folder_is_not_overwritten_as_a_file(repo: Path) -> None:
 
 def test_two_edits_of_one_file_apply_in_order(repo: Path) -> None:
     edits = [
-        FileEdit("src/app.py", content="a = 1\n"),
+        FileEdit("src/app.py", content=CODE + "a = 1\n"),
         FileEdit("src/app.py", blocks=(SearchReplace("a = 1\n", "a = 2\n"),)),
     ]
     result = apply_edits(edits, policy(repo))
-    assert (repo / "src/app.py").read_text() == "a = 2\n"
+    assert (repo / "src/app.py").read_text() == CODE + "a = 2\n"
     assert [a.diff.splitlines()[-1] for a in result.applied] == ["+a = 1", "+a = 2"]
 
 
@@ -741,3 +811,138 @@ def test_parsed_model_output_goes_end_to_end_to_files(repo: Path) -> None:
     assert result.changed_files == ("src/app.py", "src/util.py")
     assert (repo / "src/app.py").read_text() == "def main():\n    return 2\n"
     assert (repo / "src/util.py").read_text() == "def helper():\n    return 3\n"
+
+
+# -------------------------------------------------------------------- shapes small models print (issue 12)
+
+CALC = "def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return a - b\n"
+SR_SUB = "<<<<<<< SEARCH\n    return a - b\n=======\n    return b - a\n>>>>>>> REPLACE\n"
+
+
+@pytest.mark.parametrize(
+    ("start", "divider", "end"),
+    [
+        ("<<<<<<< SEARCH>", "=======", ">>>>>>> REPLACE"),
+        ("<<< SEARCH", "===", ">>> REPLACE"),
+        ("<<<<<<<<< search", "=========", ">>>>>>>>> replace"),
+    ],
+)
+def test_search_replace_marker_variants_are_read_as_markers(start: str, divider: str, end: str) -> None:
+    edit = only_edit(f"calc.py\n{start}\n    return a - b\n{divider}\n    return b - a\n{end}\n")
+    assert edit.blocks == (SearchReplace("    return a - b\n", "    return b - a\n"),)
+
+
+def test_a_fence_holding_only_a_path_names_the_next_blocks_file() -> None:
+    edit = only_edit(f"{fence('calc.py', '')}{fence(CALC)}")
+    assert edit == FileEdit("calc.py", content=CALC)
+
+
+def test_the_path_repeated_on_a_blocks_first_line_is_not_content() -> None:
+    assert only_edit(fence("calc.py\n" + CALC)) == FileEdit("calc.py", content=CALC)
+    assert only_edit("calc.py\n" + fence("**calc.py**\n" + CALC)) == FileEdit("calc.py", content=CALC)
+
+
+def test_a_whole_answer_wrapped_in_a_markdown_fence_is_read_from_inside() -> None:
+    inner = "calc.py\n" + fence(CALC) + "\nand\n\nutil.py\n" + fence(SR_SUB)
+    result = parse_edits(f"```markdown\n{inner}```\n")
+    assert result.edits == (
+        FileEdit("calc.py", content=CALC),
+        FileEdit("util.py", blocks=(SearchReplace("    return a - b\n", "    return b - a\n"),)),
+    )
+
+
+def test_a_markdown_file_holding_fences_is_a_whole_file_not_a_wrapper() -> None:
+    doc = "# Use\n\nsetup.py\n```python\nx = 1\n```\n"
+    assert only_edit(f"README.md\n````markdown\n{doc}````\n") == FileEdit("README.md", content=doc)
+
+
+def test_a_unified_diff_is_applied_by_git_and_checked_first(repo: Path) -> None:
+    (repo / "src" / "calc.py").write_text(CALC)
+    diff = "--- a/src/calc.py\n+++ b/src/calc.py\n@@ -5,2 +5,2 @@\n def sub(a, b):\n-    return a - b\n+    return b - a\n"
+    result = apply_edits(parse_edits(fence(diff, "diff")).edits, policy(repo))
+    assert result.refused == ()
+    assert (repo / "src" / "calc.py").read_text() == CALC.replace("a - b", "b - a")
+
+
+def test_a_diff_hunk_that_is_not_in_the_file_or_is_in_it_twice_is_refused(repo: Path) -> None:
+    (repo / "src" / "calc.py").write_text(CALC + "\n\ndef sub2(a, b):\n    return a - b\n")
+    missing = "--- a/src/calc.py\n+++ b/src/calc.py\n@@ -1 +1 @@\n-    return a * b\n+    return b\n"
+    twice = "--- a/src/calc.py\n+++ b/src/calc.py\n@@ -6 +6 @@\n-    return a - b\n+    return b - a\n"
+    for diff, why in ((missing, "is not found"), (twice, "matches 2 places")):
+        result = apply_edits(parse_edits(fence(diff, "diff")).edits, policy(repo))
+        assert why in result.refused[0].reason and result.refused[0].retry
+    assert "b - a" not in (repo / "src" / "calc.py").read_text()
+
+
+def test_a_diff_creates_a_new_file(repo: Path) -> None:
+    diff = "--- /dev/null\n+++ b/src/new.py\n@@ -0,0 +1,2 @@\n+def f():\n+    return 1\n"
+    result = apply_edits(parse_edits(fence(diff, "diff")).edits, policy(repo))
+    assert result.refused == () and (repo / "src" / "new.py").read_text() == "def f():\n    return 1\n"
+
+
+def test_the_one_allowed_file_takes_an_edit_under_the_wrong_folder(repo: Path) -> None:
+    only = policy(repo, allowed_paths=("src/app.py",))
+    result = apply_edits([FileEdit("app.py", content=CODE.replace("1", "2"))], only)
+    assert result.changed_files == ("src/app.py",)
+    assert (repo / "src" / "app.py").read_text() == CODE.replace("1", "2")
+
+
+def test_the_one_allowed_file_takes_a_wrong_name_whose_search_matches_it_exactly(repo: Path) -> None:
+    only = policy(repo, allowed_paths=("src/app.py",))
+    block = SearchReplace("    return 1\n", "    return 2\n")
+    assert apply_edits([FileEdit("main.py", blocks=(block,))], only).changed_files == ("src/app.py",)
+    missing = SearchReplace("    return 9\n", "    return 2\n")
+    assert apply_edits([FileEdit("main.py", blocks=(missing,))], only).changed_files == ()
+
+
+def test_no_retargeting_with_several_allowed_files_or_an_escaping_path(repo: Path) -> None:
+    two = policy(repo, allowed_paths=("src/app.py", "src/b.py"))
+    assert (
+        "not inside allowed_paths" in apply_edits([FileEdit("app.py", content="x\n")], two).refused[0].reason
+    )
+    only = policy(repo, allowed_paths=("src/app.py",))
+    assert "escapes" in apply_edits([FileEdit("../app.py", content="x\n")], only).refused[0].reason
+
+
+def test_a_cut_off_answer_is_refused_whole_even_when_its_first_block_is_complete(repo: Path) -> None:
+    from hub.edits import OUTPUT_TRUNCATED, answer_feedback, apply_answer
+
+    answer = "src/app.py\n" + fence(CODE.replace("1", "2")) + "\nsrc/b.py\n```python\ndef b():\n    ret"
+    parsed, result = apply_answer(answer, policy(repo), done_reason="length")
+    assert parsed.problems == (OUTPUT_TRUNCATED,) and result.changed_files == ()
+    assert (repo / "src" / "app.py").read_text() == CODE
+    assert "cut off" in answer_feedback(parsed, result)
+
+
+def test_feedback_names_each_refused_content_and_says_what_was_written(repo: Path) -> None:
+    from hub.edits import answer_feedback, apply_answer
+
+    answer = "src/app.py\n" + fence("") + "\nsrc/b.py\n" + fence("x = 1\n")
+    parsed, result = apply_answer(answer, policy(repo))
+    feedback = answer_feedback(parsed, result)
+    assert "1 edit(s) were refused" in feedback and "(written: src/b.py)" in feedback
+    assert "- src/app.py: the new content is empty" in feedback
+
+
+def test_a_flattened_search_block_is_refused_rather_than_flattening_the_file() -> None:
+    text = "def f():\n    if x:\n        return 1\n    return 0\n"
+    new, failures = apply_blocks("f.py", text, [SearchReplace("if x:\nreturn 1\n", "if x:\nreturn 2\n")])
+    assert new == text and "indented alike" in failures[0].reason
+
+
+def test_a_two_space_block_in_a_four_space_file_is_scaled_to_the_files_step() -> None:
+    text = "def f():\n    if x:\n        return 1\n    return 0\n"
+    block = SearchReplace("  if x:\n    return 1\n", "  if x:\n    if y:\n      return 3\n    return 2\n")
+    new, failures = apply_blocks("f.py", text, [block])
+    assert failures == []
+    assert new == "def f():\n    if x:\n        if y:\n            return 3\n        return 2\n    return 0\n"
+
+
+def test_a_file_whose_docstring_shows_a_fenced_example_with_a_path_stays_one_file() -> None:
+    text = '"""Example:\n\nusage.py\n```python\nx = 1\n```\n"""\ndef f():\n    return 1\n'
+    assert only_edit(f"calc.py\n```\n{text}```\n") == FileEdit("calc.py", content=text)
+
+
+def test_a_markdown_files_heading_naming_the_file_is_content_not_a_label() -> None:
+    text = "# README.md\n\nHow to use this.\n"
+    assert only_edit(f"README.md\n```markdown\n{text}```\n") == FileEdit("README.md", content=text)

@@ -13,7 +13,7 @@ import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import httpx
@@ -22,6 +22,10 @@ import pytest
 from hub.breakers import Trip
 from hub.errors import ConfigError
 from hub.mcp_server import TOOL_NAMES, build_server, http_app
+
+if TYPE_CHECKING:
+    # The fixtures' types (tests/conftest.py); pytest loads conftest, tests never import it.
+    from conftest import TaskDriver
 
 PROPOSAL = """# Greet politely
 
@@ -107,7 +111,7 @@ def caller(session: Any, called: set[str] | None = None) -> Call:
     return call
 
 
-async def exercise_every_tool(session: Any, repo: Path, task: Any) -> None:
+async def exercise_every_tool(session: Any, repo: Path, task: TaskDriver) -> None:
     """Plan two tasks, run the first through the pipeline to a merge with the agent as the judge, halt and
     resume the second, then manage rules: every tool, each called for real."""
     tools = await session.list_tools()
@@ -177,7 +181,7 @@ async def exercise_every_tool(session: Any, repo: Path, task: Any) -> None:
     assert called == set(TOOL_NAMES)
 
 
-def test_every_tool_over_stdio(git_repo: Path, task: Any) -> None:
+def test_every_tool_over_stdio(git_repo: Path, task: TaskDriver) -> None:
     async def main() -> None:
         async with stdio_session(git_repo) as session:
             await exercise_every_tool(session, git_repo, task)
@@ -233,7 +237,9 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def test_every_tool_over_http_and_a_request_without_the_token_gets_401(git_repo: Path, task: Any) -> None:
+def test_every_tool_over_http_and_a_request_without_the_token_gets_401(
+    git_repo: Path, task: TaskDriver
+) -> None:
     server = HttpServer(git_repo, free_port(), token="s3cret-token")
     try:
         assert server.ready.wait(READY_SECONDS) and server.process.poll() is None, "".join(server.lines)
@@ -352,7 +358,7 @@ def test_scan_path_stays_inside_the_repository(git_repo: Path, tmp_path: Path) -
     run_in_memory(git_repo, body)
 
 
-def test_hub_create_task_takes_the_fields_of_hub_new(git_repo: Path, task: Any) -> None:
+def test_hub_create_task_takes_the_fields_of_hub_new(git_repo: Path, task: TaskDriver) -> None:
     async def body(call: Call) -> None:
         assert "title is required" in await call("hub_create_task", {}, error=True)
         created = await call(

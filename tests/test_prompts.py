@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from hub import prompts
 from hub.phases.implement import build_prompt, file_section
+
+if TYPE_CHECKING:
+    # The fixtures' types (tests/conftest.py); pytest loads conftest, tests never import it.
+    from conftest import TaskDriver
 
 PACKAGED = ("implementer", "implementer_system", "local_reviewer", "review_request")
 PLACEHOLDER = re.compile(r"\$\{\w+\}")
@@ -60,7 +64,7 @@ def test_bullets_and_issue_lines_read_as_markdown_lists() -> None:
     assert prompts.issue_lines(issues) == "- [major] a.py:3: off by one Fix: use <=\n- [minor] naming"
 
 
-def test_the_implementer_prompt_holds_the_task_and_every_placeholder_is_filled(task: Any) -> None:
+def test_the_implementer_prompt_holds_the_task_and_every_placeholder_is_filled(task: TaskDriver) -> None:
     task.new(
         requirements=["greet() says 'hello, NAME'"],
         acceptance_criteria=["greet('Ann') == 'hello, Ann'"],
@@ -99,7 +103,7 @@ def test_a_file_that_does_not_exist_yet_is_named_for_creation(tmp_path: Path) ->
     assert file_section(tmp_path, "src/new.py") == "### src/new.py\n\n(does not exist yet: create it)"
 
 
-def test_the_review_request_fills_every_placeholder(task: Any) -> None:
+def test_the_review_request_fills_every_placeholder(task: TaskDriver) -> None:
     task.to_judge_review()
 
     text = task.hand.review_request.read_text(encoding="utf-8")

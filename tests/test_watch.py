@@ -15,7 +15,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -26,6 +26,10 @@ from hub.contract import now_utc
 from hub.phases.context import Context
 from hub.testing import FakeOllama, Reply
 from hub.watch import PhaseRun, Watcher, decide, relevant
+
+if TYPE_CHECKING:
+    # The fixtures' types (tests/conftest.py); pytest loads conftest, tests never import it.
+    from conftest import HubRunner, TaskDriver
 
 IMPL, REV = "impl-model", "rev-model"
 GREET_FIXED = 'def greet(name):\n    return "hello, " + name\n'
@@ -164,7 +168,12 @@ def test_watch_drives_a_whole_task_and_stops_cleanly_on_sigterm(
 
 
 def test_sigterm_during_a_model_call_interrupts_the_phase_and_the_next_run_recovers(
-    git_repo: Path, ctx: Context, task: Any, fake: FakeOllama, run_git: Callable[..., str], hub: Any
+    git_repo: Path,
+    ctx: Context,
+    task: TaskDriver,
+    fake: FakeOllama,
+    run_git: Callable[..., str],
+    hub: HubRunner,
 ) -> None:
     configure(git_repo, run_git, "false")
     asked = threading.Event()
@@ -221,7 +230,9 @@ def test_only_changes_that_can_make_a_phase_due_wake_the_watcher(tmp_path: Path)
     assert not relevant(folder, tmp_path / "elsewhere" / "TASK_CONTRACT.json")
 
 
-def test_decide_runs_what_hub_next_would_and_applies_a_waiting_judge_report(ctx: Context, task: Any) -> None:
+def test_decide_runs_what_hub_next_would_and_applies_a_waiting_judge_report(
+    ctx: Context, task: TaskDriver
+) -> None:
     assert decide(ctx) == (None, "no active task; backlog: no proposals in the backlog")
     add_tasks(ctx, [{"content": "Greet politely"}])
     assert decide(ctx)[0] == ["next"]
@@ -244,7 +255,7 @@ def run_watcher(watcher: Watcher) -> threading.Thread:
     return thread
 
 
-def test_a_phase_that_makes_no_progress_is_retried_with_back_off(git_repo: Path, task: Any) -> None:
+def test_a_phase_that_makes_no_progress_is_retried_with_back_off(git_repo: Path, task: TaskDriver) -> None:
     task.new()  # setup-task is due
     runs: list[float] = []
 
@@ -262,7 +273,7 @@ def test_a_phase_that_makes_no_progress_is_retried_with_back_off(git_repo: Path,
     assert runs[1] - runs[0] >= 0.2 and runs[2] - runs[1] >= 0.4
 
 
-def test_polling_notices_a_new_task(git_repo: Path, task: Any) -> None:
+def test_polling_notices_a_new_task(git_repo: Path, task: TaskDriver) -> None:
     waiting = threading.Event()
     ran: list[PhaseRun] = []
 

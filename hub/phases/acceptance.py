@@ -8,6 +8,10 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from hub.contract import AcceptanceResult
 
 TAIL = 4000
 
@@ -25,7 +29,7 @@ class CommandResult:
     def ok(self) -> bool:
         return self.exit_code == 0 and not self.timed_out
 
-    def summary(self) -> dict[str, object]:
+    def summary(self) -> AcceptanceResult:
         return {
             "command": self.command,
             "exit_code": self.exit_code,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import shlex
 import time
 from collections.abc import Callable, Iterator
+from collections.abc import Set as AbstractSet
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -18,8 +19,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from hub import contract as contract_mod
 from hub import handoff
 from hub.config import Config
-from hub.contract import Contract, iso, now_utc, parse_iso
-from hub.errors import LockBusy, TaskHalted, WrongState
+from hub.contract import Contract, Lease, TaskRefs, iso, now_utc, parse_iso, task_refs
+from hub.errors import EXIT_HALTED, LockBusy, TaskHalted, WrongState
 from hub.log import get_logger
 from hub.machine import (
     ERIK_CONSULTATION,
@@ -30,18 +31,17 @@ from hub.machine import (
     PENDING_IMPLEMENTER,
     PENDING_JUDGE_REVIEW,
     RESUMABLE_STATES,
+    Event,
 )
 
 if TYPE_CHECKING:
     from git import Repo
 
     from hub.breakers import Trip
-    from hub.workers.base import ChatRequest, Generation, Health, Worker
+    from hub.workers.base import ChatRequest, Generation, Worker
 
 log = get_logger("hub.phase")
 T = TypeVar("T")
-
-EXIT_HALTED = 4
 
 
 @dataclass
@@ -68,7 +68,7 @@ class Context:
             return self.worker_factory(role)
         from hub.workers.bridge import make_worker
 
-        return make_worker(self.config, role)
+        return make_worker(self.config, self.config.judge_role() if role == "judge" else role)
 
 
 @dataclass
@@ -122,7 +122,7 @@ class Run:
             self._repo = gitops.open_repo(self.ctx.repo_root)
         return self._repo
 
-    def record(self, event: str, reason: str | None = None, resume_to: str | None = None) -> str:
+    def record(self, event: Event, reason: str | None = None, resume_to: str | None = None) -> str:
         handoff.record(self.ctx.handoff, self.contract, event, self.now, reason, resume_to)
         return str(self.contract["status"])
 
@@ -131,6 +131,12 @@ class Run:
 
     def counters(self) -> dict[str, int]:
         return self.contract.setdefault("breaker", {}).setdefault("counters", {})
+
+    def move_attempt(self, by: int = 1) -> int:
+        """The one place the attempt counter changes: +1 for a new attempt (rework, retry, a resume to
+        the implementer), -1 when a rebuttal takes back the rework its FAIL started. Never below 1."""
+        self.contract["attempt"] = max(1, self.contract["attempt"] + by)
+        return self.contract["attempt"]
 
     def bump(self, name: str, by: int = 1) -> int:
         counters = self.counters()
@@ -255,31 +261,7 @@ class Run:
             clock=self.ctx.monotonic,
         )
 
-    def check_model(self, worker: Worker, model: str) -> Trip | None:
-        """The model server reachable (an outage waited out, see `wait_for_server`) and holding the
-        model; else the Trip to halt with: `model_not_found` with the `ollama pull` line, or
-        `ollama_unavailable` once the wait ran out."""
-        from hub.breakers import Trip
-        from hub.errors import WorkerUnavailable
-
-        def probe() -> Health:
-            health = worker.check_health([model])
-            if not health.reachable:
-                raise WorkerUnavailable(health.detail or "the model server is unreachable")
-            return health
-
-        try:
-            health = self.wait_for_server(probe)
-        except WorkerUnavailable as exc:
-            return Trip("ollama_unavailable", str(exc), {"model": model})
-        if health.missing:
-            return model_missing(model, health.detail)
-        if not health.ok:
-            why = health.detail or f"model {model} is not available"
-            return Trip("ollama_unavailable", why, {"model": model})
-        return None
-
-    def halt(self, trip: Trip, event: str = HALT_EVENT) -> Outcome:
+    def halt(self, trip: Trip, event: Event = HALT_EVENT) -> Outcome:
         """Move the task to erik_consultation, write ERIK_HALT.md, and say so (exit 4)."""
         self.contract["handoff_data"].pop("server_wait", None)
         before = self.contract["status"]
@@ -307,15 +289,6 @@ class Run:
             exit_code=EXIT_HALTED,
             data={"trigger": trip.trigger, "halt_file": str(path)},
         )
-
-
-def model_missing(model: str, detail: str = "") -> Trip:
-    """The halt for a model the server does not have, with the command that fixes it."""
-    from hub.breakers import Trip
-
-    fix = f"ollama pull {model}"
-    reason = f"the model server does not have {model}: run `{fix}`" + (f" ({detail})" if detail else "")
-    return Trip("model_not_found", reason, {"model": model, "fix": fix})
 
 
 def suggested_resume_state(state_before: str) -> str:
@@ -365,7 +338,7 @@ See `hub status` and `hub log` for the history, and `_handoff/runs/{contract["ta
 
 
 @contextmanager
-def running(ctx: Context, phase: str, accepts: frozenset[str] | set[str]) -> Iterator[Run]:
+def running(ctx: Context, phase: str, accepts: AbstractSet[str]) -> Iterator[Run]:
     """Hold the task for one phase. See the module docstring."""
     hand = ctx.handoff
     started = time.perf_counter()
@@ -402,7 +375,7 @@ def running(ctx: Context, phase: str, accepts: frozenset[str] | set[str]) -> Ite
 def recover(run: Run) -> None:
     """The phase that left the task in an *_in_progress state is dead: record it, keep its work, go on."""
     contract = run.contract
-    lease = contract.get("lock") or {}
+    lease: Lease | dict[str, str] = contract.get("lock") or {}
     holder = str(lease.get("held_by") or "")
     same_host = holder.split(":", 1)[0] == handoff.holder_id().split(":", 1)[0]
     expires = lease.get("expires_at")
@@ -420,7 +393,7 @@ def recover(run: Run) -> None:
     reason = f"the phase holding {contract['status']} died ({holder or 'unknown holder'})"
     if stash_name:
         reason += f"; its uncommitted changes are in git stash '{stash_name}'"
-    run.record("interrupted", reason)
+    run.record(Event.INTERRUPTED, reason)
     log.warning("recovered", task=run.task_id, reason=reason)
 
 
@@ -430,6 +403,5 @@ def pre_phase_trip(run: Run) -> Trip | None:
     return breakers.before_phase(run.contract, run.now)
 
 
-def require_setup(run: Run) -> None:
-    if not run.contract["git"].get("task_branch"):
-        raise WrongState(f"task {run.task_id} has no task branch yet: run `hub setup-task` first")
+def require_setup(run: Run) -> TaskRefs:
+    return task_refs(run.contract)

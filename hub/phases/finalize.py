@@ -4,42 +4,42 @@ from __future__ import annotations
 
 from hub import gitops, handoff
 from hub.breakers import Trip
+from hub.contract import Verdict
 from hub.errors import WrongState
 from hub.gitops import MergeConflict
-from hub.machine import ERIK_CONSULTATION, PENDING_IMPLEMENTER, RESUMABLE_STATES, REVIEW_COMPLETE
+from hub.machine import ERIK_CONSULTATION, PENDING_IMPLEMENTER, RESUMABLE_STATES, REVIEW_COMPLETE, Event
 from hub.phases.context import Context, Outcome, require_setup, running
 
 
 def finalize_task(ctx: Context) -> Outcome:
     """Merge the task branch into its base with --no-ff after a PASS; archive the task's files."""
     with running(ctx, "finalize-task", {REVIEW_COMPLETE}) as run:
-        require_setup(run)
+        refs = require_setup(run)
         verdict = run.contract["handoff_data"].get("judge_verdict")
-        if verdict != "PASS":
+        if verdict != Verdict.PASS:
             raise WrongState(f"task {run.task_id} has verdict {verdict}, not PASS; it cannot be merged")
-        git = run.contract["git"]
         repo = run.repo
-        gitops.checkout(repo, git["task_branch"])
+        gitops.checkout(repo, refs.task_branch)
         # Untracked files (build output of acceptance commands) cannot be lost by a merge; changes can.
         gitops.ensure_clean(repo, untracked=False)
         try:
             merge_commit = gitops.merge_no_ff(
                 repo,
-                git["task_branch"],
-                git["base_branch"],
-                f"[TASK: {run.task_id}] Merge {git['task_branch']}",
+                refs.task_branch,
+                refs.base_branch,
+                f"[TASK: {run.task_id}] Merge {refs.task_branch}",
             )
         except MergeConflict as exc:
             return run.halt(Trip("git_conflict", str(exc), {"files": ", ".join(exc.files)}))
         run.contract["handoff_data"]["merge_commit"] = merge_commit
-        run.record("pass", f"merged into {git['base_branch']} at {merge_commit[:12]}")
+        run.record(Event.PASS, f"merged into {refs.base_branch} at {merge_commit[:12]}")
         target = handoff.archive_task(ctx.handoff, run.task_id)
         return Outcome(
             "finalize-task",
             run.task_id,
             run.start_state,
             "merged",
-            f"merged {git['task_branch']} into {git['base_branch']} ({merge_commit[:12]}); files in {target}",
+            f"merged {refs.task_branch} into {refs.base_branch} ({merge_commit[:12]}); files in {target}",
             data={"merge_commit": merge_commit},
         )
 
@@ -54,16 +54,18 @@ def resume(ctx: Context, to_state: str, note: str | None = None) -> Outcome:
         hand = ctx.handoff
         for path, label in ((hand.halt_report, "halt"), (hand.stall_report, "stall")):
             handoff.set_aside(hand, path, run.task_id, label)
-        breaker = run.contract["breaker"]
-        breaker.update(status="closed", trigger=None, reason=None)
+        breaker = run.contract.setdefault("breaker", {})
+        breaker.update({"status": "closed", "trigger": None, "reason": None})
         for name in ("stall_strikes", "review_stalls", "interruptions"):
             breaker.get("counters", {}).pop(name, None)
         if to_state == PENDING_IMPLEMENTER:
-            run.contract["attempt"] += 1
+            run.move_attempt()
         if note:
             run.contract["handoff_data"].setdefault("resume_notes", []).append(note)
         run.contract["handoff_data"].pop("halt", None)
         run.record(
-            "resume", f"resumed by a person: {note}" if note else "resumed by a person", resume_to=to_state
+            Event.RESUME,
+            f"resumed by a person: {note}" if note else "resumed by a person",
+            resume_to=to_state,
         )
         return Outcome("resume", run.task_id, run.start_state, to_state, f"resumed to {to_state}")

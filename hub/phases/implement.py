@@ -11,26 +11,26 @@ from __future__ import annotations
 import re
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hub import breakers, gitops, prompts
+from hub.backlog import notes_for_prompt
 from hub.breakers import Trip
-from hub.errors import ContextOverflow, ModelNotFound, WorkerError, WorkerTimeout, WorkerUnavailable
+from hub.contract import Verdict, task_refs
+from hub.errors import ContextOverflow, WorkerError
 from hub.log import get_logger
-from hub.machine import PENDING_IMPLEMENTER, TIMEOUT_IMPLEMENTER
+from hub.machine import PENDING_IMPLEMENTER, TIMEOUT_IMPLEMENTER, Event
 from hub.phases.acceptance import CommandResult, run_command
-from hub.phases.context import (
-    Context,
-    Outcome,
-    Run,
-    model_missing,
-    pre_phase_trip,
-    require_setup,
-    running,
-)
-from hub.phases.stall import Stall, implementer_stall, strike
+from hub.phases.context import Context, Outcome, Run, pre_phase_trip, require_setup, running
+from hub.phases.stall import Stall, implementer_stall, model_unavailable, strike, worker_failure
 from hub.provenance import write_record
 from hub.workers.base import Generation, Worker
+
+if TYPE_CHECKING:
+    from hub.edits import ApplyResult, ParseResult
+
+    # What an answer became: how it parsed, and what was written, refused or failed.
+    Answer = tuple[ParseResult, ApplyResult]
 
 MAX_REFLECTIONS = 2
 MAX_FILE_CHARS = 60_000
@@ -41,18 +41,18 @@ log = get_logger("hub.implement")
 def run_implementer(ctx: Context) -> Outcome:
     """Have the implementer model write the change for the current attempt."""
     with running(ctx, "run-implementer", {PENDING_IMPLEMENTER, TIMEOUT_IMPLEMENTER}) as run:
-        require_setup(run)
+        refs = require_setup(run)
         if run.contract["status"] == TIMEOUT_IMPLEMENTER:
-            stalls = run.contract["handoff_data"].get("stalls") or [{"reason": "interrupted"}]
-            return strike(run, stalls[-1]["reason"])
+            stalls = run.contract["handoff_data"].get("stalls")
+            return strike(run, stalls[-1]["reason"] if stalls else "interrupted")
         trip = pre_phase_trip(run)
         if trip:
             return run.halt(trip)
-        gitops.checkout(run.repo, run.contract["git"]["task_branch"])
+        gitops.checkout(run.repo, refs.task_branch)
         # A person may have fixed things by hand while the task was halted: their edits are the task's.
         run.checkpoint("manual_edit")
         run.take_lease(run.contract["limits"]["timeout_minutes"]["implementer"])
-        run.record("lock_acquired", f"attempt {run.contract['attempt']}")
+        run.record(Event.LOCK_ACQUIRED, f"attempt {run.contract['attempt']}")
         return Attempt(run).execute()
 
 
@@ -74,29 +74,22 @@ class Attempt:
         worker = self.run.ctx.worker("implementer")
         try:
             return self._attempt(worker)
-        except WorkerTimeout as exc:
-            return self._stall(f"timeout: {exc.clock}", str(exc), exc.partial_text or self.raw, "timeout")
-        except ContextOverflow as exc:
-            # Deterministic: the same prompt would overflow again, so no strike buys anything.
-            return self.run.halt(overflow_trip(exc, self.model))
-        except ModelNotFound as exc:
-            return self.run.halt(model_missing(self.model, str(exc)))
-        except WorkerUnavailable as exc:
-            # Run.generate has already waited the outage out for limits.server_wait_minutes.
-            return self.run.halt(Trip("ollama_unavailable", str(exc), {"model": self.model}))
         except WorkerError as exc:
-            return self._stall(f"error: {type(exc).__name__}", str(exc))
+            failure = worker_failure(exc, self.model)
+            if isinstance(failure, Trip):
+                return self.run.halt(failure)
+            return self._stall(failure.reason, failure.detail, failure.raw_tail or self.raw, failure.event)
         finally:
             worker.close()
 
-    def _stall(self, reason: str, detail: str, raw: str | None = None, event: str = "stall") -> Outcome:
+    def _stall(self, reason: str, detail: str, raw: str | None = None, event: Event = Event.STALL) -> Outcome:
         timings = {**self.timings, "attempt": round(time.perf_counter() - self.started, 3)}
         return implementer_stall(
             self.run, Stall(reason, detail, (raw if raw is not None else self.raw), timings, event=event)
         )
 
     def _attempt(self, worker: Worker) -> Outcome:
-        trip = self.run.check_model(worker, self.model)
+        trip = model_unavailable(self.run, worker, self.model)
         if trip:
             return self.run.halt(trip)
         system = prompts.template(self.run.ctx.repo_root, "implementer_system").strip()
@@ -111,19 +104,16 @@ class Attempt:
             log.warning("implement.outlines", task=self.run.task_id, reason=str(exc))
             prompt = smaller
             generation = self._call(worker, prompt, system, "implement-outlines")
-        result = self._apply(generation.text, feedback_due=True)
+        result = self._apply(generation, feedback_due=True)
         if isinstance(result, Stall):
             return self._stall(result.reason, result.detail)
-        if result.failed_blocks:
-            from hub.edits import feedback_for
+        from hub.edits import answer_feedback
 
-            retry = self._call(
-                worker, prompt + "\n\n" + feedback_for(result.failed_blocks), system, "block-feedback"
-            )
-            again = self._apply(retry.text)
-            if not isinstance(again, Stall):
-                result = again
-            elif not self.applied_any:
+        feedback = answer_feedback(*result)
+        if feedback:
+            retry = self._call(worker, prompt + "\n\n" + feedback, system, "block-feedback")
+            again = self._apply(retry)
+            if isinstance(again, Stall) and not self.applied_any:
                 return self._stall(again.reason, again.detail)
         acceptance = self._acceptance(worker, prompt, system)
         if isinstance(acceptance, Stall):
@@ -148,20 +138,19 @@ class Attempt:
         self.timings["first token"] = round(generation.first_token_seconds, 3)
         return generation
 
-    def _apply(self, text: str, feedback_due: bool = False) -> Any:
-        """Parse and write the edits; a Stall when nothing usable came of it. With `feedback_due`, SEARCH
-        blocks that all failed are not yet a stall: the caller feeds them back to the model once."""
-        from hub.edits import Policy, apply_edits, parse_edits
+    def _apply(self, generation: Generation, feedback_due: bool = False) -> Answer | Stall:
+        """Parse, check and write the edits; a Stall when nothing usable came of it. With `feedback_due`,
+        an answer whose edits were all refused for what the model can fix (SEARCH blocks that did not
+        match, content the pre-write check refused, a cut-off answer) is not yet a stall: the caller
+        feeds the reasons back to the model once."""
+        from hub.edits import OUTPUT_TRUNCATED, Policy, answer_feedback, apply_answer
 
+        text = generation.text
         if not text.strip():
             return Stall("empty_output", "the model's answer was empty (after removing think blocks)")
         constraints = self.contract["constraints"]
         allowed = list(constraints["allowed_paths"])
         single = allowed[0] if len(allowed) == 1 and not any(c in allowed[0] for c in "*?[") else None
-        parsed = parse_edits(text, default_path=single)
-        if not parsed.edits:
-            why = "; ".join(parsed.problems) or "no file path followed by a fenced code block was found"
-            return Stall("malformed_output", why)
         policy = Policy(
             repo_root=self.run.ctx.repo_root,
             allowed_paths=tuple(allowed),
@@ -169,40 +158,49 @@ class Attempt:
             max_diff_lines=constraints.get("max_diff_lines"),
             delete_allowed=bool(constraints.get("delete_allowed", False)),
         )
-        result = apply_edits(parsed.edits, policy)
-        handoff = self.run.ctx.handoff
-        for applied in result.applied:
-            write_record(
-                handoff,
-                self.run.task_id,
-                "diff",
-                {
-                    "path": applied.path,
-                    "diff": applied.diff,
-                    "added": applied.added,
-                    "removed": applied.removed,
-                    "outcome": "applied",
-                },
-                self.run.now,
-            )
-        for refusal in result.refused:
-            write_record(
-                handoff,
-                self.run.task_id,
-                "diff",
-                {"path": refusal.path, "outcome": f"refused: {refusal.reason}"},
-                self.run.now,
-            )
-        if not result.changed_files and not self.applied_any and not (feedback_due and result.failed_blocks):
+        parsed, result = apply_answer(text, policy, default_path=single, done_reason=generation.done_reason)
+        self._record_edits(parsed, result)
+        truncated = OUTPUT_TRUNCATED in parsed.problems
+        if not parsed.edits and not truncated:
+            why = "; ".join(parsed.problems) or "no file path followed by a fenced code block was found"
+            return Stall("malformed_output", why)
+        if not result.changed_files and not self.applied_any:
+            if feedback_due and answer_feedback(parsed, result):
+                return parsed, result
             parts = [f"{r.path}: {r.reason}" for r in result.refused]
             parts += [f"{f.path}: a SEARCH block did not match ({f.reason})" for f in result.failed_blocks]
             if result.unchanged:
                 parts.append(f"{', '.join(result.unchanged)}: the new content is the same as the old")
+            if truncated:
+                return Stall("output_truncated", OUTPUT_TRUNCATED)
             return Stall(
                 "malformed_output", "no edit could be applied: " + ("; ".join(parts) or "nothing parsed")
             )
         self.applied_any = self.applied_any or bool(result.changed_files)
-        return result
+        return parsed, result
+
+    def _record_edits(self, parsed: ParseResult, result: ApplyResult) -> None:
+        """One provenance record per applied or refused edit and per failed block, with the reason:
+        what `hub log --task` shows."""
+        records: list[dict[str, Any]] = [
+            {
+                "path": a.path,
+                "diff": a.diff,
+                "added": a.added,
+                "removed": a.removed,
+                "outcome": "applied",
+            }
+            for a in result.applied
+        ]
+        records += [{"path": r.path, "outcome": f"refused: {r.reason}"} for r in result.refused]
+        records += [
+            {"path": f.path, "search": f.search[:2000], "outcome": f"refused: SEARCH block: {f.reason}"}
+            for f in result.failed_blocks
+        ]
+        if not parsed.edits:
+            records += [{"path": "", "outcome": f"refused: {problem}"} for problem in parsed.problems]
+        for record in records:
+            write_record(self.run.ctx.handoff, self.run.task_id, "diff", record, self.run.now)
 
     def _acceptance(self, worker: Worker, prompt: str, system: str) -> list[CommandResult] | Stall:
         commands = self.contract["specification"].get("acceptance_commands") or []
@@ -220,7 +218,7 @@ class Attempt:
                 "Fix the code. Answer again in the same format, with the complete content of every file you change."
             )
             generation = self._call(worker, reflect, system, f"reflection-{reflection + 1}")
-            applied = self._apply(generation.text)
+            applied = self._apply(generation)
             if isinstance(applied, Stall):
                 return applied
         self.contract["handoff_data"]["acceptance_results"] = [r.summary() for r in results]
@@ -253,10 +251,10 @@ class Attempt:
         counters = run.counters()
         for name in ("stall_strikes", "interruptions"):
             counters.pop(name, None)
-        run.record("code_written", f"attempt {self.contract['attempt']}")
+        run.record(Event.CODE_WRITTEN, f"attempt {self.contract['attempt']}")
         commit = run.checkpoint("code_written")
-        git = self.contract["git"]
-        stats = gitops.diff_stats(run.repo, git["base_commit"], git["task_branch"])
+        refs = task_refs(self.contract)
+        stats = gitops.diff_stats(run.repo, refs.base_commit, refs.task_branch)
         content_hash = gitops.content_hash(run.ctx.repo_root, list(stats.files))
         data["changed_files"] = list(stats.files)
         data["diff_summary"] = f"{len(stats.files)} files changed, +{stats.added} -{stats.removed}"
@@ -283,19 +281,6 @@ class Attempt:
             f"attempt {self.contract['attempt']}: {data['diff_summary']}",
             data={"changed_files": data["changed_files"], "commit": commit},
         )
-
-
-def overflow_trip(exc: ContextOverflow, model: str) -> Trip:
-    """The halt for a prompt that does not fit, with the fix its message names."""
-    evidence = {
-        "model": model,
-        "num_ctx": exc.num_ctx,
-        "prompt_tokens": exc.prompt_tokens,
-        "source": exc.source,
-    }
-    if exc.context_length:
-        evidence["context_length"] = exc.context_length
-    return Trip("context_overflow", str(exc), evidence)
 
 
 def build_prompt(run: Run, outlines: bool = False) -> str:
@@ -364,7 +349,7 @@ def feedback_section(run: Run) -> str:
     """What the model must know from earlier: the judge's issues, its own last stall, a person's notes."""
     data = run.contract["handoff_data"]
     parts: list[str] = []
-    if data.get("judge_verdict") in ("FAIL", "CONDITIONAL") and data.get("judge_blocking_issues"):
+    if data.get("judge_verdict") in (Verdict.FAIL, Verdict.CONDITIONAL) and data.get("judge_blocking_issues"):
         parts.append(
             f"## The judge rated the last attempt {data['judge_verdict']}. Fix every blocking issue\n\n"
             + prompts.issue_lines(data["judge_blocking_issues"])
@@ -375,8 +360,6 @@ def feedback_section(run: Run) -> str:
     if stalls and stalls[-1].get("attempt") == run.contract["attempt"] - 1:
         last = stalls[-1]
         parts.append(f"## Your previous attempt failed ({last['reason']})\n\n{last.get('detail', '')[:1500]}")
-    from hub.backlog import notes_for_prompt
-
     notes = list(data.get("resume_notes", []))
     notes += [
         f"({n.get('type', 'note')}) {n.get('content', '')}"

@@ -5,12 +5,11 @@ from __future__ import annotations
 import json
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
 
 from hub import breakers, gitops, handoff
 from hub import contract as contract_mod
 from hub.breakers import Trip
-from hub.contract import iso, parse_iso
+from hub.contract import Contract, JudgeReport, Verdict, iso, parse_iso
 from hub.errors import ContractInvalid, WrongState
 from hub.machine import (
     JUDGE_REVIEW_IN_PROGRESS,
@@ -19,25 +18,26 @@ from hub.machine import (
     PENDING_REBUTTAL,
     REVIEW_COMPLETE,
     TIMEOUT_JUDGE,
+    Event,
 )
 from hub.phases.context import Context, Outcome, Run, running
 
 
-def enter_judge_review(run: Run, event: str, reason: str | None = None) -> None:
-    """Record the move to pending_judge_review and write REVIEW_REQUEST.md for the judge."""
+def enter_judge_review(run: Run, event: Event, reason: str | None = None, diff: str | None = None) -> None:
+    """Record the move to pending_judge_review and write REVIEW_REQUEST.md for the judge. `diff`: the
+    task's diff when the caller has it already (the local review), so it is not computed again."""
     run.contract["handoff_data"]["review_requested_at"] = iso(run.now)
     run.record(event, reason)
-    write_review_request(run)
+    write_review_request(run, diff)
 
 
-def write_review_request(run: Run) -> Path:
+def write_review_request(run: Run, diff: str | None = None) -> Path:
     from hub.prompts import render_review_request
 
     contract = run.contract
-    base = contract["git"].get("base_commit")
-    diff = (
-        gitops.diff_text(run.repo, base, contract["git"]["task_branch"]) if base else "(no git base recorded)"
-    )
+    base, branch = contract["git"].get("base_commit"), contract["git"].get("task_branch")
+    if diff is None:
+        diff = gitops.diff_text(run.repo, base, branch) if base and branch else "(no git base recorded)"
     rebuttal_path = run.ctx.handoff.rebuttal
     rebuttal = rebuttal_path.read_text(encoding="utf-8") if rebuttal_path.exists() else ""
     text = render_review_request(run.ctx.repo_root, contract, diff, rebuttal)
@@ -46,7 +46,7 @@ def write_review_request(run: Run) -> Path:
     return path
 
 
-def read_judge_report(run: Run) -> dict[str, Any]:
+def read_judge_report(run: Run) -> JudgeReport:
     """JUDGE_REPORT.json, or failing that JUDGE_REPORT.md with a `Verdict: X` line; validated."""
     hand = run.ctx.handoff
     if hand.judge_report_json.exists():
@@ -67,13 +67,31 @@ def read_judge_report(run: Run) -> dict[str, Any]:
     )
 
 
+# REVIEW_REQUEST.md <-> REVIEW_IN_PROGRESS.md: the two renames live here and nowhere else.
+
+
 def claim_review(run: Run) -> None:
     """pending_judge_review -> judge_review_in_progress; REVIEW_REQUEST.md becomes REVIEW_IN_PROGRESS.md."""
     hand = run.ctx.handoff
     if hand.review_request.exists():
         hand.review_request.replace(hand.review_in_progress)
     run.take_lease(run.contract["limits"]["timeout_minutes"]["judge"])
-    run.record("review_started")
+    run.record(Event.REVIEW_STARTED)
+
+
+def give_back_review(hand: handoff.Handoff) -> None:
+    """REVIEW_IN_PROGRESS.md back to REVIEW_REQUEST.md: the judge left it claimed without a verdict."""
+    if hand.review_in_progress.exists():
+        hand.review_in_progress.replace(hand.review_request)
+
+
+def halt_judge_timeout(run: Run, reason: str, detail: str, evidence: dict[str, object]) -> Outcome:
+    """The judge gave no verdict in time: `timeout` (unless a killed run recorded it already), then the
+    judge_timeout halt. timeout-judge and run-judge both end a late review here."""
+    if run.contract["status"] != TIMEOUT_JUDGE:
+        run.drop_lease()
+        run.record(Event.TIMEOUT, reason)
+    return run.halt(Trip("judge_timeout", f"{reason} ({detail})", evidence), event=Event.ESCALATE)
 
 
 def report_judge(ctx: Context) -> Outcome:
@@ -88,8 +106,9 @@ def report_judge(ctx: Context) -> Outcome:
         return apply_verdict(run, report)
 
 
-def apply_verdict(run: Run, report: dict[str, Any]) -> Outcome:
-    """judge_review_in_progress -> review_complete, then on to the verdict's next state."""
+def apply_verdict(run: Run, report: JudgeReport, cost_counted: bool = False) -> Outcome:
+    """judge_review_in_progress -> review_complete, then on to the verdict's next state. The report's
+    usage goes into the judge's cost unless `Run.generate` counted the call already (a model judge)."""
     contract = run.contract
     data = contract["handoff_data"]
     verdict = report["verdict"]
@@ -101,19 +120,20 @@ def apply_verdict(run: Run, report: dict[str, Any]) -> Outcome:
         if attempt.get("attempt") == contract["attempt"]:
             attempt["verdict"] = verdict
             break
-    usage = report.get("usage") or {}
-    run.add_cost(
-        "judge",
-        usage.get("prompt_tokens", 0),
-        usage.get("completion_tokens", 0),
-        0.0,
-        usage.get("cost_usd", 0.0),
-    )
+    if not cost_counted:
+        usage = report.get("usage") or {}
+        run.add_cost(
+            "judge",
+            usage.get("prompt_tokens", 0),
+            usage.get("completion_tokens", 0),
+            0.0,
+            usage.get("cost_usd", 0.0),
+        )
     run.drop_lease()
     run.counters().pop("interruptions", None)
-    if verdict != "PASS":
+    if verdict != Verdict.PASS:
         run.bump("review_cycles")
-    run.record("judge_complete", f"verdict {verdict}")
+    run.record(Event.JUDGE_COMPLETE, f"verdict {verdict}")
     _set_aside_reports(run)
     return finish_verdict(run)
 
@@ -126,7 +146,7 @@ def finish_verdict(run: Run) -> Outcome:
     verdict = data.get("judge_verdict")
     if verdict not in contract_mod.VERDICTS:
         raise WrongState(f"task {run.task_id} is in review_complete without a verdict; resume it by hand")
-    if verdict == "PASS":
+    if verdict == Verdict.PASS:
         if run.start_state == REVIEW_COMPLETE:
             raise WrongState(f"task {run.task_id} has its PASS already: run `hub finalize-task`")
         return Outcome(
@@ -137,7 +157,7 @@ def finish_verdict(run: Run) -> Outcome:
             "verdict PASS: run `hub finalize-task`",
             data={"verdict": verdict},
         )
-    if verdict == "CRITICAL_HALT":
+    if verdict == Verdict.CRITICAL_HALT:
         issues = "; ".join(i.get("description", "") for i in data["judge_blocking_issues"][:3])
         return run.halt(
             Trip(
@@ -149,9 +169,9 @@ def finish_verdict(run: Run) -> Outcome:
     trip = breakers.review_cycles_exceeded(contract) or breakers.budget_exceeded(contract)
     if trip:
         return run.halt(trip)
-    contract["attempt"] += 1
+    run.move_attempt()
     run.record(
-        "conditional" if verdict == "CONDITIONAL" else "fail_agree",
+        Event.CONDITIONAL if verdict == Verdict.CONDITIONAL else Event.FAIL_AGREE,
         f"verdict {verdict}: {len(data['judge_blocking_issues'])} blocking issues for the next attempt",
     )
     return Outcome(
@@ -174,7 +194,7 @@ def _set_aside_reports(run: Run) -> None:
         handoff.set_aside(hand, path, run.task_id, label)
 
 
-def review_deadline(contract: dict[str, Any]) -> str | None:
+def review_deadline(contract: Contract) -> str | None:
     started = contract["handoff_data"].get("review_requested_at")
     if not started:
         return None
@@ -196,15 +216,8 @@ def timeout_judge(ctx: Context) -> Outcome:
                 )
             if run.contract["status"] == PENDING_JUDGE_REVIEW:
                 claim_review(run)
-            run.drop_lease()
-            run.record("timeout", f"no verdict within {minutes} minutes")
-        return run.halt(
-            Trip(
-                "judge_timeout",
-                f"no verdict within {minutes} minutes (deadline {deadline})",
-                {"deadline": deadline},
-            ),
-            event="escalate",
+        return halt_judge_timeout(
+            run, f"no verdict within {minutes} minutes", f"deadline {deadline}", {"deadline": deadline}
         )
 
 
@@ -216,7 +229,7 @@ def rebut(ctx: Context, text: str) -> Outcome:
         data = contract["handoff_data"]
         if run.start_state != PENDING_REBUTTAL:
             last = contract["history"][-1] if contract["history"] else {}
-            if data.get("judge_verdict") != "FAIL" or (
+            if data.get("judge_verdict") != Verdict.FAIL or (
                 run.start_state == PENDING_IMPLEMENTER and last.get("event") != "fail_agree"
             ):
                 raise WrongState(
@@ -226,14 +239,14 @@ def rebut(ctx: Context, text: str) -> Outcome:
                 raise WrongState("the rebuttal is empty")
             handoff.write_report(ctx.handoff.rebuttal, text)
             if run.start_state == PENDING_IMPLEMENTER:
-                contract["attempt"] = max(1, contract["attempt"] - 1)
-            run.record("fail_disagree", "the implementer disagrees with the FAIL verdict")
+                run.move_attempt(-1)
+            run.record(Event.FAIL_DISAGREE, "the implementer disagrees with the FAIL verdict")
         trip = breakers.rebuttals_exceeded(contract)
         if trip:
-            return run.halt(trip, event="rebuttal_limit_exceeded")
+            return run.halt(trip, event=Event.REBUTTAL_LIMIT_EXCEEDED)
         run.bump("rebuttals")
         enter_judge_review(
-            run, "rebuttal_accepted", f"rebuttal {run.counters()['rebuttals']} sent to the judge"
+            run, Event.REBUTTAL_ACCEPTED, f"rebuttal {run.counters()['rebuttals']} sent to the judge"
         )
         return Outcome(
             "rebut",

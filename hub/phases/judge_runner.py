@@ -27,24 +27,28 @@ import re
 import signal
 import subprocess
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from hub import contract as contract_mod
 from hub import handoff, provenance
 from hub.atomic import write_atomic
-from hub.breakers import Trip
-from hub.errors import ConfigError, ContractInvalid, HubError, WorkerError, WorkerTimeout, WrongState
+from hub.contract import JudgeReport
+from hub.errors import ConfigError, ContractInvalid, HubError, WorkerError, WrongState
 from hub.log import get_logger
-from hub.machine import JUDGE_REVIEW_IN_PROGRESS, PENDING_JUDGE_REVIEW
+from hub.machine import JUDGE_REVIEW_IN_PROGRESS, PENDING_JUDGE_REVIEW, Event
 from hub.phases.context import Context, Outcome, Run, pre_phase_trip, running
 from hub.phases.judge import (
     apply_verdict,
     claim_review,
+    give_back_review,
+    halt_judge_timeout,
     read_judge_report,
     report_judge,
     write_review_request,
 )
+from hub.phases.stall import Stall, worker_failure
 
 log = get_logger(__name__)
 
@@ -66,10 +70,11 @@ the task for a person. Do not run any command; your answer is the report."""
 class JudgeResult:
     """What one judge run produced: a report, or why there is none."""
 
-    report: dict[str, Any] | None = None
+    report: JudgeReport | None = None
     timed_out: bool = False
     error: str = ""
     record: dict[str, Any] = field(default_factory=dict)
+    cost_counted: bool = False  # a model judge's call went through Run.generate, which counted it
 
 
 def run_judge(ctx: Context) -> Outcome:
@@ -107,24 +112,20 @@ def run_judge(ctx: Context) -> Outcome:
                 **result.record,
                 "timed_out": result.timed_out,
                 "error": result.error or None,
-                "verdict": (result.report or {}).get("verdict"),
+                "verdict": result.report["verdict"] if result.report else None,
             },
             run.now,
         )
         if result.timed_out:
-            run.drop_lease()
-            run.record("timeout", f"the judge gave no verdict within {seconds:g} s")
-            return run.halt(
-                Trip(
-                    "judge_timeout",
-                    f"the judge gave no verdict within {seconds:g} s ({_judge_name(ctx)})",
-                    {"timeout_seconds": seconds},
-                ),
-                event="escalate",
+            return halt_judge_timeout(
+                run,
+                f"the judge gave no verdict within {seconds:g} s",
+                _judge_name(ctx),
+                {"timeout_seconds": seconds},
             )
         if result.report is None:
             return _failed(run, result.error)
-        return apply_verdict(run, result.report)
+        return apply_verdict(run, result.report, cost_counted=result.cost_counted)
 
 
 def _judge_name(ctx: Context) -> str:
@@ -138,9 +139,9 @@ def _judge_name(ctx: Context) -> str:
 
 def _review_request_text(run: Run) -> str:
     hand = run.ctx.handoff
-    if not hand.review_request.exists() and hand.review_in_progress.exists():
+    if not hand.review_request.exists():
         # Left claimed by a judge run that died; claim_review renames it again.
-        hand.review_in_progress.replace(hand.review_request)
+        give_back_review(hand)
     if not hand.review_request.exists():
         write_review_request(run)
     return hand.review_request.read_text(encoding="utf-8")
@@ -149,11 +150,10 @@ def _review_request_text(run: Run) -> str:
 def _failed(run: Run, error: str) -> Outcome:
     """No verdict: back to pending_judge_review so the next run asks again (the breaker bounds the retries)."""
     hand = run.ctx.handoff
-    if hand.review_in_progress.exists():
-        hand.review_in_progress.replace(hand.review_request)
+    give_back_review(hand)
     run.bump("interruptions")
     run.drop_lease()
-    run.record("interrupted", f"the judge gave no verdict: {error}"[:500])
+    run.record(Event.INTERRUPTED, f"the judge gave no verdict: {error}"[:500])
     return Outcome(
         "run-judge",
         run.task_id,
@@ -252,23 +252,24 @@ def _kill_group(proc: subprocess.Popen[str]) -> None:
 
 
 def _run_model(run: Run, request: str, seconds: float) -> JudgeResult:
-    from hub.workers.bridge import make_worker, request_for
+    from hub.workers.bridge import request_for
 
     config = run.ctx.config
-    role = config.role("judge")
-    if config.judge.backend:
-        role = replace(role, backend=config.judge.backend)
+    role = config.judge_role()
     chat = request_for(config, role, request, system=JUDGE_SYSTEM)
     chat = replace(chat, total_timeout=min(chat.total_timeout, seconds))
     record: dict[str, Any] = {"judge": "model", "backend": role.backend, "model": role.model}
-    worker = run.ctx.worker_factory("judge") if run.ctx.worker_factory else make_worker(config, role)
+    worker = run.ctx.worker("judge")
     try:
-        generation = worker.generate(chat)
-    except WorkerTimeout as exc:
-        record.update(clock=exc.clock, partial=exc.partial_text[-TAIL_CHARS:])
-        return JudgeResult(timed_out=True, record=record)
+        generation = run.generate(worker, "judge", chat, "judge")
     except WorkerError as exc:
-        return JudgeResult(error=f"the judge model failed: {exc}", record=record)
+        # What the error means is decided in one place; the judge has no stall strikes of its own:
+        # a clock that ran out halts (judge_timeout), anything else leaves the request for the next run.
+        failure = worker_failure(exc, role.model)
+        if isinstance(failure, Stall) and failure.event == Event.TIMEOUT:
+            record.update(clock=failure.reason.split(": ", 1)[-1], partial=failure.raw_tail[-TAIL_CHARS:])
+            return JudgeResult(timed_out=True, record=record, cost_counted=True)
+        return JudgeResult(error=f"the judge model failed: {exc}", record=record, cost_counted=True)
     finally:
         worker.close()
     record.update(
@@ -293,13 +294,13 @@ def _run_model(run: Run, request: str, seconds: float) -> JudgeResult:
     except ContractInvalid as exc:
         return JudgeResult(error=f"the judge model's answer is not a report: {exc}", record=record)
     write_atomic(run.ctx.handoff.judge_report_json, json.dumps(report, indent=2, ensure_ascii=False) + "\n")
-    return JudgeResult(report=report, record=record)
+    return JudgeResult(report=report, record=record, cost_counted=True)
 
 
 _FENCE = re.compile(r"```(?:json|JSON)?[ \t]*\n(.*?)```", re.DOTALL)
 
 
-def extract_report(text: str) -> dict[str, Any]:
+def extract_report(text: str) -> JudgeReport:
     """The judge report in a reply: a ```json fenced block, or the first JSON object in the text. Pure."""
     from hub.workers.base import split_thinking
 
@@ -345,14 +346,14 @@ def read_review_request(ctx: Context) -> dict[str, Any]:
     )
 
 
-def submit_verdict(ctx: Context, report: dict[str, Any]) -> Outcome:
+def submit_verdict(ctx: Context, report: Mapping[str, Any]) -> Outcome:
     """Write JUDGE_REPORT.json (validated first) and apply it as `hub report-judge` does.
 
     Nothing is left behind when it fails: an invalid report is never written, and a report that could
     not be applied is taken back (the file it replaced, if any, is restored).
     """
     hand = ctx.handoff
-    report = contract_mod.validate_judge_report(report, "verdict")
+    checked = contract_mod.validate_judge_report(report, "verdict")
     if not hand.contract.exists():
         raise WrongState("no active task: there is nothing to give a verdict on")
     contract = contract_mod.load(hand.contract)
@@ -361,7 +362,7 @@ def submit_verdict(ctx: Context, report: dict[str, Any]) -> Outcome:
             f"task {contract['task_id']} is in {contract['status']}, not waiting for a verdict; see hub_status"
         )
     previous = hand.judge_report_json.read_bytes() if hand.judge_report_json.exists() else None
-    write_atomic(hand.judge_report_json, json.dumps(report, indent=2, ensure_ascii=False) + "\n")
+    write_atomic(hand.judge_report_json, json.dumps(checked, indent=2, ensure_ascii=False) + "\n")
     try:
         return report_judge(ctx)
     except HubError:

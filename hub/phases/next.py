@@ -5,11 +5,8 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 
-from hub.errors import TaskHalted
-from hub.machine import ERIK_CONSULTATION
 from hub.phases.context import Context, Outcome
-from hub.phases.setup import active_contract
-from hub.phases.status import due, judge_configured, report_waiting
+from hub.phases.status import next_step
 
 # phase name -> "module:function"; imported only when the phase runs.
 PHASES: dict[str, str] = {
@@ -20,7 +17,7 @@ PHASES: dict[str, str] = {
     "report-judge": "hub.phases.judge:report_judge",
     "timeout-judge": "hub.phases.judge:timeout_judge",
     "finalize-task": "hub.phases.finalize:finalize_task",
-    "promote-backlog": "hub.backlog:promote_next",
+    "promote-backlog": "hub.phases.promote:promote_next",
 }
 
 
@@ -30,10 +27,7 @@ def phase_function(name: str) -> Callable[[Context], Outcome]:
 
 
 def run_next(ctx: Context) -> Outcome:
-    contract = active_contract(ctx)
-    if contract is not None and contract["status"] == ERIK_CONSULTATION:
-        raise TaskHalted(f"task {contract['task_id']} is halted; read {ctx.handoff.halt_report}")
-    phase, why = due(contract, ctx.clock(), judge_configured(ctx), report_waiting(ctx))
+    contract, phase, why = next_step(ctx)
     if phase is None:
         return Outcome("next", contract["task_id"] if contract else None, message=f"nothing to do: {why}")
     outcome = phase_function(phase)(ctx)

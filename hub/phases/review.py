@@ -10,30 +10,22 @@ from __future__ import annotations
 import json
 import re
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hub import gitops, prompts
 from hub.breakers import Trip
+from hub.contract import Issue, task_refs
 from hub.errors import (
-    ContextOverflow,
-    ModelNotFound,
     RuleError,
     WorkerError,
-    WorkerTimeout,
-    WorkerUnavailable,
 )
-from hub.machine import PENDING_LOCAL_REVIEW
-from hub.phases.context import (
-    Context,
-    Outcome,
-    Run,
-    model_missing,
-    pre_phase_trip,
-    require_setup,
-    running,
-)
+from hub.machine import PENDING_LOCAL_REVIEW, Event
+from hub.phases.context import Context, Outcome, Run, pre_phase_trip, require_setup, running
 from hub.phases.judge import enter_judge_review
-from hub.phases.stall import Stall, review_stall
+from hub.phases.stall import Stall, model_unavailable, review_stall, worker_failure
+
+if TYPE_CHECKING:
+    from hub.workers.base import Worker
 
 SEVERITIES = ("critical", "major", "minor")
 MAX_DIFF_CHARS = 40_000
@@ -131,10 +123,10 @@ class Review:
         self.config = run.ctx.config
         self.model = self.config.role("local_reviewer").model
         self.started = time.perf_counter()
-        git = self.contract["git"]
-        gitops.checkout(run.repo, git["task_branch"])
-        self.diff = gitops.diff_text(run.repo, git["base_commit"], git["task_branch"])
-        stats = gitops.diff_stats(run.repo, git["base_commit"], git["task_branch"])
+        refs = task_refs(self.contract)
+        gitops.checkout(run.repo, refs.task_branch)
+        self.diff = gitops.diff_text(run.repo, refs.base_commit, refs.task_branch)
+        stats = gitops.diff_stats(run.repo, refs.base_commit, refs.task_branch)
         root = run.ctx.repo_root
         self.files = [f for f in stats.files if (root / f).is_file()]
 
@@ -145,32 +137,21 @@ class Review:
         worker = self.run.ctx.worker("local_reviewer")
         try:
             review = self._ask(worker, static)
-        except WorkerTimeout as exc:
-            return self._stall(Stall(f"timeout: {exc.clock}", str(exc), exc.partial_text))
-        except ContextOverflow as exc:
-            # Deterministic (the diff is already cut to fit): a second strike would overflow the same way.
-            from hub.phases.implement import overflow_trip
-
-            return self.run.halt(overflow_trip(exc, self.model))
-        except ModelNotFound as exc:
-            return self.run.halt(model_missing(self.model, str(exc)))
-        except WorkerUnavailable as exc:
-            # Run.generate has already waited the outage out for limits.server_wait_minutes.
-            return self.run.halt(Trip("ollama_unavailable", str(exc), {"model": self.model}))
         except WorkerError as exc:
-            return self._stall(Stall(f"error: {type(exc).__name__}", str(exc)))
+            failure = worker_failure(exc, self.model)
+            return self.run.halt(failure) if isinstance(failure, Trip) else self._stall(failure)
         finally:
             worker.close()
         if isinstance(review, Outcome):
             return review
         return self._decide(static, review)
 
-    def _static(self) -> list[dict[str, Any]] | Outcome:
+    def _static(self) -> list[Issue] | Outcome:
         """ast-grep rules and tree-sitter syntax errors; a blocking finding halts at once."""
         from hub.code import syntax_errors
         from hub.rules import is_blocking, scan_paths
 
-        issues: list[dict[str, Any]] = []
+        issues: list[Issue] = []
         try:
             findings = scan_paths(self.run.ctx.repo_root, self.files) if self.files else []
         except RuleError as exc:
@@ -186,7 +167,7 @@ class Review:
                 }
             )
         for f in findings:
-            issue = {
+            issue: Issue = {
                 "severity": "critical" if is_blocking(f) else ("major" if f.severity == "error" else "minor"),
                 "file": f.file,
                 "line": f.line,
@@ -203,7 +184,7 @@ class Review:
                         f"rule {f.rule_id} at {f.file}:{f.line}: {f.message}",
                         {"rule": f.rule_id, "file": f.file, "line": f.line, "note": f.note},
                     ),
-                    event="critical_flaw",
+                    event=Event.CRITICAL_FLAW,
                 )
             issues.append(issue)
         root = self.run.ctx.repo_root
@@ -220,10 +201,10 @@ class Review:
                 )
         return issues
 
-    def _ask(self, worker: Any, static: list[dict[str, Any]]) -> dict[str, Any] | Outcome:
+    def _ask(self, worker: Worker, static: list[Issue]) -> dict[str, Any] | Outcome:
         from hub.workers.bridge import request_for
 
-        trip = self.run.check_model(worker, self.model)
+        trip = model_unavailable(self.run, worker, self.model)
         if trip:
             return self.run.halt(trip)
         prompt = self._prompt(static)
@@ -237,7 +218,7 @@ class Review:
                 {"model call": round(generation.seconds, 3)},
             )
 
-    def _prompt(self, static: list[dict[str, Any]]) -> str:
+    def _prompt(self, static: list[Issue]) -> str:
         """The reviewer's prompt, its diff cut so the whole prompt fits the model's num_ctx with room for
         the answer (a prompt that does not fit is refused, and the review would stall on every big change).
         The judge still gets the whole diff in REVIEW_REQUEST.md."""
@@ -272,12 +253,12 @@ class Review:
         stall.timings = {**(timings or {}), "review": round(time.perf_counter() - self.started, 3)}
         return review_stall(self.run, stall)
 
-    def _record_issues(self, issues: list[dict[str, Any]], passed: bool) -> None:
+    def _record_issues(self, issues: list[Issue], passed: bool) -> None:
         data = self.contract["handoff_data"]
         data["local_review_issues"] = issues
         data["local_review_passed"] = passed
 
-    def _decide(self, static: list[dict[str, Any]], review: dict[str, Any]) -> Outcome:
+    def _decide(self, static: list[Issue], review: dict[str, Any]) -> Outcome:
         issues = static + review["issues"]
         self.run.counters().pop("review_stalls", None)
         if review["critical"]:
@@ -294,13 +275,15 @@ class Review:
                     f"the local reviewer found a critical issue in {where}: {first['description']}",
                     {"file": first.get("file"), "line": first.get("line"), "model": self.model},
                 ),
-                event="critical_flaw",
+                event=Event.CRITICAL_FLAW,
             )
         # Any finding, minor ones too, marks the review as not passed: the judge must look at it.
         passed = review["passed"] and not issues
         self._record_issues(issues, passed=passed)
-        event = "local_pass" if passed else "local_warn"
-        enter_judge_review(self.run, event, f"local review: {len(issues)} issues, passed={passed}")
+        event = Event.LOCAL_PASS if passed else Event.LOCAL_WARN
+        enter_judge_review(
+            self.run, event, f"local review: {len(issues)} issues, passed={passed}", diff=self.diff
+        )
         return Outcome(
             "run-local-review",
             self.run.task_id,

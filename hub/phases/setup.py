@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from hub import contract as contract_mod
 from hub import gitops
 from hub.config import CONFIG_FILE, default_yaml
-from hub.contract import Contract
 from hub.errors import ContractInvalid, GitError, WrongState
 from hub.handoff import write_report
 from hub.machine import MERGED, PENDING_IMPLEMENTER
@@ -45,10 +45,22 @@ def init(ctx: Context) -> Outcome:
     )
 
 
-def active_contract(ctx: Context) -> Contract | None:
-    if not ctx.handoff.contract.exists():
-        return None
-    return contract_mod.load(ctx.handoff.contract)
+def task_fields(proposal: str | None = None, proposal_file: str = "proposal", **given: Any) -> dict[str, Any]:
+    """A new task's fields, for both faces (`hub new`, the MCP `hub_create_task`): a markdown proposal's,
+    then the ones given (empty ones ignored) on top; complexity defaults to minor."""
+    fields: dict[str, Any] = contract_mod.proposal_fields(proposal, proposal_file) if proposal else {}
+    fields.update({key: value for key, value in given.items() if value})
+    fields.setdefault("complexity", "minor")
+    return fields
+
+
+def missing_task_field(fields: dict[str, Any]) -> str | None:
+    """What a new task still lacks, as a sentence; None when it has a title and requirements."""
+    if not fields.get("title"):
+        return "a title is required (give one, or a proposal with a '# Title' heading)"
+    if not fields.get("requirements"):
+        return "at least one requirement is required (or a proposal with a '## Requirements' list)"
+    return None
 
 
 def create(ctx: Context, fields: dict[str, object]) -> Outcome:
@@ -112,14 +124,16 @@ def setup_task(ctx: Context, base_branch: str | None = None) -> Outcome:
                 raise WrongState("HEAD is detached: check out the base branch or pass --base")
             if not gitops.branch_exists(repo, base):
                 raise GitError(f"base branch '{base}' does not exist")
-            git.update(base_branch=base, base_commit=gitops.commit_of(repo, base))
+            git.update({"base_branch": base, "base_commit": gitops.commit_of(repo, base)})
             run.save()
             base_commit = gitops.create_task_branch(repo, base, task_branch)
         git.update(
-            repo_root=str(repo.working_tree_dir),
-            base_branch=base,
-            task_branch=task_branch,
-            base_commit=base_commit,
+            {
+                "repo_root": str(repo.working_tree_dir),
+                "base_branch": base,
+                "task_branch": task_branch,
+                "base_commit": base_commit,
+            }
         )
         run.save()
         return Outcome(

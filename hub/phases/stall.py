@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from hub import gitops, handoff
 from hub.breakers import Trip
-from hub.contract import iso
-from hub.machine import IMPLEMENTATION_IN_PROGRESS
+from hub.contract import StallRecord, iso
+from hub.errors import ContextOverflow, ModelNotFound, WorkerError, WorkerTimeout, WorkerUnavailable
+from hub.machine import IMPLEMENTATION_IN_PROGRESS, Event
 from hub.phases.context import Outcome, Run
+
+if TYPE_CHECKING:
+    from hub.workers.base import Health, Worker
 
 STRIKES_TO_HALT = 2
 TAIL_CHARS = 1200
@@ -24,6 +28,9 @@ ADVICE = {
     "`ollama ps`); total: raise timeouts.total or split the task.",
     "truncated_context": "The prompt does not fit the model's context window. Raise models.<model>.num_ctx in "
     "hub.yaml (the GPU must hold it), or list fewer source files in the contract.",
+    "output_truncated": "The model's answer was cut off at its token limit twice, so none of it was applied. "
+    "Raise roles.implementer.num_predict (or the server's output limit) in hub.yaml, split the task, or use a "
+    "model that answers with SEARCH/REPLACE blocks instead of whole files.",
     "tests_failed": "The acceptance commands still fail after the model's reflections. Read the command output "
     "below; the requirement may be ambiguous, or the task too big for this model.",
     "error": "The worker failed. Run `hub doctor`; check the worker log under _handoff/logs/.",
@@ -38,15 +45,84 @@ class Stall:
     detail: str = ""
     raw_tail: str = ""
     timings: dict[str, float] = field(default_factory=dict)
-    event: str = "stall"
+    event: Event = Event.STALL
 
     @property
     def kind(self) -> str:
         return self.reason.split(":", 1)[0]
 
 
-def record_stall(run: Run, role: str, stall: Stall) -> dict[str, Any]:
-    entry = {
+# --- what a worker error means: decided here, for every role ------------------------------------------------
+
+
+def worker_failure(exc: WorkerError, model: str) -> Trip | Stall:
+    """What a worker error means, for every role:
+
+    - an outage (`WorkerUnavailable`) reaches here only after `Run.generate` waited it out for
+      limits.server_wait_minutes: a halt;
+    - a model the server does not have: a halt with the `ollama pull` line;
+    - a prompt that does not fit (`ContextOverflow`, refused before sending or reported by the server)
+      is deterministic: a strike would send the same prompt again, so it halts with the fix (the
+      implementer first retries once with its source files as outlines);
+    - a clock that ran out, or any other worker error, is a stall strike."""
+    if isinstance(exc, ModelNotFound):
+        return model_missing(model, str(exc))
+    if isinstance(exc, WorkerUnavailable):
+        return Trip("ollama_unavailable", str(exc), {"model": model})
+    if isinstance(exc, ContextOverflow):
+        return overflow_trip(exc, model)
+    if isinstance(exc, WorkerTimeout):
+        return Stall(f"timeout: {exc.clock}", str(exc), exc.partial_text, event=Event.TIMEOUT)
+    return Stall(f"error: {type(exc).__name__}", str(exc), exc.partial_text)
+
+
+def model_unavailable(run: Run, worker: Worker, model: str) -> Trip | None:
+    """The health check before a role's first call: a server that cannot be reached is waited out
+    (`Run.wait_for_server`); then a Trip when it is still not there or lacks the model."""
+
+    def probe() -> Health:
+        health = worker.check_health([model])
+        if not health.reached:
+            raise WorkerUnavailable(health.detail or "the model server cannot be reached")
+        return health
+
+    try:
+        health = run.wait_for_server(probe)
+    except WorkerUnavailable as exc:
+        return Trip("ollama_unavailable", str(exc), {"model": model})
+    if health.ok and not health.missing:
+        return None
+    if health.missing:
+        return model_missing(model, health.detail)
+    why = (
+        health.detail
+        or f"model {model} is not available (the worker has: {', '.join(health.models) or 'none'})"
+    )
+    return Trip("ollama_unavailable", why, {"model": model})
+
+
+def model_missing(model: str, detail: str = "") -> Trip:
+    """The halt for a model the server does not have, with the command that fixes it."""
+    fix = f"ollama pull {model}"
+    reason = f"the model server does not have {model}: run `{fix}`" + (f" ({detail})" if detail else "")
+    return Trip("model_not_found", reason, {"model": model, "fix": fix})
+
+
+def overflow_trip(exc: ContextOverflow, model: str) -> Trip:
+    """The halt for a prompt that does not fit, with the fix its message names."""
+    evidence: dict[str, object] = {
+        "model": model,
+        "num_ctx": exc.num_ctx,
+        "prompt_tokens": exc.prompt_tokens,
+        "source": exc.source,
+    }
+    if exc.context_length:
+        evidence["context_length"] = exc.context_length
+    return Trip("context_overflow", str(exc), evidence)
+
+
+def record_stall(run: Run, role: str, stall: Stall) -> StallRecord:
+    entry: StallRecord = {
         "timestamp": iso(run.now),
         "role": role,
         "attempt": run.contract["attempt"],
@@ -78,9 +154,9 @@ def strike(run: Run, reason: str) -> Outcome:
     strikes = run.bump("stall_strikes")
     if strikes >= STRIKES_TO_HALT:
         write_stall_report(run, "implementer")
-        return run.halt(_trip(run, "implementer", strikes), event="escalate")
-    run.contract["attempt"] += 1
-    run.record("retry", f"strike {strikes}: {reason}")
+        return run.halt(_trip(run, "implementer", strikes), event=Event.ESCALATE)
+    run.move_attempt()
+    run.record(Event.RETRY, f"strike {strikes}: {reason}")
     return Outcome(
         run.phase,
         run.task_id,
@@ -98,7 +174,7 @@ def review_stall(run: Run, stall: Stall) -> Outcome:
     if strikes >= STRIKES_TO_HALT:
         write_stall_report(run, "local_reviewer")
         return run.halt(_trip(run, "local_reviewer", strikes))
-    run.record("stall", f"review strike {strikes}: {stall.reason}: {stall.detail}"[:500])
+    run.record(Event.STALL, f"review strike {strikes}: {stall.reason}: {stall.detail}"[:500])
     return Outcome(
         run.phase,
         run.task_id,

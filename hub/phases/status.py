@@ -10,7 +10,8 @@ from typing import Any
 
 from hub import contract as contract_mod
 from hub import handoff
-from hub.contract import Contract, parse_iso
+from hub.contract import Contract, Verdict, parse_iso
+from hub.errors import TaskHalted
 from hub.machine import (
     ERIK_CONSULTATION,
     IMPLEMENTATION_IN_PROGRESS,
@@ -56,7 +57,7 @@ def due(
     if status == TIMEOUT_JUDGE:
         return "timeout-judge", "the judge timed out"
     if status == REVIEW_COMPLETE:
-        if contract["handoff_data"].get("judge_verdict") == "PASS":
+        if contract["handoff_data"].get("judge_verdict") == Verdict.PASS:
             return "finalize-task", "the judge passed the task"
         # A report-judge that died between recording the verdict and applying it.
         return (
@@ -70,6 +71,24 @@ def due(
     if status == MERGED:
         return None, "merged"
     return None, f"nothing runs from {status}"
+
+
+def next_step(ctx: Context) -> tuple[Contract | None, str | None, str]:
+    """What runs next, for `hub next` and `hub watch` alike: the active contract (None: no task), the
+    phase `due` names (None: nothing is due) and why. TaskHalted while the task waits for a person."""
+    contract = active_contract(ctx)
+    if contract is not None and contract["status"] == ERIK_CONSULTATION:
+        raise TaskHalted(
+            f"task {contract['task_id']} is halted: read {ctx.handoff.halt_report}, then `hub resume`"
+        )
+    phase, why = due(contract, ctx.clock(), judge_configured(ctx), report_waiting(ctx))
+    return contract, phase, why
+
+
+def active_contract(ctx: Context) -> Contract | None:
+    if not ctx.handoff.contract.exists():
+        return None
+    return contract_mod.load(ctx.handoff.contract)
 
 
 def judge_configured(ctx: Context) -> bool:

@@ -4,9 +4,15 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, runtime_checkable
+
+from hub.errors import WorkerError
 
 THINK_RE = re.compile(r"<think>(.*?)(?:</think>|\Z)", re.DOTALL | re.IGNORECASE)
+# Not after a backtick or quote: prose may name the tag (`<think>`) without opening anything.
+_THINK_OPEN = re.compile(r"(?<![`'\"])<think>", re.IGNORECASE)
+_THINK_CLOSE = re.compile(r"</think>", re.IGNORECASE)
+_FENCE = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,})(.*)$")
 
 
 @dataclass(frozen=True)
@@ -61,11 +67,11 @@ class Health:
     """What a worker can see: reachable or not, its models, and the ones we need but it lacks."""
 
     ok: bool
+    reached: bool = True  # the worker answered with a model list (possibly lacking what we need)
     models: tuple[str, ...] = ()
     missing: tuple[str, ...] = ()
     detail: str = ""
     extra: dict[str, str] = field(default_factory=dict)
-    reachable: bool = True  # False: the server is down or failing (an outage to wait out)
 
 
 class Worker(Protocol):
@@ -73,15 +79,71 @@ class Worker(Protocol):
 
     def generate(self, request: ChatRequest) -> Generation: ...
 
+    def list_models(self) -> list[str]: ...
+
     def check_health(self, models: list[str]) -> Health: ...
 
     def close(self) -> None: ...
 
 
+@runtime_checkable
+class ServerWorker(Protocol):
+    """A worker behind a server it starts (the MCP worker): starting it and reading its tools is a check
+    of its own for `hub doctor`."""
+
+    tools: tuple[str, ...]
+
+    def connect(self) -> str: ...
+
+
+def check_health(
+    worker: Worker, models: list[str], unreachable_hint: str = "", missing_hint: str = ""
+) -> Health:
+    """The one health check every worker uses: list its models and name the wanted ones it lacks.
+    A worker that cannot list them was not reached; the hints say what to do about either."""
+    try:
+        available = worker.list_models()
+    except WorkerError as exc:
+        detail = f"{exc}; {unreachable_hint}" if unreachable_hint else str(exc)
+        return Health(ok=False, reached=False, missing=tuple(models), detail=detail)
+    # Ollama (and its /v1) lists `name:latest` and accepts `name`; other servers' ids compare as they are.
+    missing = tuple(m for m in models if not any(same_model(m, a) for a in available))
+    if missing:
+        detail = f"missing: {', '.join(missing)}" + (f" ({missing_hint})" if missing_hint else "")
+    else:
+        detail = f"{len(available)} models"
+    return Health(ok=not missing, models=tuple(available), missing=missing, detail=detail)
+
+
 def split_thinking(text: str) -> tuple[str, str]:
-    """Strip `<think>...</think>` blocks (an unclosed one runs to the end); return (text, thinking)."""
-    thoughts = [m.group(1).strip() for m in THINK_RE.finditer(text)]
-    return THINK_RE.sub("", text).strip(), "\n\n".join(t for t in thoughts if t)
+    """Take `<think>...</think>` blocks out (an unclosed one runs to the end); return (text, thinking).
+
+    Only outside code fences: a file the model writes may hold the tags itself (`OPEN = "<think>"`),
+    and stripping them there corrupts it. Inside thinking, fences do not count: drafts in it may be
+    left open, and the closing tag ends it wherever it is."""
+    out: list[str] = []
+    thoughts: list[str] = []
+    lines = text.splitlines(keepends=True)
+    fence: str | None = None
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        marker = _FENCE.match(line.rstrip("\r\n"))
+        if fence is not None:
+            if marker and marker[1][0] == fence[0] and len(marker[1]) >= len(fence) and not marker[2].strip():
+                fence = None
+        elif marker and not (marker[1][0] == "`" and "`" in marker[2]):
+            fence = marker[1]
+        elif opened := _THINK_OPEN.search(line):
+            out.append(line[: opened.start()])
+            rest = line[opened.end() :] + "".join(lines[i + 1 :])
+            closed = _THINK_CLOSE.search(rest)
+            thoughts.append(rest if closed is None else rest[: closed.start()])
+            lines, i = ([] if closed is None else rest[closed.end() :].splitlines(keepends=True)), 0
+            continue
+        out.append(line)
+        i += 1
+    return "".join(out).strip(), "\n\n".join(t.strip() for t in thoughts if t.strip())
 
 
 def same_model(a: str, b: str) -> bool:

@@ -32,7 +32,6 @@ from hub.errors import (
     ContextOverflow,
     MalformedStream,
     MCPError,
-    MCPServerCrashed,
     MCPTimeoutError,
     ModelNotFound,
     WorkerError,
@@ -45,6 +44,7 @@ from hub.workers.base import (
     Generation,
     Health,
     Worker,
+    check_health,
     estimate_tokens,
     same_model,
     split_thinking,
@@ -158,15 +158,11 @@ class WorkerClient:
 
     def check_health(self, models: list[str]) -> Health:
         """Start the server if needed, list its models, and name the wanted ones it lacks."""
-        try:
-            seen = self.list_models()
-        except WorkerError as exc:
-            reachable = not isinstance(exc, WorkerUnavailable | MCPServerCrashed)
-            return Health(ok=False, detail=str(exc), extra={"server": self.server.name}, reachable=reachable)
-        missing = tuple(m for m in models if not any(same_model(m, s) for s in seen))
-        detail = f"missing: {', '.join(missing)}" if missing else f"{len(seen)} models"
-        extra = {"server": self.server.name, "dialect": self.dialect or "", "ollama": self.ollama_host}
-        return Health(ok=not missing, models=tuple(seen), missing=missing, detail=detail, extra=extra)
+        health = check_health(self, models)
+        extra = {"server": self.server.name}
+        if health.reached:
+            extra.update(dialect=self.dialect or "", ollama=self.ollama_host)
+        return replace(health, extra=extra)
 
     def list_models(self) -> list[str]:
         client = self._connect()

@@ -170,7 +170,7 @@ class MCPClient:
         except BaseException as exc:
             error = self._startup_error(exc)
             self.stop()
-            log.error("mcp.start_failed", server=self.name, error=str(error))
+            log.debug("mcp.start_failed", server=self.name, error=str(error))
             raise error from exc
         log.debug("mcp.started", server=self.name, transport=self.transport, seconds=_secs(started))
 
@@ -236,7 +236,7 @@ class MCPClient:
             seconds=out.seconds,
         )
         if out.is_error and raise_on_error:
-            log.error("mcp.tool_error", server=self.name, tool=name, error=out.text[:500])
+            log.debug("mcp.tool_error", server=self.name, tool=name, error=out.text[:500])
             raise MCPError(f"MCP server '{self.name}': tool {name} failed: {out.text}")
         return out
 
@@ -251,7 +251,7 @@ class MCPClient:
             return future.result(timeout=timeout + OUTER_GRACE_SECONDS)
         except concurrent.futures.TimeoutError:
             future.cancel()
-            log.error("mcp.timeout", server=self.name, request=what, seconds=timeout, outer=True)
+            log.debug("mcp.timeout", server=self.name, request=what, seconds=timeout, outer=True)
             raise MCPTimeoutError(f"MCP server '{self.name}': {what} timed out after {timeout:g}s") from None
         except Exception as exc:
             raise self._translate(exc, what, timeout) from exc
@@ -261,7 +261,7 @@ class MCPClient:
         from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 
         if isinstance(exc, SdkError) and exc.code == REQUEST_TIMEOUT:
-            log.error("mcp.timeout", server=self.name, request=what, seconds=timeout)
+            log.debug("mcp.timeout", server=self.name, request=what, seconds=timeout)
             return MCPTimeoutError(
                 f"MCP server '{self.name}': {what} timed out after {timeout:g}s", code=exc.code
             )
@@ -269,9 +269,9 @@ class MCPClient:
             self._closed_reason = self._closed_reason or "connection closed"
             return self._crash_error(what)
         if isinstance(exc, SdkError):
-            log.error("mcp.error", server=self.name, request=what, code=exc.code, error=exc.message)
+            log.debug("mcp.error", server=self.name, request=what, code=exc.code, error=exc.message)
             return MCPError(f"MCP server '{self.name}': {what}: {exc.message}", code=exc.code)
-        log.error("mcp.error", server=self.name, request=what, error=repr(exc))
+        log.debug("mcp.error", server=self.name, request=what, error=repr(exc))
         return MCPError(f"MCP server '{self.name}': {what}: {exc!r}")
 
     def _crash_error(self, what: str) -> MCPServerCrashed:
@@ -284,7 +284,7 @@ class MCPClient:
         message = f"MCP server '{self.name}' {status} during {what}"
         if tail:
             message += f"; stderr ends with:\n{tail[-800:]}"
-        log.error(
+        log.debug(
             "mcp.crashed", server=self.name, request=what, exit_code=exit_code, log=str(self.stderr_log)
         )
         return MCPServerCrashed(message, exit_code=exit_code, stderr_tail=tail)

@@ -24,7 +24,7 @@ import httpx
 from hub.config import normalize_ollama_host
 from hub.errors import MalformedStream, ModelNotFound, WorkerError, WorkerTimeout, WorkerUnavailable
 from hub.workers import budget
-from hub.workers.base import ChatRequest, Generation, Health, same_model
+from hub.workers.base import ChatRequest, Generation, Health, check_health
 from hub.workers.streaming import (
     StreamState,
     Watchdog,
@@ -228,15 +228,7 @@ class OllamaProvider:
 
     def check_health(self, models: list[str]) -> Health:
         """Reachable, which models it has, and which of `models` it lacks."""
-        try:
-            available = self.list_models()
-        except WorkerError as exc:
-            reachable = not isinstance(exc, WorkerUnavailable)
-            detail = f"{exc}; is `ollama serve` running?"
-            return Health(ok=False, missing=tuple(models), detail=detail, reachable=reachable)
-        missing = tuple(m for m in models if not any(same_model(m, a) for a in available))
-        detail = f"missing: {', '.join(missing)} (run `ollama pull <model>`)" if missing else "ok"
-        return Health(ok=not missing, models=tuple(available), missing=missing, detail=detail)
+        return check_health(self, models, "is `ollama serve` running?", "run `ollama pull <model>`")
 
     def close(self) -> None:
         self._watchdog.close()

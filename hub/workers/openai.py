@@ -12,8 +12,8 @@ from typing import Any
 
 import httpx
 
-from hub.errors import MalformedStream, WorkerError, WorkerUnavailable
-from hub.workers.base import ChatRequest, Generation, Health, same_model
+from hub.errors import MalformedStream, WorkerUnavailable
+from hub.workers.base import ChatRequest, Generation, Health, check_health
 from hub.workers.streaming import StreamState, Watchdog, error_text, shown, stream_generation
 
 HEALTH_TIMEOUT = 10.0
@@ -132,15 +132,7 @@ class OpenAIProvider:
 
     def check_health(self, models: list[str]) -> Health:
         """Reachable, which models it serves, and which of `models` it lacks."""
-        try:
-            available = self.list_models()
-        except WorkerError as exc:
-            reachable = not isinstance(exc, WorkerUnavailable)
-            return Health(ok=False, missing=tuple(models), detail=str(exc), reachable=reachable)
-        # Ollama's /v1 lists `name:latest` and accepts `name`; other servers' ids compare as they are.
-        missing = tuple(m for m in models if not any(same_model(m, a) for a in available))
-        detail = f"missing: {', '.join(missing)}" if missing else "ok"
-        return Health(ok=not missing, models=tuple(available), missing=missing, detail=detail)
+        return check_health(self, models)
 
     def close(self) -> None:
         self._watchdog.close()

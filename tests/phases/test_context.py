@@ -4,7 +4,7 @@ the halt file and its resume command, costs, and the outcome document."""
 from __future__ import annotations
 
 import shlex
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -12,9 +12,13 @@ from hub.breakers import Trip
 from hub.machine import RESUMABLE_STATES
 from hub.phases.context import Context, Outcome, resume_command, suggested_resume_state
 
+if TYPE_CHECKING:
+    # The fixtures' types (tests/conftest.py); pytest loads conftest, tests never import it.
+    from conftest import TaskDriver
+
 
 def test_a_checkpoint_commits_only_the_allowed_paths_with_the_transition_in_its_message(
-    task: Any, ctx: Context, run_git: Any
+    task: TaskDriver, ctx: Context, run_git: Any
 ) -> None:
     task_id = task.new(target="src/app.py")
     task.setup()
@@ -33,7 +37,7 @@ def test_a_checkpoint_commits_only_the_allowed_paths_with_the_transition_in_its_
     assert run.checkpoint("code_written") is None  # nothing new inside the allowed paths
 
 
-def test_a_checkpoint_before_setup_does_nothing(task: Any, run_git: Any, ctx: Context) -> None:
+def test_a_checkpoint_before_setup_does_nothing(task: TaskDriver, run_git: Any, ctx: Context) -> None:
     task.new()
     head = run_git(ctx.repo_root, "rev-parse", "HEAD")
     assert task.run().checkpoint("code_written") is None
@@ -41,7 +45,7 @@ def test_a_checkpoint_before_setup_does_nothing(task: Any, run_git: Any, ctx: Co
 
 
 def test_a_halt_records_the_trip_and_writes_a_halt_file_with_a_runnable_resume_command(
-    task: Any, ctx: Context
+    task: TaskDriver, ctx: Context
 ) -> None:
     task.new()
     task.setup()
@@ -93,7 +97,7 @@ def test_the_suggested_resume_state_is_one_a_person_can_name(before: str, sugges
     assert suggested in RESUMABLE_STATES
 
 
-def test_costs_add_up_per_role(task: Any) -> None:
+def test_costs_add_up_per_role(task: TaskDriver) -> None:
     task.new()
     run = task.run()
     run.add_cost("judge", 100, 20, 1.5, 0.01)

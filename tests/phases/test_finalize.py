@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -13,9 +13,13 @@ from hub.errors import DirtyWorkTree, WrongState
 from hub.phases.context import Context
 from hub.phases.finalize import finalize_task, resume
 
+if TYPE_CHECKING:
+    # The fixtures' types (tests/conftest.py); pytest loads conftest, tests never import it.
+    from conftest import TaskDriver
+
 
 def test_a_passed_task_merges_with_a_merge_commit_and_is_archived(
-    task: Any, ctx: Context, run_git: Any
+    task: TaskDriver, ctx: Context, run_git: Any
 ) -> None:
     contract = task.to_review_complete("PASS")
     repo = ctx.repo_root
@@ -41,7 +45,7 @@ def test_a_passed_task_merges_with_a_merge_commit_and_is_archived(
     assert archived["history"][-1]["event"] == "pass"
 
 
-def test_finalize_needs_review_complete_with_a_pass(task: Any, ctx: Context) -> None:
+def test_finalize_needs_review_complete_with_a_pass(task: TaskDriver, ctx: Context) -> None:
     task.to_judge_review()
     with pytest.raises(WrongState, match="finalize-task needs the task in review_complete"):
         finalize_task(ctx)
@@ -53,7 +57,7 @@ def test_finalize_needs_review_complete_with_a_pass(task: Any, ctx: Context) -> 
 
 
 def test_finalize_refuses_uncommitted_changes_but_not_untracked_build_output(
-    task: Any, ctx: Context, run_git: Any
+    task: TaskDriver, ctx: Context, run_git: Any
 ) -> None:
     task.to_review_complete("PASS")
     (ctx.repo_root / "build.out").write_text("artefact\n", encoding="utf-8")
@@ -65,7 +69,7 @@ def test_finalize_refuses_uncommitted_changes_but_not_untracked_build_output(
     assert finalize_task(ctx).to_state == "merged"
 
 
-def _conflicting_base(task: Any, ctx: Context, run_git: Any) -> dict[str, Any]:
+def _conflicting_base(task: TaskDriver, ctx: Context, run_git: Any) -> dict[str, Any]:
     contract = task.to_review_complete("PASS")
     repo = ctx.repo_root
     run_git(repo, "checkout", "-q", "main")
@@ -76,7 +80,7 @@ def _conflicting_base(task: Any, ctx: Context, run_git: Any) -> dict[str, Any]:
 
 
 def test_a_merge_conflict_halts_with_git_conflict_and_leaves_both_branches_and_the_base_intact(
-    task: Any, ctx: Context, run_git: Any
+    task: TaskDriver, ctx: Context, run_git: Any
 ) -> None:
     contract = _conflicting_base(task, ctx, run_git)
     repo = ctx.repo_root
@@ -97,7 +101,7 @@ def test_a_merge_conflict_halts_with_git_conflict_and_leaves_both_branches_and_t
 
 
 def test_after_a_person_resolves_the_conflict_resume_and_finalize_merge(
-    task: Any, ctx: Context, run_git: Any
+    task: TaskDriver, ctx: Context, run_git: Any
 ) -> None:
     contract = _conflicting_base(task, ctx, run_git)
     finalize_task(ctx)

@@ -4,13 +4,17 @@ timeout and rebuttals."""
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from hub.errors import ContractInvalid, TaskHalted, WrongState, exit_code_for
 from hub.phases.context import Context
 from hub.phases.judge import rebut, report_judge, timeout_judge
+
+if TYPE_CHECKING:
+    # The fixtures' types (tests/conftest.py); pytest loads conftest, tests never import it.
+    from conftest import TaskDriver
 
 ISSUE = {
     "id": "B1",
@@ -26,7 +30,7 @@ def events(contract: dict[str, Any]) -> list[str]:
     return [entry["event"] for entry in contract["history"]]
 
 
-def test_entering_judge_review_writes_a_review_request_with_requirements_and_diff(task: Any) -> None:
+def test_entering_judge_review_writes_a_review_request_with_requirements_and_diff(task: TaskDriver) -> None:
     contract = task.to_judge_review()
     assert contract["status"] == "pending_judge_review"
     text = task.hand.review_request.read_text(encoding="utf-8")
@@ -36,7 +40,7 @@ def test_entering_judge_review_writes_a_review_request_with_requirements_and_dif
 
 
 def test_a_pass_verdict_from_pending_judge_review_claims_the_request_and_completes_the_review(
-    task: Any, ctx: Context
+    task: TaskDriver, ctx: Context
 ) -> None:
     task.to_judge_review()
     task.judge_report("PASS", usage={"prompt_tokens": 1200, "completion_tokens": 300, "model": "judge:1"})
@@ -61,7 +65,9 @@ def test_a_pass_verdict_from_pending_judge_review_claims_the_request_and_complet
     assert any(name.endswith("-review-request.md") for name in kept)
 
 
-def test_a_markdown_report_with_a_verdict_line_is_read_when_there_is_no_json(task: Any, ctx: Context) -> None:
+def test_a_markdown_report_with_a_verdict_line_is_read_when_there_is_no_json(
+    task: TaskDriver, ctx: Context
+) -> None:
     task.to_judge_review()
     task.judge_report("FAIL", [ISSUE], markdown=True)
     report_judge(ctx)
@@ -72,7 +78,7 @@ def test_a_markdown_report_with_a_verdict_line_is_read_when_there_is_no_json(tas
 
 
 def test_a_fail_sends_the_task_back_with_its_blocking_issues_and_the_next_attempt(
-    task: Any, ctx: Context
+    task: TaskDriver, ctx: Context
 ) -> None:
     task.to_judge_review()
     task.judge_report("FAIL", [ISSUE])
@@ -86,7 +92,7 @@ def test_a_fail_sends_the_task_back_with_its_blocking_issues_and_the_next_attemp
     assert contract["history"][-1]["attempt"] == 2
 
 
-def test_a_conditional_verdict_is_rework_too(task: Any, ctx: Context) -> None:
+def test_a_conditional_verdict_is_rework_too(task: TaskDriver, ctx: Context) -> None:
     task.to_judge_review()
     task.judge_report("CONDITIONAL", [ISSUE])
     report_judge(ctx)
@@ -96,7 +102,7 @@ def test_a_conditional_verdict_is_rework_too(task: Any, ctx: Context) -> None:
 
 
 def test_critical_halt_stops_the_task_for_a_person_with_exit_4_and_a_halt_file(
-    task: Any, ctx: Context
+    task: TaskDriver, ctx: Context
 ) -> None:
     task.to_judge_review()
     task.judge_report("CRITICAL_HALT", [{**ISSUE, "description": "deletes the database"}])
@@ -110,7 +116,7 @@ def test_critical_halt_stops_the_task_for_a_person_with_exit_4_and_a_halt_file(
     assert "hub resume --to review_complete" in halt
 
 
-def test_review_cycles_over_the_limit_halt_instead_of_another_rework(task: Any, ctx: Context) -> None:
+def test_review_cycles_over_the_limit_halt_instead_of_another_rework(task: TaskDriver, ctx: Context) -> None:
     task.new()
     contract = task.contract()
     contract["limits"]["max_review_cycles"] = 2
@@ -132,7 +138,7 @@ def test_review_cycles_over_the_limit_halt_instead_of_another_rework(task: Any, 
 
 
 def test_an_unknown_verdict_is_refused_naming_the_file_and_field_and_changes_nothing(
-    task: Any, ctx: Context, snapshot: Any
+    task: TaskDriver, ctx: Context, snapshot: Any
 ) -> None:
     task.to_judge_review()
     report = task.judge_report("SHIP_IT")
@@ -148,7 +154,7 @@ def test_an_unknown_verdict_is_refused_naming_the_file_and_field_and_changes_not
     }
 
 
-def test_a_malformed_judge_report_is_refused_naming_the_file(task: Any, ctx: Context) -> None:
+def test_a_malformed_judge_report_is_refused_naming_the_file(task: TaskDriver, ctx: Context) -> None:
     task.to_judge_review()
     task.hand.judge_report_json.write_text('{"verdict": "PASS",', encoding="utf-8")
     with pytest.raises(ContractInvalid, match=r"JUDGE_REPORT\.json: \$: not valid JSON"):
@@ -156,13 +162,13 @@ def test_a_malformed_judge_report_is_refused_naming_the_file(task: Any, ctx: Con
     assert task.contract()["status"] == "pending_judge_review"
 
 
-def test_report_judge_without_a_report_says_where_it_looked(task: Any, ctx: Context) -> None:
+def test_report_judge_without_a_report_says_where_it_looked(task: TaskDriver, ctx: Context) -> None:
     task.to_judge_review()
     with pytest.raises(ContractInvalid, match=r"no JUDGE_REPORT\.json or JUDGE_REPORT\.md in"):
         report_judge(ctx)
 
 
-def test_report_judge_before_the_review_is_requested_is_a_wrong_state(task: Any, ctx: Context) -> None:
+def test_report_judge_before_the_review_is_requested_is_a_wrong_state(task: TaskDriver, ctx: Context) -> None:
     task.new()
     task.judge_report("PASS")
     with pytest.raises(WrongState, match="report-judge needs the task in") as caught:
@@ -170,7 +176,7 @@ def test_report_judge_before_the_review_is_requested_is_a_wrong_state(task: Any,
     assert exit_code_for(caught.value) == 3
 
 
-def test_timeout_judge_before_the_deadline_is_refused(task: Any, ctx: Context, clock: Any) -> None:
+def test_timeout_judge_before_the_deadline_is_refused(task: TaskDriver, ctx: Context, clock: Any) -> None:
     task.to_judge_review()
     clock.advance(minutes=60)  # exactly at the deadline: not past it
     with pytest.raises(WrongState, match="is not past its deadline"):
@@ -178,7 +184,9 @@ def test_timeout_judge_before_the_deadline_is_refused(task: Any, ctx: Context, c
     assert task.contract()["status"] == "pending_judge_review"
 
 
-def test_timeout_judge_after_the_deadline_halts_the_review(task: Any, ctx: Context, clock: Any) -> None:
+def test_timeout_judge_after_the_deadline_halts_the_review(
+    task: TaskDriver, ctx: Context, clock: Any
+) -> None:
     task.to_judge_review()
     clock.advance(minutes=60, seconds=1)
     outcome = timeout_judge(ctx)
@@ -190,7 +198,7 @@ def test_timeout_judge_after_the_deadline_halts_the_review(task: Any, ctx: Conte
 
 
 def test_a_rebuttal_of_a_fail_goes_back_to_the_judge_with_the_rebuttal_in_the_request(
-    task: Any, ctx: Context
+    task: TaskDriver, ctx: Context
 ) -> None:
     task.to_judge_review()
     task.judge_report("FAIL", [ISSUE])
@@ -205,7 +213,7 @@ def test_a_rebuttal_of_a_fail_goes_back_to_the_judge_with_the_rebuttal_in_the_re
     assert "The comma is there: see line 2." in task.hand.review_request.read_text(encoding="utf-8")
 
 
-def test_rebuttals_over_max_rebuttals_halt(task: Any, ctx: Context) -> None:
+def test_rebuttals_over_max_rebuttals_halt(task: TaskDriver, ctx: Context) -> None:
     task.new()
     contract = task.contract()
     contract["limits"]["max_rebuttals"] = 1
@@ -224,7 +232,7 @@ def test_rebuttals_over_max_rebuttals_halt(task: Any, ctx: Context) -> None:
     assert contract["breaker"]["trigger"] == "rebuttal_limit"
 
 
-def test_a_rebuttal_needs_a_fail_to_answer_and_some_text(task: Any, ctx: Context) -> None:
+def test_a_rebuttal_needs_a_fail_to_answer_and_some_text(task: TaskDriver, ctx: Context) -> None:
     task.to_judge_review()
     task.judge_report("FAIL", [ISSUE])
     report_judge(ctx)
@@ -237,7 +245,7 @@ def test_a_rebuttal_needs_a_fail_to_answer_and_some_text(task: Any, ctx: Context
         rebut(ctx, "but why")
 
 
-def test_a_halted_task_refuses_report_judge_with_exit_4(task: Any, ctx: Context) -> None:
+def test_a_halted_task_refuses_report_judge_with_exit_4(task: TaskDriver, ctx: Context) -> None:
     task.to_judge_review()
     task.judge_report("CRITICAL_HALT")
     report_judge(ctx)
@@ -250,7 +258,7 @@ def test_a_halted_task_refuses_report_judge_with_exit_4(task: Any, ctx: Context)
 # --- a report-judge killed between two of its transitions ------------------------------------------------
 
 
-def _killed_after_judge_complete(task: Any, verdict: str) -> None:
+def _killed_after_judge_complete(task: TaskDriver, verdict: str) -> None:
     """What a SIGKILL after `judge_complete` was saved, and before the verdict's own edge, leaves."""
     task.to_judge_review()
     contract = task.record("review_started", "judge_complete")
@@ -261,7 +269,7 @@ def _killed_after_judge_complete(task: Any, verdict: str) -> None:
 
 
 def test_a_fail_interrupted_after_judge_complete_is_finished_by_the_next_report_judge(
-    task: Any, ctx: Context
+    task: TaskDriver, ctx: Context
 ) -> None:
     _killed_after_judge_complete(task, "FAIL")
     report_judge(ctx)
@@ -271,21 +279,21 @@ def test_a_fail_interrupted_after_judge_complete_is_finished_by_the_next_report_
 
 
 def test_a_critical_halt_interrupted_after_judge_complete_halts_on_the_next_report_judge(
-    task: Any, ctx: Context
+    task: TaskDriver, ctx: Context
 ) -> None:
     _killed_after_judge_complete(task, "CRITICAL_HALT")
     assert report_judge(ctx).exit_code == 4
     assert task.contract()["breaker"]["trigger"] == "critical_halt"
 
 
-def test_report_judge_after_a_pass_points_at_finalize(task: Any, ctx: Context) -> None:
+def test_report_judge_after_a_pass_points_at_finalize(task: TaskDriver, ctx: Context) -> None:
     task.to_review_complete("PASS")
     with pytest.raises(WrongState, match="finalize-task"):
         report_judge(ctx)
 
 
 def test_a_timeout_interrupted_before_its_escalation_is_finished_by_the_next_timeout_judge(
-    task: Any, ctx: Context, clock: Any
+    task: TaskDriver, ctx: Context, clock: Any
 ) -> None:
     task.to_judge_review()
     task.record("review_started", "timeout")

@@ -9,7 +9,7 @@ import shlex
 import sys
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -20,6 +20,10 @@ from hub.phases.context import Context
 from hub.phases.judge_runner import extract_report, read_review_request, run_judge, submit_verdict
 from hub.provenance import read_records
 from hub.workers.base import ChatRequest, Generation, Health
+
+if TYPE_CHECKING:
+    # The fixtures' types (tests/conftest.py); pytest loads conftest, tests never import it.
+    from conftest import HubRunner, TaskDriver
 
 WRITE_PASS = """
 import json, os, sys
@@ -53,7 +57,7 @@ def with_judge(
     return Context(config, clock=ctx.clock, worker_factory=factory)
 
 
-def set_judge_minutes(task: Any, minutes: float) -> None:
+def set_judge_minutes(task: TaskDriver, minutes: float) -> None:
     contract = task.contract()
     contract["limits"]["timeout_minutes"]["judge"] = minutes
     contract_mod.save(task.hand.contract, contract, task.ctx.clock())
@@ -88,6 +92,9 @@ class FakeJudgeModel:
             raise self.answer
         return Generation(text=self.answer, model=request.model, prompt_tokens=900, completion_tokens=60)
 
+    def list_models(self) -> list[str]:
+        return []
+
     def check_health(self, models: list[str]) -> Health:
         return Health(ok=True)
 
@@ -95,7 +102,7 @@ class FakeJudgeModel:
         self.closed = True
 
 
-def test_a_command_judge_that_writes_pass_is_applied(ctx: Context, task: Any, tmp_path: Path) -> None:
+def test_a_command_judge_that_writes_pass_is_applied(ctx: Context, task: TaskDriver, tmp_path: Path) -> None:
     task.to_judge_review()
     judged = with_judge(ctx, command=python_command(tmp_path, "judge.py", WRITE_PASS))
 
@@ -117,7 +124,7 @@ def test_a_command_judge_that_writes_pass_is_applied(ctx: Context, task: Any, tm
 
 
 def test_a_judge_printing_its_report_is_applied_and_the_task_goes_back(
-    ctx: Context, task: Any, tmp_path: Path
+    ctx: Context, task: TaskDriver, tmp_path: Path
 ) -> None:
     task.to_judge_review()
 
@@ -130,7 +137,7 @@ def test_a_judge_printing_its_report_is_applied_and_the_task_goes_back(
 
 
 def test_a_judge_that_times_out_halts_the_task_and_leaves_no_process_behind(
-    ctx: Context, task: Any, tmp_path: Path
+    ctx: Context, task: TaskDriver, tmp_path: Path
 ) -> None:
     task.to_judge_review()
     set_judge_minutes(task, 0.01)
@@ -147,7 +154,7 @@ def test_a_judge_that_times_out_halts_the_task_and_leaves_no_process_behind(
     assert exited_within(int(pid_file.read_text(encoding="utf-8")), seconds=5.0)
 
 
-def test_hub_run_judge_exits_4_when_the_judge_times_out(task: Any, hub: Any) -> None:
+def test_hub_run_judge_exits_4_when_the_judge_times_out(task: TaskDriver, hub: HubRunner) -> None:
     task.to_judge_review()
     set_judge_minutes(task, 0.01)
 
@@ -158,7 +165,9 @@ def test_hub_run_judge_exits_4_when_the_judge_times_out(task: Any, hub: Any) -> 
     assert task.contract()["status"] == "erik_consultation"
 
 
-def test_a_failing_judge_returns_the_request_and_halts_after_three_failures(ctx: Context, task: Any) -> None:
+def test_a_failing_judge_returns_the_request_and_halts_after_three_failures(
+    ctx: Context, task: TaskDriver
+) -> None:
     task.to_judge_review()
     judged = with_judge(ctx, command="echo 'no credits left' >&2; exit 2")
 
@@ -175,7 +184,7 @@ def test_a_failing_judge_returns_the_request_and_halts_after_three_failures(ctx:
 
 
 def test_a_report_already_waiting_is_applied_without_running_the_judge(
-    ctx: Context, task: Any, tmp_path: Path
+    ctx: Context, task: TaskDriver, tmp_path: Path
 ) -> None:
     task.to_judge_review()
     task.judge_report("PASS")
@@ -187,7 +196,7 @@ def test_a_report_already_waiting_is_applied_without_running_the_judge(
     assert not never.exists()
 
 
-def test_a_model_judge_answer_after_a_think_block_is_applied(ctx: Context, task: Any) -> None:
+def test_a_model_judge_answer_after_a_think_block_is_applied(ctx: Context, task: TaskDriver) -> None:
     task.to_judge_review()
     model = FakeJudgeModel(
         '<think>Is {"verdict": "FAIL"} right? No.</think>\nVerdict below.\n```json\n'
@@ -204,7 +213,7 @@ def test_a_model_judge_answer_after_a_think_block_is_applied(ctx: Context, task:
     assert (cost["tokens_in"], cost["tokens_out"]) == (900, 60)
 
 
-def test_a_model_judge_that_runs_out_of_time_halts(ctx: Context, task: Any) -> None:
+def test_a_model_judge_that_runs_out_of_time_halts(ctx: Context, task: TaskDriver) -> None:
     task.to_judge_review()
     model = FakeJudgeModel(WorkerTimeout("total", 60.0, partial_text='{"verd'))
 
@@ -214,7 +223,7 @@ def test_a_model_judge_that_runs_out_of_time_halts(ctx: Context, task: Any) -> N
     assert task.contract()["breaker"]["trigger"] == "judge_timeout"
 
 
-def test_a_model_judge_that_answers_without_a_report_is_asked_again(ctx: Context, task: Any) -> None:
+def test_a_model_judge_that_answers_without_a_report_is_asked_again(ctx: Context, task: TaskDriver) -> None:
     task.to_judge_review()
     model = FakeJudgeModel("Looks good to me!")
 
@@ -224,7 +233,7 @@ def test_a_model_judge_that_answers_without_a_report_is_asked_again(ctx: Context
     assert "not a report" in outcome.message
 
 
-def test_run_judge_without_a_judge_says_how_to_configure_one(ctx: Context, task: Any) -> None:
+def test_run_judge_without_a_judge_says_how_to_configure_one(ctx: Context, task: TaskDriver) -> None:
     from hub.errors import ConfigError
 
     task.to_judge_review()
@@ -253,7 +262,7 @@ def test_extract_report_refuses_answers_without_a_valid_report() -> None:
         extract_report('{"verdict": "MAYBE"}')
 
 
-def test_an_agent_reads_the_request_and_submits_a_verdict(ctx: Context, task: Any) -> None:
+def test_an_agent_reads_the_request_and_submits_a_verdict(ctx: Context, task: TaskDriver) -> None:
     with pytest.raises(WrongState, match="no active task"):
         read_review_request(ctx)
     task.to_judge_review()
@@ -266,7 +275,7 @@ def test_an_agent_reads_the_request_and_submits_a_verdict(ctx: Context, task: An
     assert not ctx.handoff.judge_report_json.exists()
 
 
-def test_an_invalid_or_untimely_verdict_writes_nothing(ctx: Context, task: Any, snapshot: Any) -> None:
+def test_an_invalid_or_untimely_verdict_writes_nothing(ctx: Context, task: TaskDriver, snapshot: Any) -> None:
     task.new()
     before = snapshot(ctx.handoff.dir)
     with pytest.raises(WrongState, match="not waiting for a verdict"):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -11,9 +11,13 @@ from hub.errors import TaskHalted
 from hub.phases.context import Context
 from hub.phases.next import run_next
 
+if TYPE_CHECKING:
+    # The fixtures' types (tests/conftest.py); pytest loads conftest, tests never import it.
+    from conftest import TaskDriver
+
 
 def test_nothing_due_while_waiting_for_the_judge_is_exit_0_and_changes_nothing(
-    task: Any, ctx: Context
+    task: TaskDriver, ctx: Context
 ) -> None:
     task.to_judge_review()
     before = task.hand.contract.read_bytes()
@@ -23,20 +27,20 @@ def test_nothing_due_while_waiting_for_the_judge_is_exit_0_and_changes_nothing(
     assert task.hand.contract.read_bytes() == before
 
 
-def test_next_sets_up_a_new_task(task: Any, ctx: Context) -> None:
+def test_next_sets_up_a_new_task(task: TaskDriver, ctx: Context) -> None:
     task.new()
     outcome = run_next(ctx)
     assert outcome.data["ran"] == "setup-task"
     assert task.contract()["git"]["task_branch"] is not None
 
 
-def test_next_finalizes_a_passed_task(task: Any, ctx: Context) -> None:
+def test_next_finalizes_a_passed_task(task: TaskDriver, ctx: Context) -> None:
     task.to_review_complete("PASS")
     outcome = run_next(ctx)
     assert (outcome.data["ran"], outcome.to_state) == ("finalize-task", "merged")
 
 
-def test_next_times_out_a_review_past_its_deadline(task: Any, ctx: Context, clock: Any) -> None:
+def test_next_times_out_a_review_past_its_deadline(task: TaskDriver, ctx: Context, clock: Any) -> None:
     task.to_judge_review()
     clock.advance(hours=2)
     outcome = run_next(ctx)
@@ -44,7 +48,7 @@ def test_next_times_out_a_review_past_its_deadline(task: Any, ctx: Context, cloc
 
 
 def test_next_finishes_a_verdict_a_killed_report_judge_recorded_but_did_not_apply(
-    task: Any, ctx: Context
+    task: TaskDriver, ctx: Context
 ) -> None:
     task.to_judge_review()
     contract = task.record("review_started", "judge_complete")
@@ -54,7 +58,7 @@ def test_next_finishes_a_verdict_a_killed_report_judge_recorded_but_did_not_appl
     assert (outcome.data["ran"], outcome.to_state) == ("report-judge", "pending_implementer")
 
 
-def test_next_refuses_a_halted_task(task: Any, ctx: Context) -> None:
+def test_next_refuses_a_halted_task(task: TaskDriver, ctx: Context) -> None:
     task.to_judge_review()
     task.judge_report("CRITICAL_HALT")
     from hub.phases.judge import report_judge
@@ -64,7 +68,7 @@ def test_next_refuses_a_halted_task(task: Any, ctx: Context) -> None:
         run_next(ctx)
 
 
-def test_next_does_nothing_for_a_merged_task_left_in_place(task: Any, ctx: Context) -> None:
+def test_next_does_nothing_for_a_merged_task_left_in_place(task: TaskDriver, ctx: Context) -> None:
     task.new()
     contract = task.contract()
     contract["status"] = "merged"

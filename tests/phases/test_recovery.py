@@ -15,7 +15,7 @@ import time
 from collections.abc import Mapping
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -29,8 +29,14 @@ from hub.phases.context import Context, running
 from hub.phases.judge import report_judge
 from hub.phases.setup import setup_task
 
+if TYPE_CHECKING:
+    # The fixtures' types (tests/conftest.py); pytest loads conftest, tests never import it.
+    from conftest import TaskDriver
 
-def left_in_implementation(task: Any, ctx: Context, holder: str | None = None, minutes: float = 30) -> None:
+
+def left_in_implementation(
+    task: TaskDriver, ctx: Context, holder: str | None = None, minutes: float = 30
+) -> None:
     """A run-implementer that died mid-way: the state says in progress, the tree holds half its work."""
     task.new()
     task.setup()
@@ -46,7 +52,7 @@ def left_in_implementation(task: Any, ctx: Context, holder: str | None = None, m
 
 
 def test_the_next_command_records_interrupted_and_stashes_the_dead_phases_work(
-    task: Any, ctx: Context, run_git: Any
+    task: TaskDriver, ctx: Context, run_git: Any
 ) -> None:
     left_in_implementation(task, ctx)
     with running(ctx, "probe", {PENDING_IMPLEMENTER}) as run:
@@ -66,7 +72,7 @@ def test_the_next_command_records_interrupted_and_stashes_the_dead_phases_work(
     assert (repo / "src/helper.py").read_text(encoding="utf-8") == "# new file\n"
 
 
-def test_recovery_happens_even_when_the_phase_then_refuses_the_state(task: Any, ctx: Context) -> None:
+def test_recovery_happens_even_when_the_phase_then_refuses_the_state(task: TaskDriver, ctx: Context) -> None:
     left_in_implementation(task, ctx)
     with pytest.raises(Exception, match="set up already"):
         setup_task(ctx)
@@ -74,7 +80,7 @@ def test_recovery_happens_even_when_the_phase_then_refuses_the_state(task: Any, 
 
 
 def test_a_lease_held_on_another_host_is_respected_until_it_expires(
-    task: Any, ctx: Context, clock: Any
+    task: TaskDriver, ctx: Context, clock: Any
 ) -> None:
     left_in_implementation(task, ctx, holder="other-host:4242", minutes=30)
     with (
@@ -89,7 +95,7 @@ def test_a_lease_held_on_another_host_is_respected_until_it_expires(
     assert task.contract()["history"][-1]["event"] == "interrupted"
 
 
-def test_three_interruptions_in_a_row_trip_the_breaker(task: Any, ctx: Context) -> None:
+def test_three_interruptions_in_a_row_trip_the_breaker(task: TaskDriver, ctx: Context) -> None:
     task.new()
     task.setup()
     for _ in range(3):
@@ -103,7 +109,7 @@ def test_three_interruptions_in_a_row_trip_the_breaker(task: Any, ctx: Context) 
 
 
 def test_a_dead_judge_review_goes_back_to_pending_and_report_judge_then_applies_the_verdict(
-    task: Any, ctx: Context
+    task: TaskDriver, ctx: Context
 ) -> None:
     task.to_judge_review()
     task.record("review_started")
@@ -211,7 +217,7 @@ def assert_consistent(hand: Any) -> dict[str, Any]:
 
 
 def test_report_judge_killed_at_random_moments_is_finished_by_one_more_report_judge(
-    task: Any, ctx: Context
+    task: TaskDriver, ctx: Context
 ) -> None:
     task.to_judge_review()
     task.judge_report("FAIL", [{"description": "no comma"}])
@@ -251,7 +257,7 @@ def test_report_judge_killed_at_random_moments_is_finished_by_one_more_report_ju
 
 
 def test_setup_task_killed_at_random_moments_is_finished_by_one_more_setup_task(
-    task: Any, ctx: Context, run_git: Any
+    task: TaskDriver, ctx: Context, run_git: Any
 ) -> None:
     task_id = task.new()
     repo = ctx.repo_root

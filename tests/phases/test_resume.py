@@ -4,7 +4,7 @@ every other phase."""
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -14,15 +14,19 @@ from hub.phases.finalize import finalize_task, resume
 from hub.phases.judge import report_judge
 from hub.phases.setup import setup_task
 
+if TYPE_CHECKING:
+    # The fixtures' types (tests/conftest.py); pytest loads conftest, tests never import it.
+    from conftest import TaskDriver
 
-def halted(task: Any, ctx: Context) -> dict[str, Any]:
+
+def halted(task: TaskDriver, ctx: Context) -> dict[str, Any]:
     task.to_judge_review()
     task.judge_report("CRITICAL_HALT", [{"description": "secrets in the diff"}])
     report_judge(ctx)
     return task.contract()
 
 
-def test_resume_clears_the_halt_and_moves_the_task_to_the_named_state(task: Any, ctx: Context) -> None:
+def test_resume_clears_the_halt_and_moves_the_task_to_the_named_state(task: TaskDriver, ctx: Context) -> None:
     before = halted(task, ctx)
     outcome = resume(ctx, "pending_judge_review", "removed the secret by hand")
     contract = task.contract()
@@ -40,7 +44,7 @@ def test_resume_clears_the_halt_and_moves_the_task_to_the_named_state(task: Any,
     assert len(kept) == 1
 
 
-def test_resuming_to_the_implementer_starts_the_next_attempt(task: Any, ctx: Context) -> None:
+def test_resuming_to_the_implementer_starts_the_next_attempt(task: TaskDriver, ctx: Context) -> None:
     halted(task, ctx)
     resume(ctx, "pending_implementer")
     contract = task.contract()
@@ -49,7 +53,7 @@ def test_resuming_to_the_implementer_starts_the_next_attempt(task: Any, ctx: Con
 
 
 def test_resume_clears_the_stall_and_interruption_counters_but_keeps_review_cycles(
-    task: Any, ctx: Context
+    task: TaskDriver, ctx: Context
 ) -> None:
     halted(task, ctx)
     contract = task.contract()
@@ -61,7 +65,7 @@ def test_resume_clears_the_stall_and_interruption_counters_but_keeps_review_cycl
 
 @pytest.mark.parametrize("target", ["implementation_in_progress", "merged", "erik_consultation", "nowhere"])
 def test_resume_refuses_a_state_a_person_cannot_name_and_changes_nothing(
-    task: Any, ctx: Context, target: str
+    task: TaskDriver, ctx: Context, target: str
 ) -> None:
     halted(task, ctx)
     before = task.hand.contract.read_bytes()
@@ -71,14 +75,16 @@ def test_resume_refuses_a_state_a_person_cannot_name_and_changes_nothing(
     assert task.hand.halt_report.exists()
 
 
-def test_resume_when_nothing_is_halted_is_a_wrong_state(task: Any, ctx: Context) -> None:
+def test_resume_when_nothing_is_halted_is_a_wrong_state(task: TaskDriver, ctx: Context) -> None:
     task.new()
     with pytest.raises(WrongState, match="resume needs the task in erik_consultation") as caught:
         resume(ctx, "pending_implementer")
     assert exit_code_for(caught.value) == 3
 
 
-def test_a_halted_task_refuses_other_phases_with_exit_4_naming_the_halt_file(task: Any, ctx: Context) -> None:
+def test_a_halted_task_refuses_other_phases_with_exit_4_naming_the_halt_file(
+    task: TaskDriver, ctx: Context
+) -> None:
     halted(task, ctx)
     for phase in (setup_task, finalize_task, report_judge):
         with pytest.raises(TaskHalted) as caught:

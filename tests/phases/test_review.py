@@ -156,6 +156,8 @@ def test_a_warning_rule_finding_is_shown_to_the_reviewer_and_the_judge(pipe: Pip
 
 
 def test_a_syntax_error_is_a_major_issue_for_the_judge(pipe: Pipeline) -> None:
+    # The implementer never breaks a file that parsed (issue 12): this one was broken before the task.
+    pipe.commit("a broken start", {"src/app.py": "def greet(name:\n    return 'hello ' + name\n"})
     implemented(pipe, "def greet(name:\n    return 'hello, ' + name\n")
     pipe.fake.script(REV, PASS_REVIEW)
 

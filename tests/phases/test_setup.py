@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -12,6 +12,10 @@ from hub.config import load_config
 from hub.errors import DirtyWorkTree, GitError, WrongState
 from hub.phases.context import Context
 from hub.phases.setup import init, setup_task
+
+if TYPE_CHECKING:
+    # The fixtures' types (tests/conftest.py); pytest loads conftest, tests never import it.
+    from conftest import TaskDriver
 
 
 def test_init_creates_the_handoff_folder_a_default_config_and_excludes_the_folder(
@@ -31,7 +35,7 @@ def test_init_creates_the_handoff_folder_a_default_config_and_excludes_the_folde
     assert again.message == f"initialised {repo / '_handoff'}"
 
 
-def test_new_writes_a_pending_contract_with_roles_from_config(task: Any, ctx: Context) -> None:
+def test_new_writes_a_pending_contract_with_roles_from_config(task: TaskDriver, ctx: Context) -> None:
     task_id = task.new(title="Greet politely", source_files=["src/util.py"])
     contract = task.contract()
     assert contract["task_id"] == task_id
@@ -42,7 +46,7 @@ def test_new_writes_a_pending_contract_with_roles_from_config(task: Any, ctx: Co
     assert contract["limits"]["max_changed_files"] == ctx.config.max_changed_files
 
 
-def test_new_refuses_to_overwrite_an_active_task(task: Any) -> None:
+def test_new_refuses_to_overwrite_an_active_task(task: TaskDriver) -> None:
     task.new()
     before = task.hand.contract.read_bytes()
     with pytest.raises(WrongState, match="is still active \\(pending_implementer\\)"):
@@ -50,7 +54,7 @@ def test_new_refuses_to_overwrite_an_active_task(task: Any) -> None:
     assert task.hand.contract.read_bytes() == before
 
 
-def test_new_refuses_to_overwrite_an_unreadable_contract(task: Any) -> None:
+def test_new_refuses_to_overwrite_an_unreadable_contract(task: TaskDriver) -> None:
     task.hand.ensure()
     task.hand.contract.write_text("{not json", encoding="utf-8")
     with pytest.raises(WrongState, match="exists and is not a valid contract"):
@@ -59,7 +63,7 @@ def test_new_refuses_to_overwrite_an_unreadable_contract(task: Any) -> None:
 
 
 def test_setup_creates_the_task_branch_from_the_current_branch_and_records_it(
-    task: Any, ctx: Context, run_git: Any
+    task: TaskDriver, ctx: Context, run_git: Any
 ) -> None:
     task_id = task.new()
     base_commit = run_git(ctx.repo_root, "rev-parse", "main")
@@ -75,7 +79,7 @@ def test_setup_creates_the_task_branch_from_the_current_branch_and_records_it(
     assert contract["status"] == "pending_implementer" and contract["history"] == []
 
 
-def test_setup_takes_an_explicit_base_branch(task: Any, ctx: Context, run_git: Any) -> None:
+def test_setup_takes_an_explicit_base_branch(task: TaskDriver, ctx: Context, run_git: Any) -> None:
     run_git(ctx.repo_root, "branch", "develop")
     run_git(ctx.repo_root, "checkout", "-q", "-b", "elsewhere")
     (ctx.repo_root / "other.txt").write_text("x\n", encoding="utf-8")
@@ -90,7 +94,7 @@ def test_setup_takes_an_explicit_base_branch(task: Any, ctx: Context, run_git: A
 
 
 def test_setup_refuses_a_dirty_tree_naming_the_files_and_changes_nothing(
-    task: Any, ctx: Context, run_git: Any
+    task: TaskDriver, ctx: Context, run_git: Any
 ) -> None:
     task.new()
     (ctx.repo_root / "src/app.py").write_text("edited by hand\n", encoding="utf-8")
@@ -103,28 +107,28 @@ def test_setup_refuses_a_dirty_tree_naming_the_files_and_changes_nothing(
     assert run_git(ctx.repo_root, "branch", "--format=%(refname:short)") == "main"
 
 
-def test_setup_twice_is_refused(task: Any, ctx: Context) -> None:
+def test_setup_twice_is_refused(task: TaskDriver, ctx: Context) -> None:
     task.new()
     task.setup()
     with pytest.raises(WrongState, match="is set up already on task/"):
         setup_task(ctx)
 
 
-def test_setup_on_a_detached_head_asks_for_a_base(task: Any, ctx: Context, run_git: Any) -> None:
+def test_setup_on_a_detached_head_asks_for_a_base(task: TaskDriver, ctx: Context, run_git: Any) -> None:
     run_git(ctx.repo_root, "checkout", "-q", "--detach")
     task.new()
     with pytest.raises(WrongState, match="HEAD is detached"):
         setup_task(ctx)
 
 
-def test_setup_from_a_missing_base_branch_is_a_git_error(task: Any, ctx: Context) -> None:
+def test_setup_from_a_missing_base_branch_is_a_git_error(task: TaskDriver, ctx: Context) -> None:
     task.new()
     with pytest.raises(GitError, match="base branch 'nope' does not exist"):
         setup_task(ctx, "nope")
     assert task.contract()["git"]["task_branch"] is None
 
 
-def test_setup_in_a_later_state_is_refused(task: Any, ctx: Context) -> None:
+def test_setup_in_a_later_state_is_refused(task: TaskDriver, ctx: Context) -> None:
     task.to_judge_review()
     with pytest.raises(WrongState, match="setup-task needs the task in pending_implementer"):
         setup_task(ctx)
@@ -136,7 +140,7 @@ def test_setup_without_a_contract_says_there_is_none(ctx: Context) -> None:
 
 
 def test_a_setup_killed_after_creating_the_branch_is_finished_by_the_next_setup(
-    task: Any, ctx: Context, run_git: Any
+    task: TaskDriver, ctx: Context, run_git: Any
 ) -> None:
     """What a SIGKILL between `git checkout -b` and saving the contract leaves behind."""
     task_id = task.new()

@@ -7,7 +7,7 @@ import socket
 import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -15,6 +15,10 @@ from hub.contract import iso, new_contract
 from hub.handoff import phase_lock
 from hub.phases.context import Context
 from hub.phases.status import due, log_entries, status
+
+if TYPE_CHECKING:
+    # The fixtures' types (tests/conftest.py); pytest loads conftest, tests never import it.
+    from conftest import TaskDriver
 
 NOW = datetime(2026, 5, 1, 12, 0, 0, tzinfo=UTC)
 
@@ -71,7 +75,7 @@ def test_status_without_a_task_says_so(ctx: Context) -> None:
 
 
 def test_status_shows_state_attempt_branch_last_three_transitions_and_what_runs_next(
-    task: Any, ctx: Context
+    task: TaskDriver, ctx: Context
 ) -> None:
     contract = task.to_judge_review()
     doc = status(ctx)
@@ -84,7 +88,7 @@ def test_status_shows_state_attempt_branch_last_three_transitions_and_what_runs_
     assert doc["breaker"]["status"] == "closed"
 
 
-def test_status_shows_who_holds_the_lock_and_the_halt_file(task: Any, ctx: Context) -> None:
+def test_status_shows_who_holds_the_lock_and_the_halt_file(task: TaskDriver, ctx: Context) -> None:
     task.to_judge_review()
     task.judge_report("CRITICAL_HALT")
     from hub.phases.judge import report_judge
@@ -97,7 +101,7 @@ def test_status_shows_who_holds_the_lock_and_the_halt_file(task: Any, ctx: Conte
     assert doc["breaker"]["trigger"] == "critical_halt"
 
 
-def test_status_changes_nothing(task: Any, ctx: Context, snapshot: Any) -> None:
+def test_status_changes_nothing(task: TaskDriver, ctx: Context, snapshot: Any) -> None:
     task.to_judge_review()
     before = snapshot(ctx.handoff.dir)
     status(ctx)
@@ -105,7 +109,7 @@ def test_status_changes_nothing(task: Any, ctx: Context, snapshot: Any) -> None:
     assert snapshot(ctx.handoff.dir) == before
 
 
-def test_the_log_lists_every_transition_in_order(task: Any, ctx: Context) -> None:
+def test_the_log_lists_every_transition_in_order(task: TaskDriver, ctx: Context) -> None:
     contract = task.to_review_complete("PASS")
     entries = log_entries(ctx)
     assert [e["event"] for e in entries] == [h["event"] for h in contract["history"]]
@@ -113,7 +117,7 @@ def test_the_log_lists_every_transition_in_order(task: Any, ctx: Context) -> Non
     assert [e["event"] for e in log_entries(ctx, "another-task")] == []
 
 
-def test_status_does_not_show_a_killed_phase_as_running(task: Any, ctx: Context) -> None:
+def test_status_does_not_show_a_killed_phase_as_running(task: TaskDriver, ctx: Context) -> None:
     task.new()
     with subprocess.Popen([sys.executable, "-c", "pass"]) as gone:
         gone.wait(timeout=30)

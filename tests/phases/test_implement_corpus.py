@@ -1,0 +1,142 @@
+"""Every case of the edit corpus (tests/edits/corpus/) through `hub run-implementer`, the path a model's
+reply takes in the hub: FakeOllama serves the reply (twice: a refused answer is fed back once), the
+implementer parses, checks and writes it. A case that must be refused leaves no applied edit and says
+why per refused block; a case that must apply leaves exactly the expected files, committed."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hub.testing import Reply
+from hub.testing.corpus import Case, load_cases
+
+from .conftest import IMPL, Pipeline, git
+
+CORPUS = Path(__file__).resolve().parent.parent / "edits" / "corpus"
+CASES = load_cases(CORPUS)
+
+
+def test_the_corpus_has_cases_of_both_kinds_each_with_a_source() -> None:
+    assert len(CASES) >= 40
+    assert any(c.expected is None for c in CASES) and any(c.expected for c in CASES)
+    assert all(c.source for c in CASES)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_corpus_case_through_the_implementer(pipe: Pipeline, case: Case) -> None:
+    pipe.commit("the case's files", case.originals)
+    pipe.fake.script(IMPL, *[Reply(text=case.reply, done_reason=case.done_reason)] * 2)
+    target = next(iter(case.originals), case.allowed[0])
+    pipe.start(target_file=target, allowed_paths=list(case.allowed))
+
+    outcome = pipe.implement()
+
+    diffs = pipe.records("diff")
+    applied = [d for d in diffs if d["outcome"] == "applied"]
+    if case.expected is None:
+        assert outcome.to_state == "pending_implementer", outcome
+        assert applied == [], f"{case.name}: wrote {[d['path'] for d in applied]}"
+        stall = pipe.contract()["handoff_data"]["stalls"][-1]
+        assert stall["reason"] in ("malformed_output", "output_truncated")
+        assert stall["detail"]
+        # Each refusal is on record with its reason, for `hub log --task`.
+        assert diffs and all(d["outcome"].startswith("refused: ") and len(d["outcome"]) > 20 for d in diffs)
+        for path, text in case.originals.items():
+            assert pipe.read(path) == text
+    else:
+        assert outcome.to_state == "pending_local_review", pipe.contract()["handoff_data"].get("stalls")
+        branch = pipe.contract()["git"]["task_branch"]
+        for path, text in case.expected.items():
+            assert pipe.read(path) == text
+            assert git(pipe.repo, "show", f"{branch}:{path}") == text.rstrip("\n")
+    assert len(pipe.fake.chat_requests(IMPL)) <= 2
+
+
+def test_hub_log_task_says_why_each_block_was_refused(pipe: Pipeline) -> None:
+    case = next(c for c in CASES if c.name == "anchored_middle_invented")
+    pipe.commit("the case's files", case.originals)
+    pipe.fake.script(IMPL, case.reply, case.reply)
+    task_id = pipe.start(target_file="calc.py", allowed_paths=["calc.py"])
+    pipe.implement()
+
+    done = subprocess.run(
+        [sys.executable, "-m", "hub", "log", "--task", task_id],
+        cwd=pipe.repo,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(pipe.repo), "OLLAMA_HOST": pipe.fake.url},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+    assert done.returncode == 0, done.stderr
+    refusals = [line for line in done.stdout.splitlines() if "refused: SEARCH block" in line]
+    assert len(refusals) == 2  # the answer, and the same answer after the feedback
+    assert all("first and last lines match lines 13 and 15" in line for line in refusals)
+    # The feedback told the model which lines it got wrong.
+    assert "self.total += x" in pipe.prompts()[1]
+    report_detail = pipe.contract()["handoff_data"]["stalls"][-1]["detail"]
+    assert "calc.py: a SEARCH block did not match" in report_detail
+
+
+def test_a_cut_off_answer_is_fed_back_and_a_complete_retry_applies(pipe: Pipeline) -> None:
+    case = next(c for c in CASES if c.name == "cut_off_two_file_change")
+    pipe.commit("the case's files", case.originals)
+    complete = case.reply.split("util.py")[0]
+    pipe.fake.script(IMPL, Reply(text=case.reply, done_reason="length"), complete)
+    pipe.start(target_file="calc.py", allowed_paths=list(case.allowed))
+
+    assert pipe.implement().to_state == "pending_local_review"
+
+    assert "return b - a" in pipe.read("calc.py")
+    assert "output_truncated" in pipe.prompts()[1] and "SEARCH/REPLACE" in pipe.prompts()[1]
+    call = pipe.records("model-call")[0]
+    assert call["done_reason"] == "length"
+
+
+def test_stall_report_says_why_each_block_was_refused(pipe: Pipeline) -> None:
+    case = next(c for c in CASES if c.name == "whole_file_rest_of_class_unchanged")
+    pipe.commit("the case's files", case.originals)
+    pipe.fake.script(IMPL, *[case.reply] * 4)
+    pipe.start(target_file="calc.py", allowed_paths=["calc.py"])
+
+    pipe.implement()
+    assert pipe.implement().to_state == "erik_consultation"
+
+    report = pipe.stall_text()
+    assert report.count("placeholder '# ... rest of the class unchanged ...'") == 2
+    assert pipe.read("calc.py") == case.originals["calc.py"]
+
+
+@pytest.mark.parametrize(
+    "name", ["plain_search_replace", "whole_file_rest_of_class_unchanged", "cut_off_two_file_change"]
+)
+def test_corpus_cases_through_the_hub_run_implementer_command(pipe: Pipeline, name: str) -> None:
+    case = next(c for c in CASES if c.name == name)
+    pipe.commit("the case's files", case.originals)
+    pipe.fake.script(IMPL, *[Reply(text=case.reply, done_reason=case.done_reason)] * 2)
+    pipe.start(target_file=next(iter(case.originals)), allowed_paths=list(case.allowed))
+
+    done = subprocess.run(
+        [sys.executable, "-m", "hub", "run-implementer", "--json"],
+        cwd=pipe.repo,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(pipe.repo), "OLLAMA_HOST": pipe.fake.url},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+    assert done.returncode == 0, done.stderr[-2000:]
+    after = {p: pipe.read(p) for p in case.originals}
+    if case.expected is None:
+        assert json.loads(done.stdout)["to"] == "pending_implementer"
+        assert after == case.originals
+    else:
+        assert json.loads(done.stdout)["to"] == "pending_local_review"
+        assert after == {**case.originals, **case.expected}
