@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from hub import breakers, gitops, prompts
 from hub.backlog import notes_for_prompt
 from hub.breakers import Trip
-from hub.contract import Verdict, task_refs
+from hub.contract import Contract, Verdict, task_refs
 from hub.errors import ContextOverflow, WorkerError
 from hub.log import get_logger
 from hub.machine import PENDING_IMPLEMENTER, TIMEOUT_IMPLEMENTER, Event
@@ -281,6 +281,53 @@ class Attempt:
             f"attempt {self.contract['attempt']}: {data['diff_summary']}",
             data={"changed_files": data["changed_files"], "commit": commit},
         )
+
+
+def budget_warning(ctx: Context, contract: Contract) -> str | None:
+    """What `hub new` and `hub setup-task` say when the task's files will not fit the implementer's
+    context with room for its answer, naming the fix; None when they fit."""
+    from hub.workers import budget
+    from hub.workers.bridge import request_for
+
+    run = Run(ctx, contract, "budget")
+    system = prompts.template(ctx.repo_root, "implementer_system").strip()
+    request = request_for(ctx.config, "implementer", build_prompt(run), system)
+    fit = budget.plan(request.prompt, system, request.num_ctx, request.num_predict, scale=request.token_scale)
+    target = contract["specification"].get("target_file")
+    target_path = ctx.repo_root / target if target else None
+    target_tokens = (
+        budget.estimate_tokens(target_path.read_text(encoding="utf-8", errors="replace"), request.token_scale)
+        if target_path is not None and target_path.is_file()
+        else 0
+    )
+    problems = []
+    if not fit.fits:
+        outlined = build_prompt(run, outlines=True)
+        smaller = budget.plan(
+            outlined, system, request.num_ctx, request.num_predict, scale=request.token_scale
+        )
+        then = (
+            "the hub will retry with the other source files as outlines, which fit"
+            if smaller.fits
+            else "even with the other source files as outlines it does not fit"
+        )
+        problems.append(
+            f"the implementer's prompt (~{fit.prompt_tokens} tokens) and its answer ({fit.answer_tokens}) do not "
+            f"fit num_ctx {fit.num_ctx} for {request.model}: {then}"
+        )
+    if target_tokens > fit.answer_tokens:
+        problems.append(
+            f"{target} (~{target_tokens} tokens) is larger than the answer's room ({fit.answer_tokens}): a "
+            "whole-file answer would be cut off"
+        )
+    if not problems:
+        return None
+    return (
+        "; ".join(problems)
+        + ". Fix: name fewer source_files, ask for search/replace edits instead of whole files for large "
+        f"files, or raise models.{request.model}.num_ctx (and roles.implementer.num_predict) in hub.yaml up to "
+        "the model's context_length (`ollama show`)"
+    )
 
 
 def build_prompt(run: Run, outlines: bool = False) -> str:

@@ -513,3 +513,32 @@ def test_an_acceptance_command_past_its_timeout_is_killed_with_its_children(tmp_
     assert result.timed_out and not result.ok
     assert result.seconds < 10
     assert "timed out" in result.feedback()
+
+
+def test_hub_new_and_setup_task_warn_when_the_tasks_files_cannot_fit_naming_the_fix(pipe: Pipeline) -> None:
+    from hub.phases.setup import create, setup_task
+
+    pipe.configure(num_ctx=4096)
+    pipe.commit("a big module", {"src/big.py": BIG_MODULE})
+    fields = {"title": "Big", "requirements": ["do it"], "target_file": "src/big.py", "complexity": "minor"}
+
+    created = create(pipe.ctx, fields)
+    set_up = setup_task(pipe.ctx)
+
+    for outcome in (created, set_up):
+        warning = outcome.data["warning"]
+        assert (
+            "do not fit num_ctx 4096" in warning
+            and "even with the other source files as outlines" in warning
+        )
+        assert "src/big.py (~" in warning and "whole-file answer would be cut off" in warning
+        assert "search/replace" in warning and f"models.{IMPL}.num_ctx" in warning
+        assert "warning: " in outcome.message
+
+
+def test_a_task_that_fits_gets_no_budget_warning(pipe: Pipeline) -> None:
+    from hub.phases.setup import create
+
+    outcome = create(pipe.ctx, {"title": "Small", "requirements": ["x"], "target_file": "src/app.py"})
+
+    assert "warning" not in outcome.data
