@@ -8,10 +8,10 @@
     ├── EditError                  model output could not become file edits, or an edit was refused
     ├── RuleError                  an ast-grep rule is invalid, missing, or the scanner failed
     ├── WorkerError                talking to a model failed
-    │   ├── WorkerUnavailable      the server is unreachable (after retries)
+    │   ├── WorkerUnavailable      an outage: down, restarting, connection reset, 5xx (waited out, then a halt)
     │   ├── ModelNotFound          the server does not have the model
     │   ├── WorkerTimeout          one of the three clocks ran out (also a TimeoutError)
-    │   ├── ContextOverflow        the prompt does not fit the model's num_ctx
+    │   ├── ContextOverflow        the prompt and its answer do not fit the window (deterministic)
     │   ├── MalformedStream        the server sent something that is not its protocol
     │   └── MCPError               an MCP call failed
     │       ├── MCPTimeoutError    the call ran past its timeout (also a TimeoutError)
