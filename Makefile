@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install test lint demo bench clean
+.PHONY: install test lint demo bench install-check clean
 
 install: $(STAMP) node_modules/.installed
 
@@ -30,7 +30,11 @@ lint: install
 	$(BIN)/mypy
 
 demo: install
-	$(BIN)/python scripts/demo.py
+	$(BIN)/python scripts/demo.py $(ARGS)
+
+# pipx / uv tool installs into throwaway homes, then a whole task with the installed hub (needs pipx).
+install-check: install
+	scripts/install_check.sh
 
 bench: install
 	$(BIN)/python bench/run_all.py

@@ -217,7 +217,16 @@ def proposal_to_fields(content: str) -> dict[str, Any]:
             return {k: v for k, v in fields.items() if v not in (None, [])}
     first = next((line for line in text.splitlines() if line.strip()), text)
     title = first.strip().lstrip("#").strip()[:120] or "task"
-    return {"title": title, "requirements": [text]}
+    plain: dict[str, Any] = {"title": title, "requirements": [text]}
+    # `Target: path` / `Source: a.py, b.py` lines count in plain text too: without a target a task
+    # has no file the model may write, and its promotion is blocked.
+    for line in text.splitlines():
+        named = contract_mod.PROPOSAL_FIELD.match(line)
+        if named and named.group(1).lower().startswith("target"):
+            plain["target_file"] = named.group(2).strip().strip("`")
+        elif named and named.group(1).lower().startswith("source"):
+            plain["source_files"] = [v.strip().strip("`") for v in named.group(2).split(",") if v.strip()]
+    return plain
 
 
 def _check_content(content: Any, where: str) -> str:
@@ -403,6 +412,13 @@ def pick_next(doc: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
     return entry, f"priority {entry['priority']}, dependencies merged"
 
 
+def peek_next(hand: Handoff) -> tuple[dict[str, Any] | None, str]:
+    """What `hub next` would promote, without writing anything (for `hub status`)."""
+    doc = _read(hand.backlog, "tasks")
+    refresh(hand, doc, None)
+    return pick_next(doc)
+
+
 def next_task(ctx: Context) -> dict[str, Any]:
     """task-next: `{task, why}`, the proposal `hub next` would promote (task is None when nothing is ready)."""
     entry, why = pick_next(_current(ctx))
@@ -429,16 +445,19 @@ def claim_next(ctx: Context) -> tuple[dict[str, Any] | None, dict[str, Any], str
     return entry, fields, why
 
 
-def settle_claim(ctx: Context, backlog_id: str, task_id: str | None) -> None:
-    """After claim_next: the task it became, or (task_id None: creating it failed) back to proposed."""
+def settle_claim(ctx: Context, backlog_id: str, task_id: str | None, blocked: str | None = None) -> None:
+    """After claim_next: the task it became, or (task_id None: creating it failed) back to proposed, or
+    to blocked with the reason when the proposal itself cannot become a task as written."""
     hand = ctx.handoff
     with _editing(hand, hand.backlog, "tasks") as doc:
         again = _find(doc, backlog_id, str(hand.backlog))
         if task_id is not None:
             again.update(status=IN_PROGRESS, task_id=task_id, updated_at=iso(ctx.clock()))
         elif again["status"] == IN_PROGRESS and again.get("task_id") is None:
-            again["status"] = PROPOSED
+            again["status"] = BLOCKED if blocked else PROPOSED
             again.pop("promoted_at", None)
+            if blocked:
+                again.update(blocked_reason=blocked, updated_at=iso(ctx.clock()))
 
 
 # --- notes ---------------------------------------------------------------------------------------------

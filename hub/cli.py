@@ -55,13 +55,16 @@ def init(state: State) -> None:
     """Create _handoff/ and hub.yaml, and keep _handoff/ out of git."""
     from hub.phases.setup import init as run_init
 
-    finish(run_init(state.context()))
+    finish(run_init(state.context(ready=False)))
 
 
 @cli.command()
 @click.option("--title", help="One line saying what the task is.")
 @click.option("--requirement", "requirements", multiple=True, help="A requirement (repeat).")
-@click.option("--target", help="The file the task changes.")
+@click.option("--target", help="The file the task changes (it must exist, unless --new-file).")
+@click.option(
+    "--new-file", "create_target", is_flag=True, help="The --target file is new: the task creates it."
+)
 @click.option("--source", "sources", multiple=True, help="A file the model should read (repeat).")
 @click.option(
     "--acceptance-command", "commands", multiple=True, help="A shell command that must pass (repeat)."
@@ -94,6 +97,7 @@ def new(
     title: str | None,
     requirements: tuple[str, ...],
     target: str | None,
+    create_target: bool,
     sources: tuple[str, ...],
     commands: tuple[str, ...],
     criteria: tuple[str, ...],
@@ -124,7 +128,7 @@ def new(
     missing = missing_task_field(fields)
     if missing:
         raise click.UsageError(missing)
-    finish(create(state.context(), fields), as_json)
+    finish(create(state.context(), fields, create_target), as_json)
 
 
 @cli.command("setup-task")
@@ -279,6 +283,8 @@ def render_status(doc: dict[str, Any]) -> str:
         lines.append(f"  {entry['timestamp']}  {entry['from']} -[{entry['event']}]-> {entry['to']}")
     if doc["halt_file"]:
         lines.append(f"HALTED   read {doc['halt_file']}")
+    for target, why in (doc.get("resume_targets") or {}).items():
+        lines.append(f"resume   --to {target}: {why}")
     if doc["stall_report"]:
         lines.append(f"STALLED  read {doc['stall_report']}")
     nxt = doc["next"]
@@ -349,11 +355,11 @@ def models(state: State, role: str | None, as_json: bool) -> None:
 @json_option
 @pass_state
 def doctor(state: State, as_json: bool) -> None:
-    """Check git, ast-grep, Ollama, the worker servers and the configured models, with a fix for each failure."""
-    from hub.config import load_config
-    from hub.doctor import render_checks, run_doctor
+    """Check hub.yaml, the repository, git, ast-grep, Ollama, the worker servers and the models, with a fix
+    for each failure."""
+    from hub.doctor import diagnose, render_checks
 
-    checks = run_doctor(load_config(state.repo, state.handoff))
+    checks = diagnose(state.repo, state.handoff)
     ok = all(c.ok for c in checks)
     emit({"ok": ok, "checks": [c.to_dict() for c in checks]}, as_json, render_checks(checks))
     if not ok:
@@ -378,6 +384,7 @@ def mcp_serve(state: State, transport: str, host: str, port: int, token: str | N
     """Serve the hub's tools over MCP: stdio for a client that spawns it, or streamable HTTP at /mcp."""
     from hub.mcp_server import serve
 
+    state.context()  # refuse to serve a repository the tools could not work in
     serve(state.repo, state.handoff, transport, host, port, token)
 
 
@@ -398,6 +405,7 @@ def watch(state: State, poll: bool, interval: float, grace: float) -> None:
     """Run whatever phase is due whenever _handoff/ changes, until SIGINT or SIGTERM."""
     from hub.watch import watch as run_watch
 
+    state.context()  # a bad hub.yaml or an uninitialised repository: say so now, not in every child
     root = click.get_current_context().find_root().params
     level = "DEBUG" if str(root.get("log_level", "")).upper() == "DEBUG" else "WARNING"
     run_watch(

@@ -27,11 +27,18 @@ class State:
         self.repo = (repo or find_repo_root(Path.cwd())).resolve()
         self.handoff = handoff.resolve() if handoff else None
 
-    def context(self) -> Any:
+    def context(self, ready: bool = True) -> Any:
+        """A phase context: hub.yaml checked and, with `ready`, the repository initialised (or exit 1
+        saying what to run, before anything is written)."""
         from hub.config import load_config
         from hub.phases.context import Context
 
-        return Context(load_config(self.repo, self.handoff))
+        config = load_config(self.repo, self.handoff)
+        if ready:
+            from hub.workspace import require_ready
+
+            require_ready(config)
+        return Context(config)
 
 
 pass_state = click.make_pass_decorator(State)

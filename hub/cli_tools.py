@@ -268,12 +268,16 @@ def rules_scan(state: State, paths: tuple[str, ...], no_packaged: bool, as_json:
 def rules_search(
     state: State, query: str, language: str | None, tags: tuple[str, ...], as_json: bool
 ) -> None:
-    """Search the community catalog by words, language and tags."""
-    from hub.rules_catalog import search_community_rules
+    """Search the community catalog (and the rules shipped active) by words, language and tags."""
+    from hub.rules_catalog import search_community_rules, search_packaged_rules
 
     found = search_community_rules(query, language, list(tags), catalog=_catalog(state))
-    text = "\n".join(f"{e['id']:<32} {e['language']:<11} {e['severity']:<8} {e['message']}" for e in found)
-    emit(found, as_json, text or "no matching rules")
+    active = search_packaged_rules(query, language, list(tags))
+    lines = [f"{e['id']:<32} {e['language']:<11} {e['severity']:<8} {e['message']}" for e in found]
+    if active:
+        lines.append("already active (shipped with agent-hub, nothing to import):")
+        lines += [f"  {e['id']:<30} {e['language']:<11} {e['severity']:<8} {e['message']}" for e in active]
+    emit(found + active, as_json, "\n".join(lines) or "no matching rules")
 
 
 @rules.command("show")

@@ -14,13 +14,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from hub.config_schema import BACKENDS, ROLES, TRANSPORTS
 from hub.contract import DEFAULT_MAX_CHANGED_FILES
 from hub.errors import ConfigError
 
 CONFIG_FILE = "hub.yaml"
-ROLES = ("implementer", "local_reviewer", "judge")
-BACKENDS = ("mcp", "ollama", "openai")
-TRANSPORTS = ("stdio", "http", "sse")
+__all__ = ["BACKENDS", "CONFIG_FILE", "ROLES", "TRANSPORTS", "Config", "ConfigError", "load_config"]
 
 DEFAULT_MODEL = "qwen2.5-coder:7b"
 # The README's value: a typical source file (~20 KB, ~5,300 estimated tokens), the instructions and a
@@ -201,11 +200,32 @@ def load_config(
     handoff_dir: Path | None = None,
     env: Mapping[str, str] | None = None,
 ) -> Config:
-    """Read `<repo_root>/hub.yaml` (optional) and the environment into a Config."""
+    """Read `<repo_root>/hub.yaml` (optional) and the environment into a Config.
+
+    The file is checked against `config_schema.SCHEMA` first: any unknown key or bad value is one
+    ConfigError listing every problem with its line, key path and expected form."""
     env = os.environ if env is None else env
     path = repo_root / CONFIG_FILE
     raw = read_yaml(path) if path.exists() else {}
+    check(raw, path)  # the cached copy too: a newer hub may know fewer keys
     return _from_raw(raw, repo_root, handoff_dir, env, str(path))
+
+
+def check(raw: Any, path: Path) -> None:
+    """Raise one ConfigError naming every problem in hub.yaml (line, key path, expected form)."""
+    from hub import config_schema
+
+    problems = config_schema.validate(raw)
+    if not problems:
+        return
+    try:
+        text: str | None = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        text = None
+    shown = config_schema.render(problems[:20], str(path), text)
+    more = f"\n... and {len(problems) - 20} more" if len(problems) > 20 else ""
+    head = f"{path}: {len(problems)} problems; fix them and run again\n" if len(problems) > 1 else ""
+    raise ConfigError(head + shown + more)
 
 
 def read_yaml(path: Path) -> dict[str, Any]:
@@ -226,22 +246,56 @@ def read_yaml(path: Path) -> dict[str, Any]:
     import yaml
 
     try:
-        loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot be read: {exc}") from None
+    try:
+        loaded = yaml.load(text, Loader=_unique_keys_loader())
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+    except _DuplicateKey as exc:
+        raise ConfigError(
+            f"{path}:{exc.line}: {exc.key}: duplicate key (YAML would silently keep only the last one)"
+        ) from None
     if loaded is not None and not isinstance(loaded, dict):
-        raise ConfigError(f"{path}: expected a mapping at the top level")
+        raise ConfigError(f"{path}:1: expected a mapping at the top level (key: value lines)")
     raw = loaded or {}
+    check(raw, path)  # a bad file is never cached, and nothing is written for it
     # Like git's "racily clean" rule: a file changed within the mtime granularity of some file
     # systems could change again unseen, so it is not cached until it has been still a while.
     if cache.parent.is_dir() and time.time() - stat.st_mtime > 2:
         try:
             from hub.atomic import write_atomic
 
-            write_atomic(cache, json.dumps({"key": key, "raw": raw}, default=str))
+            write_atomic(cache, json.dumps({"key": key, "raw": raw}))
         except (OSError, TypeError, ValueError):
-            pass  # an unwritable .git, or YAML values JSON cannot hold: parse each time
+            pass  # an unwritable .git, or YAML values JSON cannot hold (dates): parse each time
     return raw
+
+
+class _DuplicateKey(Exception):
+    def __init__(self, key: str, line: int) -> None:
+        self.key, self.line = key, line
+
+
+def _unique_keys_loader() -> Any:
+    """PyYAML's safe loader, refusing a key given twice in one mapping (two `roles:` sections would
+    otherwise leave only the second, silently)."""
+    import yaml
+
+    class Loader(yaml.SafeLoader):
+        def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+            seen: set[Any] = set()
+            for key_node, _ in node.value:
+                key = self.construct_object(key_node, deep=True)
+                if not isinstance(key, str | int | float | bool | None):
+                    continue  # an unhashable key: the schema refuses it as unknown
+                if key in seen:
+                    raise _DuplicateKey(str(key), key_node.start_mark.line + 1)
+                seen.add(key)
+            return super().construct_mapping(node, deep)
+
+    return Loader
 
 
 def _from_raw(
@@ -251,11 +305,10 @@ def _from_raw(
     env: Mapping[str, str],
     source: str,
 ) -> Config:
+    """A Config from a hub.yaml that passed `check` (every type and range is already right)."""
+
     def section(name: str) -> dict[str, Any]:
-        value = raw.get(name) or {}
-        if not isinstance(value, dict):
-            raise ConfigError(f"{source}: {name}: expected a mapping")
-        return value
+        return raw.get(name) or {}
 
     if handoff_dir is None:
         handoff_dir = Path(env.get("HUB_HANDOFF_DIR") or raw.get("handoff_dir") or repo_root / "_handoff")
@@ -264,31 +317,21 @@ def _from_raw(
 
     ollama_host = normalize_ollama_host(env.get("OLLAMA_HOST") or section("ollama").get("host") or "")
     openai = section("openai")
-    api_key_env = openai.get("api_key_env", "OPENAI_API_KEY")
-
-    raw_models = section("models")
-    num_ctx: dict[str, int] = {}
-    for model, settings in raw_models.items():
-        value = (settings or {}).get("num_ctx") if isinstance(settings, dict) else None
-        if value is not None:
-            if not isinstance(value, int) or value < 256:
-                raise ConfigError(f"{source}: models.{model}.num_ctx: expected an integer >= 256")
-            num_ctx[str(model)] = value
-
+    api_key_env = openai.get("api_key_env") or "OPENAI_API_KEY"
+    num_ctx = {
+        str(model): settings["num_ctx"]
+        for model, settings in section("models").items()
+        if settings and settings.get("num_ctx") is not None
+    }
     raw_roles = section("roles")
     roles = {name: _role(name, raw_roles.get(name) or {}, env, source) for name in ROLES}
 
-    workers = [_worker(i, w, source) for i, w in enumerate(raw.get("workers") or [])]
+    workers = [_worker(w) for w in raw.get("workers") or []]
     if not any(w.name == "hub" for w in workers):
         workers.append(WorkerServer(name="hub", command=(sys.executable, "-m", "hub", "worker", "serve")))
 
     judge = section("judge")
-    judge_backend = judge.get("backend")
-    if judge_backend is not None and judge_backend not in BACKENDS:
-        raise ConfigError(f"{source}: judge.backend: expected one of {', '.join(BACKENDS)}")
-
     limits = section("limits")
-    rules = section("rules")
     return Config(
         repo_root=repo_root,
         handoff_dir=handoff_dir,
@@ -304,81 +347,56 @@ def _from_raw(
         default_num_ctx=int(raw.get("default_num_ctx") or DEFAULT_NUM_CTX),
         workers=tuple(workers),
         judge=JudgeConfig(
-            command=env.get("HUB_JUDGE_COMMAND") or judge.get("command"), backend=judge_backend
+            command=env.get("HUB_JUDGE_COMMAND") or judge.get("command"), backend=judge.get("backend")
         ),
         acceptance_timeout_seconds=float(raw.get("acceptance_timeout_seconds") or 300),
         max_changed_files=int(limits.get("max_changed_files") or DEFAULT_MAX_CHANGED_FILES),
         global_timeout_hours=float(limits.get("global_timeout_hours") or 4),
-        rules_catalog_url=rules.get("catalog_url"),
+        rules_catalog_url=section("rules").get("catalog_url"),
         mcp_token=env.get("HUB_MCP_TOKEN") or None,
-        server_wait_minutes=_minutes(limits, "server_wait_minutes", DEFAULT_SERVER_WAIT_MINUTES, source),
+        server_wait_minutes=_or(limits.get("server_wait_minutes"), DEFAULT_SERVER_WAIT_MINUTES),
     )
 
 
-def _minutes(section: Mapping[str, Any], key: str, default: float, source: str) -> float:
-    value = section.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-        raise ConfigError(f"{source}: limits.{key}: expected a number of minutes >= 0")
-    return float(value)
-
-
-def _role(name: str, raw: Any, env: Mapping[str, str], source: str) -> RoleConfig:
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{source}: roles.{name}: expected a mapping")
+def _role(name: str, raw: dict[str, Any], env: Mapping[str, str], source: str) -> RoleConfig:
     env_key = f"HUB_{name.upper()}_"
     backend = env.get(env_key + "BACKEND") or raw.get("backend") or "mcp"
     if backend not in BACKENDS:
-        raise ConfigError(f"{source}: roles.{name}.backend: '{backend}' is not one of {', '.join(BACKENDS)}")
+        raise ConfigError(f"{env_key}BACKEND: '{backend}' is not one of {', '.join(BACKENDS)}")
     t = raw.get("timeouts") or {}
-    if not isinstance(t, dict):
-        raise ConfigError(f"{source}: roles.{name}.timeouts: expected a mapping")
-    try:
-        timeouts = Timeouts(
-            first_token=float(t.get("first_token", 180)),
-            stall=float(t.get("stall", 60)),
-            total=float(t.get("total", 900)),
-            load=float(t.get("load", DEFAULT_LOAD_SECONDS)),
-        )
-    except (TypeError, ValueError):
-        raise ConfigError(f"{source}: roles.{name}.timeouts: expected numbers of seconds") from None
+    defaults = Timeouts()
+    timeouts = Timeouts(
+        first_token=float(t.get("first_token") or defaults.first_token),
+        stall=float(t.get("stall") or defaults.stall),
+        total=float(t.get("total") or defaults.total),
+        load=float(t.get("load") or defaults.load),
+    )
+    temperature = raw.get("temperature")
     return RoleConfig(
         name=name,
         model=str(env.get(env_key + "MODEL") or raw.get("model") or DEFAULT_MODEL),
         backend=str(backend),
         worker=str(raw.get("worker") or "hub"),
         timeouts=timeouts,
-        temperature=float(raw.get("temperature", 0.2)),
-        num_predict=_num_predict(name, raw.get("num_predict", DEFAULT_NUM_PREDICT.get(name)), source),
+        temperature=0.2 if temperature is None else float(temperature),
+        # null keeps a quarter of num_ctx for the answer (hub.workers.budget)
+        num_predict=raw.get("num_predict", DEFAULT_NUM_PREDICT.get(name)),
     )
 
 
-def _num_predict(role: str, value: Any, source: str) -> int | None:
-    """The answer's room for a role; null or -1 (Ollama's "no limit") keeps a quarter of num_ctx."""
-    if value is None or value == -1:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigError(f"{source}: roles.{role}.num_predict: expected a positive integer (or null)")
-    return value
+def _or(value: Any, default: float) -> float:
+    """A checked number, or the default when unset (0 is a value: no waiting)."""
+    return default if value is None else float(value)
 
 
-def _worker(index: int, raw: Any, source: str) -> WorkerServer:
-    where = f"{source}: workers[{index}]"
-    if not isinstance(raw, dict) or not raw.get("name"):
-        raise ConfigError(f"{where}: expected a mapping with a name")
-    transport = raw.get("transport", "stdio")
-    if transport not in TRANSPORTS:
-        raise ConfigError(f"{where}.transport: '{transport}' is not one of {', '.join(TRANSPORTS)}")
+def _worker(raw: dict[str, Any]) -> WorkerServer:
     command = raw.get("command") or []
     if isinstance(command, str):
         command = command.split()
-    if transport == "stdio" and not command:
-        raise ConfigError(f"{where}.command: a stdio worker needs a command")
-    if transport != "stdio" and not raw.get("url"):
-        raise ConfigError(f"{where}.url: an {transport} worker needs a url")
     command = [sys.executable if part == "python" else str(part) for part in command]
     return WorkerServer(
         name=str(raw["name"]),
-        transport=transport,
+        transport=raw.get("transport") or "stdio",
         command=tuple(command),
         url=raw.get("url"),
         env={str(k): str(v) for k, v in (raw.get("env") or {}).items()},

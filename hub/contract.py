@@ -142,6 +142,7 @@ if TYPE_CHECKING:
         diff_summary: str | None
         local_review_passed: bool | None
         local_review_issues: list[Issue]
+        local_review_note: str | None  # why a review the reviewer called passed is recorded as not passed
         judge_verdict: str | None
         judge_blocking_issues: list[Issue]
         judge_suggestions: list[str | dict[str, Any]]
@@ -672,7 +673,7 @@ def new_contract(
 
 
 _HEADING = re.compile(r"^#+\s*(.+?)\s*$")
-_FIELD = re.compile(
+PROPOSAL_FIELD = re.compile(
     r"^\s*(?:[-*]\s*)?\**(target(?: file)?|source(?: files?)?|complexity)\**\s*:\s*(.+)$", re.IGNORECASE
 )
 
@@ -699,7 +700,7 @@ def proposal_fields(markdown: str, file: str = "proposal") -> dict[str, Any]:
                 title = heading.group(1)
             section = heading.group(1).lower()
             continue
-        field = _FIELD.match(line)
+        field = PROPOSAL_FIELD.match(line)
         if field:
             key, value = field.group(1).lower(), field.group(2).strip().strip("`")
             if key.startswith("target"):

@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from hub.config import Config, RoleConfig
-from hub.errors import HubError
+from hub.errors import ConfigError, HubError
 from hub.workers.base import ServerWorker, Worker
 
 Which = Callable[[str], str | None]
@@ -48,6 +47,7 @@ class WorkerModels:
     ok: bool
     models: tuple[str, ...] = ()
     configured: tuple[str, ...] = ()
+    role_models: tuple[tuple[str, str], ...] = ()  # (role, model) for each role of the group
     missing: tuple[str, ...] = ()
     detail: str = ""
     server_started: bool | None = None  # MCP workers only: did the server start and list its tools
@@ -88,8 +88,39 @@ def list_worker_models(
     return [_probe(config, backend, worker, roles, make) for (backend, worker), roles in groups.items()]
 
 
+def diagnose(
+    repo: Path,
+    handoff: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    which: Which = shutil.which,
+    make: WorkerFactory | None = None,
+) -> list[Check]:
+    """`hub doctor`: hub.yaml through the same validation every command runs, then the repository
+    (git, `hub init`), then `run_doctor`. A hub.yaml that does not validate stops there: nothing else
+    can be known without it."""
+    from hub.config import CONFIG_FILE, load_config
+    from hub.workspace import problems
+
+    path = repo / CONFIG_FILE
+    try:
+        config = load_config(repo, handoff, env)
+    except ConfigError as exc:
+        fix = (
+            f"correct each line named above: each names the key path and the form it expects "
+            f"(README.md, 'Configuration', shows a whole {CONFIG_FILE})"
+        )
+        return [Check(CONFIG_FILE, False, str(exc), fix)]
+    seen = f"{path}: valid" if path.exists() else f"no {CONFIG_FILE}: the defaults apply"
+    checks = [Check(CONFIG_FILE, True, seen)]
+    found = problems(config)
+    checks += [Check(p.check, False, p.detail, p.fix) for p in found]
+    if not found:
+        checks.append(Check("repository", True, f"git repository at {repo}, `hub init` done"))
+    return checks + run_doctor(config, which, make)
+
+
 def run_doctor(config: Config, which: Which = shutil.which, make: WorkerFactory | None = None) -> list[Check]:
-    """Every check, in the order a person would fix them."""
+    """The machine's checks, in the order a person would fix them."""
     checks = [check_git(which), check_ast_grep(which), check_ollama(config.ollama_host)]
     for group in list_worker_models(config, make=make):
         if group.server_started is not None:
@@ -115,17 +146,10 @@ def check_git(which: Which = shutil.which) -> Check:
     return Check("git", version is not None, version or f"{path} --version failed", "reinstall git")
 
 
-def find_ast_grep(which: Which = shutil.which) -> str | None:
-    """The ast-grep binary: on PATH, or beside this Python (a virtualenv's bin/, where pip puts it)."""
-    found = which("ast-grep")
-    if found:
-        return found
-    beside = Path(sys.executable).parent / "ast-grep"
-    return str(beside) if beside.is_file() else None
-
-
 def check_ast_grep(which: Which = shutil.which) -> Check:
-    fix = "pip install ast-grep-cli (an agent-hub dependency: `pip install -e .` reinstalls it)"
+    from hub.rules import find_ast_grep
+
+    fix = "pip install ast-grep-cli (an agent-hub dependency: reinstalling agent-hub brings it back)"
     path = find_ast_grep(which)
     if path is None:
         return Check("ast-grep", False, "the ast-grep binary is neither on PATH nor beside this Python", fix)
@@ -151,7 +175,8 @@ def render_checks(checks: list[Check]) -> str:
     """One line per check; a failed one says how to fix it."""
     lines = []
     for c in checks:
-        lines.append(f"{'ok  ' if c.ok else 'FAIL'}  {c.name}: {c.detail}")
+        detail = c.detail.replace("\n", "\n      ")
+        lines.append(f"{'ok  ' if c.ok else 'FAIL'}  {c.name}: {detail}")
         if not c.ok and c.fix:
             lines.append(f"      fix: {c.fix}")
     failed = sum(not c.ok for c in checks)
@@ -183,7 +208,12 @@ def _probe(
 ) -> WorkerModels:
     wanted = tuple(dict.fromkeys(r.model for r in roles))
     base = WorkerModels(
-        roles=tuple(r.name for r in roles), backend=backend, worker=worker_name, ok=False, configured=wanted
+        roles=tuple(r.name for r in roles),
+        backend=backend,
+        worker=worker_name,
+        ok=False,
+        configured=wanted,
+        role_models=tuple((r.name, r.model) for r in roles),
     )
     try:
         worker = make(config, roles[0])
@@ -256,7 +286,8 @@ def _unreached_check(config: Config, group: WorkerModels) -> Check:
 
 
 def _model_check(group: WorkerModels, model: str) -> Check:
-    name = f"model {model} ({', '.join(group.roles)})"
+    users = [role for role, used in group.role_models if used == model] or list(group.roles)
+    name = f"model {model} ({', '.join(users)})"
     if model in group.missing:
         fix = (
             f"ollama pull {model}"

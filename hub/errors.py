@@ -3,6 +3,7 @@
     HubError (exit 1)
     ├── ContractInvalid            the contract (or a report) fails validation
     ├── ConfigError                hub.yaml or the environment is wrong
+    │   └── NotInitialised         no git repository here, or `hub init` has not run
     ├── GitError                   a git operation failed
     │   └── DirtyWorkTree          uncommitted changes where a clean tree is needed
     ├── EditError                  model output could not become file edits, or an edit was refused
@@ -52,6 +53,10 @@ class ContractInvalid(HubError):
 
 class ConfigError(HubError):
     """hub.yaml or the environment holds a bad value."""
+
+
+class NotInitialised(ConfigError):
+    """The folder is not a git repository, or `hub init` has not run in it; nothing was changed."""
 
 
 class GitError(HubError):

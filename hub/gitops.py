@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fnmatch
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -134,8 +135,11 @@ def _in_scope(path: str, scopes: list[str]) -> bool:
     return False
 
 
-def checkpoint(repo: Repo, message: str, scope: list[str] | None = None) -> str | None:
-    """Commit what changed, only inside `scope` (allowed paths) when given; None if nothing changed."""
+def checkpoint(
+    repo: Repo, message: str | Callable[[list[str]], str], scope: list[str] | None = None
+) -> str | None:
+    """Commit what changed, only inside `scope` (allowed paths) when given; None if nothing changed.
+    `message` may be a function of the changed files, so the title can say what changed."""
     changed = dirty_files(repo)
     if scope:
         changed = [path for path in changed if _in_scope(path, scope)]
@@ -144,7 +148,8 @@ def checkpoint(repo: Repo, message: str, scope: list[str] | None = None) -> str 
     _run(repo, "add", "-A", "--", *changed)
     if not _run(repo, "diff", "--cached", "--name-only").strip():
         return None
-    _run(repo, "commit", "-q", "--no-verify", "-m", message, "--", *changed)
+    text = message if isinstance(message, str) else message(changed)
+    _run(repo, "commit", "-q", "--no-verify", "-m", text, "--", *changed)
     sha = head_commit(repo)
     log.debug("checkpoint", commit=sha[:12], files=len(changed))
     return sha

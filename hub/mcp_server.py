@@ -7,7 +7,7 @@ Every tool is one call into the functions the CLI uses (`hub.phases.*`, `hub.rul
 Tools (names with underscores, as MCP clients expect):
 
 - pipeline: hub_status, hub_create_task, hub_next, hub_read_review_request, hub_submit_verdict,
-  hub_resume, hub_log
+  hub_rebut, hub_resume, hub_log
 - rules (context-sherpa's names and inputs): initialize_ast_grep, scan_code, scan_path,
   add_or_update_rule, remove_rule, search_community_rules, get_community_rule_details,
   import_community_rule
@@ -27,7 +27,7 @@ import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -47,6 +47,7 @@ PIPELINE_TOOLS = (
     "hub_next",
     "hub_read_review_request",
     "hub_submit_verdict",
+    "hub_rebut",
     "hub_resume",
     "hub_log",
 )
@@ -74,9 +75,11 @@ TOOL_NAMES = PIPELINE_TOOLS + RULES_TOOLS + BACKLOG_TOOLS
 
 INSTRUCTIONS = """agent-hub moves one coding task at a time through local models: a contract
 (hub_create_task, or task_add + hub_next to promote from the backlog), then hub_next runs whatever phase
-is due (implementer, local review, judge, merge). When the task waits for a judge, read it with
-hub_read_review_request and answer with hub_submit_verdict. A halted task needs hub_resume. hub_status
-says what is due next. The rules tools manage the ast-grep rules the local review enforces."""
+is due (implementer, local review, judge, merge); call it again until hub_status says nothing is due.
+When the task waits for a judge (pending_judge_review), read the request with hub_read_review_request
+and answer with hub_submit_verdict: that applies the verdict, and the next hub_next merges a PASS. After
+a FAIL you may disagree with hub_rebut. A halted task (erik_consultation) needs hub_resume with a state
+its halt file names. The rules tools manage the ast-grep rules the local review enforces."""
 
 Verdict = Literal["PASS", "CONDITIONAL", "FAIL", "CRITICAL_HALT"]
 Complexity = Literal["trivial", "minor", "major", "critical"]
@@ -88,19 +91,24 @@ EntryStatus = Literal["proposed", "in_progress", "merged", "blocked", "dropped"]
 class BlockingIssue(BaseModel):
     """One thing the implementer must fix before the task can pass."""
 
-    description: str
-    id: str | None = None
-    severity: str | None = Field(None, description="critical, major or minor")
-    file: str | None = None
-    line: int | None = None
-    fix_required: str | None = None
+    description: str = Field(description="what is wrong")
+    id: str | None = Field(None, description="a short id to refer to it, e.g. B1")
+    severity: Literal["critical", "major", "minor"] | None = Field(
+        None, description="critical, major or minor"
+    )
+    file: str | None = Field(None, description="the file, relative to the repository root")
+    line: int | None = Field(None, ge=1, description="the line in that file (1-based)")
+    fix_required: str | None = Field(None, description="what the implementer must change")
 
 
 class NewTask(BaseModel):
     """A proposal for the backlog: a markdown proposal ('# Title', '## Requirements' bullets,
     'Target: path') or plain text (first line = title)."""
 
-    content: str
+    content: str = Field(
+        description="the proposal: markdown ('# Title', '## Requirements' bullets, 'Target: path') or plain "
+        "text (first line = title) with a 'Target: path' line; one naming no file is blocked, not promoted"
+    )
     priority: int = Field(2, ge=0, le=4, description="0 is the most urgent, 4 the least")
     depends_on: list[str] = Field(default_factory=list, description="ids of backlog tasks to merge first")
     id: str | None = Field(None, description="optional id (default B<n>), usable in later depends_on")
@@ -122,7 +130,11 @@ def build_server(repo_root: Path, handoff_dir: Path | None = None) -> MCPServer:
     server: MCPServer = MCPServer(SERVER_NAME, version=_version(), instructions=INSTRUCTIONS)
 
     def ctx() -> Context:
-        return Context(load_config(repo_root, handoff_dir))
+        from hub.workspace import require_ready
+
+        config = load_config(repo_root, handoff_dir)
+        require_ready(config)
+        return Context(config)
 
     # --- pipeline ------------------------------------------------------------------------------------
 
@@ -136,21 +148,47 @@ def build_server(repo_root: Path, handoff_dir: Path | None = None) -> MCPServer:
 
     @server.tool()
     def hub_create_task(
-        title: str | None = None,
-        requirements: list[str] | None = None,
-        target_file: str | None = None,
-        source_files: list[str] | None = None,
-        acceptance_commands: list[str] | None = None,
-        acceptance_criteria: list[str] | None = None,
-        allowed_paths: list[str] | None = None,
-        forbidden_paths: list[str] | None = None,
-        complexity: Complexity | None = None,
-        max_diff_lines: int | None = Field(None, ge=1),
-        proposal: str | None = Field(
-            None, description="a markdown proposal ('# Title', '## Requirements' bullets, 'Target: path')"
-        ),
+        title: Annotated[str, Field(description="one line saying what the task is")],
+        requirements: Annotated[
+            list[str], Field(min_length=1, description="what the change must do, one requirement per item")
+        ],
+        target_file: Annotated[
+            str | None, Field(description="the file the task changes, relative to the repository root")
+        ] = None,
+        create_target: Annotated[
+            bool, Field(description="the target file does not exist yet: the task creates it")
+        ] = False,
+        source_files: Annotated[
+            list[str] | None, Field(description="files the model should read for context")
+        ] = None,
+        acceptance_commands: Annotated[
+            list[str] | None, Field(description="shell commands that must exit 0 after the change")
+        ] = None,
+        acceptance_criteria: Annotated[
+            list[str] | None, Field(description="criteria the judge checks (not run)")
+        ] = None,
+        allowed_paths: Annotated[
+            list[str] | None, Field(description="paths the model may write (default: target + sources)")
+        ] = None,
+        forbidden_paths: Annotated[
+            list[str] | None, Field(description="paths the model must never write")
+        ] = None,
+        complexity: Annotated[
+            Complexity | None, Field(description="trivial, minor (default), major or critical")
+        ] = None,
+        max_diff_lines: Annotated[
+            int | None, Field(ge=1, description="refuse edits that change more lines than this")
+        ] = None,
+        proposal: Annotated[
+            str | None,
+            Field(
+                description="a markdown proposal ('# Title', '## Requirements' bullets, 'Target: path'); "
+                "its fields fill in what the other inputs leave out"
+            ),
+        ] = None,
     ) -> dict[str, Any]:
-        """Write a fresh TASK_CONTRACT.json, as `hub new` does (refused while another task is active)."""
+        """Write a fresh TASK_CONTRACT.json, as `hub new` does (refused while another task is active);
+        then call hub_next to run its phases."""
         from hub.phases.setup import create, missing_task_field, task_fields
 
         with tool_errors():
@@ -170,7 +208,7 @@ def build_server(repo_root: Path, handoff_dir: Path | None = None) -> MCPServer:
             missing = missing_task_field(fields)
             if missing:
                 raise ToolError(missing)
-            return create(ctx(), fields).as_dict()
+            return create(ctx(), fields, create_target).as_dict()
 
     @server.tool()
     def hub_next() -> dict[str, Any]:
@@ -182,21 +220,32 @@ def build_server(repo_root: Path, handoff_dir: Path | None = None) -> MCPServer:
 
     @server.tool()
     def hub_read_review_request() -> dict[str, Any]:
-        """The review request the judge must read (REVIEW_REQUEST.md): requirements, diff, local findings."""
+        """The review request the judge must read (REVIEW_REQUEST.md): requirements, diff, local findings.
+        Answer it with hub_submit_verdict."""
         from hub.phases.judge_runner import read_review_request
 
         with tool_errors():
-            return read_review_request(ctx())
+            request = read_review_request(ctx())
+        return {**request, "answer_with": "hub_submit_verdict"}
 
     @server.tool()
     def hub_submit_verdict(
-        verdict: Verdict,
-        summary: str = "",
-        blocking_issues: list[BlockingIssue] | None = None,
-        suggestions: list[str] | None = None,
+        verdict: Annotated[
+            Verdict,
+            Field(
+                description="PASS (merge), CONDITIONAL or FAIL (back to the implementer with the blocking "
+                "issues), CRITICAL_HALT (stop the task for a person)"
+            ),
+        ],
+        summary: Annotated[str, Field(description="one paragraph: what you checked and found")] = "",
+        blocking_issues: Annotated[
+            list[BlockingIssue] | None,
+            Field(description="what must change before a PASS (needed for CONDITIONAL and FAIL)"),
+        ] = None,
+        suggestions: Annotated[list[str] | None, Field(description="optional, non-blocking advice")] = None,
     ) -> dict[str, Any]:
-        """Give the judge's verdict: PASS merges, CONDITIONAL/FAIL go back with the blocking issues,
-        CRITICAL_HALT stops the task for a person. Validated before anything is written."""
+        """The judge's answer to hub_read_review_request: validated, written as JUDGE_REPORT.json and
+        applied at once (an invalid or untimely verdict writes nothing). After a PASS, hub_next merges."""
         from hub.phases.judge_runner import submit_verdict
 
         report: dict[str, Any] = {
@@ -209,16 +258,50 @@ def build_server(repo_root: Path, handoff_dir: Path | None = None) -> MCPServer:
             return submit_verdict(ctx(), report).as_dict()
 
     @server.tool()
-    def hub_resume(to: str, note: str | None = None) -> dict[str, Any]:
-        """Clear a halt: move the task to the state `to` (e.g. pending_implementer); the note reaches the
-        implementer's next prompt."""
+    def hub_rebut(
+        text: Annotated[
+            str,
+            Field(
+                min_length=1, description="why the FAIL verdict is wrong; the judge reads it as REBUTTAL.md"
+            ),
+        ],
+    ) -> dict[str, Any]:
+        """Disagree with a FAIL verdict, as `hub rebut FILE` does: the task goes back to the judge with
+        this text (at most limits.max_rebuttals times; then it halts for a person)."""
+        from hub.phases.judge import rebut
+
+        with tool_errors():
+            return rebut(ctx(), text).as_dict()
+
+    @server.tool()
+    def hub_resume(
+        to: Annotated[
+            str,
+            Field(
+                description="the state to resume to; the halt file (hub_status: halt_file) lists the ones "
+                "that lead somewhere, e.g. pending_implementer"
+            ),
+        ],
+        note: Annotated[
+            str | None,
+            Field(description="what you changed; the implementer reads it in its next prompt"),
+        ] = None,
+    ) -> dict[str, Any]:
+        """Clear a halt (erik_consultation) and move the task to the state `to`."""
         from hub.phases.finalize import resume
 
         with tool_errors():
             return resume(ctx(), to, note).as_dict()
 
     @server.tool()
-    def hub_log(task_id: str | None = None, limit: int = Field(100, ge=1, le=5000)) -> dict[str, Any]:
+    def hub_log(
+        task_id: Annotated[
+            str | None, Field(description="only this task, with its model calls, diffs and commands")
+        ] = None,
+        limit: Annotated[
+            int, Field(ge=1, le=5000, description="at most this many entries, the newest")
+        ] = 100,
+    ) -> dict[str, Any]:
         """The transition log, newest last (with task_id: also that task's model calls and commands)."""
         from hub.phases.status import log_entries
 
@@ -242,7 +325,12 @@ def build_server(repo_root: Path, handoff_dir: Path | None = None) -> MCPServer:
             }
 
     @server.tool()
-    def scan_code(code: str, language: str) -> dict[str, Any]:
+    def scan_code(
+        code: Annotated[str, Field(description="the source text to scan")],
+        language: Annotated[
+            str, Field(description="its language, e.g. python, javascript, go (aliases: py, js)")
+        ],
+    ) -> dict[str, Any]:
         """Scan source code (not a file) with the packaged and the repository's ast-grep rules."""
         from hub import rules
 
@@ -251,7 +339,9 @@ def build_server(repo_root: Path, handoff_dir: Path | None = None) -> MCPServer:
         return {"success": True, "issues": [_issue(f, with_file=False) for f in findings]}
 
     @server.tool()
-    def scan_path(path: str) -> dict[str, Any]:
+    def scan_path(
+        path: Annotated[str, Field(description="a file or folder, relative to the repository root")],
+    ) -> dict[str, Any]:
         """Scan a file or folder of the repository (relative to its root) with the ast-grep rules."""
         from hub import rules
 
@@ -261,7 +351,13 @@ def build_server(repo_root: Path, handoff_dir: Path | None = None) -> MCPServer:
         return {"success": True, "issues": [_issue(f, with_file=True) for f in findings]}
 
     @server.tool()
-    def add_or_update_rule(rule_id: str, rule_yaml: str) -> dict[str, Any]:
+    def add_or_update_rule(
+        rule_id: Annotated[str, Field(description="the rule's id (letters, digits, - and _); its file name")],
+        rule_yaml: Annotated[
+            str,
+            Field(description="an ast-grep rule: id, language, severity, message, rule (pattern, kind, ...)"),
+        ],
+    ) -> dict[str, Any]:
         """Add or replace a repository rule; the YAML is checked by ast-grep first and refused if invalid."""
         from hub import rules
 
@@ -270,7 +366,9 @@ def build_server(repo_root: Path, handoff_dir: Path | None = None) -> MCPServer:
         return {"success": True, "rule_id": rule_id, "path": str(path)}
 
     @server.tool()
-    def remove_rule(rule_id: str) -> dict[str, Any]:
+    def remove_rule(
+        rule_id: Annotated[str, Field(description="the id of a rule in the repository's rules folder")],
+    ) -> dict[str, Any]:
         """Delete a repository rule (a packaged rule is silenced instead with `severity: off`)."""
         from hub import rules
 
@@ -280,20 +378,35 @@ def build_server(repo_root: Path, handoff_dir: Path | None = None) -> MCPServer:
 
     @server.tool()
     def search_community_rules(
-        query: str, language: str | None = None, tags: str | list[str] | None = None
+        query: Annotated[
+            str,
+            Field(
+                description="words to find in a rule's id, message and description (all must match; '' lists all)"
+            ),
+        ],
+        language: Annotated[
+            str | None, Field(description="only rules for this language (py, js, go, ...)")
+        ] = None,
+        tags: Annotated[
+            str | list[str] | None,
+            Field(description="only rules with every one of these tags: a list or 'a,b'"),
+        ] = None,
     ) -> dict[str, Any]:
-        """Search the community rule catalog (works offline); tags is a list or 'a,b' and all must match."""
+        """Search the community rule catalog (works offline). `rules` can be imported with
+        import_community_rule; `active_rules` ship with agent-hub and run in every scan already."""
         from hub import rules_catalog
 
         wanted = [t.strip() for t in tags.split(",")] if isinstance(tags, str) else list(tags or [])
+        wanted = [t for t in wanted if t]
         with tool_errors():
-            found = rules_catalog.search_community_rules(
-                query, language, [t for t in wanted if t], catalog=_catalog(ctx())
-            )
-        return {"success": True, "rules": found}
+            found = rules_catalog.search_community_rules(query, language, wanted, catalog=_catalog(ctx()))
+            active = rules_catalog.search_packaged_rules(query, language, wanted)
+        return {"success": True, "rules": found, "active_rules": active}
 
     @server.tool()
-    def get_community_rule_details(rule_id: str) -> dict[str, Any]:
+    def get_community_rule_details(
+        rule_id: Annotated[str, Field(description="an id from search_community_rules")],
+    ) -> dict[str, Any]:
         """A community rule's description and full YAML."""
         from hub import rules_catalog
 
@@ -302,7 +415,9 @@ def build_server(repo_root: Path, handoff_dir: Path | None = None) -> MCPServer:
         return {"success": True, "rule": details}
 
     @server.tool()
-    def import_community_rule(rule_id: str) -> dict[str, Any]:
+    def import_community_rule(
+        rule_id: Annotated[str, Field(description="an id from search_community_rules (its `rules` list)")],
+    ) -> dict[str, Any]:
         """Copy a community rule into the repository's rules; it is active in the next scan."""
         from hub import rules_catalog
 
@@ -313,7 +428,9 @@ def build_server(repo_root: Path, handoff_dir: Path | None = None) -> MCPServer:
     # --- backlog and notes ---------------------------------------------------------------------------
 
     @server.tool()
-    def task_add(tasks: list[NewTask]) -> dict[str, Any]:
+    def task_add(
+        tasks: Annotated[list[NewTask], Field(min_length=1, description="the proposals to queue")],
+    ) -> dict[str, Any]:
         """Queue proposals in the backlog; `hub_next` promotes the most urgent ready one when no task is active."""
         from hub import backlog
 
@@ -323,11 +440,15 @@ def build_server(repo_root: Path, handoff_dir: Path | None = None) -> MCPServer:
 
     @server.tool()
     def task_update(
-        id: str,
-        status: SettableStatus | None = None,
-        priority: int | None = Field(None, ge=0, le=4),
-        content: str | None = None,
-        depends_on: list[str] | None = None,
+        id: Annotated[str, Field(description="the backlog task's id, e.g. B1 (see task_list)")],
+        status: Annotated[SettableStatus | None, Field(description="proposed, blocked or dropped")] = None,
+        priority: Annotated[
+            int | None, Field(ge=0, le=4, description="0 is the most urgent, 4 the least")
+        ] = None,
+        content: Annotated[str | None, Field(description="the proposal's new text")] = None,
+        depends_on: Annotated[
+            list[str] | None, Field(description="ids of backlog tasks to merge first (replaces the list)")
+        ] = None,
     ) -> dict[str, Any]:
         """Change a backlog task: status (proposed, blocked, dropped), priority, content, depends_on."""
         from hub import backlog
@@ -346,7 +467,11 @@ def build_server(repo_root: Path, handoff_dir: Path | None = None) -> MCPServer:
             return {"task": backlog.update_task(ctx(), id, changes)}
 
     @server.tool()
-    def task_list(status: EntryStatus | None = None) -> dict[str, Any]:
+    def task_list(
+        status: Annotated[
+            EntryStatus | None, Field(description="only tasks in this status (proposed, in_progress, ...)")
+        ] = None,
+    ) -> dict[str, Any]:
         """The backlog, open tasks first, most urgent first."""
         from hub import backlog
 
@@ -362,7 +487,10 @@ def build_server(repo_root: Path, handoff_dir: Path | None = None) -> MCPServer:
             return backlog.next_task(ctx())
 
     @server.tool()
-    def note_add(content: str, type: NoteType) -> dict[str, Any]:
+    def note_add(
+        content: Annotated[str, Field(min_length=1, description="the note; the implementer reads it")],
+        type: Annotated[NoteType, Field(description="learning, stuck, tip or decision")],
+    ) -> dict[str, Any]:
         """A note for the active task (for every task when none is active); the implementer reads it."""
         from hub import backlog
 
@@ -370,7 +498,12 @@ def build_server(repo_root: Path, handoff_dir: Path | None = None) -> MCPServer:
             return {"note": backlog.add_note(ctx(), content, type)}
 
     @server.tool()
-    def note_list(type: NoteType | None = None, all_tasks: bool = False) -> dict[str, Any]:
+    def note_list(
+        type: Annotated[NoteType | None, Field(description="only notes of this type")] = None,
+        all_tasks: Annotated[
+            bool, Field(description="every note ever written, not just the active task's")
+        ] = False,
+    ) -> dict[str, Any]:
         """Notes of the active task and those for every task (all_tasks: every note ever written)."""
         from hub import backlog
 
@@ -378,7 +511,9 @@ def build_server(repo_root: Path, handoff_dir: Path | None = None) -> MCPServer:
             return {"notes": backlog.list_notes(ctx(), type, all_tasks)}
 
     @server.tool()
-    def iteration_summary(summary: str) -> dict[str, Any]:
+    def iteration_summary(
+        summary: Annotated[str, Field(min_length=1, description="what this iteration did")],
+    ) -> dict[str, Any]:
         """Record what this iteration did."""
         from hub import backlog
 

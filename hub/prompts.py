@@ -73,7 +73,8 @@ def render_review_request(repo_root: Path, contract: Contract, diff: str, rebutt
         requirements=bullets(spec["requirements"]),
         acceptance_criteria=bullets(spec.get("acceptance_criteria", [])),
         acceptance_results=acceptance_text,
-        local_review_passed=data.get("local_review_passed"),
+        local_review_passed=str(data.get("local_review_passed"))
+        + (f"; {data['local_review_note']}" if data.get("local_review_note") else ""),
         local_review_issues=issue_lines(local),
         changed_files=bullets(data.get("changed_files", [])),
         diff=diff.strip() or "(empty diff)",

@@ -24,7 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -147,14 +147,20 @@ def normalize_language(language: str) -> str:
 _binary: str | None = None
 
 
+def find_ast_grep(which: Callable[[str], str | None] = shutil.which) -> str | None:
+    """The ast-grep CLI the scans run (and `hub doctor` checks): beside this Python first (the venv's or
+    pipx's bin/, where the ast-grep-cli dependency put it), then PATH. None when neither has it."""
+    suffix = ".exe" if os.name == "nt" else ""
+    beside = Path(sys.executable).parent / f"ast-grep{suffix}"
+    # Not "sg": on Linux that name usually belongs to shadow-utils' setgroups command.
+    return str(beside) if beside.is_file() else which("ast-grep")
+
+
 def ast_grep_binary() -> str:
-    """Path of the ast-grep CLI: next to this Python first (the venv's bin), then PATH."""
+    """Path of the ast-grep CLI (see `find_ast_grep`), looked up once per process."""
     global _binary
     if _binary is None:
-        suffix = ".exe" if os.name == "nt" else ""
-        beside = Path(sys.executable).parent / f"ast-grep{suffix}"
-        # Not "sg": on Linux that name usually belongs to shadow-utils' setgroups command.
-        found = str(beside) if beside.is_file() else shutil.which("ast-grep")
+        found = find_ast_grep()
         if found is None:
             raise RuleError(
                 "ast-grep not found: install it with `pip install ast-grep-cli` (provides `ast-grep`)"
@@ -250,6 +256,11 @@ def _load_rule_file(path: Path, source: str) -> list[_Rule]:
 def _severity(value: Any) -> str:
     # PyYAML reads YAML 1.1, where a bare `off` is False; ast-grep reads YAML 1.2, where it is "off".
     return "off" if value is False else str(value)
+
+
+def packaged_rules() -> list[RuleInfo]:
+    """The rules shipped with agent-hub (active in every scan unless a repository turns one off)."""
+    return [rule.info for rule in _load_dirs([packaged_rules_dir()], "packaged")]
 
 
 def _load_dirs(dirs: Sequence[Path], source: str) -> list[_Rule]:

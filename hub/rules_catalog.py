@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import shutil
 import tempfile
 import time
@@ -134,12 +135,46 @@ def search_community_rules(
     return [dict(entry, tags=list(entry["tags"])) for _, entry in scored]
 
 
+def search_packaged_rules(
+    query: str = "", language: str | None = None, tags: Sequence[str] | None = None
+) -> list[dict[str, Any]]:
+    """The rules shipped with agent-hub that match, the same way as `search_community_rules`. They run
+    in every scan already: an agent searching for "eval" learns it is covered, with nothing to import."""
+    from hub.rules import packaged_rules
+
+    entries = [
+        {
+            "id": info.id,
+            "language": info.language,
+            "severity": info.severity,
+            "message": info.message,
+            "description": " ".join(info.note.split()),
+            "tags": list(info.tags),
+            "active": True,
+        }
+        for info in packaged_rules()
+    ]
+    return search_community_rules(
+        query, language, tags, catalog=Catalog(tuple(entries), Path("."), "packaged")
+    )
+
+
+def words_of(text: str) -> set[str]:
+    """The words of a text or an id (`py-eval-exec` -> py, eval, exec), each also without a plural s."""
+    found = set(re.findall(r"[a-z0-9]+", text.lower()))
+    return found | {w[:-1] for w in found if len(w) > 3 and w.endswith("s")}
+
+
 def _score(entry: Mapping[str, Any], tags: set[str], words: Sequence[str]) -> int | None:
-    """Higher for hits in the id and tags than in prose; None when some word is nowhere."""
-    prose = f"{entry['message']} {entry['description']} {entry['language']}".lower()
+    """Whole words, not substrings ("eval" is not in "evaluated"): higher for hits in the id and tags than
+    in the message and description; None when some query word is nowhere."""
+    id_words = words_of(entry["id"])
+    tag_words = set().union(*(words_of(t) for t in tags)) if tags else set()
+    prose = words_of(f"{entry['message']} {entry['description']} {entry['language']}")
     total = 0
     for word in words:
-        points = 3 * (word in entry["id"].lower()) + 2 * (word in tags) + (word in prose)
+        forms = {word, word[:-1]} if len(word) > 3 and word.endswith("s") else {word}
+        points = 3 * bool(forms & id_words) + 2 * bool(forms & tag_words) + bool(forms & prose)
         if not points:
             return None
         total += points

@@ -35,7 +35,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -297,7 +297,7 @@ class Watcher:
                     waiter.wait(timeout)
                     continue
                 said = ""
-                run = self._run_child(command)
+                run = self._run_child(command, _known(ctx, why))
                 if self.stop.is_set():
                     break
                 after = fingerprint(folder)
@@ -340,23 +340,36 @@ class Watcher:
             argv += ["--handoff", str(self.handoff_dir)]
         return [*argv, *command, "--json"]
 
-    def _run_child(self, command: list[str]) -> PhaseRun:
+    def _run_child(self, command: list[str], known: Mapping[str, Any] | None = None) -> PhaseRun:
+        """Run one phase as a child; log one line with what it did, or, when it failed without an
+        outcome, the phase, task and state the watcher saw and the child's own error message."""
         import json
 
+        known = known or {}
         started = time.monotonic()
         log.debug("watch.spawn", command=command)
-        with tempfile.TemporaryFile(mode="w+", encoding="utf-8") as out:
+        with (
+            tempfile.TemporaryFile(mode="w+", encoding="utf-8") as out,
+            tempfile.TemporaryFile(mode="w+b") as err,
+        ):
             proc = subprocess.Popen(
                 self._argv(command),
                 cwd=self.repo_root,
                 env=self.child_env,
                 stdin=subprocess.DEVNULL,
                 stdout=out,
+                stderr=err,
                 start_new_session=True,
             )
             code = self._wait_child(proc, command)
             out.seek(0)
             text = out.read()
+            err.seek(0)
+            errors = err.read()
+        # The child's logs and messages still reach our stderr, after it ends, in their own order.
+        sys.stderr.buffer.write(errors)
+        sys.stderr.flush()
+        failure = _error_line(errors.decode("utf-8", "replace")) if code not in (0, 4) else ""
         seconds = round(time.monotonic() - started, 3)
         try:
             outcome = json.loads(text) if text.strip() else {}
@@ -365,16 +378,18 @@ class Watcher:
         if not isinstance(outcome, dict):
             outcome = {}
         self.phases_run += 1
-        ran = (outcome.get("data") or {}).get("ran") or outcome.get("phase") or command[0]
+        ran = (
+            (outcome.get("data") or {}).get("ran") or outcome.get("phase") or known.get("phase") or command[0]
+        )
         log.info(
             "watch.phase",
             phase=ran,
-            task=outcome.get("task_id"),
-            **{"from": outcome.get("from")},
+            task=outcome.get("task_id") or known.get("task"),
+            **{"from": outcome.get("from") or known.get("state")},
             to=outcome.get("to"),
             exit=code,
             seconds=seconds,
-            message=outcome.get("message") or _exit_meaning(code),
+            message=outcome.get("message") or failure or _exit_meaning(code),
         )
         run = PhaseRun(command, code, seconds, outcome)
         if self.on_phase is not None:
@@ -405,6 +420,26 @@ class Watcher:
                 log.warning("watch.killing", pid=proc.pid)
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(proc.pid, signal.SIGKILL)
+
+
+def _known(ctx: Any, why: str) -> dict[str, Any]:
+    """The task, its state and the due phase as the watcher saw them before starting a child."""
+    from hub.phases.status import active_contract
+
+    try:
+        contract = active_contract(ctx)
+    except HubError:
+        contract = None
+    phase = why.split(":", 1)[0]
+    if contract is None:
+        return {"phase": phase}
+    return {"phase": phase, "task": contract["task_id"], "state": contract["status"]}
+
+
+def _error_line(stderr: str) -> str:
+    """The child's own error message (`hub: ...`), the last one if several."""
+    lines = [line[len("hub: ") :] for line in stderr.splitlines() if line.startswith("hub: ")]
+    return lines[-1] if lines else ""
 
 
 def _exit_meaning(code: int) -> str:

@@ -75,7 +75,7 @@ def test_hub_next_promotes_the_next_proposal_after_a_merge(
             {"id": "first", "content": PROPOSAL, "priority": 2},
             {
                 "id": "second",
-                "content": "Say goodbye\nAdd farewell(name).",
+                "content": "Say goodbye\nAdd farewell(name).\nTarget: src/app.py",
                 "priority": 0,
                 "depends_on": ["first"],
             },
@@ -104,7 +104,10 @@ def test_hub_next_promotes_the_next_proposal_after_a_merge(
     assert outcome["data"]["backlog_id"] == "second"
     second_contract = task.contract()
     assert second_contract["title"] == "Say goodbye"
-    assert second_contract["specification"]["requirements"] == ["Say goodbye\nAdd farewell(name)."]
+    assert second_contract["specification"]["requirements"] == [
+        "Say goodbye\nAdd farewell(name).\nTarget: src/app.py"
+    ]
+    assert second_contract["specification"]["target_file"] == "src/app.py"
     stored = json.loads(ctx.handoff.backlog.read_text(encoding="utf-8"))
     assert [(e["id"], e["status"]) for e in stored["tasks"]] == [
         ("first", "merged"),
@@ -136,7 +139,7 @@ def test_a_dependency_cycle_is_refused(ctx: Context) -> None:
 
 
 def test_the_hub_alone_sets_in_progress_and_merged(ctx: Context) -> None:
-    backlog.add_tasks(ctx, [{"id": "a", "content": "a"}])
+    backlog.add_tasks(ctx, [{"id": "a", "content": "a\nTarget: src/app.py"}])
     with pytest.raises(ContractInvalid, match="proposed, blocked, dropped"):
         backlog.update_task(ctx, "a", {"status": "merged"})
 
@@ -149,7 +152,9 @@ def test_the_hub_alone_sets_in_progress_and_merged(ctx: Context) -> None:
 
 
 def test_session_complete_waits_until_every_task_is_merged_or_dropped(ctx: Context, task: TaskDriver) -> None:
-    backlog.add_tasks(ctx, [{"id": "a", "content": "Greet\nsay hello"}, {"id": "b", "content": "b"}])
+    backlog.add_tasks(
+        ctx, [{"id": "a", "content": "Greet\nsay hello\nTarget: src/app.py"}, {"id": "b", "content": "b"}]
+    )
     with pytest.raises(WrongState, match=r"2 backlog tasks are not merged or dropped: a \(proposed\)"):
         backlog.session_complete(ctx)
 
@@ -239,3 +244,26 @@ def test_backlog_and_note_commands_on_the_cli(hub: HubRunner) -> None:
     assert refused.returncode == 3 and "not merged or dropped" in refused.stderr
     assert json.loads(note.stdout)["type"] == "tip"
     assert "remember the comma" in hub("note", "list").stdout
+
+
+def test_a_proposal_naming_no_file_is_blocked_with_the_reason_and_the_next_one_promoted(
+    ctx: Context, task: Any
+) -> None:
+    backlog.add_tasks(
+        ctx,
+        [
+            {"id": "vague", "content": "Make it better", "priority": 0},
+            {"id": "clear", "content": "Greet politely\nTarget: src/app.py", "priority": 1},
+        ],
+    )
+
+    blocked = run_next(ctx)
+
+    assert blocked.task_id is None and "backlog task vague blocked" in blocked.message
+    vague = entries(ctx)["vague"]
+    assert vague["status"] == "blocked" and "names no file to change" in vague["blocked_reason"]
+    assert "Target: path" in vague["blocked_reason"]
+    assert not ctx.handoff.contract.exists()
+    promoted = run_next(ctx)
+    assert promoted.data["backlog_id"] == "clear"
+    assert task.contract()["specification"]["target_file"] == "src/app.py"

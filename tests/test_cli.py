@@ -56,7 +56,7 @@ def test_new_then_status_json_is_one_json_document_on_stdout(hub: HubRunner) -> 
     assert re.fullmatch(r"demo-\d{10}-greet-politely", doc["task_id"])
     assert doc["status"] == "pending_implementer"
     assert doc["next"] == {"phase": "setup-task", "why": "the task has no branch yet"}
-    again = hub("new", "--title", "Another", "--requirement", "r")
+    again = hub("new", "--title", "Another", "--requirement", "r", "--target", "src/app.py")
     assert again.returncode == 3
     assert "is still active (pending_implementer)" in again.stderr
 
@@ -348,3 +348,12 @@ def test_setup_task_on_a_dirty_tree_exits_1_naming_the_files_and_creates_no_bran
     assert "src/app.py" in done.stderr and "notes.txt" in done.stderr
     assert sorted(branches(run_git, git_repo)) == ["main"]
     assert task.hand.contract.read_bytes() == before
+
+
+def test_next_waiting_for_a_judge_says_so_on_stderr_for_cron(hub: Any, task: Any) -> None:
+    task.to_judge_review()  # no judge configured: nothing runs until someone writes a verdict
+    done = hub("next")
+    assert done.returncode == 0 and done.stdout.startswith("nothing to do: waiting for the judge")
+    line = json.loads(done.stderr.strip().splitlines()[-1])
+    assert line["event"] == "next.waiting" and line["state"] == "pending_judge_review"
+    assert "JUDGE_REPORT.json" in line["why"]

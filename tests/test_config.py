@@ -6,6 +6,7 @@ import json
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -149,3 +150,80 @@ def test_a_corrupt_cache_is_ignored(tmp_path: Path) -> None:
     write(tmp_path, "project: real\n")
     (tmp_path / ".git" / "hub-yaml-cache.json").write_text("{not json", encoding="utf-8")
     assert load_config(tmp_path, env={}).project == "real"
+
+
+def test_the_schema_forms_other_keys_will_need_check_what_they_should() -> None:
+    from hub.config_schema import AnyOf, Bool, Int, ListOf, Map, Str
+
+    sandbox = AnyOf((Str(choices=("auto", "required", "off")), Bool(), Map({"network": Bool()})))
+    assert sandbox.check("off", ("sandbox",)) == [] and sandbox.check(False, ("sandbox",)) == []
+    assert sandbox.check({"network": True}, ("sandbox",)) == []
+    [typo] = sandbox.check({"netwrok": True}, ("sandbox",))
+    assert typo.path == ("sandbox", "netwrok") and "did you mean 'network'?" in typo.problem
+    [word] = sandbox.check("of", ("sandbox",))
+    assert "'of' is not allowed; did you mean 'off'?" in word.problem
+    [wrong] = sandbox.check(3, ("sandbox",))
+    assert wrong.expected.startswith("one of auto, required, off or true or false or a mapping")
+    hosts = ListOf(AnyOf((Str(), Map({"host": Str(), "slots": Int(1)}, required=("host",)))))
+    assert hosts.check(["http://a:11434", {"host": "http://b", "slots": 2}], ("ollama", "hosts")) == []
+    [slots] = hosts.check([{"host": "h", "slots": 0}], ("ollama", "hosts"))
+    assert slots.path == ("ollama", "hosts", 0, "slots") and "too small" in slots.problem
+
+
+KEYS = [
+    "project",
+    "roles",
+    "implementer",
+    "judge",
+    "model",
+    "backend",
+    "timeouts",
+    "stall",
+    "models",
+    "num_ctx",
+    "workers",
+    "name",
+    "transport",
+    "command",
+    "url",
+    "env",
+    "limits",
+    "rule",
+    "role",
+    "x",
+]
+
+
+def test_any_hub_yaml_loads_or_is_refused_with_a_config_error_never_another_exception(tmp_path: Path) -> None:
+    import yaml
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    scalars = st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(-10, 10**6),
+        st.floats(allow_nan=True),
+        st.text(max_size=8),
+        st.sampled_from(["mcp", "ollama", "stdio", "http", "hub", "python"]),
+    )
+    values = st.recursive(
+        scalars,
+        lambda inner: st.one_of(
+            st.lists(inner, max_size=3), st.dictionaries(st.sampled_from(KEYS), inner, max_size=4)
+        ),
+        max_leaves=12,
+    )
+    documents = st.dictionaries(st.sampled_from(KEYS), values, max_size=5)
+    (tmp_path / ".git").mkdir()
+
+    @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(documents)
+    def check(doc: dict[str, Any]) -> None:
+        (tmp_path / "hub.yaml").write_text(yaml.safe_dump(doc), encoding="utf-8")
+        try:
+            load_config(tmp_path, env={})
+        except ConfigError as exc:
+            assert str(exc).startswith(str(tmp_path / "hub.yaml"))
+
+    check()

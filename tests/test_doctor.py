@@ -111,14 +111,25 @@ def test_the_judge_is_checked_only_when_it_has_a_backend(tmp_path: Path) -> None
     assert groups[1].backend == "ollama" and groups[1].label == "judge via ollama"
 
 
-def test_a_missing_model_fails_with_the_pull_command_as_fix(tmp_path: Path) -> None:
+def test_a_missing_model_fails_with_the_pull_command_as_fix_naming_only_the_role_that_uses_it(
+    tmp_path: Path,
+) -> None:
     worker = FakeWorker(models=("coder:7b",))
 
     checks = by_name(run_doctor(config(tmp_path), make=factory(worker)))
 
-    assert checks["model coder:7b (implementer, local_reviewer)"].ok
-    missing = checks["model reviewer:3b (implementer, local_reviewer)"]
+    assert checks["model coder:7b (implementer)"].ok
+    missing = checks["model reviewer:3b (local_reviewer)"]
     assert not missing.ok and missing.fix == "ollama pull reviewer:3b"
+
+
+def test_doctor_checks_ast_grep_where_the_scans_find_it(tmp_path: Path) -> None:
+    from hub.rules import ast_grep_binary
+
+    on_path = str(tmp_path / "elsewhere" / "ast-grep")
+    check = check_ast_grep(which=lambda name: on_path)
+
+    assert check.detail.startswith("ast-grep") and ast_grep_binary() != on_path
 
 
 def test_a_worker_server_that_does_not_start_fails_once_and_skips_the_model_lines(tmp_path: Path) -> None:

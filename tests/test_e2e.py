@@ -224,9 +224,13 @@ def test_two_stalls_halt_with_exit_4_and_the_printed_resume_command_works(
     assert "halted" in next_.stdout + next_.stderr
     resume_line = next(line.strip() for line in halt.splitlines() if "hub" in line and "resume --to" in line)
     assert resume_line.startswith("cd ")
-    # Run the resume command exactly as printed, with `hub` meaning this checkout's CLI.
+    # Run the resume command exactly as printed, with `hub` meaning this checkout's CLI: a stall needs a
+    # note for the implementer, and its placeholder is refused until a person replaces it.
     words = shlex.split(resume_line.split("&&", 1)[1])
-    assert words[:3] == ["hub", "resume", "--to"]
+    assert words[:5] == ["hub", "resume", "--to", "pending_implementer", "--note"]
+    as_printed = hub(*words[1:], env={"OLLAMA_HOST": fake.url})
+    assert as_printed.returncode == 1 and "placeholder" in as_printed.stderr
+    words[5] = "Ollama restarted with a longer stall timeout"
     assert hub(*words[1:], env={"OLLAMA_HOST": fake.url}).returncode == 0
     resumed = cli("run-implementer", "--json", backend="ollama")
 

@@ -125,7 +125,12 @@ async def exercise_every_tool(session: Any, repo: Path, task: TaskDriver) -> Non
         {
             "tasks": [
                 {"id": "greet", "content": PROPOSAL, "priority": 1},
-                {"id": "bye", "content": "Say goodbye", "priority": 0, "depends_on": ["greet"]},
+                {
+                    "id": "bye",
+                    "content": "Say goodbye\nTarget: src/app.py",
+                    "priority": 0,
+                    "depends_on": ["greet"],
+                },
             ]
         },
     )
@@ -148,6 +153,15 @@ async def exercise_every_tool(session: Any, repo: Path, task: TaskDriver) -> Non
     task.to_judge_review()  # setup, the implementer's commit and the local review, played in-process
     request = await call("hub_read_review_request")
     assert request["status"] == "pending_judge_review" and "greet() says" in request["text"]
+    assert request["answer_with"] == "hub_submit_verdict" and "call `hub_submit_verdict`" in request["text"]
+    failed = await call(
+        "hub_submit_verdict",
+        {"verdict": "FAIL", "blocking_issues": [{"description": "no comma", "severity": "major"}]},
+    )
+    assert failed["to"] == "pending_implementer"
+    rebutted = await call("hub_rebut", {"text": "The comma is there: 'hello, ' + name."})
+    assert rebutted["to"] == "pending_judge_review"
+    assert "The comma is there" in (await call("hub_read_review_request"))["text"]
     verdict = await call("hub_submit_verdict", {"verdict": "PASS", "summary": "the comma is there"})
     assert verdict["to"] == "review_complete"
     merged = await call("hub_next")
@@ -157,6 +171,8 @@ async def exercise_every_tool(session: Any, repo: Path, task: TaskDriver) -> Non
 
     assert (await call("hub_next"))["data"]["backlog_id"] == "bye"
     task.run().halt(Trip("test", "a person must look"))
+    halted = await call("hub_status")
+    assert list(halted["resume_targets"]) == ["pending_implementer"]  # nothing written: no review
     resumed = await call("hub_resume", {"to": "pending_implementer", "note": "looked"})
     assert (resumed["from"], resumed["to"]) == ("erik_consultation", "pending_implementer")
     log = await call("hub_log")
@@ -173,6 +189,10 @@ async def exercise_every_tool(session: Any, repo: Path, task: TaskDriver) -> Non
     assert (await call("remove_rule", {"rule_id": "no-print"}))["success"]
     hits = await call("search_community_rules", {"query": "timeout", "language": "python"})
     assert "py-http-no-timeout" in [r["id"] for r in hits["rules"]]
+    # By whole words in id, message and description: "eval" is not in "evaluated", and the eval rule
+    # shipped with agent-hub is found, marked as active already.
+    evals = await call("search_community_rules", {"query": "eval", "language": "py"})
+    assert evals["rules"] == [] and [r["id"] for r in evals["active_rules"]] == ["py-eval-exec"]
     details = await call("get_community_rule_details", {"rule_id": "py-http-no-timeout"})
     assert "requests" in details["rule"]["rule_yaml"]
     imported = await call("import_community_rule", {"rule_id": "py-http-no-timeout"})
@@ -360,10 +380,17 @@ def test_scan_path_stays_inside_the_repository(git_repo: Path, tmp_path: Path) -
 
 def test_hub_create_task_takes_the_fields_of_hub_new(git_repo: Path, task: TaskDriver) -> None:
     async def body(call: Call) -> None:
-        assert "title is required" in await call("hub_create_task", {}, error=True)
+        refused = await call("hub_create_task", {"proposal": PROPOSAL}, error=True)
+        assert "title" in refused and "requirements" in refused and "Field required" in refused
         created = await call(
             "hub_create_task",
-            {"proposal": PROPOSAL, "acceptance_commands": ["python -c pass"], "complexity": "trivial"},
+            {
+                "title": "Greet politely",
+                "requirements": ["greet() says 'hello, NAME'"],
+                "proposal": PROPOSAL,  # fills in what the inputs leave out: the target
+                "acceptance_commands": ["python -c pass"],
+                "complexity": "trivial",
+            },
         )
         assert created["to"] == "pending_implementer"
 
@@ -374,3 +401,88 @@ def test_hub_create_task_takes_the_fields_of_hub_new(git_repo: Path, task: TaskD
     assert contract["complexity"] == "trivial"
     assert contract["specification"]["target_file"] == "src/app.py"
     assert contract["specification"]["acceptance_commands"] == ["python -c pass"]
+
+
+async def describe_tools(session: Any) -> dict[str, Any]:
+    return {t.name: t.input_schema for t in (await session.list_tools()).tools}
+
+
+def test_every_tool_input_has_a_description_and_the_required_ones_are_marked(git_repo: Path) -> None:
+    async def main() -> dict[str, Any]:
+        async with memory_session(git_repo) as client:
+            return await describe_tools(client)
+
+    schemas = anyio.run(main)
+    undescribed = [
+        f"{tool}.{name}"
+        for tool, schema in schemas.items()
+        for name, prop in schema.get("properties", {}).items()
+        if not prop.get("description")
+    ]
+    assert undescribed == []
+    assert set(schemas["hub_create_task"]["required"]) == {"title", "requirements"}
+    assert set(schemas["hub_submit_verdict"]["required"]) == {"verdict"}
+    assert set(schemas["hub_rebut"]["required"]) == {"text"}
+    issue = schemas["hub_submit_verdict"]["$defs"]["BlockingIssue"]
+    assert issue["required"] == ["description"]
+    assert all(p.get("description") for p in issue["properties"].values())
+
+
+def test_a_whole_task_driven_only_through_mcp_tools_over_stdio(git_repo: Path, run_git: Any) -> None:
+    """An agent alone: create, next until the judge is due, read the review, submit the verdict, next to
+    merged. The model is FakeOllama; no other command runs in between."""
+    from hub.testing import FakeOllama
+
+    fixed = 'def greet(name):\n    return "hello, " + name\n'
+    model = "qwen2.5-coder:7b"  # the default hub.yaml's model for both roles
+    review = '```json\n{"passed": true, "critical": false, "issues": []}\n```'
+    with FakeOllama() as fake:
+        fake.script(model, f"src/app.py\n```python\n{fixed}```\n", review)
+        extra = {
+            "OLLAMA_HOST": fake.url,
+            "HUB_IMPLEMENTER_BACKEND": "ollama",
+            "HUB_LOCAL_REVIEWER_BACKEND": "ollama",
+        }
+
+        async def main() -> list[str]:
+            from mcp import ClientSession, StdioServerParameters, stdio_client
+
+            params = StdioServerParameters(
+                command=sys.executable,
+                args=["-m", "hub", "--repo", str(git_repo), "mcp", "serve"],
+                env={**child_env(), **extra},
+                cwd=str(git_repo),
+            )
+            async with (
+                stdio_client(params) as (read, write),
+                ClientSession(read, write, read_timeout_seconds=120.0) as session,
+            ):
+                await session.initialize()
+                call = caller(session)
+                created = await call(
+                    "hub_create_task",
+                    {
+                        "title": "Greet politely",
+                        "requirements": ["greet() says 'hello, NAME'"],
+                        "target_file": "src/app.py",
+                    },
+                )
+                ran = []
+                for _ in range(3):  # setup-task, run-implementer, run-local-review
+                    outcome = await call("hub_next")
+                    ran.append(outcome["data"]["ran"])
+                status = await call("hub_status")
+                assert status["status"] == "pending_judge_review", status
+                request = await call("hub_read_review_request")
+                assert "call `hub_submit_verdict`" in request["text"] and "+    return" in request["text"]
+                verdict = await call("hub_submit_verdict", {"verdict": "PASS", "summary": "says hello, NAME"})
+                assert verdict["to"] == "review_complete"
+                merged = await call("hub_next")
+                ran.append(merged["data"]["ran"])
+                assert merged["to"] == "merged" and merged["task_id"] == created["task_id"]
+                assert (await call("hub_status"))["active"] is False
+                return ran
+
+        ran = anyio.run(main)
+    assert ran == ["setup-task", "run-implementer", "run-local-review", "finalize-task"]
+    assert run_git(git_repo, "show", "main:src/app.py") == fixed.rstrip("\n")

@@ -296,3 +296,27 @@ def test_polling_notices_a_new_task(git_repo: Path, task: TaskDriver) -> None:
 
     assert not thread.is_alive()
     assert [(r.command, r.exit_code, r.outcome) for r in ran] == [(["next"], 0, {"phase": "fake"})]
+
+
+def test_a_failed_phase_is_logged_with_its_phase_task_state_and_the_childs_error(
+    git_repo: Path, task: Any
+) -> None:
+    import structlog
+
+    task_id = task.new()  # setup-task is due
+    failing = ["sh", "-c", "echo \"hub: base branch 'main' does not exist\" >&2; exit 1", "sh"]
+
+    watcher = Watcher(git_repo, interval=30, hub_argv=failing, on_phase=lambda _run: watcher.request_stop())
+    with structlog.testing.capture_logs() as logs:
+        thread = run_watcher(watcher)
+        thread.join(DEADLINE)
+
+    assert not thread.is_alive()
+    line = next(entry for entry in logs if entry["event"] == "watch.phase")
+    assert (line["phase"], line["task"], line["from"], line["exit"]) == (
+        "setup-task",
+        task_id,
+        "pending_implementer",
+        1,
+    )
+    assert line["message"] == "base branch 'main' does not exist"

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import shlex
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from collections.abc import Set as AbstractSet
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -20,7 +20,7 @@ from hub import contract as contract_mod
 from hub import handoff
 from hub.config import Config
 from hub.contract import Contract, Lease, TaskRefs, iso, now_utc, parse_iso, task_refs
-from hub.errors import EXIT_HALTED, LockBusy, TaskHalted, WrongState
+from hub.errors import EXIT_HALTED, HubError, LockBusy, TaskHalted, WrongState
 from hub.log import get_logger
 from hub.machine import (
     ERIK_CONSULTATION,
@@ -30,7 +30,9 @@ from hub.machine import (
     JUDGE_REVIEW_IN_PROGRESS,
     PENDING_IMPLEMENTER,
     PENDING_JUDGE_REVIEW,
+    PENDING_LOCAL_REVIEW,
     RESUMABLE_STATES,
+    REVIEW_COMPLETE,
     Event,
 )
 
@@ -162,8 +164,26 @@ class Run:
         from hub import gitops
 
         gitops.checkout(self.repo, branch)
-        message = f"[TASK: {self.task_id}] Transition: {self.contract['status']} (Event: {event})"
-        return gitops.checkpoint(self.repo, message, self.contract["constraints"]["allowed_paths"] or None)
+        return gitops.checkpoint(
+            self.repo, self.commit_message(event), self.contract["constraints"]["allowed_paths"] or None
+        )
+
+    def commit_message(self, event: str) -> Callable[[list[str]], str]:
+        """A checkpoint's message: the task id (finalize and `git log --grep` find it by that), the
+        task's title, who changed which files, and the transition in the body."""
+
+        def message(files: list[str]) -> str:
+            shown = ", ".join(files[:4]) + (f" and {len(files) - 4} more" if len(files) > 4 else "")
+            attempt = self.contract["attempt"]
+            what = {
+                "code_written": f"implementer attempt {attempt} changes {shown}",
+                "manual_edit": f"a person's edits to {shown} (kept before attempt {attempt})",
+            }.get(event, f"{event}: {shown}")
+            title = str(self.contract.get("title") or "").strip()
+            head = f"[TASK: {self.task_id}] {title}: {what}" if title else f"[TASK: {self.task_id}] {what}"
+            return f"{head}\n\nState {self.contract['status']} after {event}; {len(files)} files."
+
+        return message
 
     def add_cost(
         self, role: str, tokens_in: int = 0, tokens_out: int = 0, seconds: float = 0.0, usd: float = 0.0
@@ -291,27 +311,103 @@ class Run:
         )
 
 
-def suggested_resume_state(state_before: str) -> str:
-    if state_before in (IMPLEMENTATION_IN_PROGRESS, "timeout_implementer"):
+# Triggers whose cause lies in the model's work: resumed to the implementer, the model would repeat it
+# unless a person says what changed, and the note is the only way into its next prompt.
+NOTE_NEEDED = frozenset(
+    {
+        "stall",
+        "critical_flaw",
+        "critical_halt",
+        "review_cycles",
+        "rebuttal_limit",
+        "destructive_diff",
+        "hash_loop",
+        "too_many_files",
+    }
+)
+# What the halt file puts after --note: the hub refuses a note that still holds it (`check_note`).
+NOTE_PLACEHOLDER = "<<REPLACE: what you changed or want done differently, for the implementer>>"
+
+
+def resume_targets(contract: Contract) -> dict[str, str]:
+    """The states a halted task can be resumed to that lead somewhere, each with what happens next.
+
+    Only these: `timeout_*` would time out again, `pending_rebuttal` waits on a rebuttal that was
+    never written, and review or merge need work on the branch (and a PASS, to merge)."""
+    data = contract["handoff_data"]
+    wrote = any(entry.get("event") == "code_written" for entry in contract.get("history", []))
+    has_work = bool(contract["git"].get("task_branch") and (wrote or data.get("changed_files")))
+    targets: dict[str, str] = {PENDING_IMPLEMENTER: "the implementer writes the change again (a new attempt)"}
+    if has_work:
+        targets[PENDING_LOCAL_REVIEW] = "the local review checks the work on the task branch again"
+        targets[PENDING_JUDGE_REVIEW] = (
+            "the work on the task branch goes to the judge (a fresh review request)"
+        )
+    if has_work and data.get("judge_verdict") == "PASS":
+        targets[REVIEW_COMPLETE] = "the PASS verdict stands: the task branch is merged (finalize-task)"
+    return targets
+
+
+def suggested_resume_state(
+    state_before: str, targets: Mapping[str, str] | None = None, trigger: str = ""
+) -> str:
+    """Where a person most likely wants the task to go: back to the implementer when its work caused
+    the halt (a second review of the same work would halt again), else back to where it halted, if
+    that leads on."""
+    wanted: str
+    if trigger in NOTE_NEEDED or state_before in (IMPLEMENTATION_IN_PROGRESS, "timeout_implementer"):
+        wanted = PENDING_IMPLEMENTER
+    elif state_before in (JUDGE_REVIEW_IN_PROGRESS, "timeout_judge", "pending_rebuttal"):
+        wanted = PENDING_JUDGE_REVIEW
+    else:
+        wanted = state_before if state_before in RESUMABLE_STATES else PENDING_IMPLEMENTER
+    if targets is not None and wanted not in targets:
         return PENDING_IMPLEMENTER
-    if state_before in (JUDGE_REVIEW_IN_PROGRESS, "timeout_judge", "pending_rebuttal"):
-        return PENDING_JUDGE_REVIEW
-    return state_before if state_before in RESUMABLE_STATES else PENDING_IMPLEMENTER
+    return wanted
 
 
-def resume_command(ctx: Context, state: str) -> str:
+def note_needed(trigger: str, state: str) -> bool:
+    return state == PENDING_IMPLEMENTER and trigger in NOTE_NEEDED
+
+
+def check_note(note: str | None) -> None:
+    """Refuse a note that still holds the halt file's placeholder (it would reach the model's prompt)."""
+    if note and "<<REPLACE" in note:
+        raise HubError(
+            "the --note still holds the halt file's placeholder <<REPLACE: ...>>: write what you changed "
+            "(the implementer reads it in its next prompt), or leave --note out"
+        )
+
+
+def resume_command(ctx: Context, state: str, with_note: bool = False) -> str:
+    """A shell line that resumes the task as written (with the note placeholder, when one is needed)."""
     parts = ["hub"]
     default_handoff = ctx.repo_root / "_handoff"
     if ctx.config.handoff_dir.resolve() != default_handoff.resolve():
         parts += ["--handoff", str(ctx.config.handoff_dir)]
-    parts += ["resume", "--to", state, "--note", "what you changed"]
+    parts += ["resume", "--to", state]
+    if with_note:
+        parts += ["--note", NOTE_PLACEHOLDER]
     return f"cd {shlex.quote(str(ctx.repo_root))} && " + " ".join(shlex.quote(p) for p in parts)
 
 
 def render_halt(ctx: Context, contract: Contract, trip: Trip, before: str) -> str:
-    state = suggested_resume_state(before)
+    targets = resume_targets(contract)
+    state = suggested_resume_state(before, targets, trip.trigger)
     evidence = "\n".join(f"- {key}: {value}" for key, value in trip.evidence.items()) or "- (none recorded)"
-    others = ", ".join(sorted(RESUMABLE_STATES - {state}))
+    with_note = note_needed(trip.trigger, state)
+    how = (
+        "Deal with the cause, then replace the `<<REPLACE: ...>>` text with what you changed and run "
+        "(the implementer reads the note in its next prompt; the hub refuses the placeholder):"
+        if with_note
+        else "Deal with the cause, then run:"
+    )
+    others = "\n".join(
+        f"- `{name}`: {why}\n\n      {resume_command(ctx, name, note_needed(trip.trigger, name))}\n"
+        for name, why in targets.items()
+        if name != state
+    )
+    other_text = f"\nOr resume to another state that leads somewhere from here:\n\n{others}" if others else ""
     return f"""# Task halted: a person is needed
 
 - Task: `{contract["task_id"]}` ({contract.get("title", "")})
@@ -328,11 +424,12 @@ def render_halt(ctx: Context, contract: Contract, trip: Trip, before: str) -> st
 
 ## To resume
 
-Deal with the cause, then run:
+{how}
 
-    {resume_command(ctx, state)}
+    {resume_command(ctx, state, with_note)}
 
-`--to` may also name: {others}.
+Then: {targets[state]}.
+{other_text}
 See `hub status` and `hub log` for the history, and `_handoff/runs/{contract["task_id"]}/` for every model call.
 """
 

@@ -4,11 +4,19 @@ from __future__ import annotations
 
 from hub import gitops, handoff
 from hub.breakers import Trip
-from hub.contract import Verdict
+from hub.contract import Verdict, iso
 from hub.errors import WrongState
 from hub.gitops import MergeConflict
-from hub.machine import ERIK_CONSULTATION, PENDING_IMPLEMENTER, RESUMABLE_STATES, REVIEW_COMPLETE, Event
-from hub.phases.context import Context, Outcome, require_setup, running
+from hub.machine import (
+    ERIK_CONSULTATION,
+    PENDING_IMPLEMENTER,
+    PENDING_JUDGE_REVIEW,
+    RESUMABLE_STATES,
+    REVIEW_COMPLETE,
+    Event,
+)
+from hub.phases.context import Context, Outcome, check_note, require_setup, resume_targets, running
+from hub.phases.judge import write_review_request
 
 
 def finalize_task(ctx: Context) -> Outcome:
@@ -45,12 +53,23 @@ def finalize_task(ctx: Context) -> Outcome:
 
 
 def resume(ctx: Context, to_state: str, note: str | None = None) -> Outcome:
-    """Clear a halt: the task goes to the state a person names, with their note kept for the next prompt."""
+    """Clear a halt: the task goes to the state a person names, with their note kept for the next prompt.
+
+    Only to a state that leads somewhere (`resume_targets`), and never with the halt file's note
+    placeholder left in."""
     if to_state not in RESUMABLE_STATES:
         raise WrongState(
             f"cannot resume to '{to_state}'; choose one of {', '.join(sorted(RESUMABLE_STATES))}"
         )
+    check_note(note)
     with running(ctx, "resume", {ERIK_CONSULTATION}) as run:
+        targets = resume_targets(run.contract)
+        if to_state not in targets:
+            choices = "; ".join(f"{name}: {why}" for name, why in targets.items())
+            raise WrongState(
+                f"resuming task {run.task_id} to {to_state} would lead nowhere (no work on the task branch"
+                f"{' or no PASS verdict' if to_state == REVIEW_COMPLETE else ''}); choose one of: {choices}"
+            )
         hand = ctx.handoff
         for path, label in ((hand.halt_report, "halt"), (hand.stall_report, "stall")):
             handoff.set_aside(hand, path, run.task_id, label)
@@ -68,4 +87,9 @@ def resume(ctx: Context, to_state: str, note: str | None = None) -> Outcome:
             f"resumed by a person: {note}" if note else "resumed by a person",
             resume_to=to_state,
         )
+        if to_state == PENDING_JUDGE_REVIEW:
+            # A fresh request (the diff as it is now) and a fresh review clock for the judge.
+            run.contract["handoff_data"]["review_requested_at"] = iso(run.now)
+            run.save()
+            write_review_request(run)
         return Outcome("resume", run.task_id, run.start_state, to_state, f"resumed to {to_state}")

@@ -197,8 +197,9 @@ class Attempt:
             {"path": f.path, "search": f.search[:2000], "outcome": f"refused: SEARCH block: {f.reason}"}
             for f in result.failed_blocks
         ]
-        if not parsed.edits:
-            records += [{"path": "", "outcome": f"refused: {problem}"} for problem in parsed.problems]
+        # Also beside applied edits: a block the parser dropped (markers out of order, a cut-off block)
+        # is part of the answer that was not written.
+        records += [{"path": "", "outcome": f"refused: {problem}"} for problem in parsed.problems]
         for record in records:
             write_record(self.run.ctx.handoff, self.run.task_id, "diff", record, self.run.now)
 
@@ -345,7 +346,8 @@ def build_prompt(run: Run, outlines: bool = False) -> str:
         "implementer",
         task_id=contract["task_id"],
         title=contract.get("title", ""),
-        allowed_paths=", ".join(constraints["allowed_paths"]) or "any file in the repository",
+        allowed_paths=", ".join(constraints["allowed_paths"])
+        or "none (the task names no target or allowed path)",
         forbidden_line=f"Never touch: {', '.join(forbidden)}.\n" if forbidden else "",
         requirements=prompts.bullets(spec["requirements"]),
         acceptance_criteria=prompts.bullets(spec.get("acceptance_criteria", [])),

@@ -5,8 +5,11 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 
+from hub.log import get_logger
 from hub.phases.context import Context, Outcome
 from hub.phases.status import next_step
+
+log = get_logger("hub.next")
 
 # phase name -> "module:function"; imported only when the phase runs.
 PHASES: dict[str, str] = {
@@ -29,7 +32,11 @@ def phase_function(name: str) -> Callable[[Context], Outcome]:
 def run_next(ctx: Context) -> Outcome:
     contract, phase, why = next_step(ctx)
     if phase is None:
-        return Outcome("next", contract["task_id"] if contract else None, message=f"nothing to do: {why}")
+        task_id = contract["task_id"] if contract else None
+        # cron sends stdout nowhere: say on stderr (the log) why the task is not moving, e.g. waiting
+        # for a judge nobody configured.
+        log.info("next.waiting", task=task_id, state=contract["status"] if contract else None, why=why)
+        return Outcome("next", task_id, message=f"nothing to do: {why}")
     outcome = phase_function(phase)(ctx)
     outcome.data.setdefault("ran", phase)
     return outcome

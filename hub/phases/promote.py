@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from hub import backlog
+from hub.errors import ConfigError
 from hub.log import get_logger
 from hub.phases.context import Context, Outcome
 from hub.phases.setup import create
@@ -19,7 +20,14 @@ def promote_next(ctx: Context) -> Outcome:
         return Outcome("promote-backlog", message=f"nothing to do: {why}")
     backlog_id = entry["id"]
     try:
-        outcome = create(ctx, fields)
+        # A proposal is written before its files exist, so its Target may be new (create_target); one
+        # naming no file at all would become a task the model can write nowhere in (ConfigError): it
+        # is blocked with the reason, and the next `hub next` goes on with the rest of the backlog.
+        outcome = create(ctx, fields, create_target=True)
+    except ConfigError as exc:
+        reason = f"{exc}; add a 'Target: path' line to the proposal, then set it proposed again"
+        backlog.settle_claim(ctx, backlog_id, None, blocked=reason)
+        return Outcome("promote-backlog", message=f"backlog task {backlog_id} blocked: {reason}")
     except BaseException:
         backlog.settle_claim(ctx, backlog_id, None)
         raise

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 import time
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from hub import gitops, prompts
@@ -280,16 +281,34 @@ class Review:
         # Any finding, minor ones too, marks the review as not passed: the judge must look at it.
         passed = review["passed"] and not issues
         self._record_issues(issues, passed=passed)
+        why = overruled_pass(review, static)
+        self.contract["handoff_data"]["local_review_note"] = why
         event = Event.LOCAL_PASS if passed else Event.LOCAL_WARN
-        enter_judge_review(
-            self.run, event, f"local review: {len(issues)} issues, passed={passed}", diff=self.diff
-        )
+        reason = f"local review: {len(issues)} issues, passed={passed}" + (f" ({why})" if why else "")
+        enter_judge_review(self.run, event, reason, diff=self.diff)
         return Outcome(
             "run-local-review",
             self.run.task_id,
             self.run.start_state,
             self.contract["status"],
-            f"local review {'passed' if passed else 'found issues'} ({len(issues)}); "
-            f"{self.run.ctx.handoff.review_request.name} is ready for the judge",
-            data={"passed": passed, "issues": len(issues)},
+            f"local review {'passed' if passed else 'found issues'} ({len(issues)})"
+            + (f": {why}" if why else "")
+            + f"; {self.run.ctx.handoff.review_request.name} is ready for the judge",
+            data={"passed": passed, "issues": len(issues), **({"why": why} if why else {})},
         )
+
+
+def overruled_pass(review: dict[str, Any], static: Sequence[Mapping[str, Any]]) -> str | None:
+    """Why a review the reviewer called passed is recorded as not passed (None: it was not overruled)."""
+    if not review["passed"] or not (review["issues"] or static):
+        return None
+    parts = []
+    if review["issues"]:
+        severities = sorted({str(i.get("severity") or "unrated") for i in review["issues"]})
+        parts.append(f"{len(review['issues'])} issue(s) of its own ({', '.join(severities)})")
+    if static:
+        parts.append(f"{len(static)} rule finding(s)")
+    return (
+        f"the reviewer answered passed=true but the review holds {' and '.join(parts)}; "
+        "any finding marks it not passed so the judge weighs it"
+    )

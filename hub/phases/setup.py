@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -9,7 +10,7 @@ from hub import contract as contract_mod
 from hub import gitops
 from hub.config import CONFIG_FILE, default_yaml
 from hub.contract import Contract
-from hub.errors import ContractInvalid, GitError, WrongState
+from hub.errors import ConfigError, ContractInvalid, GitError, WrongState
 from hub.handoff import write_report
 from hub.machine import MERGED, PENDING_IMPLEMENTER
 from hub.phases.context import Context, Outcome, running
@@ -64,8 +65,50 @@ def missing_task_field(fields: dict[str, Any]) -> str | None:
     return None
 
 
-def create(ctx: Context, fields: dict[str, object]) -> Outcome:
-    """Write a fresh contract; refuse while an unfinished one is active."""
+def check_task_paths(repo_root: Path, fields: Mapping[str, Any], create_target: bool = False) -> None:
+    """Refuse a task whose target is mistyped (a file that does not exist and is not meant to be
+    created: the closest files the repository has are named), or that names no path the model may
+    write at all (every edit would be refused)."""
+    target = fields.get("target_file")
+    if not target and not fields.get("allowed_paths") and not fields.get("source_files"):
+        raise ConfigError(
+            "the task names no file to change: give --target FILE (or --allowed-path PATH); "
+            "without one the model may write nowhere and every edit would be refused"
+        )
+    if target and not create_target and not _exists(repo_root, str(target)):
+        hint = _close_files(repo_root, str(target))
+        raise ConfigError(
+            f"--target {target}: no such file in {repo_root}{hint} (pass --new-file if the task creates it)"
+        )
+
+
+def _exists(repo_root: Path, path: str) -> bool:
+    root = repo_root.resolve()
+    full = (root / path).resolve()
+    return full.is_relative_to(root) and full.exists()
+
+
+def _close_files(repo_root: Path, path: str) -> str:
+    import difflib
+    import subprocess
+
+    try:
+        listed = subprocess.run(
+            ["git", "ls-files", "-z"], cwd=repo_root, capture_output=True, text=True, timeout=30, check=False
+        ).stdout.split("\0")
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    files = [f for f in listed if f]
+    by_name = [f for f in files if Path(f).name == Path(path).name]
+    close = by_name[:3] or difflib.get_close_matches(path, files, n=3, cutoff=0.6)
+    return f"; did you mean {', '.join(close)}?" if close else ""
+
+
+def create(
+    ctx: Context, fields: dict[str, object], create_target: bool = False, check_paths: bool = True
+) -> Outcome:
+    """Write a fresh contract; refuse while an unfinished one is active, or when its files are mistyped
+    (`check_paths`: not for backlog proposals, written ahead of the files they name)."""
     hand = ctx.handoff
     hand.ensure()
     from hub.handoff import phase_lock
@@ -83,6 +126,8 @@ def create(ctx: Context, fields: dict[str, object]) -> Outcome:
                     f"task {current['task_id']} is still active ({current['status']}); "
                     "finish it or move TASK_CONTRACT.json to archive/ first"
                 )
+        if check_paths:
+            check_task_paths(ctx.repo_root, fields, create_target)
         roles = {name: ctx.config.role(name).model for name in ("implementer", "local_reviewer", "judge")}
         contract = contract_mod.new_contract(
             project=ctx.config.project,

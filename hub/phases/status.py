@@ -25,7 +25,7 @@ from hub.machine import (
     TIMEOUT_IMPLEMENTER,
     TIMEOUT_JUDGE,
 )
-from hub.phases.context import Context
+from hub.phases.context import Context, resume_targets
 
 
 def due(
@@ -103,7 +103,7 @@ def status(ctx: Context) -> dict[str, Any]:
     """Everything `hub status` shows, as one JSON-able document."""
     hand = ctx.handoff
     if not hand.contract.exists():
-        return {"active": False, "handoff": str(hand.dir), "next": due(None, ctx.clock(), False)[1]}
+        return {"active": False, "handoff": str(hand.dir), "next": idle_next(ctx)}
     contract = contract_mod.load(hand.contract)
     phase, why = due(contract, ctx.clock(), judge_configured(ctx), report_waiting(ctx))
     owner = handoff.lock_owner(hand)
@@ -125,7 +125,21 @@ def status(ctx: Context) -> dict[str, Any]:
         "server_wait": contract["handoff_data"].get("server_wait") if owner else None,
         "halt_file": str(hand.halt_report) if hand.halt_report.exists() else None,
         "stall_report": str(hand.stall_report) if hand.stall_report.exists() else None,
+        # For an agent that cannot read the halt file: where `hub resume --to` can send the task.
+        "resume_targets": resume_targets(contract) if contract["status"] == ERIK_CONSULTATION else {},
     }
+
+
+def idle_next(ctx: Context) -> str:
+    """What `hub next` does with no active task: promote a ready backlog proposal, or nothing (then say
+    how to start one, rather than suggest promoting a backlog that is empty)."""
+    from hub.backlog import peek_next
+
+    entry, why = peek_next(ctx.handoff)
+    if entry is not None:
+        return f"`hub next` promotes backlog proposal {entry['id']} ({why})"
+    start = "start a task: hub new --title T --requirement R --target FILE (or queue one: hub backlog add)"
+    return f"nothing: {why}; {start}"
 
 
 def log_entries(ctx: Context, task_id: str | None = None) -> list[dict[str, Any]]:

@@ -10,14 +10,14 @@ import pytest
 
 from hub.breakers import Trip
 from hub.machine import RESUMABLE_STATES
-from hub.phases.context import Context, Outcome, resume_command, suggested_resume_state
+from hub.phases.context import NOTE_PLACEHOLDER, Context, Outcome, resume_command, suggested_resume_state
 
 if TYPE_CHECKING:
     # The fixtures' types (tests/conftest.py); pytest loads conftest, tests never import it.
     from conftest import TaskDriver
 
 
-def test_a_checkpoint_commits_only_the_allowed_paths_with_the_transition_in_its_message(
+def test_a_checkpoint_commits_only_the_allowed_paths_titled_with_the_task_and_what_changed(
     task: TaskDriver, ctx: Context, run_git: Any
 ) -> None:
     task_id = task.new(target="src/app.py")
@@ -30,8 +30,9 @@ def test_a_checkpoint_commits_only_the_allowed_paths_with_the_transition_in_its_
     repo = ctx.repo_root
     assert sha == run_git(repo, "rev-parse", f"task/{task_id}")
     assert run_git(repo, "log", "-1", "--format=%s") == (
-        f"[TASK: {task_id}] Transition: pending_local_review (Event: code_written)"
+        f"[TASK: {task_id}] Greet politely: implementer attempt 1 changes src/app.py"
     )
+    assert "State pending_local_review after code_written" in run_git(repo, "log", "-1", "--format=%b")
     assert run_git(repo, "show", "--name-only", "--format=", "HEAD") == "src/app.py"
     assert run_git(repo, "status", "--porcelain") == "M README.md"
     assert run.checkpoint("code_written") is None  # nothing new inside the allowed paths
@@ -66,7 +67,7 @@ def test_a_halt_records_the_trip_and_writes_a_halt_file_with_a_runnable_resume_c
     text = task.hand.halt_report.read_text(encoding="utf-8")
     assert "- Reason: 23 files changed; the limit is 20" in text
     assert "- changed_files: 23" in text
-    command = resume_command(ctx, "pending_implementer")
+    command = resume_command(ctx, "pending_implementer", with_note=True)
     assert f"    {command}\n" in text
     assert shlex.split(command)[:3] == ["cd", str(ctx.repo_root), "&&"]
     assert shlex.split(command)[3:] == [
@@ -75,8 +76,31 @@ def test_a_halt_records_the_trip_and_writes_a_halt_file_with_a_runnable_resume_c
         "--to",
         "pending_implementer",
         "--note",
-        "what you changed",
+        NOTE_PLACEHOLDER,
     ]
+    # Nothing was written on the branch: review, judge and merge would lead nowhere and are not offered.
+    assert "pending_local_review" not in text and "review_complete" not in text
+
+
+def test_a_halt_caused_outside_the_model_offers_a_resume_without_a_note(task: Any, ctx: Context) -> None:
+    task.new()
+    task.setup()
+    task.run().halt(Trip("ollama_unavailable", "no Ollama at http://127.0.0.1:9"))
+    text = task.hand.halt_report.read_text(encoding="utf-8")
+    assert f"    {resume_command(ctx, 'pending_implementer')}\n" in text
+    assert "--note" not in text
+
+
+def test_a_halt_after_the_work_was_written_offers_review_and_judge_with_what_each_does(
+    task: Any, ctx: Context
+) -> None:
+    task.to_judge_review()
+    run = task.run()
+    run.halt(Trip("judge_timeout", "no verdict in 60 minutes"), event="circuit_breaker_halt")
+    text = task.hand.halt_report.read_text(encoding="utf-8")
+    assert f"    {resume_command(ctx, 'pending_judge_review')}\n" in text
+    assert "the local review checks the work on the task branch again" in text
+    assert "review_complete" not in text  # no PASS verdict: a merge would lead nowhere
 
 
 @pytest.mark.parametrize(
@@ -94,6 +118,8 @@ def test_a_halt_records_the_trip_and_writes_a_halt_file_with_a_runnable_resume_c
 )
 def test_the_suggested_resume_state_is_one_a_person_can_name(before: str, suggested: str) -> None:
     assert suggested_resume_state(before) == suggested
+    # When the implementer's work caused the halt, the implementer is next (with a note).
+    assert suggested_resume_state(before, trigger="critical_flaw") == "pending_implementer"
     assert suggested in RESUMABLE_STATES
 
 

@@ -96,7 +96,7 @@ def test_a_merge_conflict_halts_with_git_conflict_and_leaves_both_branches_and_t
     assert not (repo / ".git/MERGE_HEAD").exists()
     halt = task.hand.halt_report.read_text(encoding="utf-8")
     assert "Trigger: `git_conflict`" in halt and "src/app.py" in halt
-    command = f"cd {repo} && hub resume --to review_complete --note 'what you changed'"
+    command = f"cd {repo} && hub resume --to review_complete"
     assert f"\n    {command}\n" in halt
 
 
@@ -133,4 +133,6 @@ def test_the_resume_command_names_a_handoff_folder_outside_the_repo(
     (outside / "JUDGE_REPORT.json").write_text('{"verdict": "CRITICAL_HALT"}', encoding="utf-8")
     report_judge(ctx)
     halt = (outside / "ERIK_HALT.md").read_text(encoding="utf-8")
-    assert f"hub --handoff {outside} resume --to review_complete" in halt
+    # The judge's CRITICAL_HALT is no PASS: the halt file offers the implementer (with a note), never a merge.
+    assert f"hub --handoff {outside} resume --to pending_implementer --note '<<REPLACE" in halt
+    assert "--to review_complete" not in halt

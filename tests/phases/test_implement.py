@@ -528,8 +528,7 @@ def test_hub_new_and_setup_task_warn_when_the_tasks_files_cannot_fit_naming_the_
     for outcome in (created, set_up):
         warning = outcome.data["warning"]
         assert (
-            "do not fit num_ctx 4096" in warning
-            and "even with the other source files as outlines" in warning
+            "do not fit num_ctx 4096" in warning and "even with the other source files as outlines" in warning
         )
         assert "src/big.py (~" in warning and "whole-file answer would be cut off" in warning
         assert "search/replace" in warning and f"models.{IMPL}.num_ctx" in warning

@@ -113,7 +113,8 @@ def test_critical_halt_stops_the_task_for_a_person_with_exit_4_and_a_halt_file(
     assert contract["breaker"]["status"] == "tripped" and contract["breaker"]["trigger"] == "critical_halt"
     halt = task.hand.halt_report.read_text(encoding="utf-8")
     assert "Trigger: `critical_halt`" in halt and "deletes the database" in halt
-    assert "hub resume --to review_complete" in halt
+    assert "hub resume --to pending_implementer --note '<<REPLACE" in halt
+    assert "--to review_complete" not in halt  # no PASS to merge: that would lead nowhere
 
 
 def test_review_cycles_over_the_limit_halt_instead_of_another_rework(task: TaskDriver, ctx: Context) -> None:

@@ -59,8 +59,40 @@ def test_resume_clears_the_stall_and_interruption_counters_but_keeps_review_cycl
     contract = task.contract()
     contract["breaker"]["counters"].update(stall_strikes=2, interruptions=3, review_cycles=1)
     task.hand.contract.write_text(json.dumps(contract), encoding="utf-8")
-    resume(ctx, "review_complete")
+    resume(ctx, "pending_local_review")
     assert task.contract()["breaker"]["counters"] == {"review_cycles": 1}
+
+
+def test_resume_refuses_a_state_that_leads_nowhere_naming_those_that_do_and_changes_nothing(
+    task: Any, ctx: Context
+) -> None:
+    halted(task, ctx)  # a CRITICAL_HALT verdict: there is no PASS to merge
+    before = task.hand.contract.read_bytes()
+    with pytest.raises(WrongState, match="to review_complete would lead nowhere") as caught:
+        resume(ctx, "review_complete")
+    assert "pending_judge_review: the work on the task branch goes to the judge" in str(caught.value)
+    assert task.hand.contract.read_bytes() == before
+
+
+def test_the_note_placeholder_of_the_halt_file_is_refused_and_changes_nothing(
+    task: Any, ctx: Context
+) -> None:
+    from hub.errors import HubError
+    from hub.phases.context import NOTE_PLACEHOLDER
+
+    halted(task, ctx)
+    before = task.hand.contract.read_bytes()
+    with pytest.raises(HubError, match="still holds the halt file's placeholder"):
+        resume(ctx, "pending_implementer", NOTE_PLACEHOLDER)
+    assert task.hand.contract.read_bytes() == before
+
+
+def test_resuming_to_the_judge_writes_a_fresh_review_request(task: Any, ctx: Context) -> None:
+    halted(task, ctx)
+    task.hand.review_request.unlink(missing_ok=True)
+    task.hand.review_in_progress.unlink(missing_ok=True)
+    resume(ctx, "pending_judge_review")
+    assert "src/app.py" in task.hand.review_request.read_text(encoding="utf-8")
 
 
 @pytest.mark.parametrize("target", ["implementation_in_progress", "merged", "erik_consultation", "nowhere"])

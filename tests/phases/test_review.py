@@ -109,6 +109,11 @@ def test_minor_issues_go_to_the_judge_recorded_in_the_review_request(pipe: Pipel
     assert pipe.contract()["history"][-1]["event"] == "local_warn"
     request = pipe.ctx.handoff.review_request.read_text(encoding="utf-8")
     assert "[minor] src/app.py:2: prefer an f-string" in request
+    # The reviewer said passed=true: the record says why it counts as not passed.
+    why = "the reviewer answered passed=true but the review holds 1 issue(s) of its own (minor)"
+    assert why in outcome.message and why in data["local_review_note"]
+    assert why in pipe.contract()["history"][-1]["reason"]
+    assert f"## Local review (passed: False; {why}" in request
 
 
 def test_a_major_issue_goes_to_the_judge_as_not_passed(pipe: Pipeline) -> None:

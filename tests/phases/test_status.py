@@ -124,3 +124,16 @@ def test_status_does_not_show_a_killed_phase_as_running(task: TaskDriver, ctx: C
     owner = {"pid": gone.pid, "host": socket.gethostname(), "phase": "setup-task", "since": iso(NOW)}
     ctx.handoff.lock_owner.write_text(json.dumps(owner), encoding="utf-8")
     assert status(ctx)["running"] is None
+
+
+def test_with_no_task_and_an_empty_backlog_status_says_how_to_start_instead_of_promoting(
+    ctx: Context, task: Any
+) -> None:
+    from hub import backlog
+    from hub.phases.status import status
+
+    assert status(ctx)["next"].startswith("nothing: no proposals in the backlog; start a task: hub new")
+    backlog.add_tasks(ctx, [{"id": "later", "content": "# Later\n\n## Requirements\n\n- r\n"}])
+    before = ctx.handoff.backlog.read_bytes()
+    assert status(ctx)["next"].startswith("`hub next` promotes backlog proposal later")
+    assert ctx.handoff.backlog.read_bytes() == before

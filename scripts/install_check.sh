@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Install agent-hub the way a user does, into throwaway homes, and drive a whole task with the installed
+# `hub` (outside the clone, with a bare PATH) against FakeOllama:
+#   pipx install .               pipx install git+file://<clone>@<branch>               uv tool install .
+#
+#   scripts/install_check.sh            # `make install-check`; PIPX=... UV=... to pick the tools
+#
+# Checks that the prompts and the packaged rules are read from the wheel (not from the clone), that the
+# ast-grep binary beside the hub's Python is found, that `hub init`, `hub doctor` and `hub rules scan`
+# run, and that a task goes new -> setup -> implementer -> local review -> PASS -> merged.
+set -euo pipefail
+
+src=$(cd "$(dirname "$0")/.." && pwd)
+pipx=${PIPX:-$(command -v pipx || true)}
+uv=${UV:-$(command -v uv || true)}
+[ -n "$pipx" ] || { echo "install_check: needs pipx (pip install pipx), or PIPX=path" >&2; exit 2; }
+work=$(mktemp -d "${TMPDIR:-/tmp}/hub-install-check.XXXX")
+trap 'rm -rf "$work"' EXIT
+cd "$work"
+branch=$(git -C "$src" rev-parse --abbrev-ref HEAD)
+
+smoke() {  # $1 label, $2 folder holding the installed hub
+    local bin=$2 py repo
+    echo "== $1: $bin/hub"
+    "$bin/hub" --version
+    py=$(head -1 "$bin/hub" | sed 's/^#!//' | cut -d' ' -f1)
+    "$py" - <<'PY'
+import hub.prompts, hub.rules
+prompts, rules = hub.prompts.packaged_dir("prompts"), hub.rules.packaged_rules_dir()
+assert "site-packages" in str(prompts) and (prompts / "implementer.md").is_file(), prompts
+assert "site-packages" in str(rules) and any(rules.glob("*.yml")), rules
+print("data from the wheel:", prompts.parent, "| ast-grep:", hub.rules.find_ast_grep())
+PY
+    repo="$work/repo-$1"
+    mkdir "$repo" && cd "$repo"
+    git init -q -b main && git config user.email check@example.invalid && git config user.name check
+    printf 'def add(a, b):\n    return a + b\n' > calc.py && git add -A && git commit -qm init
+    local run=(env -i HOME="$work/home" PATH="$bin:/usr/bin:/bin" OLLAMA_HOST="$fake_url" HUB_LOG_LEVEL=WARNING)
+    "${run[@]}" hub init >/dev/null && git add hub.yaml && git commit -qm hub
+    "${run[@]}" hub doctor >/dev/null || true  # FakeOllama lacks the default model: doctor says so
+    "${run[@]}" hub rules scan calc.py >/dev/null
+    "${run[@]}" hub rules search eval | grep -q py-eval-exec  # the catalog and the packaged rules
+    "${run[@]}" hub new --title "Add sub" --requirement "sub(a, b) returns a - b" --target calc.py >/dev/null
+    for _ in 1 2 3; do "${run[@]}" hub next >/dev/null; done  # setup-task, implementer, local review
+    echo '{"verdict": "PASS", "blocking_issues": []}' > _handoff/JUDGE_REPORT.json
+    "${run[@]}" hub next >/dev/null && "${run[@]}" hub next >/dev/null  # report-judge, finalize-task
+    git show main:calc.py | grep -q "def sub" || { echo "$1: the task did not merge" >&2; exit 1; }
+    echo "$1: a whole task merged with the installed hub"
+    cd "$work"
+}
+
+# FakeOllama, from the clone's own environment, answers as both the implementer and the reviewer.
+impl='calc.py\n```python\ndef add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return a - b\n```\n'
+review='```json\n{\"passed\": true, \"critical\": false, \"issues\": []}\n```'
+pair="\"$impl\", \"$review\""
+echo "{\"models\": {\"qwen2.5-coder:7b\": [$pair, $pair, $pair]}}" > script.json
+"$src/.venv/bin/python" -m hub.testing --script script.json > fake.out 2>&1 &
+fake_pid=$!
+trap 'kill $fake_pid 2>/dev/null; rm -rf "$work"' EXIT
+for _ in $(seq 100); do grep -q listening fake.out && break; sleep 0.1; done
+fake_url=$(sed -n 's/.*listening on //p' fake.out)
+
+export PIPX_HOME=$work/pipx PIPX_BIN_DIR=$work/pipx-bin PIPX_MAN_DIR=$work/pipx-man
+"$pipx" install "$src" >/dev/null 2>&1
+smoke pipx "$work/pipx-bin"
+"$pipx" uninstall agent-hub >/dev/null
+"$pipx" install "git+file://$src@$branch" >/dev/null 2>&1
+smoke pipx-git "$work/pipx-bin"
+if [ -n "$uv" ]; then
+    UV_TOOL_DIR=$work/uv-tools UV_TOOL_BIN_DIR=$work/uv-bin UV_CACHE_DIR=$work/uv-cache \
+        "$uv" tool install "$src" >/dev/null 2>&1
+    smoke uv "$work/uv-bin"
+else
+    echo "== uv: not installed, skipped"
+fi
+echo "install_check: all passed"

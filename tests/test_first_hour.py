@@ -1,0 +1,435 @@
+"""The first hour of a new user: the mistakes people make, through the real `hub` command line, each
+answered with a message that says what and where, a documented exit code, and nothing changed.
+
+A corpus of broken hub.yaml files and broken contracts goes through every command; none may end in a
+traceback."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hub.config import default_yaml
+
+Snapshot = Callable[[Path], dict[str, bytes]]
+
+# (name, hub.yaml text, what the message must say: "LINE: key.path: ...")
+BROKEN_CONFIGS: list[tuple[str, str, str]] = [
+    (
+        "role for roles",
+        "role:\n  implementer:\n    model: qwen2.5-coder:32b\n",
+        "hub.yaml:1: role: unknown key; did you mean 'roles'?",
+    ),
+    (
+        "num_ctc",
+        "models:\n  qwen2.5-coder:7b:\n    num_ctc: 16384\n",
+        "hub.yaml:3: models[\"qwen2.5-coder:7b\"].num_ctc: unknown key; did you mean 'num_ctx'?",
+    ),
+    (
+        "a list for seconds",
+        "project: p\nacceptance_timeout_seconds: [300]\n",
+        "hub.yaml:2: acceptance_timeout_seconds: got a list [300] (expected a number > 0 (seconds))",
+    ),
+    (
+        "workers as a mapping",
+        "workers:\n  hub:\n    transport: stdio\n",
+        "hub.yaml:1: workers: got a mapping",
+    ),
+    ("negative num_ctx", "default_num_ctx: -5\n", "hub.yaml:1: default_num_ctx: -5 is too small"),
+    (
+        "a boolean model",
+        "roles:\n  judge:\n    model: yes\n",
+        "hub.yaml:3: roles.judge.model: got a boolean True",
+    ),
+    (
+        "unknown backend",
+        "roles:\n  implementer: {backend: ollamma}\n",
+        "roles.implementer.backend: 'ollamma' is not allowed; did you mean 'ollama'?",
+    ),
+    (
+        "unknown worker",
+        "roles:\n  implementer: {worker: hbu}\n",
+        "hub.yaml:2: roles.implementer.worker: no worker server named 'hbu'; did you mean 'hub'?",
+    ),
+    (
+        "stall as text",
+        "roles:\n  local_reviewer:\n    timeouts: {stall: soon}\n",
+        "hub.yaml:3: roles.local_reviewer.timeouts.stall: got a string 'soon'",
+    ),
+    (
+        "halt file as a path",
+        "halt_file: ../../etc/HALT.md\n",
+        "hub.yaml:1: halt_file: '../../etc/HALT.md' is a path",
+    ),
+    ("http worker without url", "workers:\n  - {name: far, transport: http}\n", "workers[0].url: is missing"),
+    ("not a mapping", "- roles\n", "hub.yaml:1: expected a mapping at the top level"),
+    ("not YAML", "roles: [\n", "hub.yaml: not valid YAML"),
+    (
+        "roles twice",
+        "roles:\n  implementer: {model: big:32b}\nproject: p\nroles:\n  judge: {model: j}\n",
+        "hub.yaml:4: roles: duplicate key",
+    ),
+    ("tab indentation", "roles:\n\timplementer: {}\n", "hub.yaml: not valid YAML"),
+    ("binary", "\udcff\udcfe", "hub.yaml: cannot be read"),
+]
+
+# Every command, with the arguments it needs to get as far as reading its input.
+COMMANDS: list[list[str]] = [
+    ["init"],
+    ["new", "--title", "t", "--requirement", "r", "--target", "src/app.py"],
+    ["setup-task"],
+    ["run-implementer"],
+    ["run-local-review"],
+    ["report-judge"],
+    ["run-judge"],
+    ["timeout-judge"],
+    ["rebut", "REBUTTAL"],
+    ["finalize-task"],
+    ["resume", "--to", "pending_implementer"],
+    ["next"],
+    ["status"],
+    ["status", "--json"],
+    ["log"],
+    ["log", "--task", "t"],
+    ["models"],
+    ["doctor"],
+    ["doctor", "--json"],
+    ["mcp", "serve"],
+    ["watch", "--poll"],
+    ["backlog", "add", "# A proposal"],
+    ["backlog", "update", "B1", "--priority", "1"],
+    ["backlog", "list"],
+    ["backlog", "next"],
+    ["backlog", "summary", "s"],
+    ["backlog", "complete"],
+    ["note", "add", "n", "--type", "tip"],
+    ["note", "list"],
+    ["rules", "search", "eval"],
+]
+
+
+def write_config(repo: Path, text: str) -> None:
+    if "\udcff" in text:
+        (repo / "hub.yaml").write_bytes(text.encode("utf-8", "surrogateescape"))
+    else:
+        (repo / "hub.yaml").write_text(text, encoding="utf-8")
+
+
+def state_of(repo: Path) -> dict[str, Any]:
+    """The work tree's files, the branches and HEAD: what 'nothing changed' means."""
+    files = {
+        str(p.relative_to(repo)): p.read_bytes()
+        for p in sorted(repo.rglob("*"))
+        if p.is_file() and ".git" not in p.relative_to(repo).parts
+    }
+    refs = subprocess.run(
+        ["git", "for-each-ref", "--format=%(refname) %(objectname)"], cwd=repo, capture_output=True, text=True
+    ).stdout
+    head = (repo / ".git" / "HEAD").read_text(encoding="utf-8")
+    cache = (repo / ".git" / "hub-yaml-cache.json").exists()
+    return {"files": files, "refs": refs, "head": head, "cache": cache}
+
+
+def run_in_process(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    """`hub ARGV` through the same entry point as the console script; any uncaught exception (a
+    traceback for the user) fails the test by propagating."""
+    from hub.cli import main
+
+    with pytest.raises(SystemExit) as done:
+        main(argv)
+    out, err = capsys.readouterr()
+    code = done.value.code
+    return (code if isinstance(code, int) else 1), out, err
+
+
+@pytest.fixture(autouse=True)
+def restore_logging() -> Iterator[None]:
+    """The in-process CLI points structlog and logging at pytest's captured stderr, which closes after
+    the test: put back what was there so later tests do not log into a closed file."""
+    import logging
+
+    import structlog
+
+    saved = structlog.get_config()
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    structlog.configure(**saved)
+    root.handlers[:] = handlers
+    root.setLevel(level)
+
+
+@pytest.fixture
+def quiet_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    for key in list(os.environ):
+        if key.startswith("HUB_") or key == "OLLAMA_HOST":
+            monkeypatch.delenv(key)
+    monkeypatch.setenv("HUB_LOG_FORMAT", "json")
+    monkeypatch.setenv("OLLAMA_HOST", "http://127.0.0.1:9")
+    yield
+
+
+@pytest.mark.parametrize(("name", "text", "says"), BROKEN_CONFIGS, ids=[c[0] for c in BROKEN_CONFIGS])
+def test_a_broken_hub_yaml_stops_every_command_naming_line_key_and_form_and_changes_nothing(
+    git_repo: Path, capsys: pytest.CaptureFixture[str], quiet_env: None, name: str, text: str, says: str
+) -> None:
+    write_config(git_repo, text)
+    (git_repo / "REBUTTAL").write_text("I disagree\n", encoding="utf-8")
+    before = state_of(git_repo)
+    for argv in COMMANDS:
+        argv = [str(git_repo / a) if a == "REBUTTAL" else a for a in argv]
+        code, out, err = run_in_process(["--repo", str(git_repo), *argv], capsys)
+        where = f"hub {' '.join(argv)}"
+        assert code == 1, (where, out, err)
+        shown = out if argv[0] == "doctor" else err
+        if argv == ["doctor", "--json"]:
+            shown = json.loads(out)["checks"][0]["detail"]
+        assert says in shown, (where, shown)
+        if argv[0] != "doctor":
+            assert err.startswith("hub: "), (where, err)
+        assert state_of(git_repo) == before, where
+
+
+def test_doctor_runs_the_same_validation_first_and_stops_there(hub: Any, git_repo: Path) -> None:
+    write_config(git_repo, "role:\n  implementer:\n    model: qwen2.5-coder:32b\n")
+    done = hub("doctor", "--json")
+    assert done.returncode == 1
+    checks = json.loads(done.stdout)["checks"]
+    assert [c["name"] for c in checks] == ["hub.yaml"]
+    assert "hub.yaml:1: role: unknown key; did you mean 'roles'?" in checks[0]["detail"]
+
+
+def test_several_mistakes_are_reported_at_once_each_on_its_own_line(hub: Any, git_repo: Path) -> None:
+    write_config(git_repo, "role: {}\nmodels:\n  m:\n    num_ctc: 1\nacceptance_timeout_seconds: [300]\n")
+    done = hub("status")
+    assert done.returncode == 1
+    assert "3 problems" in done.stderr
+    assert [line.split(": ", 2)[1] for line in done.stderr.splitlines()[1:]] == [
+        "role",
+        "models.m.num_ctc",
+        "acceptance_timeout_seconds",
+    ]
+    assert "Traceback" not in done.stderr
+
+
+# --- broken contracts through every command ---------------------------------------------------------
+
+BROKEN_CONTRACTS: list[tuple[str, Callable[[dict[str, Any]], Any]]] = [
+    ("not JSON", lambda c: "{ not json"),
+    ("a list", lambda c: [c]),
+    ("no status", lambda c: {k: v for k, v in c.items() if k != "status"}),
+    ("git as a string", lambda c: {**c, "git": "main"}),
+    ("attempt as text", lambda c: {**c, "attempt": "one"}),
+    ("handoff_data null", lambda c: {**c, "handoff_data": None}),
+]
+
+
+@pytest.mark.parametrize(("name", "breaks"), BROKEN_CONTRACTS, ids=[c[0] for c in BROKEN_CONTRACTS])
+def test_a_broken_contract_never_ends_in_a_traceback_and_changes_nothing(
+    task: Any, git_repo: Path, capsys: pytest.CaptureFixture[str], quiet_env: None, name: str, breaks: Any
+) -> None:
+    task.new()
+    contract_path = task.hand.contract
+    broken = breaks(json.loads(contract_path.read_text(encoding="utf-8")))
+    contract_path.write_text(broken if isinstance(broken, str) else json.dumps(broken), encoding="utf-8")
+    (git_repo / "REBUTTAL").write_text("I disagree\n", encoding="utf-8")
+    capsys.readouterr()
+    before = state_of(git_repo)
+    for argv in COMMANDS:
+        if argv[0] in ("mcp", "watch", "backlog", "note", "rules", "models", "doctor", "init", "log"):
+            continue  # they do not read the contract, or serve until stopped
+        argv = [str(git_repo / a) if a == "REBUTTAL" else a for a in argv]
+        code, out, err = run_in_process(["--repo", str(git_repo), *argv], capsys)
+        where = f"hub {' '.join(argv)}"
+        assert code in (1, 3), (where, out, err)
+        assert err.startswith("hub: "), (where, err)
+        if argv[0] != "run-judge":  # which refuses first: no judge is configured
+            assert "TASK_CONTRACT.json" in err, (where, err)
+        assert state_of(git_repo) == before, where
+
+
+# --- before `hub init`, outside git -------------------------------------------------------------------
+
+
+def test_outside_a_git_repository_new_says_so_exits_1_and_creates_nothing(hub: Any, tmp_path: Path) -> None:
+    folder = tmp_path / "not-a-repo"
+    folder.mkdir()
+    done = hub("new", "--title", "t", "--requirement", "r", cwd=folder)
+    assert done.returncode == 1
+    assert done.stderr.startswith(f"hub: {folder} is not inside a git repository")
+    assert "git init" in done.stderr
+    assert list(folder.iterdir()) == []
+
+
+def test_in_a_repository_without_hub_init_next_says_to_run_it_and_writes_nothing(
+    hub: Any, tmp_path: Path, run_git: Any
+) -> None:
+    repo = tmp_path / "fresh"
+    repo.mkdir()
+    run_git(repo, "init", "-q", "-b", "main")
+    (repo / "a.py").write_text("x = 1\n", encoding="utf-8")
+    for argv in (
+        ["next"],
+        ["new", "--title", "t", "--requirement", "r"],
+        ["status"],
+        ["backlog", "add", "# P"],
+    ):
+        done = hub(*argv, cwd=repo)
+        assert done.returncode == 1, argv
+        assert f"no hub.yaml in {repo}: `hub init` has not run here; fix: hub init" in done.stderr, argv
+        assert "commit" not in done.stderr, argv  # the old advice: commit _handoff/.hub.lock
+        assert sorted(p.name for p in repo.iterdir()) == [".git", "a.py"], argv
+
+
+def test_a_handoff_folder_git_does_not_ignore_is_refused_with_hub_init_as_the_fix(
+    hub: Any, git_repo: Path
+) -> None:
+    (git_repo / ".git" / "info" / "exclude").write_text("", encoding="utf-8")
+    done = hub("next")
+    assert done.returncode == 1
+    assert "_handoff/ is not ignored by git" in done.stderr and "fix: hub init" in done.stderr
+    assert not (git_repo / "_handoff").exists()
+
+
+def test_doctor_fails_outside_git_and_before_hub_init_with_the_fix(
+    hub: Any, tmp_path: Path, run_git: Any
+) -> None:
+    outside = tmp_path / "plain"
+    outside.mkdir()
+    done = hub("doctor", "--json", cwd=outside, env={"OLLAMA_HOST": "http://127.0.0.1:9"})
+    checks = {c["name"]: c for c in json.loads(done.stdout)["checks"]}
+    assert done.returncode == 1
+    assert not checks["git repository"]["ok"] and "git init" in checks["git repository"]["fix"]
+
+    repo = tmp_path / "repo-without-init"
+    repo.mkdir()
+    run_git(repo, "init", "-q")
+    done = hub("doctor", "--json", cwd=repo, env={"OLLAMA_HOST": "http://127.0.0.1:9"})
+    checks = {c["name"]: c for c in json.loads(done.stdout)["checks"]}
+    assert done.returncode == 1
+    assert not checks["hub init"]["ok"] and checks["hub init"]["fix"] == "hub init"
+    assert sorted(p.name for p in repo.iterdir()) == [".git"]
+
+
+def test_init_then_the_same_commands_work(hub: Any, tmp_path: Path, run_git: Any) -> None:
+    repo = tmp_path / "fresh"
+    repo.mkdir()
+    run_git(repo, "init", "-q", "-b", "main")
+    assert hub("init", cwd=repo).returncode == 0
+    done = hub("status", cwd=repo)
+    assert done.returncode == 0 and "no active task" in done.stdout
+
+
+def test_the_default_hub_yaml_passes_its_own_schema(tmp_path: Path) -> None:
+    from hub.config import load_config
+
+    (tmp_path / "hub.yaml").write_text(default_yaml("p"), encoding="utf-8")
+    assert load_config(tmp_path, env={}).project == "p"
+
+
+def test_every_key_the_readme_shows_is_in_the_schema() -> None:
+    import yaml
+
+    from hub import config_schema
+
+    readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
+    block = readme.split("## Configuration: `hub.yaml`", 1)[1].split("```yaml\n", 1)[1].split("```", 1)[0]
+    assert config_schema.validate(yaml.safe_load(block)) == []
+
+
+def test_a_config_corpus_through_the_real_cli_as_separate_processes(
+    hub: Any, git_repo: Path, tmp_path: Path
+) -> None:
+    # The in-process corpus above uses the console script's entry point; here the same files, each in a
+    # copy of the repository, go through real `hub status` and `hub next` processes started at once.
+    procs = {}
+    for name, text, says in BROKEN_CONFIGS:
+        repo = tmp_path / "corpus" / name.replace(" ", "-")
+        shutil.copytree(git_repo, repo)
+        write_config(repo, text)
+        for argv in (["status"], ["next"]):
+            env = {k: v for k, v in os.environ.items() if not k.startswith("HUB_")}
+            procs[(name, argv[0])] = (
+                subprocess.Popen(
+                    [sys.executable, "-m", "hub", *argv],
+                    cwd=repo,
+                    env=env,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    text=True,
+                ),
+                says,
+            )
+    for key, (proc, says) in procs.items():
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 1, (key, err)
+        assert says in err and "Traceback" not in err, (key, err)
+        assert out == "", key
+
+
+# --- hub new: a mistyped --target, no target at all ----------------------------------------------------
+
+
+def test_a_mistyped_target_is_refused_naming_the_file_meant_and_nothing_is_written(
+    hub: Any, git_repo: Path
+) -> None:
+    done = hub("new", "--title", "Greet", "--requirement", "r", "--target", "src/ap.py")
+    assert done.returncode == 1
+    assert done.stderr.startswith("hub: --target src/ap.py: no such file in ")
+    assert "did you mean src/app.py?" in done.stderr and "--new-file" in done.stderr
+    assert not (git_repo / "_handoff" / "TASK_CONTRACT.json").exists()
+
+
+def test_a_new_file_target_is_accepted_with_new_file(hub: Any, git_repo: Path) -> None:
+    done = hub("new", "--title", "Add util", "--requirement", "r", "--target", "src/util.py", "--new-file")
+    assert done.returncode == 0, done.stderr
+    contract = json.loads((git_repo / "_handoff" / "TASK_CONTRACT.json").read_text(encoding="utf-8"))
+    assert contract["constraints"]["allowed_paths"] == ["src/util.py"]
+
+
+def test_a_task_with_no_file_to_change_is_refused_before_the_model_is_told_it_may_write_anything(
+    hub: Any, git_repo: Path
+) -> None:
+    done = hub("new", "--title", "Greet", "--requirement", "r")
+    assert done.returncode == 1
+    assert "the task names no file to change: give --target FILE" in done.stderr
+    assert not (git_repo / "_handoff" / "TASK_CONTRACT.json").exists()
+
+
+# --- the halt file's resume command --------------------------------------------------------------------
+
+
+def test_the_halt_files_command_as_written_is_refused_and_one_leading_nowhere_too_changing_nothing(
+    hub: Any, task: Any
+) -> None:
+    import shlex
+
+    from hub.breakers import Trip
+
+    task.new()
+    task.setup()
+    task.run().halt(Trip("critical_flaw", "the reviewer found eval() on user input"))
+    halt = task.hand.halt_report.read_text(encoding="utf-8")
+    line = next(line.strip() for line in halt.splitlines() if "resume --to" in line)
+    before = (task.hand.contract.read_bytes(), halt)
+
+    as_written = hub(*shlex.split(line.split("&&", 1)[1])[1:])
+    assert as_written.returncode == 1
+    assert "still holds the halt file's placeholder" in as_written.stderr
+    nowhere = hub("resume", "--to", "review_complete")
+    assert nowhere.returncode == 3
+    assert "to review_complete would lead nowhere" in nowhere.stderr
+    assert "pending_implementer: the implementer writes the change again" in nowhere.stderr
+    assert (task.hand.contract.read_bytes(), task.hand.halt_report.read_text(encoding="utf-8")) == before
+
+    done = hub("resume", "--to", "pending_implementer", "--note", "never build code from input")
+    assert done.returncode == 0, done.stderr
+    assert task.contract()["handoff_data"]["resume_notes"] == ["never build code from input"]
