@@ -7,6 +7,7 @@ import shlex
 import socket
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -541,3 +542,34 @@ def test_a_task_that_fits_gets_no_budget_warning(pipe: Pipeline) -> None:
     outcome = create(pipe.ctx, {"title": "Small", "requirements": ["x"], "target_file": "src/app.py"})
 
     assert "warning" not in outcome.data
+
+
+def test_a_call_the_server_counted_calibrates_the_models_estimate_for_the_next_request(
+    pipe: Pipeline,
+) -> None:
+    from hub.workers.bridge import calibration_path, request_for
+
+    pipe.commit("a module", {"src/big.py": BIG_MODULE[: len(BIG_MODULE) // 4]})
+    # The server counts twice what the hub estimates: a denser tokenizer than Qwen's.
+    pipe.fake.respond_with(
+        IMPL,
+        lambda body: Reply(
+            text=whole_file("src/app.py", GREET_FIXED),
+            prompt_eval_count=2 * budget_estimate(body),
+        ),
+    )
+    pipe.start(source_files=["src/big.py"])
+
+    assert pipe.implement().to_state == "pending_local_review"
+
+    config = pipe.ctx.config
+    assert calibration_path(config).is_file()
+    assert request_for(config, "implementer", "x").token_scale == pytest.approx(2.0, rel=0.01)
+
+
+def budget_estimate(body: dict[str, Any]) -> int:
+    from hub.workers import budget
+
+    messages = body["messages"]
+    system = next((m["content"] for m in messages if m["role"] == "system"), None)
+    return budget.prompt_tokens(messages[-1]["content"], system)
