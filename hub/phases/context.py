@@ -211,7 +211,7 @@ class Run:
         started = time.monotonic()
         try:
             generation = self.wait_for_server(lambda: worker.generate(request))
-            observe_call(self.ctx.config, request, generation)
+            generation = observe_call(self.ctx.config, request, generation)
             return generation
         except Exception as exc:
             outcome = f"{type(exc).__name__}: {exc}"

@@ -448,18 +448,38 @@ def calibration_path(config: Config) -> Path:
     )
 
 
-def observe_call(config: Config, request: ChatRequest, generation: Generation) -> None:
-    """Learn the model's token ratio from a call the server counted and read whole."""
-    if generation.tokens_estimated or generation.truncated:
-        return
+def observe_call(config: Config, request: ChatRequest, generation: Generation) -> Generation:
+    """After a call: a cut flagged only because the server had cached a prefix of an earlier prompt
+    (its prompt_eval_count counts only what it evaluated) is no cut; a call the server counted and
+    read whole calibrates the model's token ratio; the prompt is remembered for the next process."""
     path = calibration_path(config)
     calibration = budget.Calibration.load(path)
-    estimate = budget.prompt_tokens(request.prompt, request.system)
-    if calibration.observe(request.model, estimate, generation.prompt_tokens):
-        try:
-            calibration.save(path)
-        except OSError as exc:
-            log.debug("bridge.calibration_unsaved", path=str(path), error=str(exc))
+    prompt = (request.system or "") + request.prompt
+    if generation.truncated:
+        shared = calibration.shared_prefix(request.model, prompt)
+        if shared:
+            estimate = budget.prompt_tokens(request.prompt, request.system)
+            # The fingerprints' step and the chat template are uncertain: count them as cached too.
+            cached = (
+                budget.estimate_tokens(prompt[: shared + budget.PREFIX_STEP])
+                + budget.TEMPLATE_TOKENS
+                + 2 * budget.TEMPLATE_TOKENS_PER_MESSAGE
+            )
+            if not budget.truncated(generation.prompt_tokens, estimate, request.num_ctx, cached):
+                log.info("bridge.cached_prefix", model=request.model, cached_chars=shared)
+                generation = replace(generation, truncated=False)
+    elif not generation.tokens_estimated:
+        estimate = budget.prompt_tokens(request.prompt, request.system)
+        # A cached prefix lowers the count below the prompt's size: only a prompt new to the server
+        # (sharing no remembered prefix) says how its tokenizer counts.
+        if not calibration.shared_prefix(request.model, prompt):
+            calibration.observe(request.model, estimate, generation.prompt_tokens)
+    calibration.remember(request.model, prompt)
+    try:
+        calibration.save(path)
+    except OSError as exc:
+        log.debug("bridge.calibration_unsaved", path=str(path), error=str(exc))
+    return generation
 
 
 __all__ = [

@@ -17,6 +17,7 @@ Pure: no I/O except `Calibration.load` / `save`, which the caller points at a fi
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import re
@@ -52,6 +53,10 @@ TRUNCATION_MIN_TOKENS = 256
 CALIBRATION_FLOOR = 0.9
 CALIBRATION_CEILING = 3.0
 CALIBRATION_KEEP = 8  # observations per model; the largest ratio wins
+# Prompts remembered per model (as prefix fingerprints every PREFIX_STEP characters), so a later process
+# can tell a prefix the server had cached from a cut.
+PREFIXES_KEEP = 4
+PREFIX_STEP = 256
 # When the role sets no num_predict, this much of the window is kept for the answer.
 DEFAULT_ANSWER_SHARE = 0.25
 
@@ -198,11 +203,44 @@ def fit_text(text: str, max_tokens: int, scale: float = 1.0) -> str:
     return text[: cut + 1] if cut > lo * 0.8 else text[:lo]
 
 
-class Calibration:
-    """Per model: recent ratios of the server's count to the estimate, and the scale they give."""
+def fingerprints(text: str) -> list[str]:
+    """Short hashes of text[:256], text[:512], ...: enough to find how long a prefix two prompts share
+    without keeping either."""
+    digest = hashlib.blake2b(digest_size=6)
+    out = []
+    for start in range(0, len(text) - PREFIX_STEP + 1, PREFIX_STEP):
+        digest.update(text[start : start + PREFIX_STEP].encode("utf-8"))
+        out.append(digest.copy().hexdigest())
+    return out
 
-    def __init__(self, ratios: Mapping[str, list[float]] | None = None) -> None:
+
+class Calibration:
+    """Per model: recent ratios of the server's count to the estimate, and the scale they give; and the
+    fingerprints of recent prompts (a server caches their prefixes across calls and processes)."""
+
+    def __init__(
+        self,
+        ratios: Mapping[str, list[float]] | None = None,
+        prefixes: Mapping[str, list[list[str]]] | None = None,
+    ) -> None:
         self.ratios: dict[str, list[float]] = {k: list(v) for k, v in (ratios or {}).items()}
+        self.prefixes: dict[str, list[list[str]]] = {k: list(v) for k, v in (prefixes or {}).items()}
+
+    def remember(self, model: str, prompt: str) -> None:
+        kept = self.prefixes.setdefault(model, [])
+        kept.append(fingerprints(prompt))
+        del kept[:-PREFIXES_KEEP]
+
+    def shared_prefix(self, model: str, prompt: str) -> int:
+        """Characters of `prompt` (a multiple of PREFIX_STEP) that a remembered prompt began with too."""
+        mine = fingerprints(prompt)
+        best = 0
+        for other in self.prefixes.get(model, []):
+            n = 0
+            while n < min(len(mine), len(other)) and mine[n] == other[n]:
+                n += 1
+            best = max(best, n * PREFIX_STEP)
+        return best
 
     def scale(self, model: str) -> float:
         seen = self.ratios.get(model)
@@ -226,16 +264,20 @@ class Calibration:
         except (OSError, ValueError):
             return cls()
         ratios = data.get("ratios") if isinstance(data, dict) else None
-        if not isinstance(ratios, dict):
-            return cls()
+        prefixes = data.get("prefixes") if isinstance(data, dict) else None
         clean = {
             str(k): [float(x) for x in v if isinstance(x, int | float)]
-            for k, v in ratios.items()
+            for k, v in (ratios if isinstance(ratios, dict) else {}).items()
             if isinstance(v, list)
         }
-        return cls(clean)
+        kept = {
+            str(k): [[str(h) for h in p] for p in v if isinstance(p, list)]
+            for k, v in (prefixes if isinstance(prefixes, dict) else {}).items()
+            if isinstance(v, list)
+        }
+        return cls(clean, kept)
 
     def save(self, path: Path) -> None:
         from hub.atomic import write_atomic
 
-        write_atomic(path, json.dumps({"ratios": self.ratios}, indent=1) + "\n")
+        write_atomic(path, json.dumps({"ratios": self.ratios, "prefixes": self.prefixes}) + "\n")

@@ -340,3 +340,26 @@ def test_npm_fetch_failed_at_its_300_s_limit_is_a_timeout_and_at_once_an_outage(
     assert isinstance(slow, WorkerTimeout) and slow.clock == "total"
     down = npm_chat_error("npm", "Error: fetch failed", "m", seconds=0.05)
     assert isinstance(down, WorkerUnavailable)
+
+
+def test_a_low_count_for_a_prompt_whose_prefix_an_earlier_process_sent_is_a_cache_hit_not_a_cut(
+    tmp_path: Path,
+) -> None:
+    from hub.config import load_config
+    from hub.workers.base import Generation
+    from hub.workers.bridge import observe_call
+
+    (tmp_path / ".git").mkdir()
+    config = load_config(tmp_path, env={})
+    files = sample("Python source", 5000)
+    first = ChatRequest(model="m", prompt=files + "\n\nattempt 1", num_ctx=16_384)
+    observe_call(config, first, Generation(text="ok", model="m", prompt_tokens=5100))
+
+    # Another process, the same files with new feedback: Ollama evaluates only what its cache lacks.
+    again = ChatRequest(model="m", prompt=files + "\n\nattempt 2 failed: fix it", num_ctx=16_384)
+    cached = observe_call(config, again, Generation(text="ok", model="m", prompt_tokens=30, truncated=True))
+    assert not cached.truncated
+
+    other = ChatRequest(model="m", prompt=sample("dense JSON", 5000), num_ctx=16_384)
+    cut = observe_call(config, other, Generation(text="ok", model="m", prompt_tokens=30, truncated=True))
+    assert cut.truncated
