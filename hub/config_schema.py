@@ -257,8 +257,8 @@ SANDBOX_MODES = ("auto", "required", "off")
 
 SECONDS = Num(0, above=True, unit="seconds")
 TIMEOUTS = Map(
-    {"first_token": SECONDS, "stall": SECONDS, "total": SECONDS},
-    what="three clocks in seconds, e.g. {first_token: 180, stall: 60, total: 900},",
+    {"load": SECONDS, "first_token": SECONDS, "stall": SECONDS, "total": SECONDS},
+    what="clocks in seconds, e.g. {load: 600, first_token: 180, stall: 60, total: 900},",
 )
 ROLE = Map(
     {
@@ -277,6 +277,8 @@ WORKER = Map(
         "command": Command(),
         "url": Str(),
         "env": MapOf(Scalar(), what="a mapping of environment variables"),
+        # the window Ollama applies when the worker cannot pass num_ctx (npm ollama-mcp)
+        "num_ctx": Int(256, unit="tokens"),
     },
     required=("name",),
     what="a worker server: a mapping",
@@ -304,6 +306,7 @@ SCHEMA = Map(
                 "max_changed_files": Int(1, unit="files"),
                 "max_reply_chars": Int(1000, unit="characters one model reply may hold"),
                 "global_timeout_hours": Num(0, above=True, unit="hours"),
+                "server_wait_minutes": Num(0, unit="minutes"),
             }
         ),
         # Issue 11: where acceptance commands run (hub/sandbox.py); `off` reads as false in YAML.

@@ -121,6 +121,16 @@ if TYPE_CHECKING:
         raw_tail: str
         timings: dict[str, float]
 
+    class ServerWait(TypedDict):
+        """An outage being waited out by the running phase (`hub status` shows it)."""
+
+        since: str
+        waited_seconds: float
+        limit_minutes: float
+        attempts: int
+        next_try_seconds: float
+        error: str
+
     class HaltRecord(TypedDict):
         trigger: str
         reason: str
@@ -153,6 +163,7 @@ if TYPE_CHECKING:
         review_requested_at: str
         review_request_mtime_ns: int  # a judge report older than this is never applied
         merge_commit: str
+        server_wait: ServerWait
         sandbox: str  # whether the acceptance commands ran sandboxed, and how
         committing: Committing
 
@@ -228,6 +239,7 @@ else:
     AttemptRecord = dict
     StallRecord = dict
     HaltRecord = dict
+    ServerWait = dict
     HandoffData = dict
     Lease = dict
     Breaker = dict
