@@ -14,7 +14,19 @@ import sys
 import time
 from pathlib import Path
 
-BENCHES = ("startup", "phases", "bridge", "rules", "mcp", "task", "edits", "backlog")
+BENCHES = (
+    "startup",
+    "phases",
+    "bridge",
+    "rules",
+    "mcp",
+    "task",
+    "edits",
+    "budget",
+    "sandbox",
+    "bounds",
+    "backlog",
+)
 
 
 def main() -> int:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import time
 from collections.abc import Mapping
@@ -17,12 +18,22 @@ from typing import Any
 from hub.config_schema import BACKENDS, ROLES, TRANSPORTS
 from hub.contract import DEFAULT_MAX_CHANGED_FILES
 from hub.errors import ConfigError
+from hub.sandbox import SandboxMode, SandboxSettings
 
 CONFIG_FILE = "hub.yaml"
 __all__ = ["BACKENDS", "CONFIG_FILE", "ROLES", "TRANSPORTS", "Config", "ConfigError", "load_config"]
 
 DEFAULT_MODEL = "qwen2.5-coder:7b"
-DEFAULT_NUM_CTX = 8192
+HALT_NAME = re.compile(r"[A-Za-z0-9._-]{1,100}")
+# The README's value: a typical source file (~20 KB, ~5,300 estimated tokens), the instructions and a
+# whole-file answer (num_predict 6144) fit; 8192 did not hold a 46 KB file or its answer.
+DEFAULT_NUM_CTX = 16384
+# Room kept for each role's answer (Ollama's num_predict): the implementer writes whole files.
+DEFAULT_NUM_PREDICT = {"implementer": 6144, "local_reviewer": 2048, "judge": 4096}
+DEFAULT_SERVER_WAIT_MINUTES = 30.0
+DEFAULT_LOAD_SECONDS = 600.0
+# The window Ollama uses when a worker cannot pass num_ctx (npm ollama-mcp): its default.
+DEFAULT_SERVER_NUM_CTX = 4096
 
 DEFAULT_YAML = """\
 # agent-hub configuration. Environment variables (OLLAMA_HOST, HUB_*) override these values.
@@ -35,18 +46,21 @@ ollama:
 #   backend: mcp    -> through an MCP worker server (below), the default
 #   backend: ollama -> straight to Ollama's HTTP API
 #   backend: openai -> an OpenAI-compatible /v1/chat/completions server (vLLM, llama.cpp, LM Studio)
-# Timeouts are seconds: to the first token, the longest gap between tokens (a stall), and in total.
+# Timeouts are seconds: loading the model (its own clock), then to the first token, the longest gap
+# between tokens (a stall), and in total. num_predict is the room kept for the answer in num_ctx.
 roles:
   implementer:
     model: {model}
     backend: mcp
     worker: hub
-    timeouts: {{first_token: 180, stall: 60, total: 900}}
+    timeouts: {{load: 600, first_token: 180, stall: 60, total: 900}}
+    num_predict: 6144
   local_reviewer:
     model: {model}
     backend: mcp
     worker: hub
-    timeouts: {{first_token: 180, stall: 60, total: 600}}
+    timeouts: {{load: 600, first_token: 180, stall: 60, total: 600}}
+    num_predict: 2048
   judge:
     model: {model}
 
@@ -67,6 +81,10 @@ judge:
   command: null
   backend: null
 
+# An unreachable or restarting model server is waited out this long (with back-off) before a halt.
+limits:
+  server_wait_minutes: 30
+
 acceptance_timeout_seconds: 300
 halt_file: ERIK_HALT.md
 """
@@ -79,6 +97,7 @@ class Timeouts:
     first_token: float = 180.0
     stall: float = 60.0
     total: float = 900.0
+    load: float = DEFAULT_LOAD_SECONDS
 
 
 @dataclass(frozen=True)
@@ -103,6 +122,7 @@ class WorkerServer:
     command: tuple[str, ...] = ()
     url: str | None = None
     env: Mapping[str, str] = field(default_factory=dict)
+    num_ctx: int = DEFAULT_SERVER_NUM_CTX  # the window in force when the worker cannot pass num_ctx
 
 
 @dataclass(frozen=True)
@@ -131,9 +151,19 @@ class Config:
     judge: JudgeConfig = field(default_factory=JudgeConfig)
     acceptance_timeout_seconds: float = 300.0
     max_changed_files: int = DEFAULT_MAX_CHANGED_FILES
+    max_reply_chars: int = 400_000
     global_timeout_hours: float = 4.0
     rules_catalog_url: str | None = None
     mcp_token: str | None = None
+    server_wait_minutes: float = DEFAULT_SERVER_WAIT_MINUTES
+    sandbox: SandboxSettings = field(default_factory=SandboxSettings)
+    # Where hub.yaml, prompts and rules were read: the user's checkout (see hub/trust.py). None: repo_root.
+    config_root: Path | None = None
+
+    @property
+    def trust_root(self) -> Path:
+        return self.config_root or self.repo_root
+
     # Where each task's git worktree lives; None: inside the git directory, where a test runner, a
     # search or an IDE opened on the user's checkout does not walk (see `worktrees_root`).
     worktrees_dir: Path | None = None
@@ -327,11 +357,18 @@ def _from_raw(
 
     judge = section("judge")
     limits = section("limits")
+    # The schema checks hub.yaml's halt_file; HUB_HALT_FILE bypasses it, and must not climb out either.
+    halt_file = str(env.get("HUB_HALT_FILE") or raw.get("halt_file") or "ERIK_HALT.md")
+    if not HALT_NAME.fullmatch(halt_file) or halt_file in (".", ".."):
+        raise ConfigError(
+            f"{source}: halt_file: '{halt_file}' must be a file name in the handoff folder "
+            "(letters, digits, . _ -; no folder)"
+        )
     return Config(
         repo_root=repo_root,
         handoff_dir=handoff_dir,
         project=str(env.get("HUB_PROJECT") or raw.get("project") or repo_root.name or "hub"),
-        halt_file=str(env.get("HUB_HALT_FILE") or raw.get("halt_file") or "ERIK_HALT.md"),
+        halt_file=halt_file,
         ollama_host=ollama_host,
         openai_base_url=str(
             env.get("HUB_OPENAI_BASE_URL") or openai.get("base_url") or "http://127.0.0.1:8000/v1"
@@ -346,9 +383,12 @@ def _from_raw(
         ),
         acceptance_timeout_seconds=float(raw.get("acceptance_timeout_seconds") or 300),
         max_changed_files=int(limits.get("max_changed_files") or DEFAULT_MAX_CHANGED_FILES),
+        max_reply_chars=int(limits.get("max_reply_chars") or 400_000),
         global_timeout_hours=float(limits.get("global_timeout_hours") or 4),
         rules_catalog_url=section("rules").get("catalog_url"),
         mcp_token=env.get("HUB_MCP_TOKEN") or None,
+        sandbox=sandbox_settings(raw.get("sandbox"), env.get("HUB_SANDBOX"), repo_root, source),
+        server_wait_minutes=_or(limits.get("server_wait_minutes"), DEFAULT_SERVER_WAIT_MINUTES),
         ollama_slots=_positive_int(section("ollama").get("slots", 1), "ollama.slots", source),
         ollama_hosts=_hosts(section("ollama"), source),
         worktrees_dir=_worktrees_dir(raw.get("worktrees_dir"), repo_root, source),
@@ -361,6 +401,45 @@ def _from_raw(
             source,
         ),
     )
+
+
+# The `sandbox:` keys, in the shape issue 14's schema can take over as they are.
+SANDBOX_KEYS = {
+    "mode": "auto | required | off",
+    "network": "true | false",
+    "writable_paths": "a list of folders",
+}
+
+
+def sandbox_settings(raw: Any, env_mode: str | None, repo_root: Path, source: str) -> SandboxSettings:
+    """`sandbox: auto|required|off`, or a mapping with `mode`, `network` and `writable_paths`."""
+    if raw is None:
+        raw = {}
+    if isinstance(raw, str):
+        raw = {"mode": raw}
+    if isinstance(raw, bool):  # YAML reads a bare `off` as false
+        raw = {"mode": "auto" if raw else "off"}
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{source}: sandbox: expected auto, required, off or a mapping")
+    unknown = sorted(set(map(str, raw)) - set(SANDBOX_KEYS))
+    if unknown:
+        raise ConfigError(f"{source}: sandbox.{unknown[0]}: unknown key (known: {', '.join(SANDBOX_KEYS)})")
+    mode = env_mode or raw.get("mode", "auto")
+    if mode is False:
+        mode = "off"
+    if mode not in {m.value for m in SandboxMode}:
+        raise ConfigError(f"{source}: sandbox.mode: '{mode}' is not one of auto, required, off")
+    network = raw.get("network", False)
+    if not isinstance(network, bool):
+        raise ConfigError(f"{source}: sandbox.network: expected true or false")
+    paths = raw.get("writable_paths") or []
+    if isinstance(paths, str) or not isinstance(paths, list) or not all(isinstance(p, str) for p in paths):
+        raise ConfigError(f"{source}: sandbox.writable_paths: expected a list of folders")
+    resolved = []
+    for item in paths:
+        path = Path(item).expanduser()
+        resolved.append(path if path.is_absolute() else repo_root / path)
+    return SandboxSettings(SandboxMode(mode), network, tuple(resolved))
 
 
 def _hosts(ollama: dict[str, Any], source: str) -> tuple[tuple[str, int], ...]:
@@ -416,6 +495,7 @@ def _role(name: str, raw: dict[str, Any], env: Mapping[str, str], source: str) -
         first_token=float(t.get("first_token") or defaults.first_token),
         stall=float(t.get("stall") or defaults.stall),
         total=float(t.get("total") or defaults.total),
+        load=float(t.get("load") or defaults.load),
     )
     temperature = raw.get("temperature")
     return RoleConfig(
@@ -425,8 +505,14 @@ def _role(name: str, raw: dict[str, Any], env: Mapping[str, str], source: str) -
         worker=str(raw.get("worker") or "hub"),
         timeouts=timeouts,
         temperature=0.2 if temperature is None else float(temperature),
-        num_predict=raw.get("num_predict"),
+        # null keeps a quarter of num_ctx for the answer (hub.workers.budget)
+        num_predict=raw.get("num_predict", DEFAULT_NUM_PREDICT.get(name)),
     )
+
+
+def _or(value: Any, default: float) -> float:
+    """A checked number, or the default when unset (0 is a value: no waiting)."""
+    return default if value is None else float(value)
 
 
 def _worker(raw: dict[str, Any]) -> WorkerServer:
@@ -440,4 +526,5 @@ def _worker(raw: dict[str, Any]) -> WorkerServer:
         command=tuple(command),
         url=raw.get("url"),
         env={str(k): str(v) for k, v in (raw.get("env") or {}).items()},
+        num_ctx=int(raw.get("num_ctx") or DEFAULT_SERVER_NUM_CTX),
     )

@@ -253,11 +253,12 @@ class ListOf(Spec):
 ROLES = ("implementer", "local_reviewer", "judge")
 BACKENDS = ("mcp", "ollama", "openai")
 TRANSPORTS = ("stdio", "http", "sse")
+SANDBOX_MODES = ("auto", "required", "off")
 
 SECONDS = Num(0, above=True, unit="seconds")
 TIMEOUTS = Map(
-    {"first_token": SECONDS, "stall": SECONDS, "total": SECONDS},
-    what="three clocks in seconds, e.g. {first_token: 180, stall: 60, total: 900},",
+    {"load": SECONDS, "first_token": SECONDS, "stall": SECONDS, "total": SECONDS},
+    what="clocks in seconds, e.g. {load: 600, first_token: 180, stall: 60, total: 900},",
 )
 ROLE = Map(
     {
@@ -276,6 +277,8 @@ WORKER = Map(
         "command": Command(),
         "url": Str(),
         "env": MapOf(Scalar(), what="a mapping of environment variables"),
+        # the window Ollama applies when the worker cannot pass num_ctx (npm ollama-mcp)
+        "num_ctx": Int(256, unit="tokens"),
     },
     required=("name",),
     what="a worker server: a mapping",
@@ -312,12 +315,28 @@ SCHEMA = Map(
         "limits": Map(
             {
                 "max_changed_files": Int(1, unit="files"),
+                "max_reply_chars": Int(1000, unit="characters one model reply may hold"),
                 "global_timeout_hours": Num(0, above=True, unit="hours"),
+                "server_wait_minutes": Num(0, unit="minutes"),
                 "parallel_tasks": Int(1, unit="tasks"),
             }
         ),
         "worktrees_dir": Str(),
         "keep_branches": Bool(),
+        # Issue 11: where acceptance commands run (hub/sandbox.py); `off` reads as false in YAML.
+        "sandbox": AnyOf(
+            (
+                Str(choices=SANDBOX_MODES),
+                Bool(),
+                Map(
+                    {
+                        "mode": AnyOf((Str(choices=SANDBOX_MODES), Bool())),
+                        "network": Bool(),
+                        "writable_paths": ListOf(Str(), what="a list of folders"),
+                    }
+                ),
+            )
+        ),
         "rules": Map({"catalog_url": Str()}),
     },
     what="hub.yaml: a mapping",

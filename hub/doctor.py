@@ -53,6 +53,7 @@ class WorkerModels:
     server_started: bool | None = None  # MCP workers only: did the server start and list its tools
     server_detail: str = ""
     reached: bool = False  # the worker answered with a model list (possibly lacking what the roles need)
+    dialect: str = ""  # MCP workers only: ollama_run (hub) or ollama_chat (npm ollama-mcp)
 
     @property
     def label(self) -> str:
@@ -120,12 +121,19 @@ def diagnose(
 
 def run_doctor(config: Config, which: Which = shutil.which, make: WorkerFactory | None = None) -> list[Check]:
     """The machine's checks, in the order a person would fix them."""
-    checks = [check_git(which), check_ast_grep(which), check_ollama(config.ollama_host)]
+    checks = [
+        check_git(which),
+        check_ast_grep(which),
+        check_sandbox(config, which),
+        check_ollama(config.ollama_host),
+    ]
     for group in list_worker_models(config, make=make):
         if group.server_started is not None:
             checks.append(_server_check(group))
             if not group.server_started:
                 continue
+            if group.dialect == "ollama_chat":  # npm ollama-mcp (hub.workers.bridge.NPM_DIALECT)
+                checks.append(_npm_check(group))
         if not group.reached:
             checks.append(_unreached_check(config, group))
             continue
@@ -141,6 +149,25 @@ def check_git(which: Which = shutil.which) -> Check:
         )
     version = _version([path, "--version"])
     return Check("git", version is not None, version or f"{path} --version failed", "reinstall git")
+
+
+def check_sandbox(config: Config, which: Which = shutil.which) -> Check:
+    """Whether acceptance commands will run sandboxed. `auto` without bwrap passes, saying plainly that
+    commands run unsandboxed; `required` without it fails with the fix."""
+    from hub.sandbox import FIX_INSTALL, SandboxMode, availability
+
+    mode = config.sandbox.mode
+    if mode == SandboxMode.OFF:
+        return Check("sandbox", True, "off in hub.yaml: acceptance commands run with your full rights")
+    bwrap, why = availability(which)
+    if bwrap is not None:
+        net = "network on" if config.sandbox.network else "no network"
+        return Check("sandbox", True, f"{mode}: acceptance commands run in bwrap ({bwrap}, {net})")
+    if mode == SandboxMode.REQUIRED:
+        return Check(
+            "sandbox", False, f"required, but {why}: every task with commands will halt", FIX_INSTALL
+        )
+    return Check("sandbox", True, f"auto: UNSANDBOXED, {why}; {FIX_INSTALL}")
 
 
 def check_ast_grep(which: Which = shutil.which) -> Check:
@@ -226,7 +253,10 @@ def _probe(
                 return replace(base, server_started=False, server_detail=str(exc), detail=str(exc))
             tools = worker.tools
             base = replace(
-                base, server_started=True, server_detail=f"started; {len(tools)} tools, dialect {dialect}"
+                base,
+                server_started=True,
+                server_detail=f"started; {len(tools)} tools, dialect {dialect}",
+                dialect=dialect,
             )
         return _seen(base, worker, wanted)
     finally:
@@ -258,6 +288,17 @@ def _server_check(group: WorkerModels) -> Check:
         "`hub worker serve` on its own must start without errors"
     )
     return Check(name, False, group.server_detail, fix)
+
+
+def _npm_check(group: WorkerModels) -> Check:
+    """npm ollama-mcp works, but drops what the budget and the clocks rely on: say so (a warning)."""
+    fix = (
+        "for num_ctx, keep_alive, the first-token and stall clocks and token counts, use `worker: hub` "
+        "(hub worker serve) or `backend: ollama`"
+    )
+    from hub.workers.bridge import npm_dialect_warning
+
+    return Check(f"worker '{group.worker}' dialect", True, npm_dialect_warning(group.worker), fix)
 
 
 def _unreached_check(config: Config, group: WorkerModels) -> Check:

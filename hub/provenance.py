@@ -14,13 +14,15 @@ from typing import Any
 
 from hub.atomic import write_atomic
 from hub.contract import iso
-from hub.handoff import Handoff, next_number
+from hub.handoff import Handoff, number_of, reserve
 
 SECRET_KEY = re.compile(r"(token|secret|key|password|passwd|authorization|credential)", re.IGNORECASE)
-# Token-count fields are numbers, not credentials.
+# Token counts and timings are numbers, not credentials: "token" in `first_token_seconds` is the
+# first token of an answer. A number under such a key is kept; a string under it is still redacted.
 NOT_SECRET = re.compile(
     r"^(prompt_tokens|completion_tokens|tokens_in|tokens_out|eval_count|max_tokens|num_tokens)$"
 )
+MEASURE = re.compile(r"tokens|_(seconds|ms|count|budget|timeout)$|^(num|max)_")
 SECRET_VALUE = re.compile(
     r"(sk-[A-Za-z0-9_-]{16,}|ghp_[A-Za-z0-9]{20,}|xox[abp]-[A-Za-z0-9-]{10,}|AKIA[0-9A-Z]{16}|Bearer\s+[A-Za-z0-9._-]{12,})"
 )
@@ -29,7 +31,7 @@ REDACTED = "[REDACTED]"
 
 def redact(value: Any, key: str = "") -> Any:
     """A copy of `value` with credential-looking keys' values and token-looking strings replaced."""
-    if key and SECRET_KEY.search(key) and not NOT_SECRET.match(key) and not isinstance(value, (dict, list)):
+    if key and SECRET_KEY.search(key) and not _measure(key, value) and not isinstance(value, (dict, list)):
         return REDACTED if value not in (None, "") else value
     if isinstance(value, dict):
         return {k: redact(v, str(k)) for k, v in value.items()}
@@ -40,10 +42,17 @@ def redact(value: Any, key: str = "") -> Any:
     return value
 
 
+def _measure(key: str, value: Any) -> bool:
+    """A token count or timing: a number (never a string) under a key that names a measure."""
+    if NOT_SECRET.match(key):
+        return True
+    return isinstance(value, int | float) and bool(MEASURE.search(key.lower()))
+
+
 def write_record(handoff: Handoff, task_id: str, kind: str, payload: dict[str, Any], now: datetime) -> Path:
     folder = handoff.runs(task_id)
     folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{next_number(folder):03d}-{kind}.json"
+    path = reserve(folder, f"{kind}.json")
     record = redact(
         {"timestamp": iso(now), "at_ns": time.time_ns(), "kind": kind, "task_id": task_id, **payload}
     )
@@ -55,7 +64,9 @@ def read_records(handoff: Handoff, task_id: str) -> list[dict[str, Any]]:
     """The task's records in NNN order. A judge report set aside into the folder is not a record of ours:
     it is listed with its kind from the file name and its time from the file."""
     records = []
-    for path in sorted(handoff.runs(task_id).glob("[0-9][0-9][0-9]-*.json")):
+    folder = handoff.runs(task_id)
+    numbered = [(number_of(p.name), p) for p in folder.glob("*.json")] if folder.is_dir() else []
+    for _, path in sorted((n, p) for n, p in numbered if n is not None):
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
             stat = path.stat()

@@ -107,7 +107,7 @@ def decide(ctx: Any) -> tuple[list[str] | None, str]:
     jobs, halted = due_jobs(ctx)
     if jobs:
         # "phase: task" first, as `_known` and the log line read it.
-        return ["next"], "; ".join(f"{phase}: task {bound.task_id}" for bound, phase in jobs)
+        return ["next"], "; ".join(f"{phase}: task {bound.task_id}" for bound, phase, _ in jobs)
     ready = next_task(ctx)
     if ready["task"] is not None and free_task_slots(ctx)[0] > 0:
         return ["next"], f"promote-backlog: {ready['task']['id']}"

@@ -42,6 +42,25 @@ def test_token_counts_are_numbers_not_credentials() -> None:
     assert redact(counts) == counts
 
 
+def test_timing_and_count_fields_survive_but_a_string_under_a_token_key_does_not() -> None:
+    record = {
+        "first_token_seconds": 2.5,
+        "first_token_ms": 2500,
+        "load_seconds": 31.0,
+        "tokens_estimated": True,
+        "token_budget": 500000,
+        "api_token": "abc123",
+        "auth_token": 12345678,
+        "access_token_seconds": "not a number",
+    }
+    assert redact(record) == {
+        **record,
+        "api_token": "[REDACTED]",
+        "auth_token": "[REDACTED]",
+        "access_token_seconds": "[REDACTED]",
+    }
+
+
 def test_credential_shaped_strings_inside_text_are_redacted() -> None:
     prompt = f'CONFIG = {{}}\napi_key = "{KEY}"\nheaders = {{"Authorization": "Bearer abcdefghijklmnop"}}\n'
 
@@ -178,3 +197,15 @@ def test_log_lists_a_model_call_between_the_transitions_around_it_within_one_sec
     kinds = [(e["kind"], e.get("event") or e.get("model")) for e in log_entries(ctx, contract["task_id"])]
 
     assert kinds == [("transition", "lock_acquired"), ("model-call", "m"), ("transition", "code_written")]
+
+
+def test_records_past_999_keep_their_own_files_and_their_order(tmp_path: Path) -> None:
+    hand = Handoff(tmp_path / "_handoff")
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    for i in range(1005):
+        write_record(hand, "t-1", "command", {"i": i}, now)
+
+    records = read_records(hand, "t-1")
+
+    assert [r["i"] for r in records] == list(range(1005))
+    assert records[-1]["file"] == "1005-command.json"

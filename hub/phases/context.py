@@ -14,13 +14,23 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from hub import contract as contract_mod
 from hub import handoff
+from hub.breakers import Trip
 from hub.config import Config
 from hub.contract import Contract, Lease, TaskRefs, iso, now_utc, parse_iso, task_refs
-from hub.errors import EXIT_HALTED, HubError, LockBusy, TaskChoice, TaskHalted, WrongState
+from hub.errors import (
+    EXIT_HALTED,
+    DirtyWorkTree,
+    GitError,
+    HubError,
+    LockBusy,
+    TaskChoice,
+    TaskHalted,
+    WrongState,
+)
 from hub.log import get_logger
 from hub.machine import (
     ERIK_CONSULTATION,
@@ -28,6 +38,7 @@ from hub.machine import (
     IMPLEMENTATION_IN_PROGRESS,
     IN_PROGRESS_STATES,
     JUDGE_REVIEW_IN_PROGRESS,
+    MERGED,
     PENDING_IMPLEMENTER,
     PENDING_JUDGE_REVIEW,
     PENDING_LOCAL_REVIEW,
@@ -39,10 +50,10 @@ from hub.machine import (
 if TYPE_CHECKING:
     from git import Repo
 
-    from hub.breakers import Trip
     from hub.workers.base import ChatRequest, Generation, Worker
 
 log = get_logger("hub.phase")
+T = TypeVar("T")
 
 
 @dataclass
@@ -52,6 +63,9 @@ class Context:
     config: Config
     clock: Callable[[], datetime] = now_utc
     worker_factory: Callable[[str], Worker] | None = None
+    # How an outage is waited out (tests pass a sleep that restarts the server).
+    sleep: Callable[[float], None] = time.sleep
+    monotonic: Callable[[], float] = time.monotonic
     # The task this context acts on (`--task`, `task_id`); None: the only task there is (see `bind`).
     task_id: str | None = None
 
@@ -209,9 +223,13 @@ class Run:
         if not branch:
             return None
         from hub import gitops
+        from hub.trust import control_paths
 
         return gitops.checkpoint(
-            self.repo, self.commit_message(event), self.contract["constraints"]["allowed_paths"] or None
+            self.repo,
+            self.commit_message(event),
+            self.contract["constraints"]["allowed_paths"] or None,
+            exclude=list(control_paths(self.ctx.config)),
         )
 
     def commit_message(self, event: str) -> Callable[[list[str]], str]:
@@ -245,17 +263,24 @@ class Run:
         self.tokens += int(tokens_in) + int(tokens_out)
 
     def generate(self, worker: Worker, role: str, request: ChatRequest, purpose: str = "") -> Generation:
-        """One model call for `role`. Whatever happens, its tokens and seconds go into the contract's
-        cost and the call into runs/<task_id>/ as a provenance record."""
+        """One model call for `role`, an outage waited out (`wait_for_server`). Whatever happens, its
+        tokens and seconds go into the contract's cost and the call into runs/<task_id>/ as a
+        provenance record; a call the server counted and read whole calibrates the model's estimate."""
         from hub.provenance import write_record
+        from hub.workers.bridge import observe_call
 
         generation: Generation | None = None
         outcome = "ok"
+        partial = ""
+        started = time.monotonic()
         try:
-            generation = self._generate_in_slot(worker, role, request)
+            # Each try holds a model-server slot only while it calls: an outage is waited out without one.
+            generation = self.wait_for_server(lambda: self._generate_in_slot(worker, role, request))
+            generation = observe_call(self.ctx.config, request, generation)
             return generation
         except Exception as exc:
             outcome = f"{type(exc).__name__}: {exc}"
+            partial = str(getattr(exc, "partial_text", "") or "")
             raise
         finally:
             g = generation
@@ -272,20 +297,54 @@ class Run:
                     "attempt": self.contract["attempt"],
                     "model": request.model,
                     "num_ctx": request.num_ctx,
+                    "num_predict": request.num_predict,
                     "system": request.system or "",
                     "prompt": request.prompt,
-                    "response": g.raw if g else "",
+                    "response": g.raw if g else partial,
                     "thinking": g.thinking if g else "",
                     "prompt_tokens": g.prompt_tokens if g else 0,
                     "completion_tokens": g.completion_tokens if g else 0,
+                    "tokens_estimated": g.tokens_estimated if g else False,
                     "seconds": g.seconds if g else 0.0,
                     "first_token_seconds": g.first_token_seconds if g else 0.0,
+                    "load_seconds": g.load_seconds if g else 0.0,
+                    "call_seconds": round(time.monotonic() - started, 3),
                     "done_reason": g.done_reason if g else "",
                     "truncated": g.truncated if g else False,
                     "outcome": outcome,
                 },
                 self.now,
             )
+
+    def wait_for_server(self, call: Callable[[], T]) -> T:
+        """`call()`, an unreachable, restarting or failing model server waited out with back-off for up
+        to limits.server_wait_minutes; the wait is in the contract (`hub status`) while it lasts."""
+        from hub.workers.outage import Wait, wait_out
+
+        def on_wait(wait: Wait | None) -> None:
+            data = self.contract["handoff_data"]
+            if wait is None:
+                data.pop("server_wait", None)
+                log.info("server_back", task=self.task_id, phase=self.phase)
+            else:
+                data["server_wait"] = {
+                    "since": iso(self.now - timedelta(seconds=wait.waited)),
+                    "waited_seconds": round(wait.waited, 1),
+                    "limit_minutes": round(wait.limit / 60, 1),
+                    "attempts": wait.attempts,
+                    "next_try_seconds": round(wait.next_pause, 1),
+                    "error": wait.error[:500],
+                }
+                log.warning("server_wait", task=self.task_id, phase=self.phase, **data["server_wait"])
+            self.save()
+
+        return wait_out(
+            call,
+            limit_seconds=self.ctx.config.server_wait_minutes * 60,
+            on_wait=on_wait,
+            sleep=self.ctx.sleep,
+            clock=self.ctx.monotonic,
+        )
 
     def _generate_in_slot(self, worker: Worker, role: str, request: ChatRequest) -> Generation:
         """The call itself, holding a slot of a model server (hub/gpu.py): never more calls at once per
@@ -307,6 +366,7 @@ class Run:
 
     def halt(self, trip: Trip, event: Event = HALT_EVENT) -> Outcome:
         """Move the task to erik_consultation, write ERIK_HALT.md, and say so (exit 4)."""
+        self.contract["handoff_data"].pop("server_wait", None)
         before = self.contract["status"]
         self.drop_lease()
         self.contract["breaker"] = {
@@ -515,8 +575,22 @@ def running(ctx: Context, phase: str, accepts: AbstractSet[str]) -> Iterator[Run
     with handoff.phase_lock(hand, phase, ctx.clock()):
         contract = contract_mod.load(hand.contract)
         run = Run(ctx, contract, phase)
-        if contract["status"] in IN_PROGRESS_STATES:
-            recover(run)
+        recovered = False
+        if hand.sandbox_pid.exists():
+            from hub.phases.acceptance import reap_leftover
+
+            reap_leftover(hand.sandbox_pid)
+        with halt_on_git_failure(run):
+            if contract["git"].get("task_branch"):
+                from hub import gitops
+
+                # A git killed with a phase leaves locks or a half-done merge: every later run failed.
+                # The task's git runs in its worktree; the user's checkout is theirs (a merge of their
+                # own there must not stop any task: finalize-task waits for it instead).
+                gitops.clear_leftovers(run.worktree)
+            if contract["status"] in IN_PROGRESS_STATES:
+                recover(run)
+                recovered = True
         status = contract["status"]
         if status == ERIK_CONSULTATION and ERIK_CONSULTATION not in accepts:
             raise TaskHalted(
@@ -526,10 +600,13 @@ def running(ctx: Context, phase: str, accepts: AbstractSet[str]) -> Iterator[Run
         if status not in accepts:
             raise WrongState(
                 f"{phase} needs the task in {' or '.join(sorted(accepts))}; task {run.task_id} is in {status}"
-                " (see `hub status`)"
+                " (see `hub status`)",
+                found=status,
+                recovered=recovered,
             )
         run.start_state = status
-        yield run
+        with halt_on_git_failure(run):
+            yield run
         log.info(
             "phase",
             task=run.task_id,
@@ -542,6 +619,29 @@ def running(ctx: Context, phase: str, accepts: AbstractSet[str]) -> Iterator[Run
         )
 
 
+@contextmanager
+def halt_on_git_failure(run: Run) -> Iterator[None]:
+    """A git failure or an OS error in a phase halts the task, naming it, instead of failing the same
+    way on every later run (an unborn repository, a deleted or mid-merge task branch, a name too long
+    for the file system). A dirty tree and a merge conflict keep their own handling."""
+    from hub.gitops import MergeConflict
+
+    try:
+        yield
+    except (DirtyWorkTree, MergeConflict):
+        raise
+    except (GitError, OSError) as exc:
+        # Before setup-task made the branch, a git error is setup's own (a wrong --base, no commit yet):
+        # exit 1 with the reason, and the person reruns it; nothing of the task is at stake yet.
+        if run.contract["status"] in (ERIK_CONSULTATION, MERGED) or not run.contract["git"].get(
+            "task_branch"
+        ):
+            raise
+        trigger = "git_error" if isinstance(exc, GitError) else "os_error"
+        outcome = run.halt(Trip(trigger, f"{run.phase}: {exc}", {"phase": run.phase}))
+        raise TaskHalted(outcome.message) from None
+
+
 def recover(run: Run) -> None:
     """The phase that left the task in an *_in_progress state is dead: record it, keep its work, go on."""
     contract = run.contract
@@ -551,6 +651,13 @@ def recover(run: Run) -> None:
     expires = lease.get("expires_at")
     if holder and not same_host and expires and parse_iso(expires) > run.now:
         raise LockBusy(f"task {run.task_id} is held by {holder} on another host until {expires}")
+    if _committed_before_kill(run):
+        from hub import gitops
+        from hub.phases.implement import finish_code_written
+
+        finish_code_written(run, gitops.head_commit(run.repo))
+        log.warning("recovered", task=run.task_id, reason="the attempt was killed after its commit: finished")
+        return
     stash_name = None
     if contract["status"] == IMPLEMENTATION_IN_PROGRESS and contract["git"].get("task_branch"):
         stash_name = f"hub:{run.task_id}:attempt-{contract['attempt']}:interrupted"
@@ -567,6 +674,23 @@ def recover(run: Run) -> None:
     log.warning("recovered", task=run.task_id, reason=reason)
 
 
+def _committed_before_kill(run: Run) -> bool:
+    """An implementer killed between committing its attempt and recording code_written: its work is on
+    the branch and nothing of it is left in the work tree."""
+    contract = run.contract
+    marker = contract["handoff_data"].get("committing")
+    branch = contract["git"].get("task_branch")
+    if contract["status"] != IMPLEMENTATION_IN_PROGRESS or not marker or not branch:
+        return False
+    if marker["attempt"] != contract["attempt"]:
+        return False
+    from hub import gitops
+
+    scope = contract["constraints"]["allowed_paths"] or None
+    dirty = gitops.dirty_files(run.repo)
+    return not [p for p in dirty if scope is None or gitops.in_scope(p, scope)]
+
+
 def pre_phase_trip(run: Run) -> Trip | None:
     from hub import breakers
 
@@ -574,4 +698,15 @@ def pre_phase_trip(run: Run) -> Trip | None:
 
 
 def require_setup(run: Run) -> TaskRefs:
-    return task_refs(run.contract)
+    """The task's git refs; GitError (which halts the task) when its branch was deleted meanwhile."""
+    refs = task_refs(run.contract)
+    from hub import gitops
+
+    if not gitops.branch_exists(run.user_repo, refs.task_branch):
+        base = refs.base_commit or "the base commit"
+        raise GitError(
+            f"the task branch {refs.task_branch} does not exist any more (deleted?): recreate it with "
+            f"`git branch {refs.task_branch} <its last commit>` (or from {base} to start over), then "
+            "`hub resume`"
+        )
+    return refs

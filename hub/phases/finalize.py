@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from hub import gitops, handoff
 from hub.breakers import Trip
-from hub.contract import Verdict, iso
-from hub.errors import WrongState
+from hub.contract import Contract, Verdict, iso, task_refs
+from hub.errors import ContractInvalid, WrongState
+from hub.faults import crash_point
 from hub.gitops import MergeConflict, MergeRefused
 from hub.log import get_logger
 from hub.machine import (
     ERIK_CONSULTATION,
+    MERGED,
     PENDING_IMPLEMENTER,
     PENDING_JUDGE_REVIEW,
     RESUMABLE_STATES,
@@ -48,9 +50,11 @@ def finalize_task(ctx: Context) -> Outcome:
         if isinstance(merged, Outcome):
             return merged
         merge_commit = merged
+        crash_point("finalize:after-merge")
         data.pop("merge_wait", None)
         data["merge_commit"] = merge_commit
         run.record(Event.PASS, f"merged {reviewed[:12]} into {base} at {merge_commit[:12]}")
+        crash_point("finalize:after-pass")
         cleanup(run)
         target = handoff.archive_task(run.ctx.handoff_root, run.task_id)
         from hub.phases.status import write_status
@@ -121,7 +125,7 @@ def back_to_review(run: Run, reviewed: str | None, head: str) -> Outcome:
 
 def cleanup(run: Run) -> None:
     """The merged task's worktree goes; its branch too unless `keep_branches: true`."""
-    branch = require_setup(run).task_branch
+    branch = task_refs(run.contract).task_branch
     run.close_repo()
     gitops.remove_worktree(run.user_repo, run.worktree)
     if not run.ctx.config.keep_branches:
@@ -171,6 +175,25 @@ def resume(ctx: Context, to_state: str, note: str | None = None) -> Outcome:
                 run.repo, require_setup(run).task_branch
             )
             run.contract["handoff_data"]["review_requested_at"] = iso(run.now)
-            run.save()
             write_review_request(run)
+            run.save()  # with the request's mtime, which a judge report must not predate
         return Outcome("resume", run.task_id, run.start_state, to_state, f"resumed to {to_state}")
+
+
+def archive_merged(ctx: Context) -> Contract | None:
+    """Finish the archiving of a task a finalize killed between `pass` and its archiving left merged
+    (else `hub new` would overwrite it); the active contract after: None once archived."""
+    from hub.phases.status import active_contract
+
+    hand = ctx.handoff
+    with handoff.phase_lock(hand, "archive", ctx.clock()):
+        try:
+            current = active_contract(ctx)
+        except ContractInvalid:
+            return None
+        if current is not None and current["status"] == MERGED:
+            if current["git"].get("task_branch"):
+                cleanup(Run(ctx, current, "archive"))
+            handoff.archive_task(ctx.handoff_root, str(current["task_id"]))
+            return None
+        return current

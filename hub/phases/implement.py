@@ -16,13 +16,16 @@ from typing import TYPE_CHECKING, Any
 from hub import breakers, gitops, prompts
 from hub.backlog import notes_for_prompt
 from hub.breakers import Trip
-from hub.contract import Verdict, task_refs
-from hub.errors import WorkerError
+from hub.contract import Contract, Verdict, task_refs
+from hub.errors import ContextOverflow, WorkerError
+from hub.faults import crash_point
+from hub.log import get_logger
 from hub.machine import PENDING_IMPLEMENTER, TIMEOUT_IMPLEMENTER, Event
-from hub.phases.acceptance import CommandResult, run_command
+from hub.phases.acceptance import CommandResult, jail_for, run_command
 from hub.phases.context import Context, Outcome, Run, pre_phase_trip, require_setup, running
 from hub.phases.stall import Stall, implementer_stall, model_unavailable, strike, worker_failure
 from hub.provenance import write_record
+from hub.sandbox import Jail, SandboxUnavailable
 from hub.workers.base import Generation, Worker
 
 if TYPE_CHECKING:
@@ -33,6 +36,8 @@ if TYPE_CHECKING:
 
 MAX_REFLECTIONS = 2
 MAX_FILE_CHARS = 60_000
+
+log = get_logger("hub.implement")
 
 
 def run_implementer(ctx: Context) -> Outcome:
@@ -65,6 +70,7 @@ class Attempt:
         self.started = time.perf_counter()
         # For STALL_REPORT.md: where the attempt's time went.
         self.timings: dict[str, float] = {}
+        self.jail: Jail | None = None
 
     def execute(self) -> Outcome:
         worker = self.run.ctx.worker("implementer")
@@ -85,18 +91,28 @@ class Attempt:
         )
 
     def _attempt(self, worker: Worker) -> Outcome:
-        trip = model_unavailable(worker, self.model)
+        if self.contract["specification"].get("acceptance_commands"):
+            # Decided before the model is called: under `sandbox: required` nothing runs unsandboxed.
+            try:
+                self.jail = jail_for(self.config, self.run.worktree)
+            except SandboxUnavailable as exc:
+                return self.run.halt(Trip("sandbox_unavailable", str(exc), {"fix": exc.fix}))
+            self.contract["handoff_data"]["sandbox"] = self.jail.why
+        trip = model_unavailable(self.run, worker, self.model)
         if trip:
             return self.run.halt(trip)
-        system = prompts.template(self.run.ctx.repo_root, "implementer_system").strip()
+        system = prompts.template(self.config.trust_root, "implementer_system").strip()
         prompt = build_prompt(self.run)
-        generation = self._call(worker, prompt, system, "implement")
-        if generation.truncated:
-            return self._stall(
-                "truncated_context",
-                f"Ollama read {generation.prompt_tokens} prompt tokens of a larger prompt (num_ctx "
-                f"{self.config.num_ctx_for(self.model)}): the start was silently dropped",
-            )
+        try:
+            generation = self._call(worker, prompt, system, "implement")
+        except ContextOverflow as exc:
+            smaller = build_prompt(self.run, outlines=True)
+            if smaller == prompt:
+                raise
+            # Retried smaller, never unchanged: the files other than the target as outlines.
+            log.warning("implement.outlines", task=self.run.task_id, reason=str(exc))
+            prompt = smaller
+            generation = self._call(worker, prompt, system, "implement-outlines")
         result = self._apply(generation, feedback_due=True)
         if isinstance(result, Stall):
             return self._stall(result.reason, result.detail)
@@ -118,6 +134,14 @@ class Attempt:
 
         request = request_for(self.config, "implementer", prompt, system)
         generation = self.run.generate(worker, "implementer", request, purpose)
+        if generation.truncated:
+            raise ContextOverflow(
+                generation.prompt_tokens,
+                request.num_ctx,
+                source="server",
+                detail=f"the server read only {generation.prompt_tokens} prompt tokens of a larger prompt "
+                "(its window is smaller than num_ctx): the start was silently dropped",
+            )
         self.raw = generation.raw or generation.text
         self.timings["model calls"] = round(self.timings.get("model calls", 0.0) + generation.seconds, 3)
         self.timings["first token"] = round(generation.first_token_seconds, 3)
@@ -128,7 +152,9 @@ class Attempt:
         an answer whose edits were all refused for what the model can fix (SEARCH blocks that did not
         match, content the pre-write check refused, a cut-off answer) is not yet a stall: the caller
         feeds the reasons back to the model once."""
-        from hub.edits import OUTPUT_TRUNCATED, Policy, answer_feedback, apply_answer
+        from hub.edits import OUTPUT_TRUNCATED, Policy, answer_feedback, apply_answer, check_reply
+        from hub.errors import EditError
+        from hub.trust import control_paths
 
         text = generation.text
         if not text.strip():
@@ -137,13 +163,22 @@ class Attempt:
         allowed = list(constraints["allowed_paths"])
         single = allowed[0] if len(allowed) == 1 and not any(c in allowed[0] for c in "*?[") else None
         policy = Policy(
+            control_paths=control_paths(self.config),
+            max_files=self.config.max_changed_files,
             repo_root=self.run.worktree,
             allowed_paths=tuple(allowed),
             forbidden_paths=tuple(constraints["forbidden_paths"]),
             max_diff_lines=constraints.get("max_diff_lines"),
             delete_allowed=bool(constraints.get("delete_allowed", False)),
         )
-        parsed, result = apply_answer(text, policy, default_path=single, done_reason=generation.done_reason)
+        # Bounded before anything is parsed or written: the whole reply, and the files it may touch.
+        try:
+            check_reply(text, self.config.max_reply_chars)
+            parsed, result = apply_answer(
+                text, policy, default_path=single, done_reason=generation.done_reason
+            )
+        except EditError as exc:
+            return Stall("reply_too_large", str(exc))
         self._record_edits(parsed, result)
         truncated = OUTPUT_TRUNCATED in parsed.problems
         if not parsed.edits and not truncated:
@@ -182,8 +217,9 @@ class Attempt:
             {"path": f.path, "search": f.search[:2000], "outcome": f"refused: SEARCH block: {f.reason}"}
             for f in result.failed_blocks
         ]
-        if not parsed.edits:
-            records += [{"path": "", "outcome": f"refused: {problem}"} for problem in parsed.problems]
+        # Also beside applied edits: a block the parser dropped (markers out of order, a cut-off block)
+        # is part of the answer that was not written.
+        records += [{"path": "", "outcome": f"refused: {problem}"} for problem in parsed.problems]
         for record in records:
             write_record(self.run.ctx.handoff, self.run.task_id, "diff", record, self.run.now)
 
@@ -211,7 +247,13 @@ class Attempt:
         return Stall("tests_failed", "\n\n".join(r.feedback() for r in failed)[-3000:])
 
     def _command(self, command: str) -> CommandResult:
-        result = run_command(command, self.run.worktree, self.config.acceptance_timeout_seconds)
+        result = run_command(
+            command,
+            self.run.worktree,
+            self.config.acceptance_timeout_seconds,
+            self.jail,
+            self.run.ctx.handoff.sandbox_pid,
+        )
         write_record(
             self.run.ctx.handoff,
             self.run.task_id,
@@ -223,6 +265,7 @@ class Attempt:
                 "stderr": result.stderr[-8000:],
                 "seconds": round(result.seconds, 3),
                 "timed_out": result.timed_out,
+                "sandbox": self.jail.why if self.jail else None,
                 "outcome": "ok" if result.ok else "failed",
             },
             self.run.now,
@@ -232,54 +275,116 @@ class Attempt:
     def _written(self, acceptance: list[CommandResult]) -> Outcome:
         run, data = self.run, self.contract["handoff_data"]
         data["acceptance_results"] = [r.summary() for r in acceptance]
-        run.drop_lease()
-        counters = run.counters()
-        for name in ("stall_strikes", "interruptions"):
-            counters.pop(name, None)
-        run.record(Event.CODE_WRITTEN, f"attempt {self.contract['attempt']}")
-        commit = run.checkpoint("code_written")
-        refs = task_refs(self.contract)
-        stats = gitops.diff_stats(run.repo, refs.base_commit, refs.task_branch)
-        content_hash = gitops.content_hash(run.worktree, list(stats.files))
-        data["changed_files"] = list(stats.files)
-        data["diff_summary"] = f"{len(stats.files)} files changed, +{stats.added} -{stats.removed}"
-        trip = breakers.after_implementation(
-            self.contract, len(stats.files), stats.added, stats.removed, content_hash
-        )
-        data.setdefault("attempts", []).append(
-            {
-                "attempt": self.contract["attempt"],
-                "content_hash": content_hash,
-                "commit": commit,
-                "changed_files": list(stats.files),
-                "verdict": None,
-            }
-        )
-        if trip:
-            return run.halt(trip)
+        # Commit first, then record: the other order left an uncommitted edit behind a recorded
+        # code_written when killed between the two (review and judge saw an empty diff). The marker
+        # lets recovery tell "killed after the commit" (finish the attempt) from "before" (stash it).
+        data["committing"] = {"attempt": self.contract["attempt"], "parent": gitops.head_commit(run.repo)}
         run.save()
-        return Outcome(
-            "run-implementer",
-            run.task_id,
-            run.start_state,
-            self.contract["status"],
-            f"attempt {self.contract['attempt']}: {data['diff_summary']}",
-            data={"changed_files": data["changed_files"], "commit": commit},
+        commit = run.checkpoint("code_written")
+        crash_point("implement:after-commit")
+        return finish_code_written(run, commit)
+
+
+def finish_code_written(run: Run, commit: str | None) -> Outcome:
+    """implementation_in_progress -[code_written]-> pending_local_review once the attempt's work is
+    committed: by the attempt itself, or by the recovery of one killed right after its commit."""
+    contract = run.contract
+    data = contract["handoff_data"]
+    data.pop("committing", None)
+    run.drop_lease()
+    counters = run.counters()
+    for name in ("stall_strikes", "interruptions"):
+        counters.pop(name, None)
+    run.record(Event.CODE_WRITTEN, f"attempt {contract['attempt']}")
+    refs = task_refs(contract)
+    stats = gitops.diff_stats(run.repo, refs.base_commit, refs.task_branch)
+    content_hash = gitops.content_hash(run.worktree, list(stats.files))
+    data["changed_files"] = list(stats.files)
+    data["diff_summary"] = f"{len(stats.files)} files changed, +{stats.added} -{stats.removed}"
+    trip = breakers.after_implementation(contract, len(stats.files), stats.added, stats.removed, content_hash)
+    data.setdefault("attempts", []).append(
+        {
+            "attempt": contract["attempt"],
+            "content_hash": content_hash,
+            "commit": commit,
+            "changed_files": list(stats.files),
+            "verdict": None,
+        }
+    )
+    if trip:
+        return run.halt(trip)
+    run.save()
+    return Outcome(
+        "run-implementer",
+        run.task_id,
+        run.start_state,
+        contract["status"],
+        f"attempt {contract['attempt']}: {data['diff_summary']}",
+        data={"changed_files": data["changed_files"], "commit": commit},
+    )
+
+
+def budget_warning(ctx: Context, contract: Contract) -> str | None:
+    """What `hub new` and `hub setup-task` say when the task's files will not fit the implementer's
+    context with room for its answer, naming the fix; None when they fit."""
+    from hub.workers import budget
+    from hub.workers.bridge import request_for
+
+    run = Run(ctx, contract, "budget")
+    system = prompts.template(ctx.repo_root, "implementer_system").strip()
+    request = request_for(ctx.config, "implementer", build_prompt(run), system)
+    fit = budget.plan(request.prompt, system, request.num_ctx, request.num_predict, scale=request.token_scale)
+    target = contract["specification"].get("target_file")
+    target_path = ctx.repo_root / target if target else None
+    target_tokens = (
+        budget.estimate_tokens(target_path.read_text(encoding="utf-8", errors="replace"), request.token_scale)
+        if target_path is not None and target_path.is_file()
+        else 0
+    )
+    problems = []
+    if not fit.fits:
+        outlined = build_prompt(run, outlines=True)
+        smaller = budget.plan(
+            outlined, system, request.num_ctx, request.num_predict, scale=request.token_scale
         )
+        then = (
+            "the hub will retry with the other source files as outlines, which fit"
+            if smaller.fits
+            else "even with the other source files as outlines it does not fit"
+        )
+        problems.append(
+            f"the implementer's prompt (~{fit.prompt_tokens} tokens) and its answer ({fit.answer_tokens}) do not "
+            f"fit num_ctx {fit.num_ctx} for {request.model}: {then}"
+        )
+    if target_tokens > fit.answer_tokens:
+        problems.append(
+            f"{target} (~{target_tokens} tokens) is larger than the answer's room ({fit.answer_tokens}): a "
+            "whole-file answer would be cut off"
+        )
+    if not problems:
+        return None
+    return (
+        "; ".join(problems)
+        + ". Fix: name fewer source_files, ask for search/replace edits instead of whole files for large "
+        f"files, or raise models.{request.model}.num_ctx (and roles.implementer.num_predict) in hub.yaml up to "
+        "the model's context_length (`ollama show`)"
+    )
 
 
-def build_prompt(run: Run) -> str:
+def build_prompt(run: Run, outlines: bool = False) -> str:
+    """The implementer's prompt; with `outlines`, the files other than the target as outlines only."""
     contract = run.contract
     spec, constraints = contract["specification"], contract["constraints"]
-    repo_root = run.ctx.repo_root  # the trust root: prompt templates
-    worktree = run.worktree
+    # The task's files as the task sees them: its worktree (before setup-task, the user's checkout).
+    files_root = run.worktree if run.worktree.is_dir() else run.ctx.repo_root
     paths = list(dict.fromkeys(p for p in [spec.get("target_file"), *spec.get("source_files", [])] if p))
     example = spec.get("target_file") or (paths[0] if paths else "path/to/file.py")
     from hub.code import language_for
 
     forbidden = constraints["forbidden_paths"]
+    # Templates from the trust root (the user's checkout), never from the task's files.
     return prompts.render(
-        repo_root,
+        run.ctx.config.trust_root,
         "implementer",
         task_id=contract["task_id"],
         title=contract.get("title", ""),
@@ -290,16 +395,25 @@ def build_prompt(run: Run) -> str:
         acceptance_criteria=prompts.bullets(spec.get("acceptance_criteria", [])),
         acceptance_commands=", ".join(f"`{c}`" for c in spec.get("acceptance_commands", [])) or "(none)",
         feedback=feedback_section(run),
-        files="\n\n".join(file_section(worktree, p) for p in paths) or "(no files named in the contract)",
+        files="\n\n".join(
+            outline_section(files_root, p)
+            if outlines and p != spec.get("target_file")
+            else file_section(files_root, p)
+            for p in paths
+        )
+        or "(no files named in the contract)",
         example_path=example,
         example_lang=language_for(example) or "",
     )
 
 
-def file_section(worktree: Path, rel: str) -> str:
+def file_section(repo_root: Path, rel: str) -> str:
     from hub.code import language_for, outline, render_outline
 
-    path = worktree / rel
+    path = repo_root / rel
+    if not path.resolve().is_relative_to(repo_root.resolve()):
+        # A symlink in the repository pointing out of it: its target is never sent to the model.
+        return f"### {rel}\n\n(outside the repository: not shown)"
     if not path.is_file():
         return f"### {rel}\n\n(does not exist yet: create it)"
     text = path.read_text(encoding="utf-8", errors="replace")
@@ -311,6 +425,18 @@ def file_section(worktree: Path, rel: str) -> str:
     longest = max((len(run) for run in re.findall(r"`{3,}", text)), default=2)
     fence = "`" * max(3, longest + 1)
     return f"### {rel}\n{summary}\n{fence}{language_for(rel) or ''}\n{text.rstrip()}\n{fence}"
+
+
+def outline_section(repo_root: Path, rel: str) -> str:
+    """A source file as its outline (functions, classes, imports): what fits when the whole does not."""
+    from hub.code import outline, render_outline
+
+    path = repo_root / rel
+    if not path.is_file():
+        return file_section(repo_root, rel)
+    shape = outline(rel, path.read_text(encoding="utf-8", errors="replace"))
+    body = render_outline(shape) if shape else "(no outline: the file's language is not parsed)"
+    return f"### {rel} (outline only: the whole file did not fit the model's context)\n\n{body}"
 
 
 def feedback_section(run: Run) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 
+from hub.contract import Contract
 from hub.errors import (
     EXIT_ERROR,
     EXIT_HALTED,
@@ -13,7 +14,9 @@ from hub.errors import (
     EXIT_OK,
     EXIT_USAGE,
     EXIT_WRONG_STATE,
+    ContractInvalid,
     HubError,
+    TaskChoice,
     WrongState,
     exit_code_for,
 )
@@ -63,9 +66,15 @@ def run_next(ctx: Context) -> Outcome:
             return run_task(ctx.for_task(ids[0]))  # one task: exactly as before (a halt raises, exit 4)
         if halted:
             return Outcome("next", message="; ".join(halted), exit_code=EXIT_HALTED, data={"halted": halted})
-        if not not_promoted.message.startswith("nothing to do"):
-            return not_promoted  # a proposal was blocked: say which and why
+        if not ids or not not_promoted.message.startswith("nothing to do"):
+            return not_promoted  # no task (say why none was promoted), or a proposal blocked (which, why)
         return Outcome("next", message="nothing to do: " + idle_reason(ctx, ids))
+    if len(jobs) == 1 and not promoted and not halted:
+        # One phase due: run as ever, its errors raised (a halt is exit 4).
+        bound, phase, contract = jobs[0]
+        outcome = _run_due(bound, contract, phase)
+        outcome.data.setdefault("ran", phase)
+        return outcome
     outcomes = promoted + run_concurrently(jobs, ctx.config.parallel_tasks)
     if len(outcomes) == 1 and not halted:
         return outcomes[0]
@@ -82,7 +91,9 @@ def run_next(ctx: Context) -> Outcome:
 
 
 def run_task(ctx: Context) -> Outcome:
-    """The due phase of one task (ctx bound to it, or the only task there is)."""
+    """The due phase of one task (ctx bound to it, or the only task there is). A second `hub next`
+    that lost the race for the task (it waited, and the first moved the task on or archived it) has
+    nothing to do: exit 0, not a state error."""
     contract, phase, why = next_step(ctx)
     if phase is None:
         task_id = contract["task_id"] if contract else None
@@ -90,18 +101,39 @@ def run_task(ctx: Context) -> Outcome:
         # for a judge nobody configured.
         log.info("next.waiting", task=task_id, state=contract["status"] if contract else None, why=why)
         return Outcome("next", task_id, message=f"nothing to do: {why}")
-    try:
-        outcome = phase_function(phase)(ctx)
-    except WrongState as exc:
-        outcome = _moved_on(phase, ctx.task_id or (contract["task_id"] if contract else None), exc)
+    outcome = _run_due(ctx, contract, phase)
     outcome.data.setdefault("ran", phase)
     return outcome
 
 
-def _moved_on(phase: str, task_id: str | None, exc: WrongState) -> Outcome:
-    # The task moved between `due()` and the phase's lock: another trigger (cron, the watcher, a
-    # person) ran that phase first. Nothing is wrong and nothing is left to do here.
-    return Outcome(phase, task_id, message=f"nothing to do: another run got there first ({exc})")
+def _lost_race(contract: Contract | None, phase: str, before: str | None, after: str) -> Outcome:
+    log.info("next.lost_race", phase=phase, before=before, after=after)
+    return Outcome(
+        "next",
+        contract["task_id"] if contract else None,
+        message=f"nothing to do: another run moved the task ({before} -> {after}) while this one waited",
+    )
+
+
+def _run_due(ctx: Context, contract: Contract | None, phase: str) -> Outcome:
+    """Run `phase`, which `due()` named for `contract`; a refusal because the task moved meanwhile
+    (another trigger ran it first) is nothing to do."""
+    before = contract["status"] if contract else None
+    try:
+        return phase_function(phase)(ctx)
+    except WrongState as exc:
+        # Only the phase gate's refusal, and only when the task moved on since we looked.
+        if exc.found is None or exc.found == before:
+            raise
+        if exc.recovered:
+            # Our own recovery finished a killed phase's work: run what is due now, once.
+            return run_task(ctx)
+        return _lost_race(contract, phase, before, exc.found)
+    except (ContractInvalid, TaskChoice):
+        # The task's folder went (archived by the run that won): nothing left to do here.
+        if contract is None or ctx.for_task(str(contract["task_id"])).handoff.contract.exists():
+            raise
+        return _lost_race(contract, phase, before, "archived")
 
 
 # Most severe last: an error beats a usage error beats a halt beats a wrong state beats a busy lock.
@@ -112,17 +144,15 @@ def severity(code: int) -> int:
     return _SEVERITY.get(code, 5)
 
 
-def run_concurrently(jobs: list[tuple[Context, str]], parallel: int) -> list[Outcome]:
+def run_concurrently(jobs: list[tuple[Context, str, Contract]], parallel: int) -> list[Outcome]:
     """Each (task, phase) in a thread of its own, at most `parallel` at once; a phase's error becomes its
     outcome (with the error's exit code), so one task failing does not stop the others."""
     from concurrent.futures import ThreadPoolExecutor
 
-    def one(job: tuple[Context, str]) -> Outcome:
-        bound, phase = job
+    def one(job: tuple[Context, str, Contract]) -> Outcome:
+        bound, phase, contract = job
         try:
-            outcome = phase_function(phase)(bound)
-        except WrongState as exc:
-            outcome = _moved_on(phase, bound.task_id, exc)
+            outcome = _run_due(bound, contract, phase)
         except HubError as exc:
             log.warning("next.phase_failed", task=bound.task_id, phase=phase, error=str(exc))
             outcome = Outcome(phase, bound.task_id, message=str(exc), exit_code=exit_code_for(exc))

@@ -150,14 +150,33 @@ def create(
             f"; note: {', '.join(unseen)} has uncommitted changes in your checkout, which the task will not "
             "see (it works on the committed base in a worktree of its own)"
         )
+    warning = _budget_warning(ctx, contract)
+    if warning:
+        message += f"\nwarning: {warning}"
     return Outcome(
         "new",
         contract["task_id"],
         None,
         contract["status"],
         message,
-        data={"task_id": contract["task_id"], "uncommitted": unseen},
+        data={
+            "task_id": contract["task_id"],
+            "uncommitted": unseen,
+            **({"warning": warning} if warning else {}),
+        },
     )
+
+
+def _budget_warning(ctx: Context, contract: Contract) -> str | None:
+    """The context-budget warning for a task's files (see implement.budget_warning); a file that
+    cannot be read or a bad config never stops `hub new` here: the phases report those."""
+    from hub.errors import HubError
+    from hub.phases.implement import budget_warning
+
+    try:
+        return budget_warning(ctx, contract)
+    except (HubError, OSError):
+        return None
 
 
 def uncommitted_task_files(ctx: Context, contract: Contract) -> list[str]:
@@ -183,6 +202,11 @@ def setup_task(ctx: Context, base_branch: str | None = None) -> Outcome:
         if git.get("task_branch"):
             raise WrongState(f"task {run.task_id} is set up already on {git['task_branch']}")
         user = run.user_repo
+        if not user.head.is_valid():
+            raise GitError(
+                f"the repository {user.working_tree_dir} has no commit yet: commit something (the base "
+                "the task starts from), then run `hub setup-task`"
+            )
         task_branch = f"task/{run.task_id}"
         path = worktree_path(ctx, user, run.task_id)
         if git.get("base_commit") and gitops.branch_exists(user, task_branch):
@@ -214,10 +238,13 @@ def setup_task(ctx: Context, base_branch: str | None = None) -> Outcome:
             }
         )
         run.save()
+        warning = _budget_warning(ctx, run.contract)
         return Outcome(
             "setup-task",
             run.task_id,
             run.start_state,
             run.contract["status"],
-            f"on {task_branch} from {base} at {base_commit[:12]}, in {path}",
+            f"on {task_branch} from {base} at {base_commit[:12]}, in {path}"
+            + (f"\nwarning: {warning}" if warning else ""),
+            data={"warning": warning} if warning else {},
         )

@@ -83,6 +83,10 @@ def next_step(ctx: Context) -> tuple[Contract | None, str | None, str]:
     """What runs next, for `hub next` and `hub watch` alike: the active contract (None: no task), the
     phase `due` names (None: nothing is due) and why. TaskHalted while the task waits for a person."""
     contract = active_contract(ctx)
+    if contract is not None and contract["status"] == MERGED:
+        from hub.phases.finalize import archive_merged
+
+        contract = archive_merged(ctx)
     if contract is not None and contract["status"] == ERIK_CONSULTATION:
         raise TaskHalted(
             f"task {contract['task_id']} is halted: read {ctx.handoff.halt_report}, then `hub resume`"
@@ -97,25 +101,27 @@ def active_contract(ctx: Context) -> Contract | None:
     return contract_mod.load(ctx.handoff.contract)
 
 
-def due_jobs(ctx: Context, skip: set[str] | None = None) -> tuple[list[tuple[Context, str]], list[str]]:
+def due_jobs(
+    ctx: Context, skip: set[str] | None = None
+) -> tuple[list[tuple[Context, str, Contract]], list[str]]:
     """What runs next across tasks, for `hub next` and `hub watch` alike: every task's due phase as
-    (context bound to the task, phase), and a line for each halted task."""
-    jobs: list[tuple[Context, str]] = []
+    (context bound to the task, phase, the contract it was decided on), and a line per halted task."""
+    jobs: list[tuple[Context, str, Contract]] = []
     halted: list[str] = []
     for task_id in ctx.handoff_root.task_ids():
         if skip and task_id in skip:
             continue
         bound = ctx.for_task(task_id)
         try:
-            _, phase, _ = next_step(bound)
+            contract, phase, _ = next_step(bound)
         except TaskHalted as exc:
             halted.append(str(exc))
             continue
         except ContractInvalid as exc:
             halted.append(f"{task_id}: {exc}")
             continue
-        if phase is not None and phase != "promote-backlog":
-            jobs.append((bound, phase))
+        if contract is not None and phase is not None and phase != "promote-backlog":
+            jobs.append((bound, phase, contract))
     return jobs, halted
 
 
@@ -201,6 +207,7 @@ def task_view(ctx: Context) -> dict[str, Any]:
         "verdict": contract["handoff_data"].get("judge_verdict"),
         "reviewed_commit": contract["handoff_data"].get("reviewed_commit"),
         "last_transitions": contract["history"][-3:],
+        "server_wait": contract["handoff_data"].get("server_wait") if owner else None,
         "halt_file": str(hand.halt_report) if hand.halt_report.exists() else None,
         "stall_report": str(hand.stall_report) if hand.stall_report.exists() else None,
         # For an agent that cannot read the halt file: where `hub resume --to` can send the task.

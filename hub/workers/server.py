@@ -70,6 +70,8 @@ class RunOptions(BaseModel):
     timeout: float | None = Field(default=None, gt=0, description="total timeout, ms")
     first_token_timeout: float | None = Field(default=None, gt=0, description="ms (hub extension)")
     stall_timeout: float | None = Field(default=None, gt=0, description="ms (hub extension)")
+    load_timeout: float | None = Field(default=None, gt=0, description="ms (hub extension)")
+    token_scale: float | None = Field(default=None, gt=0, description="the model's token calibration")
 
 
 class Message(BaseModel):
@@ -91,6 +93,8 @@ def run_result(generation: Generation, task_type: str | None = None) -> dict[str
         "done_reason": generation.done_reason,
         "truncated": generation.truncated,
         "timed_out": False,
+        "load_ms": round(generation.load_seconds * 1000),
+        "tokens_estimated": generation.tokens_estimated,
     }
     if generation.thinking:
         metadata["thinking"] = generation.thinking
@@ -115,7 +119,15 @@ def error_result(
         metadata |= {"clock": error.clock, "timeout_seconds": error.seconds}
         stdout = error.partial_text
     elif isinstance(error, ContextOverflow):
-        metadata |= {"prompt_tokens": error.prompt_tokens, "num_ctx": error.num_ctx}
+        metadata |= {
+            "prompt_tokens": error.prompt_tokens,
+            "num_ctx": error.num_ctx,
+            "answer_tokens": error.answer_tokens,
+            "context_length": error.context_length,
+            "source": error.source,
+        }
+    elif error.partial_text:
+        stdout = error.partial_text
     elif isinstance(error, ModelNotFound):
         metadata["model_missing"] = error.model
     return {
@@ -145,6 +157,8 @@ def chat_request(model: str, prompt: str, options: dict[str, Any], system: str |
         first_token_timeout=seconds("first_token_timeout", defaults.first_token_timeout),
         stall_timeout=seconds("stall_timeout", defaults.stall_timeout),
         total_timeout=seconds("timeout", defaults.total_timeout),
+        load_timeout=seconds("load_timeout", defaults.load_timeout),
+        token_scale=float(_pick(options.get("token_scale"), defaults.token_scale)),
     )
 
 
@@ -229,6 +243,24 @@ def build_server(provider: Provider, name: str = SERVER_NAME) -> MCPServer:
     return server
 
 
+def die_with_parent() -> None:
+    """A stdio worker serves the hub that spawned it and nobody else: when that hub dies (SIGKILL
+    included), the kernel sends this process SIGTERM, so no generation outlives the phase that asked
+    for it. Linux only (prctl); elsewhere stdin's end-of-file still stops an idle server."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+    import signal
+
+    parent = os.getppid()
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:  # the parent died before the signal was armed
+        os._exit(0)
+
+
 def serve(
     transport: str = "stdio",
     host: str = "127.0.0.1",
@@ -240,6 +272,8 @@ def serve(
     from hub.log import configure
     from hub.workers.ollama import OllamaProvider
 
+    if transport == "stdio":
+        die_with_parent()
     # Before anything can log: structlog's default would print to stdout, inside the protocol stream.
     configure(fmt=os.environ.get("HUB_LOG_FORMAT", "auto"), level=os.environ.get("HUB_LOG_LEVEL", "INFO"))
     host_url = normalize_ollama_host(ollama_host or os.environ.get("OLLAMA_HOST", ""))
