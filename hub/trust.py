@@ -2,8 +2,8 @@
 
 The *trust root* is where the hub reads what decides how work is checked: `hub.yaml` (the judge command
 among it), `prompts/`, `sgconfig.yml` and its rule folders. It is the user's checkout. The *work root*
-is where a task's files are edited and its acceptance commands run: the repository today, the task's
-own worktree once tasks have one (issue 10). Nothing a model writes may reach the first: its control
+is where a task's files are edited and its acceptance commands run: the task's own git worktree
+(`Run.worktree`; the control files' names are the same relative paths there). Nothing a model writes may reach the first: its control
 files are refused as edit targets whatever `allowed_paths` says (`hub.edits`), are read-only inside the
 sandbox (`hub.sandbox`), and are never committed by a task's checkpoint (`hub.gitops.checkpoint`).
 """

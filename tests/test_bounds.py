@@ -38,13 +38,14 @@ def test_a_contract_path_outside_the_repository_is_refused_naming_the_field(
     assert value in done.stderr
     assert "is not inside the repository" in done.stderr or "no such file in" in done.stderr
     no_traceback(done)
-    assert not (git_repo / "_handoff" / "TASK_CONTRACT.json").exists()
+    assert not list((git_repo / "_handoff").glob("**/TASK_CONTRACT.json"))
 
 
 def _contract(hub: Any, git_repo: Path) -> Path:
     done = hub("new", "--title", "t", "--requirement", "r", "--target", "src/app.py")
     assert done.returncode == 0, done.stderr
-    return git_repo / "_handoff" / "TASK_CONTRACT.json"
+    (path,) = (git_repo / "_handoff" / "tasks").glob("*/TASK_CONTRACT.json")
+    return path
 
 
 @pytest.mark.parametrize("value", [1e300, float("inf")], ids=["1e300", "infinity"])
