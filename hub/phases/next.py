@@ -122,6 +122,13 @@ def _run_due(ctx: Context, contract: Contract | None, phase: str) -> Outcome:
     try:
         return phase_function(phase)(ctx)
     except WrongState as exc:
+        if phase == "setup-task" and contract is not None and not contract["git"].get("task_branch"):
+            # Set up meanwhile by another run: setup-task changes no state, only the branch.
+            from hub.phases.status import active_contract
+
+            now = active_contract(ctx.for_task(str(contract["task_id"])))
+            if now is not None and now["git"].get("task_branch"):
+                return _lost_race(contract, phase, before, "set up")
         # Only the phase gate's refusal, and only when the task moved on since we looked.
         if exc.found is None or exc.found == before:
             raise
