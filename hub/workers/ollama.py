@@ -20,11 +20,19 @@ from types import TracebackType
 from typing import Any
 
 import httpx
+import structlog
 
 from hub.config import normalize_ollama_host
-from hub.errors import MalformedStream, ModelNotFound, WorkerError, WorkerTimeout, WorkerUnavailable
+from hub.errors import (
+    ContextOverflow,
+    MalformedStream,
+    ModelNotFound,
+    WorkerError,
+    WorkerTimeout,
+    WorkerUnavailable,
+)
 from hub.workers import budget
-from hub.workers.base import ChatRequest, Generation, Health, check_health
+from hub.workers.base import ChatRequest, Generation, Health, check_health, split_thinking
 from hub.workers.streaming import (
     StreamState,
     Watchdog,
@@ -34,10 +42,14 @@ from hub.workers.streaming import (
     stream_generation,
 )
 
+log = structlog.get_logger(__name__)
+
 HEALTH_TIMEOUT = 10.0
 SHOW_TIMEOUT = 10.0
 # A load that took longer than this was a cold start (a warm model answers the empty call in ms).
 COLD_LOAD_SECONDS = 1.0
+# Continuations of an answer cut off at num_predict; each may add num_predict tokens, within the window.
+MAX_CONTINUATIONS = 2
 
 
 class OllamaProvider:
@@ -78,9 +90,62 @@ class OllamaProvider:
             load_seconds += self.load(request)
             generation = self._chat(request, fit)
         self._last_prompts[request.model] = (request.system or "") + request.prompt
+        generation = self._continue(request, generation)
         return replace(generation, load_seconds=round(load_seconds + generation.load_seconds, 3))
 
-    def _chat(self, request: ChatRequest, fit: budget.Fit) -> Generation:
+    def _continue(self, request: ChatRequest, generation: Generation) -> Generation:
+        """An answer cut off at num_predict (`done_reason` "length"), continued: the answer so far goes
+        back as a trailing assistant message, which /api/chat continues rather than answering anew
+        (the chat template leaves the last assistant turn open). At most MAX_CONTINUATIONS times, and
+        only while the prompt, the answer so far and the next answer's room fit the window; otherwise
+        the answer stays cut ("length") and the caller refuses it whole."""
+        raw, thinking = generation.raw, [generation.thinking] if generation.thinking else []
+        completion, seconds = generation.completion_tokens, generation.seconds
+        done_reason = generation.done_reason
+        # The whole prompt is in the server's cache now: its small count on a continuation is no cut.
+        cached = budget.prompt_tokens(request.prompt, request.system)
+        for _ in range(MAX_CONTINUATIONS):
+            if done_reason != "length" or not raw.strip():
+                break
+            follow = replace(request, prefill=raw)
+            try:
+                fit = check_fits(follow, self.context_length(request.model))
+            except ContextOverflow as exc:
+                log.info("ollama.no_continuation", model=request.model, reason=str(exc))
+                break
+            try:
+                more = self._chat(follow, fit, cached_prefix_tokens=cached)
+            except WorkerUnavailable:
+                raise  # an outage: waited out by the caller, and the whole call tried again
+            except WorkerError as exc:
+                # The answer stays cut, so the caller refuses it whole: nothing of it is lost or applied.
+                log.info("ollama.continuation_failed", model=request.model, error=str(exc))
+                break
+            completion += more.completion_tokens
+            seconds += more.seconds
+            done_reason = more.done_reason
+            if more.thinking:
+                thinking.append(more.thinking)
+            if not more.raw:
+                break  # nothing added: continuing again would loop on the same cut
+            raw += more.raw
+            log.info("ollama.continued", model=request.model, chars=len(raw), done_reason=done_reason)
+        if raw == generation.raw:
+            return generation
+        text, inline = split_thinking(raw)
+        return replace(
+            generation,
+            text=text,
+            raw=raw,
+            thinking="\n\n".join(t for t in (*thinking, inline) if t),
+            completion_tokens=completion,
+            seconds=round(seconds, 3),
+            done_reason=done_reason,
+        )
+
+    def _chat(
+        self, request: ChatRequest, fit: budget.Fit, cached_prefix_tokens: int | None = None
+    ) -> Generation:
         payload = {
             "model": request.model,
             "messages": request.messages(),
@@ -101,7 +166,9 @@ class OllamaProvider:
             connect_timeout=self.connect_timeout,
             provider="ollama",
             fit=fit,
-            cached_prefix_tokens=self._cached_prefix_tokens(request),
+            cached_prefix_tokens=(
+                self._cached_prefix_tokens(request) if cached_prefix_tokens is None else cached_prefix_tokens
+            ),
         )
 
     def _cached_prefix_tokens(self, request: ChatRequest) -> int:
