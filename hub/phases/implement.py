@@ -125,6 +125,14 @@ class Attempt:
             again = self._apply(retry)
             if isinstance(again, Stall) and not self.applied_any:
                 return self._stall(again.reason, again.detail)
+            # Some of the change is written and some is still refused after the one feedback round: a
+            # change only partly made must not go on to review as if whole (issue 12).
+            missing = unapplied(result) if isinstance(again, Stall) else unapplied(again)
+            if missing:
+                detail = "; ".join(missing)
+                if isinstance(again, Stall):
+                    detail += f"; and the answer to the feedback was refused ({again.reason}: {again.detail})"
+                return self._stall("partial_change", PARTIAL_CHANGE + detail)
         acceptance = self._acceptance(worker, prompt, system)
         if isinstance(acceptance, Stall):
             return self._stall(acceptance.reason, acceptance.detail)
@@ -284,6 +292,22 @@ class Attempt:
         commit = run.checkpoint("code_written")
         crash_point("implement:after-commit")
         return finish_code_written(run, commit)
+
+
+PARTIAL_CHANGE = (
+    "partial_change: part of the change was written, but these edits were still not applied after the "
+    "feedback round, so the change is incomplete: "
+)
+
+
+def unapplied(answer: Answer) -> list[str]:
+    """The parts of an answer that were not written (refused edits, SEARCH blocks that did not match,
+    blocks the parser dropped), each with its reason; [] when all of it was applied."""
+    parsed, result = answer
+    missing = [f"{r.path}: {r.reason}" for r in result.refused]
+    missing += [f"{f.path}: a SEARCH block did not match ({f.reason})" for f in result.failed_blocks]
+    missing += list(parsed.problems)
+    return missing
 
 
 def finish_code_written(run: Run, commit: str | None) -> Outcome:
