@@ -144,12 +144,25 @@ class Attempt:
         request = request_for(self.config, "implementer", prompt, system)
         generation = self.run.generate(worker, "implementer", request, purpose)
         if generation.truncated:
-            raise ContextOverflow(
-                generation.prompt_tokens,
-                request.num_ctx,
-                source="server",
-                detail=f"the server read only {generation.prompt_tokens} prompt tokens of a larger prompt "
-                "(its window is smaller than num_ctx): the start was silently dropped",
+            # A count that filled the window is a cut for sure. A count merely low is what Ollama's
+            # prompt cache gives too (it counts only what it evaluated, and the hub remembers only a
+            # few recent prompts per model): the first call is retried smaller once (the caller), any
+            # other goes on with a warning on record, since halting an unattended task on evidence
+            # this ambiguous is worse than letting review and the judge see the answer.
+            if generation.prompt_tokens >= request.num_ctx or purpose == "implement":
+                raise ContextOverflow(
+                    generation.prompt_tokens,
+                    request.num_ctx,
+                    source="server",
+                    detail=f"the server read only {generation.prompt_tokens} prompt tokens of a larger "
+                    "prompt (its window is smaller than num_ctx): the start was silently dropped",
+                )
+            log.warning(
+                "implement.prompt_count_low",
+                task=self.run.task_id,
+                purpose=purpose,
+                prompt_eval_count=generation.prompt_tokens,
+                hint="a cached prefix or a server window smaller than num_ctx; going on",
             )
         self.raw = generation.raw or generation.text
         self.timings["model calls"] = round(self.timings.get("model calls", 0.0) + generation.seconds, 3)

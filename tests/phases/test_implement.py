@@ -397,6 +397,35 @@ def test_a_silently_truncated_prompt_is_retried_with_outlines(pipe: Pipeline) ->
     assert "src/big.py (outline only" in pipe.prompts()[-1]
 
 
+def test_a_low_prompt_count_again_after_the_outlines_retry_goes_on_and_does_not_halt(pipe: Pipeline) -> None:
+    # Ollama counts only what its prompt cache lacked: a small count is no proof of a cut.
+    pipe.commit("a module", {"src/big.py": BIG_MODULE[: len(BIG_MODULE) // 4]})
+    answer = whole_file("src/app.py", GREET_FIXED)
+    pipe.fake.script(IMPL, Reply(text=answer, prompt_eval_count=40), Reply(text=answer, prompt_eval_count=40))
+    pipe.start(source_files=["src/big.py"], target_file="src/app.py")
+
+    assert pipe.implement().to_state == "pending_local_review"
+
+    assert pipe.read("src/app.py") == GREET_FIXED
+    calls = pipe.records("model-call")
+    assert [(c["purpose"], c["truncated"]) for c in calls] == [
+        ("implement", True),
+        ("implement-outlines", True),  # on record for review and the judge
+    ]
+
+
+def test_a_count_that_fills_the_window_is_a_cut_and_halts_with_the_fix(pipe: Pipeline) -> None:
+    pipe.commit("a module", {"src/big.py": BIG_MODULE[: len(BIG_MODULE) // 4]})
+    answer = whole_file("src/app.py", GREET_FIXED)
+    pipe.fake.script(
+        IMPL, Reply(text=answer, prompt_eval_count=8192), Reply(text=answer, prompt_eval_count=8192)
+    )
+    pipe.start(source_files=["src/big.py"], target_file="src/app.py")
+
+    assert pipe.implement().to_state == "erik_consultation"
+    assert (pipe.repo / "src/app.py").read_text(encoding="utf-8") != GREET_FIXED
+
+
 def test_an_unreachable_ollama_halts_with_ollama_unavailable(git_repo: Path, fake: object) -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
