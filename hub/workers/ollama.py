@@ -50,6 +50,8 @@ SHOW_TIMEOUT = 10.0
 COLD_LOAD_SECONDS = 1.0
 # Continuations of an answer cut off at num_predict; each may add num_predict tokens, within the window.
 MAX_CONTINUATIONS = 2
+# /api/show's context_length per (host, model), for the process (see OllamaProvider.context_length).
+_CONTEXT_LENGTHS: dict[tuple[str, str], int | None] = {}
 
 
 class OllamaProvider:
@@ -74,7 +76,6 @@ class OllamaProvider:
             base_url=self.host, headers={"User-Agent": "agent-hub"}, verify=self.host.startswith("https:")
         )
         self._watchdog = Watchdog()
-        self._context_lengths: dict[str, int | None] = {}
         self._last_prompts: dict[str, str] = {}
 
     def generate(self, request: ChatRequest) -> Generation:
@@ -227,20 +228,25 @@ class OllamaProvider:
         raise WorkerUnavailable(f"ollama at {self.host}: cannot load {request.model}: {problem}")
 
     def context_length(self, model: str) -> int | None:
-        """The model's trained context length from /api/show (None when the server does not say)."""
-        if model in self._context_lengths:
-            return self._context_lengths[model]
+        """The model's trained context length from /api/show (None when the server does not say).
+        Asked once per process, server and model: a provider lives for one phase, and a model's trained
+        length does not change under the same name. A failed ask is not remembered (a server that was
+        restarting would otherwise leave num_ctx uncapped for good)."""
+        key = (self.host, model)
+        if key in _CONTEXT_LENGTHS:
+            return _CONTEXT_LENGTHS[key]
         length: int | None = None
         try:
             response = self._client.post("/api/show", json={"model": model}, timeout=SHOW_TIMEOUT)
             info = response.json().get("model_info") if response.status_code == 200 else None
         except (httpx.HTTPError, ValueError, AttributeError):
-            info = None
+            return None
         if isinstance(info, dict):
-            for key, value in info.items():
-                if str(key).endswith(".context_length") and isinstance(value, int) and value > 0:
+            for key_name, value in info.items():
+                if str(key_name).endswith(".context_length") and isinstance(value, int) and value > 0:
                     length = value
-        self._context_lengths[model] = length
+        if response.status_code == 200:
+            _CONTEXT_LENGTHS[key] = length
         return length
 
     def _parse_line(self, line: str, state: StreamState) -> bool:

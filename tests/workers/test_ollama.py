@@ -345,3 +345,11 @@ def test_a_continuation_that_fails_leaves_the_answer_cut(fake: FakeOllama, provi
     generation = provider.generate(request(num_predict=20))
 
     assert (generation.raw, generation.done_reason) == (CODE[:70], "length")
+
+
+def test_the_models_context_length_is_asked_once_per_process_not_per_phase(fake: FakeOllama) -> None:
+    fake.script("m", "one", "two")
+    for _ in range(2):  # each phase makes its own provider
+        with OllamaProvider(fake.url) as provider:
+            provider.generate(request())
+    assert len([r for r in fake.requests if r.path == "/api/show"]) == 1
