@@ -388,6 +388,30 @@ def test_a_mistyped_target_is_refused_naming_the_file_meant_and_nothing_is_writt
     assert not (git_repo / "_handoff" / "TASK_CONTRACT.json").exists()
 
 
+def test_a_mistyped_source_is_refused_like_a_target_and_nothing_is_written(hub: Any, git_repo: Path) -> None:
+    done = hub(
+        "new", "--title", "Greet", "--requirement", "r", "--target", "src/app.py", "--source", "src/ap.py"
+    )
+    assert done.returncode == 1
+    assert done.stderr.startswith("hub: --source src/ap.py: no such file in ")
+    assert "did you mean src/app.py?" in done.stderr
+    assert not (git_repo / "_handoff" / "TASK_CONTRACT.json").exists()
+    # The file a task creates may also be given as a source: it is the target, not a typo.
+    new = hub(
+        "new",
+        "--title",
+        "Add",
+        "--requirement",
+        "r",
+        "--target",
+        "src/u.py",
+        "--new-file",
+        "--source",
+        "src/u.py",
+    )
+    assert new.returncode == 0, new.stderr
+
+
 def test_a_new_file_target_is_accepted_with_new_file(hub: Any, git_repo: Path) -> None:
     done = hub("new", "--title", "Add util", "--requirement", "r", "--target", "src/util.py", "--new-file")
     assert done.returncode == 0, done.stderr

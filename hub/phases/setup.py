@@ -65,9 +65,10 @@ def missing_task_field(fields: dict[str, Any]) -> str | None:
 
 
 def check_task_paths(repo_root: Path, fields: Mapping[str, Any], create_target: bool = False) -> None:
-    """Refuse a task whose target is mistyped (a file that does not exist and is not meant to be
-    created: the closest files the repository has are named), or that names no path the model may
-    write at all (every edit would be refused)."""
+    """Refuse a task whose target or a source is mistyped (a file that does not exist and is not meant
+    to be created: the closest files the repository has are named), or that names no path the model
+    may write at all (every edit would be refused). A missing source would otherwise reach the prompt
+    as "does not exist yet: create it", and the model would write a file nobody asked for."""
     target = fields.get("target_file")
     if not target and not fields.get("allowed_paths") and not fields.get("source_files"):
         raise ConfigError(
@@ -79,6 +80,12 @@ def check_task_paths(repo_root: Path, fields: Mapping[str, Any], create_target: 
         raise ConfigError(
             f"--target {target}: no such file in {repo_root}{hint} (pass --new-file if the task creates it)"
         )
+    for source in fields.get("source_files") or []:
+        if not (create_target and source == target) and not _exists(repo_root, str(source)):
+            hint = _close_files(repo_root, str(source))
+            raise ConfigError(
+                f"--source {source}: no such file in {repo_root}{hint} (a source is read, so it must exist)"
+            )
 
 
 def _exists(repo_root: Path, path: str) -> bool:
