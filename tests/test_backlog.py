@@ -168,7 +168,7 @@ def test_session_complete_waits_until_every_task_is_merged_or_dropped(ctx: Conte
 
 
 def test_a_promotion_that_cannot_create_the_contract_puts_the_proposal_back(ctx: Context) -> None:
-    backlog.add_tasks(ctx, [{"id": "a", "content": "a"}])
+    backlog.add_tasks(ctx, [{"id": "a", "content": "a\nTarget: src/app.py"}])
     ctx.handoff.contract.write_text("{not json", encoding="utf-8")
 
     with pytest.raises(WrongState, match="not a valid contract"):

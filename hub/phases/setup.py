@@ -114,7 +114,7 @@ def create(
     ctx: Context, fields: dict[str, object], create_target: bool = False, check_paths: bool = True
 ) -> Outcome:
     """Write a fresh contract; refuse while an unfinished one is active, or when its files are mistyped
-    (`check_paths`: not for backlog proposals, written ahead of the files they name)."""
+    (`check_paths`: False when the caller decided that already, as promotion does in why_blocked)."""
     hand = ctx.handoff
     hand.ensure()
     from hub.handoff import phase_lock
