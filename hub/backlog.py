@@ -262,7 +262,9 @@ def _find(doc: dict[str, Any], task_id: str, file: str) -> dict[str, Any]:
     for entry in doc["tasks"]:
         if entry["id"] == task_id:
             return entry
-    raise ContractInvalid(file, "id", f"no backlog task '{task_id}' (see task_list)")
+    raise ContractInvalid(
+        file, "id", f"no backlog task '{task_id}' (see `hub backlog list`, or task_list over MCP)"
+    )
 
 
 def _depends_on(doc: dict[str, Any], start: str, target: str) -> bool:
