@@ -412,6 +412,19 @@ def test_a_mistyped_source_is_refused_like_a_target_and_nothing_is_written(hub: 
     assert new.returncode == 0, new.stderr
 
 
+def test_a_target_or_source_outside_the_repository_is_refused_even_as_a_new_file(
+    hub: Any, git_repo: Path
+) -> None:
+    outside = hub("new", "--title", "t", "--requirement", "r", "--target", "../evil.py", "--new-file")
+    read = hub(
+        "new", "--title", "t", "--requirement", "r", "--target", "src/app.py", "--source", "/etc/hostname"
+    )
+    assert (outside.returncode, read.returncode) == (1, 1)
+    assert outside.stderr.startswith("hub: --target ../evil.py: outside the repository ")
+    assert read.stderr.startswith("hub: --source /etc/hostname: outside the repository ")
+    assert not (git_repo / "_handoff" / "TASK_CONTRACT.json").exists()
+
+
 def test_a_new_file_target_is_accepted_with_new_file(hub: Any, git_repo: Path) -> None:
     done = hub("new", "--title", "Add util", "--requirement", "r", "--target", "src/util.py", "--new-file")
     assert done.returncode == 0, done.stderr

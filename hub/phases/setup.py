@@ -65,16 +65,21 @@ def missing_task_field(fields: dict[str, Any]) -> str | None:
 
 
 def check_task_paths(repo_root: Path, fields: Mapping[str, Any], create_target: bool = False) -> None:
-    """Refuse a task whose target or a source is mistyped (a file that does not exist and is not meant
-    to be created: the closest files the repository has are named), or that names no path the model
-    may write at all (every edit would be refused). A missing source would otherwise reach the prompt
-    as "does not exist yet: create it", and the model would write a file nobody asked for."""
+    """Refuse a task whose target or a source lies outside the repository (even as a new file: the model
+    could never write it, and a source would be read into the prompt), or is mistyped (a file that does
+    not exist and is not meant to be created: the closest files the repository has are named), or
+    that names no path the model may write at all (every edit would be refused). A missing source
+    would otherwise reach the prompt as "does not exist yet: create it", and the model would write a
+    file nobody asked for."""
     target = fields.get("target_file")
     if not target and not fields.get("allowed_paths") and not fields.get("source_files"):
         raise ConfigError(
             "the task names no file to change: give --target FILE (or --allowed-path PATH); "
             "without one the model may write nowhere and every edit would be refused"
         )
+    for flag, path in [("--target", target), *(("--source", p) for p in fields.get("source_files") or [])]:
+        if path and not _inside(repo_root, str(path)):
+            raise ConfigError(f"{flag} {path}: outside the repository {repo_root}; name files inside it")
     if target and not create_target and not _exists(repo_root, str(target)):
         hint = _close_files(repo_root, str(target))
         raise ConfigError(
@@ -92,6 +97,11 @@ def _exists(repo_root: Path, path: str) -> bool:
     root = repo_root.resolve()
     full = (root / path).resolve()
     return full.is_relative_to(root) and full.exists()
+
+
+def _inside(repo_root: Path, path: str) -> bool:
+    root = repo_root.resolve()
+    return (root / path).resolve().is_relative_to(root)
 
 
 def _close_files(repo_root: Path, path: str) -> str:
