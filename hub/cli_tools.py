@@ -114,10 +114,12 @@ def backlog_list(state: State, status: str | None, as_json: bool) -> None:
 @pass_state
 def backlog_next(state: State, as_json: bool) -> None:
     """Show the proposal `hub next` would promote (most urgent with its dependencies merged)."""
-    from hub.backlog import next_task
+    from hub.phases.promote import next_proposal
 
-    doc = next_task(state.context())
+    doc = next_proposal(state.context())
     text = render_backlog([doc["task"]]) if doc["task"] else f"nothing ready: {doc['why']}"
+    if doc.get("blocked"):
+        text += f"\n`hub next` blocks it: {doc['blocked']}"
     emit(doc, as_json, text)
 
 

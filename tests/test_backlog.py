@@ -273,3 +273,12 @@ def test_updating_a_missing_backlog_task_names_the_list_command_of_each_face(hub
     done = hub("backlog", "update", "B9", "--priority", "1")
     assert done.returncode == 1
     assert "no backlog task 'B9' (see `hub backlog list`, or task_list over MCP)" in done.stderr
+
+
+def test_backlog_next_says_when_hub_next_would_block_the_proposal_it_names(hub: HubRunner) -> None:
+    assert hub("backlog", "add", "Make it better", "--id", "vague").returncode == 0
+    shown = hub("backlog", "next")
+    doc = json.loads(hub("backlog", "next", "--json").stdout)
+    assert doc["task"]["id"] == "vague" and "names no file to change" in doc["blocked"]
+    assert f"`hub next` blocks it: {doc['blocked']}" in shown.stdout
+    assert hub("next").stdout.startswith(f"backlog task vague blocked: {doc['blocked']}")

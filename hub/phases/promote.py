@@ -56,3 +56,14 @@ def why_blocked(repo_root: Path, fields: Mapping[str, Any]) -> str | None:
     except ConfigError as exc:
         return f"{exc}; fix the proposal's 'Target: path' or 'Source: a.py, b.py' line, then set it proposed again"
     return None
+
+
+def next_proposal(ctx: Context) -> dict[str, Any]:
+    """`hub backlog next` / task_next: `{task, why}`, the proposal `hub next` would take next, and
+    `blocked` (the reason) when promotion would block it instead of making it a task."""
+    doc = backlog.next_task(ctx)
+    if doc["task"] is not None:
+        reason = why_blocked(ctx.repo_root, backlog.proposal_to_fields(doc["task"]["content"]))
+        if reason is not None:
+            doc["blocked"] = reason
+    return doc
