@@ -263,6 +263,12 @@ def render_status(doc: dict[str, Any]) -> str:
     if doc["running"]:
         r = doc["running"]
         lines.append(f"running  {r.get('phase')} (pid {r.get('pid')}, since {r.get('since')})")
+    if doc.get("server_wait"):
+        w = doc["server_wait"]
+        lines.append(
+            f"WAITING  for the model server since {w.get('since')} ({w.get('waited_seconds')} s of "
+            f"{w.get('limit_minutes')} min, {w.get('attempts')} tries): {w.get('error')}"
+        )
     if doc["lease"]:
         lines.append(f"lease    {doc['lease'].get('held_by')} until {doc['lease'].get('expires_at')}")
     breaker = doc["breaker"] or {}

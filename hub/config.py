@@ -22,7 +22,15 @@ CONFIG_FILE = "hub.yaml"
 __all__ = ["BACKENDS", "CONFIG_FILE", "ROLES", "TRANSPORTS", "Config", "ConfigError", "load_config"]
 
 DEFAULT_MODEL = "qwen2.5-coder:7b"
-DEFAULT_NUM_CTX = 8192
+# The README's value: a typical source file (~20 KB, ~5,300 estimated tokens), the instructions and a
+# whole-file answer (num_predict 6144) fit; 8192 did not hold a 46 KB file or its answer.
+DEFAULT_NUM_CTX = 16384
+# Room kept for each role's answer (Ollama's num_predict): the implementer writes whole files.
+DEFAULT_NUM_PREDICT = {"implementer": 6144, "local_reviewer": 2048, "judge": 4096}
+DEFAULT_SERVER_WAIT_MINUTES = 30.0
+DEFAULT_LOAD_SECONDS = 600.0
+# The window Ollama uses when a worker cannot pass num_ctx (npm ollama-mcp): its default.
+DEFAULT_SERVER_NUM_CTX = 4096
 
 DEFAULT_YAML = """\
 # agent-hub configuration. Environment variables (OLLAMA_HOST, HUB_*) override these values.
@@ -35,18 +43,21 @@ ollama:
 #   backend: mcp    -> through an MCP worker server (below), the default
 #   backend: ollama -> straight to Ollama's HTTP API
 #   backend: openai -> an OpenAI-compatible /v1/chat/completions server (vLLM, llama.cpp, LM Studio)
-# Timeouts are seconds: to the first token, the longest gap between tokens (a stall), and in total.
+# Timeouts are seconds: loading the model (its own clock), then to the first token, the longest gap
+# between tokens (a stall), and in total. num_predict is the room kept for the answer in num_ctx.
 roles:
   implementer:
     model: {model}
     backend: mcp
     worker: hub
-    timeouts: {{first_token: 180, stall: 60, total: 900}}
+    timeouts: {{load: 600, first_token: 180, stall: 60, total: 900}}
+    num_predict: 6144
   local_reviewer:
     model: {model}
     backend: mcp
     worker: hub
-    timeouts: {{first_token: 180, stall: 60, total: 600}}
+    timeouts: {{load: 600, first_token: 180, stall: 60, total: 600}}
+    num_predict: 2048
   judge:
     model: {model}
 
@@ -67,6 +78,10 @@ judge:
   command: null
   backend: null
 
+# An unreachable or restarting model server is waited out this long (with back-off) before a halt.
+limits:
+  server_wait_minutes: 30
+
 acceptance_timeout_seconds: 300
 halt_file: ERIK_HALT.md
 """
@@ -79,6 +94,7 @@ class Timeouts:
     first_token: float = 180.0
     stall: float = 60.0
     total: float = 900.0
+    load: float = DEFAULT_LOAD_SECONDS
 
 
 @dataclass(frozen=True)
@@ -103,6 +119,7 @@ class WorkerServer:
     command: tuple[str, ...] = ()
     url: str | None = None
     env: Mapping[str, str] = field(default_factory=dict)
+    num_ctx: int = DEFAULT_SERVER_NUM_CTX  # the window in force when the worker cannot pass num_ctx
 
 
 @dataclass(frozen=True)
@@ -134,6 +151,7 @@ class Config:
     global_timeout_hours: float = 4.0
     rules_catalog_url: str | None = None
     mcp_token: str | None = None
+    server_wait_minutes: float = DEFAULT_SERVER_WAIT_MINUTES
 
     def role(self, name: str) -> RoleConfig:
         try:
@@ -336,6 +354,7 @@ def _from_raw(
         global_timeout_hours=float(limits.get("global_timeout_hours") or 4),
         rules_catalog_url=section("rules").get("catalog_url"),
         mcp_token=env.get("HUB_MCP_TOKEN") or None,
+        server_wait_minutes=_or(limits.get("server_wait_minutes"), DEFAULT_SERVER_WAIT_MINUTES),
     )
 
 
@@ -350,6 +369,7 @@ def _role(name: str, raw: dict[str, Any], env: Mapping[str, str], source: str) -
         first_token=float(t.get("first_token") or defaults.first_token),
         stall=float(t.get("stall") or defaults.stall),
         total=float(t.get("total") or defaults.total),
+        load=float(t.get("load") or defaults.load),
     )
     temperature = raw.get("temperature")
     return RoleConfig(
@@ -359,8 +379,14 @@ def _role(name: str, raw: dict[str, Any], env: Mapping[str, str], source: str) -
         worker=str(raw.get("worker") or "hub"),
         timeouts=timeouts,
         temperature=0.2 if temperature is None else float(temperature),
-        num_predict=raw.get("num_predict"),
+        # null keeps a quarter of num_ctx for the answer (hub.workers.budget)
+        num_predict=raw.get("num_predict", DEFAULT_NUM_PREDICT.get(name)),
     )
+
+
+def _or(value: Any, default: float) -> float:
+    """A checked number, or the default when unset (0 is a value: no waiting)."""
+    return default if value is None else float(value)
 
 
 def _worker(raw: dict[str, Any]) -> WorkerServer:
@@ -374,4 +400,5 @@ def _worker(raw: dict[str, Any]) -> WorkerServer:
         command=tuple(command),
         url=raw.get("url"),
         env={str(k): str(v) for k, v in (raw.get("env") or {}).items()},
+        num_ctx=int(raw.get("num_ctx") or DEFAULT_SERVER_NUM_CTX),
     )

@@ -256,8 +256,8 @@ TRANSPORTS = ("stdio", "http", "sse")
 
 SECONDS = Num(0, above=True, unit="seconds")
 TIMEOUTS = Map(
-    {"first_token": SECONDS, "stall": SECONDS, "total": SECONDS},
-    what="three clocks in seconds, e.g. {first_token: 180, stall: 60, total: 900},",
+    {"load": SECONDS, "first_token": SECONDS, "stall": SECONDS, "total": SECONDS},
+    what="clocks in seconds, e.g. {load: 600, first_token: 180, stall: 60, total: 900},",
 )
 ROLE = Map(
     {
@@ -276,6 +276,8 @@ WORKER = Map(
         "command": Command(),
         "url": Str(),
         "env": MapOf(Scalar(), what="a mapping of environment variables"),
+        # the window Ollama applies when the worker cannot pass num_ctx (npm ollama-mcp)
+        "num_ctx": Int(256, unit="tokens"),
     },
     required=("name",),
     what="a worker server: a mapping",
@@ -302,6 +304,7 @@ SCHEMA = Map(
             {
                 "max_changed_files": Int(1, unit="files"),
                 "global_timeout_hours": Num(0, above=True, unit="hours"),
+                "server_wait_minutes": Num(0, unit="minutes"),
             }
         ),
         "rules": Map({"catalog_url": Str()}),

@@ -120,6 +120,16 @@ if TYPE_CHECKING:
         raw_tail: str
         timings: dict[str, float]
 
+    class ServerWait(TypedDict):
+        """An outage being waited out by the running phase (`hub status` shows it)."""
+
+        since: str
+        waited_seconds: float
+        limit_minutes: float
+        attempts: int
+        next_try_seconds: float
+        error: str
+
     class HaltRecord(TypedDict):
         trigger: str
         reason: str
@@ -145,6 +155,7 @@ if TYPE_CHECKING:
         resume_notes: list[str]
         review_requested_at: str
         merge_commit: str
+        server_wait: ServerWait
 
     class Lease(TypedDict):
         held_by: str | None
@@ -218,6 +229,7 @@ else:
     AttemptRecord = dict
     StallRecord = dict
     HaltRecord = dict
+    ServerWait = dict
     HandoffData = dict
     Lease = dict
     Breaker = dict

@@ -53,6 +53,7 @@ class WorkerModels:
     server_started: bool | None = None  # MCP workers only: did the server start and list its tools
     server_detail: str = ""
     reached: bool = False  # the worker answered with a model list (possibly lacking what the roles need)
+    dialect: str = ""  # MCP workers only: ollama_run (hub) or ollama_chat (npm ollama-mcp)
 
     @property
     def label(self) -> str:
@@ -126,6 +127,8 @@ def run_doctor(config: Config, which: Which = shutil.which, make: WorkerFactory 
             checks.append(_server_check(group))
             if not group.server_started:
                 continue
+            if group.dialect == "ollama_chat":  # npm ollama-mcp (hub.workers.bridge.NPM_DIALECT)
+                checks.append(_npm_check(group))
         if not group.reached:
             checks.append(_unreached_check(config, group))
             continue
@@ -226,7 +229,10 @@ def _probe(
                 return replace(base, server_started=False, server_detail=str(exc), detail=str(exc))
             tools = worker.tools
             base = replace(
-                base, server_started=True, server_detail=f"started; {len(tools)} tools, dialect {dialect}"
+                base,
+                server_started=True,
+                server_detail=f"started; {len(tools)} tools, dialect {dialect}",
+                dialect=dialect,
             )
         return _seen(base, worker, wanted)
     finally:
@@ -258,6 +264,17 @@ def _server_check(group: WorkerModels) -> Check:
         "`hub worker serve` on its own must start without errors"
     )
     return Check(name, False, group.server_detail, fix)
+
+
+def _npm_check(group: WorkerModels) -> Check:
+    """npm ollama-mcp works, but drops what the budget and the clocks rely on: say so (a warning)."""
+    fix = (
+        "for num_ctx, keep_alive, the first-token and stall clocks and token counts, use `worker: hub` "
+        "(hub worker serve) or `backend: ollama`"
+    )
+    from hub.workers.bridge import npm_dialect_warning
+
+    return Check(f"worker '{group.worker}' dialect", True, npm_dialect_warning(group.worker), fix)
 
 
 def _unreached_check(config: Config, group: WorkerModels) -> Check:

@@ -27,9 +27,13 @@ from collections import Counter
 # naming what was left out. Matched on stripped lines; a new one the original lacked is refused.
 _COMMENT = r"(?:#+|//+|/\*+|<!--|--|;+|\*|\{/\*)"
 _LEFT_OUT = (
-    r"(?:existing (?:code|methods|functions|implementation|content|logic|imports|tests|lines)|rest of"
+    r"(?:existing (?:code|methods|functions|implementation|content|logic|imports|tests|lines)"
+    # "rest of" names the code left out: "# parse the rest of the arguments" is an ordinary comment.
+    r"|rest of (?:the |this |your )?(?:file|class|code|module|component|functions?|methods?|implementation"
+    r"|body|content|page|document|script|config|tests?|struct|impl|program|imports|fields|helpers|logic|lines)"
     r"|remaining (?:code|methods|functions|lines)|unchanged\)|unchanged (?:code|lines|methods|functions|parts?)"
-    r"|(?:remains?|stays?|is|are|left) (?:unchanged|the same|as is)"
+    # ... and ends the comment: "'y' is the same as 'b'" explains code, it does not stand for any.
+    r"|(?:remains?|stays?|is|are|left) (?:unchanged|the same|as is)(?=[\W_]*$)"
     r"|omitted|same as (?:before|above)|as before|code here|content here|previous code|original code"
     r"|other (?:methods|functions|code|fields|imports|tests))"
 )
@@ -173,7 +177,8 @@ def _destructive(old: str, new: str, delete_allowed: bool) -> str | None:
     return (
         f"as the whole file, this answer deletes {removed} lines and adds {added}: it looks like an "
         "excerpt, not the complete file. Send the complete file, or SEARCH/REPLACE blocks that quote "
-        "the lines to change"
+        "the lines to change; if deleting those lines is the change asked for, quote them in SEARCH with "
+        "an empty REPLACE"
     )
 
 

@@ -397,7 +397,13 @@ def _split_diff(body: list[str], path: str | None) -> list[tuple[str | None, str
             old, new, hunks = line[4:], body[k + 1][4:], []
             k += 2
             continue
-        if hunks or line.startswith("@@"):
+        if line.startswith("diff "):
+            # The next file's `diff --git a/x b/x` and `index ...` lines are not hunk lines of this one.
+            flush()
+            names = line.split()
+            old, new = (names[2], names[3]) if len(names) == 4 and names[1] == "--git" else (None, None)
+            hunks = []
+        elif hunks or line.startswith("@@"):
             hunks.append(line)
         k += 1
     flush()
@@ -493,6 +499,15 @@ def _read_blocks(lines: list[str], start: int) -> tuple[list[SearchReplace], int
                 len(lines),
                 "a block's markers are out of order (a missing ======= or REPLACE line)",
             )
+        if any(_SR_DIVIDER.match(line) for line in lines[divider + 1 : end]):
+            # A heading's underline (`Install` / `=======`) is a divider too: which one ends SEARCH is a
+            # guess, and the wrong guess writes a wrong file no check can see (prose holds such lines).
+            return (
+                blocks,
+                len(lines),
+                "a block holds more than one line of only '=' between SEARCH and REPLACE (a heading's "
+                "underline?), so where SEARCH ends is unclear; quote lines without one, or send the whole file",
+            )
         blocks.append(SearchReplace(_join(lines[j + 1 : divider]), _join(lines[divider + 1 : end])))
         j = end + 1
     return blocks, j, None
@@ -518,8 +533,8 @@ def _group(
 
 
 def _merge(found: list[FileEdit], problems: list[str]) -> list[FileEdit]:
-    """One edit per path, in order of first mention: search/replace blocks accumulate, a later whole file
-    or delete replaces what came before."""
+    """One edit per path, in order of first mention: search/replace blocks and diff hunks accumulate, a
+    later whole file or delete replaces what came before."""
     merged: dict[str, FileEdit] = {}
     for edit in found:
         key = _normalize_key(edit.path)
@@ -530,7 +545,9 @@ def _merge(found: list[FileEdit], problems: list[str]) -> list[FileEdit]:
             problems.append(f"{edit.path} was given more than once; the last version is used")
             merged[key] = edit
         else:
-            merged[key] = replace(earlier, blocks=earlier.blocks + edit.blocks, delete=False)
+            # Diff hunks accumulate like blocks; a file given in two kinds is refused when applied.
+            patch = earlier.patch if edit.patch is None else (earlier.patch or "") + edit.patch
+            merged[key] = replace(earlier, blocks=earlier.blocks + edit.blocks, delete=False, patch=patch)
     return list(merged.values())
 
 

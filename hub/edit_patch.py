@@ -5,7 +5,8 @@ what a diff means, so the hunks are applied by it, to a copy of the one file in 
 never to the repository: `--check` first, then the apply. `--recount` forgives wrong line counts in
 `@@` headers (models rarely count right); `--whitespace=fix` and `--ignore-whitespace` are the second
 and last tries. Each hunk's old lines must occur exactly once in the file, so git's search around the
-stated line number never has a choice. Anything else is refused with git's own words.
+stated line number never has a choice; a hunk of only '+' lines is refused unless the file is empty.
+Anything else is refused with git's own words.
 """
 
 from __future__ import annotations
@@ -61,6 +62,9 @@ def _not_unique(text: str, hunks: str) -> str | None:
         while old and not old[-1]:
             old.pop()
         if not old:
+            if text.strip():
+                # Only its line number would place it, and models rarely count right.
+                return f"(hunk {n + 1}) has no context or '-' lines to find its place"
             continue
         found = sum(1 for i in range(len(lines) - len(old) + 1) if lines[i : i + len(old)] == old)
         if found != 1:

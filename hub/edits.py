@@ -189,7 +189,7 @@ def plan_edits(edits: Sequence[FileEdit], policy: Policy) -> Plan:
             rel,
             state.current,
             new,
-            whole_file=edit.content is not None and not edit.blocks,
+            whole_file=edit.content is not None,  # blocks after a whole file do not make it less whole
             delete_allowed=policy.delete_allowed,
         )
         if why is not None:
@@ -297,6 +297,12 @@ def _new_text(
             raise EditError("cannot delete: the file does not exist")
         return None, []
     if edit.patch is not None:
+        if edit.content is not None or edit.blocks:
+            # Applying one kind would silently drop the other: half the change would land.
+            raise _Unfit(
+                "the answer gives this file both as a unified diff and as a whole file or SEARCH/REPLACE "
+                "blocks; send one kind of edit per file"
+            )
         if is_binary(edit.patch):
             raise EditError("binary payload (NUL bytes or mostly control characters)")
         from hub.edit_patch import apply_patch

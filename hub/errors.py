@@ -9,10 +9,10 @@
     ├── EditError                  model output could not become file edits, or an edit was refused
     ├── RuleError                  an ast-grep rule is invalid, missing, or the scanner failed
     ├── WorkerError                talking to a model failed
-    │   ├── WorkerUnavailable      the server is unreachable (after retries)
+    │   ├── WorkerUnavailable      an outage: down, restarting, connection reset, 5xx (waited out, then a halt)
     │   ├── ModelNotFound          the server does not have the model
     │   ├── WorkerTimeout          one of the three clocks ran out (also a TimeoutError)
-    │   ├── ContextOverflow        the prompt does not fit the model's num_ctx
+    │   ├── ContextOverflow        the prompt and its answer do not fit the window (deterministic)
     │   ├── MalformedStream        the server sent something that is not its protocol
     │   └── MCPError               an MCP call failed
     │       ├── MCPTimeoutError    the call ran past its timeout (also a TimeoutError)
@@ -81,11 +81,18 @@ class RuleError(HubError):
 
 
 class WorkerError(HubError):
-    """Talking to a model failed."""
+    """Talking to a model failed. `partial_text` is what the model had said before it failed."""
+
+    partial_text: str = ""
 
 
 class WorkerUnavailable(WorkerError):
-    """The model server cannot be reached (after retries)."""
+    """The model server is down, restarting, resetting connections or answering 5xx: an outage, worth
+    waiting out (limits.server_wait_minutes)."""
+
+    def __init__(self, message: str, partial_text: str = "") -> None:
+        self.partial_text = partial_text
+        super().__init__(message)
 
 
 class ModelNotFound(WorkerError):
@@ -107,14 +114,39 @@ class WorkerTimeout(WorkerError, TimeoutError):
 
 
 class ContextOverflow(WorkerError):
-    """The prompt does not fit the model's context window."""
+    """The prompt and its answer do not fit the model's context window: deterministic, never retried
+    unchanged. `source` is "estimate" (refused before sending) or "server" (the server said so, or
+    read fewer tokens than were sent)."""
 
-    def __init__(self, prompt_tokens: int, num_ctx: int) -> None:
+    def __init__(
+        self,
+        prompt_tokens: int,
+        num_ctx: int,
+        *,
+        answer_tokens: int = 0,
+        context_length: int | None = None,
+        configured_num_ctx: int | None = None,
+        source: str = "estimate",
+        detail: str = "",
+    ) -> None:
         self.prompt_tokens = prompt_tokens
         self.num_ctx = num_ctx
+        self.answer_tokens = answer_tokens
+        self.context_length = context_length
+        self.source = source
+        approx = "~" if source == "estimate" else ""
+        answer = f" plus {answer_tokens} for the answer" if answer_tokens else ""
+        capped = ""
+        if configured_num_ctx and context_length and configured_num_ctx > context_length:
+            capped = (
+                f" (num_ctx {configured_num_ctx} is capped to the model's context_length {context_length})"
+            )
+        larger = f" up to the model's {context_length}" if context_length else ""
         super().__init__(
-            f"prompt of ~{prompt_tokens} tokens does not fit num_ctx={num_ctx}; "
-            "raise num_ctx for the model in hub.yaml or send fewer source files"
+            (detail + ": " if detail else "")
+            + f"prompt of {approx}{prompt_tokens} tokens{answer} does not fit num_ctx={num_ctx}{capped}; "
+            f"send fewer source files or outlines of them, ask for search/replace edits instead of whole "
+            f"files, or raise models.<model>.num_ctx in hub.yaml{larger}"
         )
 
 

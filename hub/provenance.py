@@ -17,10 +17,12 @@ from hub.contract import iso
 from hub.handoff import Handoff, next_number
 
 SECRET_KEY = re.compile(r"(token|secret|key|password|passwd|authorization|credential)", re.IGNORECASE)
-# Token-count fields are numbers, not credentials.
+# Token counts and timings are numbers, not credentials: "token" in `first_token_seconds` is the
+# first token of an answer. A number under such a key is kept; a string under it is still redacted.
 NOT_SECRET = re.compile(
     r"^(prompt_tokens|completion_tokens|tokens_in|tokens_out|eval_count|max_tokens|num_tokens)$"
 )
+MEASURE = re.compile(r"tokens|_(seconds|ms|count|budget|timeout)$|^(num|max)_")
 SECRET_VALUE = re.compile(
     r"(sk-[A-Za-z0-9_-]{16,}|ghp_[A-Za-z0-9]{20,}|xox[abp]-[A-Za-z0-9-]{10,}|AKIA[0-9A-Z]{16}|Bearer\s+[A-Za-z0-9._-]{12,})"
 )
@@ -29,7 +31,7 @@ REDACTED = "[REDACTED]"
 
 def redact(value: Any, key: str = "") -> Any:
     """A copy of `value` with credential-looking keys' values and token-looking strings replaced."""
-    if key and SECRET_KEY.search(key) and not NOT_SECRET.match(key) and not isinstance(value, (dict, list)):
+    if key and SECRET_KEY.search(key) and not _measure(key, value) and not isinstance(value, (dict, list)):
         return REDACTED if value not in (None, "") else value
     if isinstance(value, dict):
         return {k: redact(v, str(k)) for k, v in value.items()}
@@ -38,6 +40,13 @@ def redact(value: Any, key: str = "") -> Any:
     if isinstance(value, str):
         return SECRET_VALUE.sub(REDACTED, value)
     return value
+
+
+def _measure(key: str, value: Any) -> bool:
+    """A token count or timing: a number (never a string) under a key that names a measure."""
+    if NOT_SECRET.match(key):
+        return True
+    return isinstance(value, int | float) and bool(MEASURE.search(key.lower()))
 
 
 def write_record(handoff: Handoff, task_id: str, kind: str, payload: dict[str, Any], now: datetime) -> Path:

@@ -43,8 +43,42 @@ def test_the_default_hub_yaml_loads_with_every_role_on_the_hub_worker(tmp_path: 
     assert config.project == "demo"
     assert {r.backend for r in config.roles.values()} == {"mcp"}
     assert config.worker_server("hub").command[-3:] == ("hub", "worker", "serve")
-    assert config.num_ctx_for(config.role("implementer").model) == 8192
+    assert config.num_ctx_for(config.role("implementer").model) == 16384
+    assert config.server_wait_minutes == 30
+    assert (config.role("implementer").num_predict, config.role("local_reviewer").num_predict) == (6144, 2048)
     assert config.handoff_dir == tmp_path / "_handoff"
+
+
+def test_hub_init_writes_the_num_ctx_the_readme_shows() -> None:
+    from hub.config import DEFAULT_NUM_CTX
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    assert f"{{num_ctx: {DEFAULT_NUM_CTX}}}" in readme
+    assert f"num_ctx: {DEFAULT_NUM_CTX}" in default_yaml("p")
+
+
+def test_a_typical_source_file_and_its_whole_file_answer_fit_the_default_window() -> None:
+    from hub.config import DEFAULT_NUM_CTX, DEFAULT_NUM_PREDICT
+    from hub.workers import budget
+
+    source = (Path(__file__).resolve().parents[1] / "hub" / "phases" / "implement.py").read_text(
+        encoding="utf-8"
+    )
+    assert 12_000 < len(source) < 25_000  # a typical file: a few hundred lines
+    fit = budget.plan(
+        "instructions " * 200 + source, "system " * 50, DEFAULT_NUM_CTX, DEFAULT_NUM_PREDICT["implementer"]
+    )
+    assert fit.fits
+    assert budget.estimate_tokens(source) < DEFAULT_NUM_PREDICT["implementer"]  # the answer fits too
+
+
+def test_bad_limits_and_num_predict_are_config_errors(tmp_path: Path) -> None:
+    (tmp_path / "hub.yaml").write_text("limits: {server_wait_minutes: soon}\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"limits\.server_wait_minutes"):
+        load_config(tmp_path, env={})
+    (tmp_path / "hub.yaml").write_text("roles: {implementer: {num_predict: 0}}\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"roles\.implementer\.num_predict"):
+        load_config(tmp_path, env={})
 
 
 def test_the_environment_overrides_the_file(tmp_path: Path) -> None:

@@ -38,6 +38,8 @@ def test_a_whole_file_that_deletes_more_than_it_adds_is_refused_as_an_excerpt() 
     assert why is not None and "would not parse" in why and "indent" in why
     why = judge("notes.txt", "a\nb\nc\nd\n", "a\nx\n", whole_file=True)
     assert why is not None and "deletes 3 lines and adds 1" in why
+    # A deletion on purpose is possible too: the reason says how to send one.
+    assert "empty REPLACE" in why
 
 
 def test_a_search_replace_deletion_is_what_was_asked_and_passes() -> None:
@@ -78,7 +80,15 @@ def test_a_python_stub_body_is_not_an_elision() -> None:
 
 
 @pytest.mark.parametrize(
-    "line", ["# keep the cache warm", "# skip existing files", "x = ...  # TODO", "# Loop over items..."]
+    "line",
+    [
+        "# keep the cache warm",
+        "# skip existing files",
+        "x = ...  # TODO",
+        "# Loop over items...",
+        "# parse the rest of the arguments",
+        "# 'y' is the same as 'b', for compatibility",
+    ],
 )
 def test_ordinary_comments_are_not_elisions(line: str) -> None:
     assert not is_elision(line)

@@ -946,3 +946,74 @@ def test_a_file_whose_docstring_shows_a_fenced_example_with_a_path_stays_one_fil
 def test_a_markdown_files_heading_naming_the_file_is_content_not_a_label() -> None:
     text = "# README.md\n\nHow to use this.\n"
     assert only_edit(f"README.md\n```markdown\n{text}```\n") == FileEdit("README.md", content=text)
+
+
+def test_a_git_diff_of_two_files_applies_to_both(repo: Path) -> None:
+    # `git diff` output: the `diff --git` and `index` lines of the second file are not hunk lines of the first.
+    (repo / "src" / "b.py").write_text("p = 1\nq = 2\n")
+    diff = (
+        "diff --git a/src/app.py b/src/app.py\nindex 83db48f..bf269f4 100644\n"
+        "--- a/src/app.py\n+++ b/src/app.py\n@@ -1,2 +1,2 @@\n def main():\n-    return 1\n+    return 2\n"
+        "diff --git a/src/b.py b/src/b.py\nindex 1a2b3c4..5d6e7f8 100644\n"
+        "--- a/src/b.py\n+++ b/src/b.py\n@@ -1,2 +1,2 @@\n p = 1\n-q = 2\n+q = 3\n"
+    )
+    result = apply_edits(parse_edits(fence(diff, "diff")).edits, policy(repo))
+    assert result.refused == () and result.changed_files == ("src/app.py", "src/b.py")
+    assert (repo / "src" / "app.py").read_text() == CODE.replace("1", "2")
+    assert (repo / "src" / "b.py").read_text() == "p = 1\nq = 3\n"
+
+
+def test_an_excerpt_given_as_the_whole_file_is_refused_even_with_blocks_after_it(repo: Path) -> None:
+    # The blocks apply to the excerpt, so the file still becomes the excerpt: judged as a whole file.
+    (repo / "src" / "calc.py").write_text(CALC)
+    excerpt = "def sub(a, b):\n    return b - a\n"
+    block = "<<<<<<< SEARCH\n    return b - a\n=======\n    return (b - a)\n>>>>>>> REPLACE\n"
+    reply = f"src/calc.py\n{fence(excerpt)}\nsrc/calc.py\n{fence(block)}"
+    result = apply_edits(parse_edits(reply).edits, policy(repo))
+    assert result.changed_files == () and "excerpt" in result.refused[0].reason
+    assert (repo / "src" / "calc.py").read_text() == CALC
+
+
+def test_a_file_given_as_blocks_and_as_a_diff_is_refused_not_half_applied(repo: Path) -> None:
+    (repo / "src" / "calc.py").write_text(CALC)
+    block = "<<<<<<< SEARCH\n    return a + b\n=======\n    return b + a\n>>>>>>> REPLACE\n"
+    diff = "--- a/src/calc.py\n+++ b/src/calc.py\n@@ -5,2 +5,2 @@\n def sub(a, b):\n-    return a - b\n+    return b - a\n"
+    for reply in (
+        f"src/calc.py\n{fence(block)}\n{fence(diff, 'diff')}",
+        f"{fence(diff, 'diff')}\nsrc/calc.py\n{fence(block)}",
+    ):
+        result = apply_edits(parse_edits(reply).edits, policy(repo))
+        assert result.changed_files == () and "one kind of edit per file" in result.refused[0].reason
+        assert result.refused[0].retry
+    assert (repo / "src" / "calc.py").read_text() == CALC
+
+
+def test_two_diffs_of_one_file_both_apply(repo: Path) -> None:
+    (repo / "src" / "calc.py").write_text(CALC)
+    first = "--- a/src/calc.py\n+++ b/src/calc.py\n@@ -1,2 +1,2 @@\n def add(a, b):\n-    return a + b\n+    return b + a\n"
+    second = "--- a/src/calc.py\n+++ b/src/calc.py\n@@ -5,2 +5,2 @@\n def sub(a, b):\n-    return a - b\n+    return b - a\n"
+    result = apply_edits(parse_edits(fence(first, "diff") + "\n" + fence(second, "diff")).edits, policy(repo))
+    assert result.refused == ()
+    assert (repo / "src" / "calc.py").read_text() == CALC.replace("a + b", "b + a").replace("a - b", "b - a")
+
+
+def test_a_block_with_a_heading_underline_is_refused_not_split_at_a_guess() -> None:
+    block = "<<<<<<< SEARCH\nInstall\n=======\n\npip\n=======\nInstall\n=======\n\npipx\n>>>>>>> REPLACE\n"
+    result = parse_edits("README.md\n" + block)
+    assert result.edits == () and "more than one line of only '='" in result.problems[0]
+
+
+def test_a_diff_hunk_without_context_is_refused_rather_than_placed_by_its_line_number(repo: Path) -> None:
+    (repo / "src" / "calc.py").write_text(CALC)
+    diff = "--- a/src/calc.py\n+++ b/src/calc.py\n@@ -2,0 +3,1 @@\n+    # add\n"
+    result = apply_edits(parse_edits(fence(diff, "diff")).edits, policy(repo))
+    assert result.changed_files == () and "no context" in result.refused[0].reason
+    assert (repo / "src" / "calc.py").read_text() == CALC
+
+
+def test_a_git_diff_file_without_its_own_minus_plus_lines_goes_to_the_file_its_diff_line_names() -> None:
+    diff = "diff --git a/a.py b/a.py\n--- a/a.py\n+++ b/a.py\n@@ -1 +1 @@\n-x\n+y\ndiff --git a/b.py b/b.py\n@@ -1 +1 @@\n-p\n+q\n"
+    assert parse_edits(fence(diff, "diff")).edits == (
+        FileEdit("a.py", patch="@@ -1 +1 @@\n-x\n+y\n"),
+        FileEdit("b.py", patch="@@ -1 +1 @@\n-p\n+q\n"),
+    )

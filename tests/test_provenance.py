@@ -42,6 +42,25 @@ def test_token_counts_are_numbers_not_credentials() -> None:
     assert redact(counts) == counts
 
 
+def test_timing_and_count_fields_survive_but_a_string_under_a_token_key_does_not() -> None:
+    record = {
+        "first_token_seconds": 2.5,
+        "first_token_ms": 2500,
+        "load_seconds": 31.0,
+        "tokens_estimated": True,
+        "token_budget": 500000,
+        "api_token": "abc123",
+        "auth_token": 12345678,
+        "access_token_seconds": "not a number",
+    }
+    assert redact(record) == {
+        **record,
+        "api_token": "[REDACTED]",
+        "auth_token": "[REDACTED]",
+        "access_token_seconds": "[REDACTED]",
+    }
+
+
 def test_credential_shaped_strings_inside_text_are_redacted() -> None:
     prompt = f'CONFIG = {{}}\napi_key = "{KEY}"\nheaders = {{"Authorization": "Bearer abcdefghijklmnop"}}\n'
 

@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from hub import contract as contract_mod
 from hub import handoff
@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from hub.workers.base import ChatRequest, Generation, Worker
 
 log = get_logger("hub.phase")
+T = TypeVar("T")
 
 
 @dataclass
@@ -52,6 +53,9 @@ class Context:
     config: Config
     clock: Callable[[], datetime] = now_utc
     worker_factory: Callable[[str], Worker] | None = None
+    # How an outage is waited out (tests pass a sleep that restarts the server).
+    sleep: Callable[[float], None] = time.sleep
+    monotonic: Callable[[], float] = time.monotonic
 
     @property
     def handoff(self) -> handoff.Handoff:
@@ -195,17 +199,23 @@ class Run:
         self.tokens += int(tokens_in) + int(tokens_out)
 
     def generate(self, worker: Worker, role: str, request: ChatRequest, purpose: str = "") -> Generation:
-        """One model call for `role`. Whatever happens, its tokens and seconds go into the contract's
-        cost and the call into runs/<task_id>/ as a provenance record."""
+        """One model call for `role`, an outage waited out (`wait_for_server`). Whatever happens, its
+        tokens and seconds go into the contract's cost and the call into runs/<task_id>/ as a
+        provenance record; a call the server counted and read whole calibrates the model's estimate."""
         from hub.provenance import write_record
+        from hub.workers.bridge import observe_call
 
         generation: Generation | None = None
         outcome = "ok"
+        partial = ""
+        started = time.monotonic()
         try:
-            generation = worker.generate(request)
+            generation = self.wait_for_server(lambda: worker.generate(request))
+            generation = observe_call(self.ctx.config, request, generation)
             return generation
         except Exception as exc:
             outcome = f"{type(exc).__name__}: {exc}"
+            partial = str(getattr(exc, "partial_text", "") or "")
             raise
         finally:
             g = generation
@@ -222,14 +232,18 @@ class Run:
                     "attempt": self.contract["attempt"],
                     "model": request.model,
                     "num_ctx": request.num_ctx,
+                    "num_predict": request.num_predict,
                     "system": request.system or "",
                     "prompt": request.prompt,
-                    "response": g.raw if g else "",
+                    "response": g.raw if g else partial,
                     "thinking": g.thinking if g else "",
                     "prompt_tokens": g.prompt_tokens if g else 0,
                     "completion_tokens": g.completion_tokens if g else 0,
+                    "tokens_estimated": g.tokens_estimated if g else False,
                     "seconds": g.seconds if g else 0.0,
                     "first_token_seconds": g.first_token_seconds if g else 0.0,
+                    "load_seconds": g.load_seconds if g else 0.0,
+                    "call_seconds": round(time.monotonic() - started, 3),
                     "done_reason": g.done_reason if g else "",
                     "truncated": g.truncated if g else False,
                     "outcome": outcome,
@@ -237,8 +251,39 @@ class Run:
                 self.now,
             )
 
+    def wait_for_server(self, call: Callable[[], T]) -> T:
+        """`call()`, an unreachable, restarting or failing model server waited out with back-off for up
+        to limits.server_wait_minutes; the wait is in the contract (`hub status`) while it lasts."""
+        from hub.workers.outage import Wait, wait_out
+
+        def on_wait(wait: Wait | None) -> None:
+            data = self.contract["handoff_data"]
+            if wait is None:
+                data.pop("server_wait", None)
+                log.info("server_back", task=self.task_id, phase=self.phase)
+            else:
+                data["server_wait"] = {
+                    "since": iso(self.now - timedelta(seconds=wait.waited)),
+                    "waited_seconds": round(wait.waited, 1),
+                    "limit_minutes": round(wait.limit / 60, 1),
+                    "attempts": wait.attempts,
+                    "next_try_seconds": round(wait.next_pause, 1),
+                    "error": wait.error[:500],
+                }
+                log.warning("server_wait", task=self.task_id, phase=self.phase, **data["server_wait"])
+            self.save()
+
+        return wait_out(
+            call,
+            limit_seconds=self.ctx.config.server_wait_minutes * 60,
+            on_wait=on_wait,
+            sleep=self.ctx.sleep,
+            clock=self.ctx.monotonic,
+        )
+
     def halt(self, trip: Trip, event: Event = HALT_EVENT) -> Outcome:
         """Move the task to erik_consultation, write ERIK_HALT.md, and say so (exit 4)."""
+        self.contract["handoff_data"].pop("server_wait", None)
         before = self.contract["status"]
         self.drop_lease()
         self.contract["breaker"] = {

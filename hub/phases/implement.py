@@ -16,8 +16,9 @@ from typing import TYPE_CHECKING, Any
 from hub import breakers, gitops, prompts
 from hub.backlog import notes_for_prompt
 from hub.breakers import Trip
-from hub.contract import Verdict, task_refs
-from hub.errors import WorkerError
+from hub.contract import Contract, Verdict, task_refs
+from hub.errors import ContextOverflow, WorkerError
+from hub.log import get_logger
 from hub.machine import PENDING_IMPLEMENTER, TIMEOUT_IMPLEMENTER, Event
 from hub.phases.acceptance import CommandResult, run_command
 from hub.phases.context import Context, Outcome, Run, pre_phase_trip, require_setup, running
@@ -33,6 +34,8 @@ if TYPE_CHECKING:
 
 MAX_REFLECTIONS = 2
 MAX_FILE_CHARS = 60_000
+
+log = get_logger("hub.implement")
 
 
 def run_implementer(ctx: Context) -> Outcome:
@@ -86,18 +89,21 @@ class Attempt:
         )
 
     def _attempt(self, worker: Worker) -> Outcome:
-        trip = model_unavailable(worker, self.model)
+        trip = model_unavailable(self.run, worker, self.model)
         if trip:
             return self.run.halt(trip)
         system = prompts.template(self.run.ctx.repo_root, "implementer_system").strip()
         prompt = build_prompt(self.run)
-        generation = self._call(worker, prompt, system, "implement")
-        if generation.truncated:
-            return self._stall(
-                "truncated_context",
-                f"Ollama read {generation.prompt_tokens} prompt tokens of a larger prompt (num_ctx "
-                f"{self.config.num_ctx_for(self.model)}): the start was silently dropped",
-            )
+        try:
+            generation = self._call(worker, prompt, system, "implement")
+        except ContextOverflow as exc:
+            smaller = build_prompt(self.run, outlines=True)
+            if smaller == prompt:
+                raise
+            # Retried smaller, never unchanged: the files other than the target as outlines.
+            log.warning("implement.outlines", task=self.run.task_id, reason=str(exc))
+            prompt = smaller
+            generation = self._call(worker, prompt, system, "implement-outlines")
         result = self._apply(generation, feedback_due=True)
         if isinstance(result, Stall):
             return self._stall(result.reason, result.detail)
@@ -119,6 +125,14 @@ class Attempt:
 
         request = request_for(self.config, "implementer", prompt, system)
         generation = self.run.generate(worker, "implementer", request, purpose)
+        if generation.truncated:
+            raise ContextOverflow(
+                generation.prompt_tokens,
+                request.num_ctx,
+                source="server",
+                detail=f"the server read only {generation.prompt_tokens} prompt tokens of a larger prompt "
+                "(its window is smaller than num_ctx): the start was silently dropped",
+            )
         self.raw = generation.raw or generation.text
         self.timings["model calls"] = round(self.timings.get("model calls", 0.0) + generation.seconds, 3)
         self.timings["first token"] = round(generation.first_token_seconds, 3)
@@ -183,8 +197,9 @@ class Attempt:
             {"path": f.path, "search": f.search[:2000], "outcome": f"refused: SEARCH block: {f.reason}"}
             for f in result.failed_blocks
         ]
-        if not parsed.edits:
-            records += [{"path": "", "outcome": f"refused: {problem}"} for problem in parsed.problems]
+        # Also beside applied edits: a block the parser dropped (markers out of order, a cut-off block)
+        # is part of the answer that was not written.
+        records += [{"path": "", "outcome": f"refused: {problem}"} for problem in parsed.problems]
         for record in records:
             write_record(self.run.ctx.handoff, self.run.task_id, "diff", record, self.run.now)
 
@@ -269,7 +284,55 @@ class Attempt:
         )
 
 
-def build_prompt(run: Run) -> str:
+def budget_warning(ctx: Context, contract: Contract) -> str | None:
+    """What `hub new` and `hub setup-task` say when the task's files will not fit the implementer's
+    context with room for its answer, naming the fix; None when they fit."""
+    from hub.workers import budget
+    from hub.workers.bridge import request_for
+
+    run = Run(ctx, contract, "budget")
+    system = prompts.template(ctx.repo_root, "implementer_system").strip()
+    request = request_for(ctx.config, "implementer", build_prompt(run), system)
+    fit = budget.plan(request.prompt, system, request.num_ctx, request.num_predict, scale=request.token_scale)
+    target = contract["specification"].get("target_file")
+    target_path = ctx.repo_root / target if target else None
+    target_tokens = (
+        budget.estimate_tokens(target_path.read_text(encoding="utf-8", errors="replace"), request.token_scale)
+        if target_path is not None and target_path.is_file()
+        else 0
+    )
+    problems = []
+    if not fit.fits:
+        outlined = build_prompt(run, outlines=True)
+        smaller = budget.plan(
+            outlined, system, request.num_ctx, request.num_predict, scale=request.token_scale
+        )
+        then = (
+            "the hub will retry with the other source files as outlines, which fit"
+            if smaller.fits
+            else "even with the other source files as outlines it does not fit"
+        )
+        problems.append(
+            f"the implementer's prompt (~{fit.prompt_tokens} tokens) and its answer ({fit.answer_tokens}) do not "
+            f"fit num_ctx {fit.num_ctx} for {request.model}: {then}"
+        )
+    if target_tokens > fit.answer_tokens:
+        problems.append(
+            f"{target} (~{target_tokens} tokens) is larger than the answer's room ({fit.answer_tokens}): a "
+            "whole-file answer would be cut off"
+        )
+    if not problems:
+        return None
+    return (
+        "; ".join(problems)
+        + ". Fix: name fewer source_files, ask for search/replace edits instead of whole files for large "
+        f"files, or raise models.{request.model}.num_ctx (and roles.implementer.num_predict) in hub.yaml up to "
+        "the model's context_length (`ollama show`)"
+    )
+
+
+def build_prompt(run: Run, outlines: bool = False) -> str:
+    """The implementer's prompt; with `outlines`, the files other than the target as outlines only."""
     contract = run.contract
     spec, constraints = contract["specification"], contract["constraints"]
     repo_root = run.ctx.repo_root
@@ -290,7 +353,13 @@ def build_prompt(run: Run) -> str:
         acceptance_criteria=prompts.bullets(spec.get("acceptance_criteria", [])),
         acceptance_commands=", ".join(f"`{c}`" for c in spec.get("acceptance_commands", [])) or "(none)",
         feedback=feedback_section(run),
-        files="\n\n".join(file_section(repo_root, p) for p in paths) or "(no files named in the contract)",
+        files="\n\n".join(
+            outline_section(repo_root, p)
+            if outlines and p != spec.get("target_file")
+            else file_section(repo_root, p)
+            for p in paths
+        )
+        or "(no files named in the contract)",
         example_path=example,
         example_lang=language_for(example) or "",
     )
@@ -311,6 +380,18 @@ def file_section(repo_root: Path, rel: str) -> str:
     longest = max((len(run) for run in re.findall(r"`{3,}", text)), default=2)
     fence = "`" * max(3, longest + 1)
     return f"### {rel}\n{summary}\n{fence}{language_for(rel) or ''}\n{text.rstrip()}\n{fence}"
+
+
+def outline_section(repo_root: Path, rel: str) -> str:
+    """A source file as its outline (functions, classes, imports): what fits when the whole does not."""
+    from hub.code import outline, render_outline
+
+    path = repo_root / rel
+    if not path.is_file():
+        return file_section(repo_root, rel)
+    shape = outline(rel, path.read_text(encoding="utf-8", errors="replace"))
+    body = render_outline(shape) if shape else "(no outline: the file's language is not parsed)"
+    return f"### {rel} (outline only: the whole file did not fit the model's context)\n\n{body}"
 
 
 def feedback_section(run: Run) -> str:

@@ -31,9 +31,7 @@ if TYPE_CHECKING:
 SEVERITIES = ("critical", "major", "minor")
 MAX_DIFF_CHARS = 40_000
 # What the diff may not take from the reviewer's context: its answer, and the note saying the diff was cut.
-REVIEW_ANSWER_TOKENS = 1024
-CUT_NOTE_CHARS = 100
-CHARS_PER_TOKEN = 3.5  # the inverse of hub.workers.base.estimate_tokens
+CUT_NOTE_TOKENS = 40
 
 
 class ReviewParseError(ValueError):
@@ -207,7 +205,7 @@ class Review:
     def _ask(self, worker: Worker, static: list[Issue]) -> dict[str, Any] | Outcome:
         from hub.workers.bridge import request_for
 
-        trip = model_unavailable(worker, self.model)
+        trip = model_unavailable(self.run, worker, self.model)
         if trip:
             return self.run.halt(trip)
         prompt = self._prompt(static)
@@ -225,7 +223,8 @@ class Review:
         """The reviewer's prompt, its diff cut so the whole prompt fits the model's num_ctx with room for
         the answer (a prompt that does not fit is refused, and the review would stall on every big change).
         The judge still gets the whole diff in REVIEW_REQUEST.md."""
-        from hub.workers.base import estimate_tokens
+        from hub.workers import budget
+        from hub.workers.bridge import request_for
 
         def render(diff: str) -> str:
             return prompts.render(
@@ -240,14 +239,16 @@ class Review:
 
         if not self.diff.strip():
             return render("(empty diff)")
-        room = self.config.num_ctx_for(self.model) - REVIEW_ANSWER_TOKENS - estimate_tokens(render(""))
-        limit = max(0, min(MAX_DIFF_CHARS, int(room * CHARS_PER_TOKEN) - CUT_NOTE_CHARS))
-        if len(self.diff) <= limit:
-            return render(self.diff)
-        cut = len(self.diff) - limit
-        return render(
-            self.diff[:limit] + f"\n... (diff cut to fit the reviewer's context: {cut} more characters)"
+        request = request_for(self.config, "local_reviewer", render(""))
+        fit = budget.plan(
+            request.prompt, request.system, request.num_ctx, request.num_predict, scale=request.token_scale
         )
+        room = fit.prompt_room - fit.prompt_tokens - CUT_NOTE_TOKENS
+        shown = budget.fit_text(self.diff[:MAX_DIFF_CHARS], max(0, room), request.token_scale)
+        if shown == self.diff:
+            return render(self.diff)
+        cut = len(self.diff) - len(shown)
+        return render(shown + f"\n... (diff cut to fit the reviewer's context: {cut} more characters)")
 
     def _stall(self, stall: Stall, timings: dict[str, float] | None = None) -> Outcome:
         stall.timings = {**(timings or {}), "review": round(time.perf_counter() - self.started, 3)}

@@ -9,6 +9,7 @@ from typing import Any
 from hub import contract as contract_mod
 from hub import gitops
 from hub.config import CONFIG_FILE, default_yaml
+from hub.contract import Contract
 from hub.errors import ConfigError, ContractInvalid, GitError, WrongState
 from hub.handoff import write_report
 from hub.machine import MERGED, PENDING_IMPLEMENTER
@@ -154,14 +155,27 @@ def create(
         )
         contract["limits"]["max_changed_files"] = ctx.config.max_changed_files
         contract_mod.save(hand.contract, contract, ctx.clock())
+    warning = _budget_warning(ctx, contract)
     return Outcome(
         "new",
         contract["task_id"],
         None,
         contract["status"],
-        f"created {hand.contract}",
-        data={"task_id": contract["task_id"]},
+        f"created {hand.contract}" + (f"\nwarning: {warning}" if warning else ""),
+        data={"task_id": contract["task_id"], **({"warning": warning} if warning else {})},
     )
+
+
+def _budget_warning(ctx: Context, contract: Contract) -> str | None:
+    """The context-budget warning for a task's files (see implement.budget_warning); a file that
+    cannot be read or a bad config never stops `hub new` here: the phases report those."""
+    from hub.errors import HubError
+    from hub.phases.implement import budget_warning
+
+    try:
+        return budget_warning(ctx, contract)
+    except (HubError, OSError):
+        return None
 
 
 def setup_task(ctx: Context, base_branch: str | None = None) -> Outcome:
@@ -198,10 +212,13 @@ def setup_task(ctx: Context, base_branch: str | None = None) -> Outcome:
             }
         )
         run.save()
+        warning = _budget_warning(ctx, run.contract)
         return Outcome(
             "setup-task",
             run.task_id,
             run.start_state,
             run.contract["status"],
-            f"on {task_branch} from {base} at {base_commit[:12]}",
+            f"on {task_branch} from {base} at {base_commit[:12]}"
+            + (f"\nwarning: {warning}" if warning else ""),
+            data={"warning": warning} if warning else {},
         )

@@ -13,7 +13,7 @@ from hub.machine import IMPLEMENTATION_IN_PROGRESS, Event
 from hub.phases.context import Outcome, Run
 
 if TYPE_CHECKING:
-    from hub.workers.base import Worker
+    from hub.workers.base import Health, Worker
 
 STRIKES_TO_HALT = 2
 TAIL_CHARS = 1200
@@ -56,27 +56,69 @@ class Stall:
 
 
 def worker_failure(exc: WorkerError, model: str) -> Trip | Stall:
-    """A server or model that is not there halts the task at once (a person must start or pull it);
-    a clock that ran out, a prompt that does not fit, or any other worker error is a stall strike."""
-    if isinstance(exc, ModelNotFound | WorkerUnavailable):
+    """What a worker error means, for every role:
+
+    - an outage (`WorkerUnavailable`) reaches here only after `Run.generate` waited it out for
+      limits.server_wait_minutes: a halt;
+    - a model the server does not have: a halt with the `ollama pull` line;
+    - a prompt that does not fit (`ContextOverflow`, refused before sending or reported by the server)
+      is deterministic: a strike would send the same prompt again, so it halts with the fix (the
+      implementer first retries once with its source files as outlines);
+    - a clock that ran out, or any other worker error, is a stall strike."""
+    if isinstance(exc, ModelNotFound):
+        return model_missing(model, str(exc))
+    if isinstance(exc, WorkerUnavailable):
         return Trip("ollama_unavailable", str(exc), {"model": model})
+    if isinstance(exc, ContextOverflow):
+        return overflow_trip(exc, model)
     if isinstance(exc, WorkerTimeout):
         return Stall(f"timeout: {exc.clock}", str(exc), exc.partial_text, event=Event.TIMEOUT)
-    if isinstance(exc, ContextOverflow):
-        return Stall("truncated_context", str(exc))
-    return Stall(f"error: {type(exc).__name__}", str(exc))
+    return Stall(f"error: {type(exc).__name__}", str(exc), exc.partial_text)
 
 
-def model_unavailable(worker: Worker, model: str) -> Trip | None:
-    """The health check before a role's first call: a Trip when the worker or the model is not there."""
-    health = worker.check_health([model])
+def model_unavailable(run: Run, worker: Worker, model: str) -> Trip | None:
+    """The health check before a role's first call: a server that cannot be reached is waited out
+    (`Run.wait_for_server`); then a Trip when it is still not there or lacks the model."""
+
+    def probe() -> Health:
+        health = worker.check_health([model])
+        if not health.reached:
+            raise WorkerUnavailable(health.detail or "the model server cannot be reached")
+        return health
+
+    try:
+        health = run.wait_for_server(probe)
+    except WorkerUnavailable as exc:
+        return Trip("ollama_unavailable", str(exc), {"model": model})
     if health.ok and not health.missing:
         return None
+    if health.missing:
+        return model_missing(model, health.detail)
     why = (
         health.detail
         or f"model {model} is not available (the worker has: {', '.join(health.models) or 'none'})"
     )
     return Trip("ollama_unavailable", why, {"model": model})
+
+
+def model_missing(model: str, detail: str = "") -> Trip:
+    """The halt for a model the server does not have, with the command that fixes it."""
+    fix = f"ollama pull {model}"
+    reason = f"the model server does not have {model}: run `{fix}`" + (f" ({detail})" if detail else "")
+    return Trip("model_not_found", reason, {"model": model, "fix": fix})
+
+
+def overflow_trip(exc: ContextOverflow, model: str) -> Trip:
+    """The halt for a prompt that does not fit, with the fix its message names."""
+    evidence: dict[str, object] = {
+        "model": model,
+        "num_ctx": exc.num_ctx,
+        "prompt_tokens": exc.prompt_tokens,
+        "source": exc.source,
+    }
+    if exc.context_length:
+        evidence["context_length"] = exc.context_length
+    return Trip("context_overflow", str(exc), evidence)
 
 
 def record_stall(run: Run, role: str, stall: Stall) -> StallRecord:

@@ -122,6 +122,7 @@ def status(ctx: Context) -> dict[str, Any]:
         "branch": contract["git"].get("task_branch"),
         "last_transitions": contract["history"][-3:],
         "next": {"phase": phase, "why": why},
+        "server_wait": contract["handoff_data"].get("server_wait") if owner else None,
         "halt_file": str(hand.halt_report) if hand.halt_report.exists() else None,
         "stall_report": str(hand.stall_report) if hand.stall_report.exists() else None,
         # For an agent that cannot read the halt file: where `hub resume --to` can send the task.

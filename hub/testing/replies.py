@@ -21,13 +21,15 @@ class Reply:
     stall_seconds: float = 0.0  # ...for this long, then carry on unless the client has gone
     drop_after_chars: int | None = None  # close the connection abruptly after this many characters
     status: int = 200  # e.g. 500: an {"error": ...} body as Ollama sends it, before any streaming
-    error: str | None = None  # with status 200: an {"error": ...} line mid-stream instead of the final chunk
+    error: str | None = None  # with status 200: the stream fails mid-generation (an error line on Ollama's
+    # API; an empty chunk and no [DONE] on /v1, as Ollama does) instead of the final chunk
     truncate_line: bool = False  # one broken NDJSON line after the first chunk
     prompt_eval_count: int | None = None  # override, to mimic silent context truncation
     eval_count: int | None = None
     done_reason: str = "stop"
     chunk_chars: int = 8  # characters per streamed chunk
     chunk_delay: float = 0.0  # seconds between chunks: a slow but steady model
+    usage: bool = True  # False: no usage on /v1 even when asked (llama-cpp-python's server)
 
 
 @dataclass(frozen=True)

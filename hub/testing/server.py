@@ -15,6 +15,7 @@ from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from hub.testing import context as ctxsim
 from hub.testing.replies import RecordedRequest, Reply, Responder, as_reply
 from hub.testing.wire import (
     VERSION,
@@ -27,6 +28,7 @@ from hub.testing.wire import (
     details,
     dumps,
     model_entry,
+    not_found,
     openai_model,
     same_model,
     split_at,
@@ -49,8 +51,14 @@ class FakeOllama:
         models: Mapping[str, Sequence[Reply | str] | Callable[[dict[str, Any]], Reply | str]] | None = None,
         host: str = "127.0.0.1",
         port: int = 0,
+        tokenizer: ctxsim.TokenCounter | bool | None = True,
     ) -> None:
         self.host = host
+        # A real tokenizer's count makes prompt_eval_count and the context window behave like a real
+        # server's: by default Qwen2.5's when installed (True); False or no tokenizer installed: four
+        # characters a token, and no window.
+        self.tokenizer = ctxsim.default_tokenizer() if tokenizer is True else (tokenizer or None)
+        self._settings: dict[str, ctxsim.ModelSettings] = {}
         self.port = port
         self.url = f"http://{host}:{port}"
         self.requests: list[RecordedRequest] = []
@@ -83,6 +91,34 @@ class FakeOllama:
             key = self._find(model) or model
             self._queues.setdefault(key, deque()).extend(replies)
 
+    def configure(
+        self,
+        model: str,
+        *,
+        context_length: int | None = None,
+        overflow: str | None = None,
+        load_seconds: float | None = None,
+    ) -> None:
+        """Set a model's server-side facts (adding the model): its trained context_length (/api/show),
+        what an over-long prompt does (see hub/testing/context.py) and how long a cold load takes."""
+        self.add_model(model)
+        with self._lock:
+            key = self._find(model) or model
+            current = self._settings.get(key) or ctxsim.ModelSettings()
+            self._settings[key] = ctxsim.ModelSettings(
+                context_length=current.context_length if context_length is None else context_length,
+                overflow=current.overflow if overflow is None else overflow,
+                load_seconds=current.load_seconds if load_seconds is None else load_seconds,
+            )
+
+    def unload(self, model: str | None = None) -> None:
+        """Forget that a model (or every model) is loaded, as a restart or keep_alive expiry does."""
+        with self._lock:
+            if model is None:
+                self._loaded.clear()
+            else:
+                self._loaded.pop(self._find(model) or model, None)
+
     def respond_with(self, model: str, fn: Callable[[dict[str, Any]], Reply | str]) -> None:
         """Answer every call to a model with fn(request body), once its queue is empty."""
         with self._lock:
@@ -94,7 +130,11 @@ class FakeOllama:
         """Bodies of the generation calls (/api/chat, /api/generate, /v1/chat/completions), oldest first."""
         with self._lock:
             recorded = list(self.requests)
-        bodies = [r.body for r in recorded if r.path in GENERATING_PATHS and r.body is not None]
+        bodies = [
+            r.body
+            for r in recorded
+            if r.path in GENERATING_PATHS and r.body is not None and not _is_load(r.path, r.body)
+        ]
         if model is None:
             return bodies
         return [b for b in bodies if same_model(str(b.get("model", "")), model)]
@@ -178,16 +218,24 @@ class FakeOllama:
             # Shown to the client as a 500, so the test that scripted it fails with the reason.
             return Reply(status=500, error=f"FakeOllama: the responder for model '{model}' raised {exc!r}")
 
-    def _mark_loaded(self, model: str, body: dict[str, Any]) -> None:
-        options = body.get("options") or {}
-        num_ctx = options.get("num_ctx") if isinstance(options, dict) else None
+    def settings(self, model: str) -> ctxsim.ModelSettings:
+        with self._lock:
+            return self._settings.get(self._find(model) or model) or ctxsim.ModelSettings()
+
+    def _load(self, model: str, body: dict[str, Any]) -> float:
+        """Note the model as loaded with the call's num_ctx; the seconds a cold load takes (0 when it is
+        loaded already with that num_ctx: a changed num_ctx reloads, as in Ollama)."""
+        requested = ctxsim.requested_num_ctx(body)
+        settings = self.settings(model)
         with self._lock:
             key = self._find(model) or model
+            loaded = self._loaded.get(key)
             if body.get("keep_alive") in (0, "0", "0s"):
                 self._loaded.pop(key, None)
-            else:
-                previous = self._loaded.get(key, (4096, 0.0))[0]
-                self._loaded[key] = (int(num_ctx) if isinstance(num_ctx, int) else previous, time.time())
+                return 0.0
+            num_ctx = requested or (loaded[0] if loaded else ctxsim.DEFAULT_NUM_CTX)
+            self._loaded[key] = (num_ctx, time.time())
+        return 0.0 if loaded is not None and loaded[0] == num_ctx else settings.load_seconds
 
     def _pause(self, sock: socket.socket, seconds: float) -> bool:
         """Wait up to `seconds`; False as soon as the client has gone or the server is stopping."""
@@ -394,43 +442,94 @@ def _show(h: _Handler, fake: FakeOllama, body: dict[str, Any]) -> None:
             "parameters": 'stop "<|im_end|>"',
             "template": "{{ .Prompt }}",
             "details": details(),
-            "model_info": {"general.architecture": "fake", "fake.context_length": 32768},
+            "model_info": {
+                "general.architecture": "fake",
+                "fake.context_length": fake.settings(found).context_length,
+            },
             "capabilities": ["completion"],
             "modified_at": timestamp(),
         },
     )
 
 
+def _is_load(path: str, body: dict[str, Any]) -> bool:
+    """An empty /api/generate loads (or, with keep_alive 0, unloads) a model and generates nothing."""
+    return path == "/api/generate" and not body.get("prompt") and not body.get("images")
+
+
 def _generate(h: _Handler, fake: FakeOllama, path: str, body: dict[str, Any] | None) -> None:
     kind = {"/api/chat": Chat, "/api/generate": Completion, "/v1/chat/completions": OpenAI}[path]
     if body is None:
-        h._send_json(400, kind.error_body("missing request body"))
+        h._send_json(400, kind.error_body("missing request body", 400))
         return
     model = str(body.get("model") or "")
     if not model:
-        h._send_json(400, kind.error_body("model is required"))
+        h._send_json(400, kind.error_body("model is required", 400))
         return
     with fake._lock:
         known = fake._find(model) is not None
     if not known:
-        h._send_json(404, kind.error_body(f"model '{model}' not found"))
+        h._send_json(404, kind.error_body(not_found(model), 404))
+        return
+    if _is_load(path, body):
+        _load_only(h, fake, model, body)
         return
     reply = fake._reply_for(model, body)
     if reply is None:
         h._send_json(500, kind.error_body(f"FakeOllama: no scripted reply left for model '{model}'"))
         return
-    fake._mark_loaded(model, body)
+    load_seconds = fake._load(model, body)
     fmt = kind(model, body, reply)
+    window = _window(fake, model, body, fmt)
     # Unset (or null) means stream for Ollama's own API and do not stream for the OpenAI one.
     requested = body.get("stream")
     stream = kind.stream_default if requested is None else bool(requested)
-    if reply.status != 200:
+    h._pause(load_seconds)
+    fmt.load_seconds = load_seconds
+    if window is not None and window.overflows and window.overflow in ("error", "llama_server"):
+        h._send_json(400, kind.error_body(ctxsim.overflow_message(window), 400))
+    elif window is not None and window.overflows and window.overflow == "empty_stream":
+        h._start_chunked(fmt.content_type)
+        h._end_chunked()
+    elif reply.status != 200:
         h._pause(reply.first_token_delay)
-        h._send_json(reply.status, kind.error_body(reply.error or default_error(reply.status)))
+        h._send_json(reply.status, kind.error_body(reply.error or default_error(reply.status), reply.status))
     elif stream:
         _send_stream(h, fmt, reply)
     else:
         _send_whole(h, fmt, reply)
+
+
+def _window(fake: FakeOllama, model: str, body: dict[str, Any], fmt: Format) -> ctxsim.Window | None:
+    """With a tokenizer: the prompt's real count against the window in force, and what is read of it."""
+    if fake.tokenizer is None:
+        return None
+    messages = body.get("messages")
+    parts = (
+        [str(m.get("content", "")) for m in messages if isinstance(m, dict)]
+        if isinstance(messages, list)
+        else [str(body.get("system") or ""), str(body.get("prompt") or "")]
+    )
+    count = ctxsim.templated_count(fake.tokenizer, [p for p in parts if p])
+    with fake._lock:
+        loaded = fake._loaded.get(fake._find(model) or model)
+    num_ctx = ctxsim.requested_num_ctx(body) or (loaded[0] if loaded else None)
+    window = ctxsim.window_for(fake.settings(model), num_ctx, count)
+    fmt.evaluated = window.evaluated
+    return window
+
+
+def _load_only(h: _Handler, fake: FakeOllama, model: str, body: dict[str, Any]) -> None:
+    unloading = body.get("keep_alive") in (0, "0", "0s")
+    h._pause(fake._load(model, body))
+    reply = {
+        "model": model,
+        "created_at": timestamp(),
+        "response": "",
+        "done": True,
+        "done_reason": "unload" if unloading else "load",
+    }
+    h._send_json(200, reply)
 
 
 def _send_stream(h: _Handler, fmt: Format, reply: Reply) -> None:
@@ -473,7 +572,8 @@ def _send_stream(h: _Handler, fmt: Format, reply: Reply) -> None:
         whole = dumps(fmt.chunk("content", ""))
         h._chunk(fmt.line_raw(whole[: len(whole) // 2]))
     if reply.error:
-        h._chunk(fmt.line(fmt.error_body(reply.error)))
+        for line in fmt.failed_midstream():
+            h._chunk(line)
     else:
         timing = Timing(started, first_at or time.monotonic(), time.monotonic())
         for event in fmt.final(timing):

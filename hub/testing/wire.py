@@ -51,9 +51,12 @@ class Format:
         self.body = body
         self.reply = reply
         self.think_field = bool(reply.thinking) and (reply.thinking_field or bool(body.get("think")))
+        # Set by the server: what it read of the prompt (its window may have cut it), and the load time.
+        self.evaluated: int | None = None
+        self.load_seconds = 0.0
 
     @staticmethod
-    def error_body(message: str) -> dict[str, Any]:
+    def error_body(message: str, status: int = 500) -> dict[str, Any]:
         return {"error": message}
 
     def pieces(self) -> list[tuple[str, str]]:
@@ -76,6 +79,10 @@ class Format:
     def end(self) -> str:
         return ""
 
+    def failed_midstream(self) -> list[str]:
+        """Ollama's own API ends a generation that failed mid-stream with an error line."""
+        return [self.line(self.error_body(self.reply.error or RUNNER_CRASHED))]
+
     def prompt_text(self) -> str:
         messages = self.body.get("messages") or []
         parts = [m.get("content", "") for m in messages if isinstance(m, dict)]
@@ -83,14 +90,20 @@ class Format:
 
     def counts(self) -> tuple[int, int]:
         r = self.reply
-        prompt = r.prompt_eval_count if r.prompt_eval_count is not None else len(self.prompt_text()) // 4 + 1
+        if r.prompt_eval_count is not None:
+            prompt = r.prompt_eval_count
+        elif self.evaluated is not None:
+            prompt = self.evaluated
+        else:
+            prompt = len(self.prompt_text()) // 4 + 1
         streamed = sum(len(p) for _, p in self.pieces())
         return prompt, r.eval_count if r.eval_count is not None else streamed // 4 + 1
 
     def metrics(self, t: Timing) -> dict[str, Any]:
         prompt, evals = self.counts()
         total = max(1, int((t.finished - t.started) * 1e9))
-        load = min(total // 10, 1_500_000)
+        # A warm model still reports a little load time, as Ollama does.
+        load = int(self.load_seconds * 1e9) if self.load_seconds else min(total // 10, 1_500_000)
         prompt_ns = max(1, int((t.first_token - t.started) * 1e9) - load)
         return {
             "total_duration": total,
@@ -186,14 +199,22 @@ class OpenAI(Format):
 
     def __init__(self, model: str, body: dict[str, Any], reply: Reply) -> None:
         super().__init__(model, body, reply)
-        self.think_field = False
+        # Ollama's /v1 sends thinking as `reasoning` beside `content`, never inline.
+        self.think_field = bool(reply.thinking)
         self.id = "chatcmpl-" + hashlib.sha1(f"{time.time_ns()}".encode()).hexdigest()[:8]
         self.created = int(time.time())
         self.first = True
 
     @staticmethod
-    def error_body(message: str) -> dict[str, Any]:
-        return {"error": {"message": message, "type": "api_error", "param": None, "code": None}}
+    def error_body(message: str, status: int = 500) -> dict[str, Any]:
+        kind = {404: "not_found_error", 400: "invalid_request_error"}.get(status, "api_error")
+        return {"error": {"message": message, "type": kind, "param": None, "code": None}}
+
+    def failed_midstream(self) -> list[str]:
+        """How Ollama's /v1 ends a generation that failed mid-stream: an empty chunk, and no [DONE]."""
+        delta = {"role": "assistant", "content": ""}
+        empty = self._envelope("chat.completion.chunk", [{"index": 0, "delta": delta, "finish_reason": None}])
+        return [self.line(empty)]
 
     def line_raw(self, text: str) -> str:
         return f"data: {text}\n\n"
@@ -216,7 +237,9 @@ class OpenAI(Format):
         return {"prompt_tokens": prompt, "completion_tokens": evals, "total_tokens": prompt + evals}
 
     def chunk(self, field_name: str, piece: str) -> dict[str, Any]:
-        delta = {"role": "assistant", "content": piece}
+        delta = {"role": "assistant", "content": piece if field_name == "content" else ""}
+        if field_name == "thinking":
+            delta["reasoning"] = piece
         return self._envelope("chat.completion.chunk", [{"index": 0, "delta": delta, "finish_reason": None}])
 
     def final(self, t: Timing) -> list[dict[str, Any]]:
@@ -233,18 +256,18 @@ class OpenAI(Format):
             )
         ]
         options = self.body.get("stream_options") or {}
-        if isinstance(options, dict) and options.get("include_usage"):
+        if isinstance(options, dict) and options.get("include_usage") and self.reply.usage:
             events.append({**self._envelope("chat.completion.chunk", []), "usage": self._usage()})
         return events
 
     def whole(self, t: Timing) -> dict[str, Any]:
-        content, _ = self.text_and_thinking()
-        choice = {
-            "index": 0,
-            "message": {"role": "assistant", "content": content},
-            "finish_reason": self.reply.done_reason,
-        }
-        return {**self._envelope("chat.completion", [choice]), "usage": self._usage()}
+        content, thinking = self.text_and_thinking()
+        message: dict[str, Any] = {"role": "assistant", "content": content}
+        if thinking:
+            message["reasoning"] = thinking
+        choice = {"index": 0, "message": message, "finish_reason": self.reply.done_reason}
+        whole = self._envelope("chat.completion", [choice])
+        return {**whole, "usage": self._usage()} if self.reply.usage else whole
 
 
 def dumps(payload: Any) -> str:
@@ -295,3 +318,8 @@ def openai_model(name: str) -> dict[str, Any]:
 
 def default_error(status: int) -> str:
     return RUNNER_CRASHED if status >= 500 else f"FakeOllama: scripted HTTP {status}"
+
+
+def not_found(model: str) -> str:
+    """Ollama's words for a model it does not have."""
+    return f"model '{model}' not found, try pulling it first"

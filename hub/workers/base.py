@@ -28,6 +28,8 @@ class ChatRequest:
     first_token_timeout: float = 180.0
     stall_timeout: float = 60.0
     total_timeout: float = 900.0
+    load_timeout: float = 600.0  # loading the model, on its own clock before the first-token clock
+    token_scale: float = 1.0  # the model's calibration of the token estimate (hub.workers.budget)
 
     def messages(self) -> list[dict[str, str]]:
         """The chat messages: the system prompt (if any), then the prompt as the user's turn."""
@@ -56,6 +58,8 @@ class Generation:
     done_reason: str = ""
     truncated: bool = False
     raw: str = ""
+    load_seconds: float = 0.0  # the server's load_duration: loading the model before this call
+    tokens_estimated: bool = False  # the server sent no token counts; prompt/completion are estimates
 
 
 @dataclass(frozen=True)
@@ -152,5 +156,7 @@ def same_model(a: str, b: str) -> bool:
 
 
 def estimate_tokens(text: str) -> int:
-    """A cheap, deliberately generous token estimate (~3.5 characters a token for code)."""
-    return int(len(text) / 3.5) + 1
+    """A conservative token estimate for dense text too (see hub.workers.budget)."""
+    from hub.workers.budget import estimate_tokens as estimate
+
+    return estimate(text)

@@ -9,8 +9,11 @@ Two dialects, chosen from the server's `tools/list`:
 - `ollama_chat` (npm ollama-mcp 2.x): `format: "markdown"` (its default, json, makes Ollama emit JSON and
   wraps anything else as an error) and `options` as a JSON string. It reports no token counts (they are
   estimated), enforces no clock of its own (the call's timeout is the total clock), and drops `num_ctx`
-  from options (its schema does not know it; Ollama then uses the model's own default). It also rewrites
-  a reply that is itself valid JSON into markdown; ask such models for fenced JSON.
+  and `keep_alive` (Ollama then uses its default window, `workers[].num_ctx`, 4096 unless set: prompts
+  are budgeted against that). It never streams, so there is no first-token or stall clock; its fetch
+  gives up after 300 s with "fetch failed", which is a timeout here, not an outage; and it keeps
+  generating after the hub gives up. The first call says all this once (and `hub doctor` does). It
+  also rewrites a reply that is itself valid JSON into markdown; ask such models for fenced JSON.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from hub.errors import (
     WorkerTimeout,
     WorkerUnavailable,
 )
+from hub.workers import budget
 from hub.workers.base import (
     ChatRequest,
     Generation,
@@ -58,6 +62,22 @@ NPM_DIALECT = "ollama_chat"
 # this much longer so that answer arrives before the client gives up on its own.
 SERVER_CLOCK_MARGIN = 15.0
 LIST_TIMEOUT = 30.0
+# npm ollama-mcp's fetch to Ollama gives up after this long (undici's headers timeout) as "fetch failed".
+NPM_FETCH_SECONDS = 300.0
+NPM_DROPS = (
+    "num_ctx (Ollama's default window applies: workers[].num_ctx, 4096 unless set; prompts are kept "
+    "within it)",
+    "keep_alive",
+    "streaming (no first-token or stall clock: only the total clock)",
+    "token counts and done_reason (estimated instead)",
+    "cancellation (the model keeps generating after the hub's timeout)",
+    f"answers slower than {NPM_FETCH_SECONDS:g} s (its fetch gives up)",
+)
+
+
+def npm_dialect_warning(server_name: str) -> str:
+    """What the npm ollama-mcp dialect drops, for the first call's log line and `hub doctor`."""
+    return f"MCP worker '{server_name}' is npm ollama-mcp, which drops: " + "; ".join(NPM_DROPS)
 
 
 @dataclass(frozen=True)
@@ -71,6 +91,8 @@ class _Reply:
     truncated: bool = False
     thinking: str = ""
     model: str = ""
+    load_seconds: float = 0.0
+    tokens_estimated: bool = False
 
 
 class WorkerClient:
@@ -91,6 +113,7 @@ class WorkerClient:
         self.dialect: str | None = None
         self.tools: tuple[str, ...] = ()
         self._client: MCPClient | None = None
+        self._warned = False
 
     def __enter__(self) -> WorkerClient:
         return self
@@ -103,25 +126,34 @@ class WorkerClient:
     def generate(self, request: ChatRequest) -> Generation:
         from hub.workers.streaming import check_fits
 
+        client = self._connect()
+        if self.dialect == NPM_DIALECT:
+            if not self._warned:
+                log.warning("bridge.npm_dialect", detail=npm_dialect_warning(self.server.name))
+                self._warned = True
+            # num_ctx cannot be passed: the server's default window is the one in force.
+            request = replace(request, num_ctx=min(request.num_ctx, self.server.num_ctx))
         # Refused here, before any round trip: npm ollama-mcp would not refuse it at all.
         check_fits(request)
-        client = self._connect()
         started = time.perf_counter()
         log.debug("bridge.generate", server=self.server.name, dialect=self.dialect, model=request.model)
         reply = self._run(client, request) if self.dialect == HUB_DIALECT else self._chat(client, request)
         text, thinking = split_thinking(reply.text)
         thinking = "\n\n".join(t for t in (reply.thinking, thinking) if t)
+        estimated = reply.tokens_estimated or not reply.prompt_tokens
         return Generation(
             text=text,
             model=reply.model or request.model,
             thinking=thinking,
-            prompt_tokens=reply.prompt_tokens or estimate_tokens((request.system or "") + request.prompt),
+            prompt_tokens=reply.prompt_tokens or budget.prompt_tokens(request.prompt, request.system),
             completion_tokens=reply.completion_tokens or estimate_tokens(reply.text),
             seconds=reply.seconds or round(time.perf_counter() - started, 3),
             first_token_seconds=reply.first_token_seconds,
             done_reason=reply.done_reason,
             truncated=reply.truncated,
             raw=reply.text,
+            load_seconds=reply.load_seconds,
+            tokens_estimated=estimated,
         )
 
     def check_health(self, models: list[str]) -> Health:
@@ -212,13 +244,16 @@ class WorkerClient:
             "timeout": round(request.total_timeout * 1000),
             "first_token_timeout": round(request.first_token_timeout * 1000),
             "stall_timeout": round(request.stall_timeout * 1000),
+            "load_timeout": round(request.load_timeout * 1000),
+            "token_scale": request.token_scale,
         }
         if request.system:
             options["system"] = request.system
         if request.num_predict is not None:
             options["num_predict"] = request.num_predict
         args = {"model": request.model, "prompt": request.prompt, "options": options}
-        timeout = request.total_timeout + SERVER_CLOCK_MARGIN
+        # Loading runs on its own clock before the others start.
+        timeout = request.total_timeout + request.load_timeout + SERVER_CLOCK_MARGIN
         result = self._call(client, "ollama_run", args, timeout, total_clock=request.total_timeout)
         if result.is_error:
             raise _tool_error(self.server.name, "ollama_run", result.text, model=request.model)
@@ -235,9 +270,22 @@ class WorkerClient:
         result = self._call(
             client, "ollama_chat", args, request.total_timeout, total_clock=request.total_timeout
         )
+        seconds = time.perf_counter() - started
         if result.is_error:
-            raise _tool_error(self.server.name, "ollama_chat", result.text, model=request.model)
-        return _Reply(text=result.text, seconds=round(time.perf_counter() - started, 3))
+            raise npm_chat_error(self.server.name, result.text, request.model, seconds)
+        return _Reply(text=result.text, seconds=round(seconds, 3), tokens_estimated=True)
+
+
+def npm_chat_error(
+    server_name: str, text: str, model: str, seconds: float, fetch_limit: float = NPM_FETCH_SECONDS
+) -> WorkerError:
+    """npm ollama-mcp's error as a hub error. Its "fetch failed" means an unreachable Ollama when it
+    comes at once, and its own fetch giving up on a slow answer when it comes at the fetch limit."""
+    error = _tool_error(server_name, "ollama_chat", text, model=model)
+    slow = seconds >= fetch_limit * 0.95
+    if isinstance(error, WorkerUnavailable) and "fetch failed" in text.lower() and slow:
+        return WorkerTimeout("total", round(seconds, 1), "")
+    return error
 
 
 def pick_dialect(server_name: str, tools: tuple[str, ...] | list[str]) -> str:
@@ -280,6 +328,8 @@ def unwrap_run_result(text: str, server_name: str, request: ChatRequest) -> _Rep
         truncated=bool(meta.get("truncated")),
         thinking=str(meta.get("thinking") or ""),
         model=str(meta.get("model_used") or ""),
+        load_seconds=number("load_ms") / 1000.0,
+        tokens_estimated=bool(meta.get("tokens_estimated")),
     )
 
 
@@ -295,11 +345,17 @@ def run_error(data: dict[str, Any], meta: dict[str, Any], request: ChatRequest) 
     if kind == "ModelNotFound" or (not kind and "not found" in message.lower()):
         return ModelNotFound(str(meta.get("model_missing") or request.model), message)
     if kind == "ContextOverflow":
+        length = meta.get("context_length")
         return ContextOverflow(
-            int(meta.get("prompt_tokens") or 0), int(meta.get("num_ctx") or request.num_ctx)
+            int(meta.get("prompt_tokens") or 0),
+            int(meta.get("num_ctx") or request.num_ctx),
+            answer_tokens=int(meta.get("answer_tokens") or 0),
+            context_length=length if isinstance(length, int) else None,
+            source=str(meta.get("source") or "estimate"),
+            detail=message if meta.get("source") == "server" else "",
         )
     if kind == "WorkerUnavailable":
-        return WorkerUnavailable(message)
+        return WorkerUnavailable(message, partial_text=partial)
     if kind == "MalformedStream":
         return MalformedStream(message)
     return WorkerError(f"ollama_run failed: {message}")
@@ -376,7 +432,54 @@ def request_for(
         first_token_timeout=r.timeouts.first_token,
         stall_timeout=r.timeouts.stall,
         total_timeout=r.timeouts.total,
+        load_timeout=r.timeouts.load,
+        token_scale=budget.Calibration.load(calibration_path(config)).scale(r.model),
     )
+
+
+def calibration_path(config: Config) -> Path:
+    """Where the per-model token calibration lives: beside the hub.yaml cache in .git/ (not a task's
+    state, and not watched), else in the handoff folder."""
+    git_dir = config.repo_root / ".git"
+    return (
+        git_dir / "hub-token-calibration.json"
+        if git_dir.is_dir()
+        else config.handoff_dir / ".token-calibration.json"
+    )
+
+
+def observe_call(config: Config, request: ChatRequest, generation: Generation) -> Generation:
+    """After a call: a cut flagged only because the server had cached a prefix of an earlier prompt
+    (its prompt_eval_count counts only what it evaluated) is no cut; a call the server counted and
+    read whole calibrates the model's token ratio; the prompt is remembered for the next process."""
+    path = calibration_path(config)
+    calibration = budget.Calibration.load(path)
+    prompt = (request.system or "") + request.prompt
+    if generation.truncated:
+        shared = calibration.shared_prefix(request.model, prompt)
+        if shared:
+            estimate = budget.prompt_tokens(request.prompt, request.system)
+            # The fingerprints' step and the chat template are uncertain: count them as cached too.
+            cached = (
+                budget.estimate_tokens(prompt[: shared + budget.PREFIX_STEP])
+                + budget.TEMPLATE_TOKENS
+                + 2 * budget.TEMPLATE_TOKENS_PER_MESSAGE
+            )
+            if not budget.truncated(generation.prompt_tokens, estimate, request.num_ctx, cached):
+                log.info("bridge.cached_prefix", model=request.model, cached_chars=shared)
+                generation = replace(generation, truncated=False)
+    elif not generation.tokens_estimated:
+        estimate = budget.prompt_tokens(request.prompt, request.system)
+        # A cached prefix lowers the count below the prompt's size: only a prompt new to the server
+        # (sharing no remembered prefix) says how its tokenizer counts.
+        if not calibration.shared_prefix(request.model, prompt):
+            calibration.observe(request.model, estimate, generation.prompt_tokens)
+    calibration.remember(request.model, prompt)
+    try:
+        calibration.save(path)
+    except OSError as exc:
+        log.debug("bridge.calibration_unsaved", path=str(path), error=str(exc))
+    return generation
 
 
 __all__ = [

@@ -2,23 +2,42 @@
 
 `num_ctx` goes out on every call, from the request (the caller takes it from config per model): a call
 without it gets the server's default window, and a value that changes between calls makes Ollama
-reload the model.
+reload the model. `POST /api/show` gives the model's trained `context_length`, which caps num_ctx
+(the server caps it silently).
+
+Load, then time: an empty `/api/generate` with `keep_alive` and the call's num_ctx loads the model on
+its own clock (`load_timeout`) before the first-token clock starts, so a 30 s cold load of a 32B model
+is not a first-token timeout. The load's `load_duration` is recorded on the Generation; a first-token
+timeout right after a cold load is retried once.
 """
 
 from __future__ import annotations
 
 import json
+import time
+from dataclasses import replace
 from types import TracebackType
 from typing import Any
 
 import httpx
 
 from hub.config import normalize_ollama_host
-from hub.errors import MalformedStream, WorkerError, WorkerUnavailable
+from hub.errors import MalformedStream, ModelNotFound, WorkerError, WorkerTimeout, WorkerUnavailable
+from hub.workers import budget
 from hub.workers.base import ChatRequest, Generation, Health, check_health
-from hub.workers.streaming import StreamState, Watchdog, shown, stream_generation
+from hub.workers.streaming import (
+    StreamState,
+    Watchdog,
+    check_fits,
+    error_text,
+    shown,
+    stream_generation,
+)
 
 HEALTH_TIMEOUT = 10.0
+SHOW_TIMEOUT = 10.0
+# A load that took longer than this was a cold start (a warm model answers the empty call in ms).
+COLD_LOAD_SECONDS = 1.0
 
 
 class OllamaProvider:
@@ -43,9 +62,25 @@ class OllamaProvider:
             base_url=self.host, headers={"User-Agent": "agent-hub"}, verify=self.host.startswith("https:")
         )
         self._watchdog = Watchdog()
+        self._context_lengths: dict[str, int | None] = {}
+        self._last_prompts: dict[str, str] = {}
 
     def generate(self, request: ChatRequest) -> Generation:
-        """Stream one chat completion; raises the WorkerError leaves (see hub/errors.py)."""
+        """Load the model, then stream one chat completion; raises the WorkerError leaves."""
+        fit = check_fits(request, self.context_length(request.model))
+        load_seconds = self.load(request)
+        try:
+            generation = self._chat(request, fit)
+        except WorkerTimeout as exc:
+            if exc.clock != "first_token" or load_seconds < COLD_LOAD_SECONDS:
+                raise
+            # The model had just been loaded cold: give the first token one more chance, once.
+            load_seconds += self.load(request)
+            generation = self._chat(request, fit)
+        self._last_prompts[request.model] = (request.system or "") + request.prompt
+        return replace(generation, load_seconds=round(load_seconds + generation.load_seconds, 3))
+
+    def _chat(self, request: ChatRequest, fit: budget.Fit) -> Generation:
         payload = {
             "model": request.model,
             "messages": request.messages(),
@@ -65,7 +100,81 @@ class OllamaProvider:
             backoff=self.backoff,
             connect_timeout=self.connect_timeout,
             provider="ollama",
+            fit=fit,
+            cached_prefix_tokens=self._cached_prefix_tokens(request),
         )
+
+    def _cached_prefix_tokens(self, request: ChatRequest) -> int:
+        """The estimate of the prefix this prompt shares with the last one sent to the model: Ollama
+        reuses its cache for it, and counts only the rest in prompt_eval_count."""
+        previous = self._last_prompts.get(request.model)
+        if not previous:
+            return 0
+        current = (request.system or "") + request.prompt
+        shared = budget.shared_prefix(previous, current)
+        return budget.estimate_tokens(current[:shared]) if shared > 256 else 0
+
+    def load(self, request: ChatRequest) -> float:
+        """Load the model with the call's num_ctx (an empty generate); the seconds the server spent
+        loading (its load_duration)."""
+        body = {
+            "model": request.model,
+            "keep_alive": self.keep_alive,
+            "options": {"num_ctx": request.num_ctx},
+        }
+        timeout = httpx.Timeout(request.load_timeout, connect=self.connect_timeout)
+        problem = ""
+        for attempt in range(1, self.retries + 2):
+            started = time.monotonic()
+            try:
+                response = self._client.post("/api/generate", json=body, timeout=timeout)
+            except httpx.TimeoutException as exc:
+                if isinstance(exc, httpx.ConnectTimeout | httpx.PoolTimeout):
+                    problem = f"connect timed out: {exc}"
+                else:
+                    raise WorkerTimeout("load", request.load_timeout) from None
+            except httpx.TransportError as exc:
+                problem = f"{type(exc).__name__}: {exc}"
+            else:
+                if response.status_code == 200:
+                    try:
+                        data = response.json()
+                    except ValueError:
+                        data = {}
+                    # The load answer carries no load_duration in current Ollama: the call's own time is
+                    # the load (a loaded model answers in milliseconds).
+                    load_ns = data.get("load_duration") if isinstance(data, dict) else None
+                    if isinstance(load_ns, int | float) and load_ns > 0:
+                        return round(load_ns / 1e9, 3)
+                    return round(time.monotonic() - started, 3)
+                message = error_text(response.content)
+                if response.status_code == 404:
+                    raise ModelNotFound(request.model, f"{self.host}: {message}")
+                if response.status_code < 500:
+                    raise WorkerError(
+                        f"{self.host}: loading {request.model}: HTTP {response.status_code}: {message}"
+                    )
+                problem = f"HTTP {response.status_code}: {message}"
+            if attempt <= self.retries:
+                time.sleep(self.backoff * 2 ** (attempt - 1))
+        raise WorkerUnavailable(f"ollama at {self.host}: cannot load {request.model}: {problem}")
+
+    def context_length(self, model: str) -> int | None:
+        """The model's trained context length from /api/show (None when the server does not say)."""
+        if model in self._context_lengths:
+            return self._context_lengths[model]
+        length: int | None = None
+        try:
+            response = self._client.post("/api/show", json={"model": model}, timeout=SHOW_TIMEOUT)
+            info = response.json().get("model_info") if response.status_code == 200 else None
+        except (httpx.HTTPError, ValueError, AttributeError):
+            info = None
+        if isinstance(info, dict):
+            for key, value in info.items():
+                if str(key).endswith(".context_length") and isinstance(value, int) and value > 0:
+                    length = value
+        self._context_lengths[model] = length
+        return length
 
     def _parse_line(self, line: str, state: StreamState) -> bool:
         try:
@@ -77,7 +186,11 @@ class OllamaProvider:
                 f"{self.host}: /api/chat sent a line that is not a JSON object: {shown(line)}"
             )
         if "error" in chunk:
-            raise WorkerError(f"{self.host}: Ollama reported an error mid-stream: {chunk['error']}")
+            # A server-side failure mid-generation (the runner crashed, ran out of memory): an outage.
+            raise WorkerUnavailable(
+                f"{self.host}: Ollama reported an error mid-stream: {chunk['error']}",
+                partial_text=state.text(),
+            )
         message = chunk.get("message")
         if not isinstance(message, dict):
             message = {}
@@ -92,6 +205,9 @@ class OllamaProvider:
             state.done_reason = str(chunk.get("done_reason") or "stop")
             state.prompt_tokens = _int_or_none(chunk.get("prompt_eval_count"))
             state.completion_tokens = _int_or_none(chunk.get("eval_count"))
+            load_ns = chunk.get("load_duration")
+            if isinstance(load_ns, int | float):
+                state.load_seconds = round(load_ns / 1e9, 3)
         return bool(content or thinking)
 
     def list_models(self) -> list[str]:

@@ -12,7 +12,7 @@ from typing import Any
 
 import httpx
 
-from hub.errors import MalformedStream, WorkerError, WorkerUnavailable
+from hub.errors import MalformedStream, WorkerUnavailable
 from hub.workers.base import ChatRequest, Generation, Health, check_health
 from hub.workers.streaming import StreamState, Watchdog, error_text, shown, stream_generation
 
@@ -87,7 +87,11 @@ class OpenAIProvider:
         if not isinstance(event, dict):
             raise MalformedStream(f"{self.base_url}: an SSE event is not a JSON object: {shown(line)}")
         if "error" in event:
-            raise WorkerError(f"{self.base_url}: the server reported an error mid-stream: {_message(event)}")
+            # A server-side failure mid-generation: an outage, with what was said so far.
+            raise WorkerUnavailable(
+                f"{self.base_url}: the server reported an error mid-stream: {_message(event)}",
+                partial_text=state.text(),
+            )
         usage = event.get("usage")
         if isinstance(usage, dict):
             state.prompt_tokens = _int_or(usage.get("prompt_tokens"), state.prompt_tokens)

@@ -70,6 +70,8 @@ class RunOptions(BaseModel):
     timeout: float | None = Field(default=None, gt=0, description="total timeout, ms")
     first_token_timeout: float | None = Field(default=None, gt=0, description="ms (hub extension)")
     stall_timeout: float | None = Field(default=None, gt=0, description="ms (hub extension)")
+    load_timeout: float | None = Field(default=None, gt=0, description="ms (hub extension)")
+    token_scale: float | None = Field(default=None, gt=0, description="the model's token calibration")
 
 
 class Message(BaseModel):
@@ -91,6 +93,8 @@ def run_result(generation: Generation, task_type: str | None = None) -> dict[str
         "done_reason": generation.done_reason,
         "truncated": generation.truncated,
         "timed_out": False,
+        "load_ms": round(generation.load_seconds * 1000),
+        "tokens_estimated": generation.tokens_estimated,
     }
     if generation.thinking:
         metadata["thinking"] = generation.thinking
@@ -115,7 +119,15 @@ def error_result(
         metadata |= {"clock": error.clock, "timeout_seconds": error.seconds}
         stdout = error.partial_text
     elif isinstance(error, ContextOverflow):
-        metadata |= {"prompt_tokens": error.prompt_tokens, "num_ctx": error.num_ctx}
+        metadata |= {
+            "prompt_tokens": error.prompt_tokens,
+            "num_ctx": error.num_ctx,
+            "answer_tokens": error.answer_tokens,
+            "context_length": error.context_length,
+            "source": error.source,
+        }
+    elif error.partial_text:
+        stdout = error.partial_text
     elif isinstance(error, ModelNotFound):
         metadata["model_missing"] = error.model
     return {
@@ -145,6 +157,8 @@ def chat_request(model: str, prompt: str, options: dict[str, Any], system: str |
         first_token_timeout=seconds("first_token_timeout", defaults.first_token_timeout),
         stall_timeout=seconds("stall_timeout", defaults.stall_timeout),
         total_timeout=seconds("timeout", defaults.total_timeout),
+        load_timeout=seconds("load_timeout", defaults.load_timeout),
+        token_scale=float(_pick(options.get("token_scale"), defaults.token_scale)),
     )
 
 

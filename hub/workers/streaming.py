@@ -4,9 +4,13 @@ A provider supplies the URL, the JSON body and a line parser; `stream_generation
 
     attempt ──▶ connect + send ──▶ headers ──▶ lines ... done
        ▲              │               │            │
-       └── retry ◀────┘ refused, 5xx  │            └─ first_token / stall / total clocks (watchdog)
-           (never once a 200 has      └─ 404 ModelNotFound, other 4xx WorkerError
-            started streaming)
+       └── retry ◀────┘ refused,      │            ├─ first_token / stall / total clocks (watchdog)
+           (never once a 200 has      │            └─ reset, server error mid-stream: WorkerUnavailable
+            started streaming)        │               (an outage; the partial text goes with it)
+                    reset, 5xx        └─ 404 ModelNotFound, 400 "context" ContextOverflow, other 4xx
+                                         WorkerError; after the retries, 5xx and resets WorkerUnavailable
+
+Every transport failure becomes a hub error; none escapes as an httpx exception.
 
 httpx alone cannot enforce the clocks: its read timeout is fixed for the whole body and restarts on every
 byte. Waiting for the headers is bounded by the httpx read timeout (Ollama sends its headers with the
@@ -18,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import socket
 import threading
 import time
@@ -30,20 +35,21 @@ import structlog
 
 from hub.errors import (
     ContextOverflow,
-    MalformedStream,
     ModelNotFound,
     WorkerError,
     WorkerTimeout,
     WorkerUnavailable,
 )
-from hub.workers.base import ChatRequest, Generation, estimate_tokens, split_thinking
+from hub.workers import budget
+from hub.workers.base import ChatRequest, Generation, split_thinking
 
 log = structlog.get_logger(__name__)
 
-# Below this many estimated prompt tokens a low prompt_eval_count says nothing useful.
-TRUNCATION_MIN_TOKENS = 256
-TRUNCATION_RATIO = 0.5
 SHOWN_LINE_CHARS = 200
+# How servers word a prompt longer than the context: Ollama (some versions answer 400 instead of
+# cutting silently) and llama.cpp's llama-server, which gives both numbers.
+CONTEXT_ERRORS = ("longer than the context", "exceeds the available context", "context length", "n_ctx")
+LLAMA_SERVER_NUMBERS = re.compile(r"\((\d+) tokens\) exceeds the available context size \((\d+) tokens\)")
 
 
 @dataclass
@@ -57,6 +63,8 @@ class StreamState:
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     finished: bool = False  # a terminal marker short of `done` (an OpenAI finish_reason before [DONE])
+    lines: int = 0  # non-blank lines seen
+    load_seconds: float = 0.0
 
     def text(self) -> str:
         return "".join(self.content)
@@ -66,12 +74,32 @@ LineParser = Callable[[str, StreamState], bool]
 """Reads one non-blank line into the state; True when it carried a token (content or thinking)."""
 
 
-def check_fits(request: ChatRequest) -> int:
-    """The prompt's estimated size; ContextOverflow before anything is sent if it exceeds num_ctx."""
-    estimate = estimate_tokens((request.system or "") + request.prompt)
-    if estimate > request.num_ctx:
-        raise ContextOverflow(estimate, request.num_ctx)
-    return estimate
+def check_fits(request: ChatRequest, context_length: int | None = None) -> budget.Fit:
+    """The call's budget; ContextOverflow before anything is sent when the prompt and the room for its
+    answer exceed the window (num_ctx, capped by the model's context_length)."""
+    fit = budget.plan(
+        request.prompt,
+        request.system,
+        request.num_ctx,
+        request.num_predict,
+        scale=request.token_scale,
+        context_length=context_length,
+    )
+    if not fit.fits:
+        raise budget.overflow(fit)
+    return fit
+
+
+def context_error(request: ChatRequest, fit: budget.Fit, message: str) -> ContextOverflow | None:
+    """A server's "prompt too long" answer as ContextOverflow with the server's numbers, else None."""
+    lowered = message.lower()
+    if not any(marker in lowered for marker in CONTEXT_ERRORS):
+        return None
+    numbers = LLAMA_SERVER_NUMBERS.search(message)
+    prompt, window = (int(numbers[1]), int(numbers[2])) if numbers else (fit.prompt_tokens, fit.num_ctx)
+    return ContextOverflow(
+        prompt, window, answer_tokens=fit.answer_tokens, source="server", detail=f"the server said: {message}"
+    )
 
 
 def shown(line: str) -> str:
@@ -214,9 +242,11 @@ def stream_generation(
     backoff: float,
     connect_timeout: float,
     provider: str,
+    fit: budget.Fit | None = None,
+    cached_prefix_tokens: int = 0,
 ) -> Generation:
     """POST a streaming generation and assemble it, enforcing the clocks, retrying only before it starts."""
-    estimate = check_fits(request)
+    fit = fit or check_fits(request)
     call_started = time.monotonic()
     total_deadline = call_started + request.total_timeout
     attempts = retries + 1
@@ -231,17 +261,11 @@ def stream_generation(
         try:
             with client.stream("POST", url, json=payload, timeout=timeout) as response:
                 if response.status_code == 200:
-                    state = _consume(response, clocks, watchdog, parse_line, host, request.model)
-                    return _finish(request, state, clocks, call_started, estimate, provider)
+                    state = _consume(response, clocks, watchdog, parse_line, host, request, fit)
+                    return _finish(request, state, clocks, call_started, fit, provider, cached_prefix_tokens)
                 body = response.read()
+            raise_for_status(response.status_code, body, request, fit, host, url)
             problem = f"HTTP {response.status_code}: {error_text(body)}"
-            if response.status_code == 404:
-                message = error_text(body)
-                if "model" in message.lower():
-                    raise ModelNotFound(request.model, f"{host}: {message}")
-                raise WorkerError(f"{url}: HTTP 404 {message} (is this the right server and path?)")
-            if response.status_code < 500:
-                raise WorkerError(f"{host}: {request.model}: {problem}")
         except httpx.TimeoutException as exc:
             if isinstance(exc, httpx.ConnectTimeout | httpx.PoolTimeout):
                 problem = f"connect timed out: {exc}"
@@ -250,9 +274,10 @@ def stream_generation(
                 raise WorkerTimeout(clock, limit) from None
         except httpx.ConnectError as exc:
             problem = f"connection failed: {exc}"
-        except httpx.RemoteProtocolError as exc:
-            # Closed before any response (a stale keep-alive connection, a restarting server).
-            problem = f"server closed the connection before answering: {exc}"
+        except httpx.TransportError as exc:
+            # Reset or closed before the answer began (a stale keep-alive connection, a restarting
+            # server): nothing was generated, so trying again costs nothing.
+            problem = f"the connection failed before the answer began: {type(exc).__name__}: {exc}"
         last_problem = problem
         log.debug("worker.retryable", provider=provider, host=host, attempt=attempt, problem=problem)
         if attempt == attempts:
@@ -262,6 +287,23 @@ def stream_generation(
             break
         time.sleep(pause)
     raise WorkerUnavailable(f"{provider} at {host} unavailable after {attempt} attempt(s): {last_problem}")
+
+
+def raise_for_status(
+    status: int, body: bytes, request: ChatRequest, fit: budget.Fit, host: str, url: str
+) -> None:
+    """The hub error an HTTP error answer stands for; returns for the retryable ones (5xx)."""
+    if status < 400:
+        return
+    message = error_text(body)
+    if status == 404:
+        if "model" in message.lower() or b"not_found_error" in body:
+            raise ModelNotFound(request.model, f"{host}: {message}")
+        raise WorkerError(f"{url}: HTTP 404 {message} (is this the right server and path?)")
+    if status < 500:
+        raise context_error(request, fit, message) or WorkerError(
+            f"{host}: {request.model}: HTTP {status}: {message}"
+        )
 
 
 def _response_socket(response: httpx.Response) -> socket.socket | None:
@@ -276,7 +318,8 @@ def _consume(
     watchdog: Watchdog,
     parse_line: LineParser,
     host: str,
-    model: str,
+    request: ChatRequest,
+    fit: budget.Fit,
 ) -> StreamState:
     state = StreamState()
     timeouts = response.request.extensions.get("timeout")
@@ -295,10 +338,24 @@ def _consume(
             watchdog.unwatch(key)
     if not state.done and state.finished:
         state.done = True
+    if not state.lines:
+        # llama-cpp-python's server answers a prompt longer than its n_ctx with 200 and an empty stream
+        # (the cause only in its own log).
+        raise ContextOverflow(
+            fit.prompt_tokens,
+            fit.num_ctx,
+            answer_tokens=fit.answer_tokens,
+            source="server",
+            detail=f"{host}: {request.model}: the server answered 200 with an empty stream, as "
+            "llama-cpp-python does for a prompt longer than the context it was started with (n_ctx)",
+        )
     if not state.done:
-        raise MalformedStream(
-            f"{host}: {model}: the stream ended without its final message after "
-            f"{len(state.text())} characters"
+        # Ollama's /v1 ends a failed generation with an empty chunk and no [DONE]; its own API with an
+        # error line (raised by the parser). Either way the server failed mid-generation.
+        raise WorkerUnavailable(
+            f"{host}: {request.model}: the server stopped mid-generation without its final message "
+            f"after {len(state.text())} characters",
+            partial_text=state.text(),
         )
     return state
 
@@ -313,6 +370,7 @@ def _lines(response: httpx.Response, clocks: Clocks, state: StreamState) -> Iter
                 if overdue is not None:
                     raise WorkerTimeout(overdue[0], overdue[1], state.text())
             if line.strip():
+                state.lines += 1
                 yield line
     except (httpx.TimeoutException, httpx.TransportError) as exc:
         if state.done:
@@ -325,9 +383,10 @@ def _lines(response: httpx.Response, clocks: Clocks, state: StreamState) -> Iter
             raise WorkerTimeout(expired[0], expired[1], state.text()) from None
         if state.finished:
             return
-        raise MalformedStream(
-            f"connection dropped mid-generation after {len(state.text())} characters "
-            f"(no final message): {exc}"
+        raise WorkerUnavailable(
+            f"the connection was reset mid-generation after {len(state.text())} characters "
+            f"(no final message): {type(exc).__name__}: {exc}",
+            partial_text=state.text(),
         ) from None
 
 
@@ -336,44 +395,55 @@ def _finish(
     state: StreamState,
     clocks: Clocks,
     call_started: float,
-    estimate: int,
+    fit: budget.Fit,
     provider: str,
+    cached_prefix_tokens: int = 0,
 ) -> Generation:
     raw = state.text()
     text, thinking = split_thinking(raw)
     separate = "".join(state.thinking).strip()
     if separate:
         thinking = separate + ("\n\n" + thinking if thinking else "")
-    prompt_tokens = state.prompt_tokens or 0
-    truncated = bool(
-        state.prompt_tokens
-        and estimate >= TRUNCATION_MIN_TOKENS
-        and state.prompt_tokens < TRUNCATION_RATIO * estimate
-    )
+    estimated = state.prompt_tokens is None
+    if estimated:
+        # llama-cpp-python sends no usage chunk unless asked (and not always then): say so, do not record 0.
+        log.warning(
+            "worker.usage_estimated",
+            provider=provider,
+            model=request.model,
+            hint="the server sent no token counts; the call's tokens are the hub's estimate",
+        )
+    uncalibrated = budget.prompt_tokens(request.prompt, request.system)
+    truncated = budget.truncated(state.prompt_tokens, uncalibrated, fit.num_ctx, cached_prefix_tokens)
     if truncated:
         log.warning(
             "worker.prompt_truncated",
             provider=provider,
             model=request.model,
-            estimated_tokens=estimate,
+            estimated_tokens=uncalibrated,
             prompt_eval_count=state.prompt_tokens,
-            num_ctx=request.num_ctx,
-            hint="the server read far fewer prompt tokens than were sent: its context window is "
-            "smaller than num_ctx, so the start of the prompt was silently dropped",
+            num_ctx=fit.num_ctx,
+            hint="the server read fewer prompt tokens than were sent: its context window is smaller "
+            "than num_ctx, so the start of the prompt was silently dropped",
         )
     now = time.monotonic()
     first = clocks.first_token_at
+    completion = state.completion_tokens
     generation = Generation(
         text=text,
         model=request.model,
         thinking=thinking,
-        prompt_tokens=prompt_tokens,
-        completion_tokens=state.completion_tokens or 0,
+        prompt_tokens=fit.prompt_tokens if estimated else int(state.prompt_tokens or 0),
+        completion_tokens=(
+            completion if completion is not None else budget.estimate_tokens(raw + "".join(state.thinking))
+        ),
         seconds=now - call_started,
         first_token_seconds=(first - clocks.started) if first is not None else now - clocks.started,
         done_reason=state.done_reason,
         truncated=truncated,
         raw=raw,
+        load_seconds=state.load_seconds,
+        tokens_estimated=estimated,
     )
     log.debug(
         "worker.done",

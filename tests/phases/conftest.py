@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import subprocess
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -70,6 +70,11 @@ class Pipeline:
         self.repo = repo
         self.fake = fake
         self.ollama_host = ollama_host or fake.url
+        # Outages are waited out on a simulated clock: each pause is recorded and moves `monotonic`,
+        # and `on_pause` (if set) runs in it, e.g. to bring a stopped server back.
+        self.pauses: list[float] = []
+        self.on_pause: Callable[[int], None] | None = None
+        self.monotonic = 0.0
         self.configure()
 
     # -- set-up ------------------------------------------------------------------------------------------
@@ -93,7 +98,13 @@ class Pipeline:
     def ctx(self) -> Context:
         # A fresh config each time, as each CLI invocation would read it.
         config = load_config(self.repo, env={"OLLAMA_HOST": self.ollama_host})
-        return Context(config, clock=Clock())
+        return Context(config, clock=Clock(), sleep=self._pause, monotonic=lambda: self.monotonic)
+
+    def _pause(self, seconds: float) -> None:
+        self.pauses.append(seconds)
+        self.monotonic += seconds
+        if self.on_pause is not None:
+            self.on_pause(len(self.pauses))
 
     def start(self, **fields: Any) -> str:
         """`hub new` + `hub setup-task`: a task on its branch, waiting for the implementer."""

@@ -7,6 +7,7 @@ import shlex
 import socket
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -303,33 +304,61 @@ def test_a_refused_edit_beside_an_allowed_one_keeps_the_allowed_one(pipe: Pipeli
     assert outcomes["hub.yaml"].startswith("refused: path is not inside allowed_paths")
 
 
-def test_a_prompt_larger_than_num_ctx_is_refused_before_sending(pipe: Pipeline) -> None:
+_BODY = "".join(f"    total = total + x * {k} - {k * 3}\n" for k in range(12))
+# ~8,000 estimated tokens whole, ~600 as an outline.
+BIG_MODULE = "".join(f"def value_{n}(x):\n    total = 0\n{_BODY}    return total\n\n" for n in range(40))
+
+
+def test_a_prompt_too_big_even_with_outlines_halts_with_the_fix_and_sends_nothing(pipe: Pipeline) -> None:
     pipe.configure(num_ctx=256)
-    pipe.commit("a big module", {"src/big.py": "".join(f"VALUE_{n} = {n}\n" for n in range(400))})
+    pipe.commit("a big module", {"src/big.py": BIG_MODULE})
     pipe.fake.script(IMPL, whole_file("src/app.py", GREET_FIXED))
     pipe.start(source_files=["src/big.py"])
 
     outcome = pipe.implement()
 
-    assert outcome.data["stall"] == "truncated_context"
+    assert (outcome.to_state, outcome.data["trigger"]) == ("erik_consultation", "context_overflow")
     assert pipe.fake.chat_requests(IMPL) == []
-    detail = pipe.contract()["handoff_data"]["stalls"][-1]["detail"]
-    assert "does not fit num_ctx=256" in detail
+    halt = (pipe.repo / "_handoff" / "ERIK_HALT.md").read_text(encoding="utf-8")
+    assert "does not fit num_ctx=256" in halt
+    assert "outlines" in halt and "num_ctx in hub.yaml" in halt
+    assert pipe.contract()["breaker"]["counters"].get("stall_strikes", 0) == 0  # no strike was spent
     assert pipe.read("src/app.py") == APP_PY
 
 
-def test_a_silently_truncated_prompt_is_a_truncated_context_stall(pipe: Pipeline) -> None:
-    pipe.commit("a big module", {"src/big.py": "".join(f"VALUE_{n} = {n}\n" for n in range(400))})
-    pipe.fake.script(IMPL, Reply(text=whole_file("src/app.py", GREET_FIXED), prompt_eval_count=40))
-    pipe.start(source_files=["src/big.py"])
+def test_a_prompt_that_does_not_fit_is_retried_smaller_with_outlines_never_unchanged(pipe: Pipeline) -> None:
+    pipe.configure(num_ctx=8192)
+    pipe.commit("a big module", {"src/big.py": BIG_MODULE})
+    pipe.fake.script(IMPL, whole_file("src/app.py", GREET_FIXED))
+    pipe.start(source_files=["src/big.py"], target_file="src/app.py")
 
-    outcome = pipe.implement()
+    assert pipe.implement().to_state == "pending_local_review"
 
-    assert outcome.data["stall"] == "truncated_context"
-    detail = pipe.contract()["handoff_data"]["stalls"][-1]["detail"]
-    assert "read 40 prompt tokens" in detail
-    # Nothing a model wrote from half a prompt is applied.
-    assert pipe.read("src/app.py") == APP_PY
+    [sent] = pipe.fake.chat_requests(IMPL)
+    prompt = sent["messages"][-1]["content"]
+    assert "src/big.py (outline only" in prompt and "total = total + x" not in prompt
+    refused, sent_record = pipe.records("model-call")
+    assert (refused["purpose"], sent_record["purpose"]) == ("implement", "implement-outlines")
+    assert refused["outcome"].startswith("ContextOverflow: prompt of ~")
+
+
+def test_a_silently_truncated_prompt_is_retried_with_outlines(pipe: Pipeline) -> None:
+    pipe.commit("a module", {"src/big.py": BIG_MODULE[: len(BIG_MODULE) // 4]})
+    pipe.fake.script(
+        IMPL,
+        Reply(text=whole_file("src/app.py", GREET_FIXED), prompt_eval_count=40),
+        whole_file("src/app.py", GREET_FIXED),
+    )
+    pipe.start(source_files=["src/big.py"], target_file="src/app.py")
+
+    assert pipe.implement().to_state == "pending_local_review"
+
+    calls = pipe.records("model-call")
+    assert [(c["purpose"], c["truncated"]) for c in calls] == [
+        ("implement", True),
+        ("implement-outlines", False),
+    ]
+    assert "src/big.py (outline only" in pipe.prompts()[-1]
 
 
 def test_an_unreachable_ollama_halts_with_ollama_unavailable(git_repo: Path, fake: object) -> None:
@@ -345,9 +374,55 @@ def test_an_unreachable_ollama_halts_with_ollama_unavailable(git_repo: Path, fak
     contract = pipe.contract()
     assert contract["breaker"]["trigger"] == "ollama_unavailable"
     assert contract["lock"] is None
+    assert "server_wait" not in contract["handoff_data"]
     halt = pipe.halt_text()
     assert "`ollama_unavailable`" in halt and closed.split("//")[1] in halt
+    assert "still unavailable after waiting 29." in halt  # limits.server_wait_minutes: 30
     assert "hub resume --to pending_implementer" in halt
+    # Back-off: 1, 2, 4, 8, 16, then every 30 s.
+    assert pipe.pauses[:6] == [1, 2, 4, 8, 16, 30] and sum(pipe.pauses) <= 30 * 60
+
+
+def test_a_server_killed_and_restarted_mid_task_is_waited_for_and_the_task_goes_on(pipe: Pipeline) -> None:
+    from hub.phases.status import status
+
+    pipe.start()
+    pipe.fake.script(IMPL, whole_file("src/app.py", GREET_FIXED))
+    pipe.fake.stop()
+    seen: list[dict[str, object]] = []
+
+    def restart_on_third_pause(n: int) -> None:
+        seen.append(status(pipe.ctx)["server_wait"])
+        if n == 3:
+            pipe.fake.start()  # the same port, as a restarted Ollama
+
+    pipe.on_pause = restart_on_third_pause
+    outcome = pipe.implement()
+
+    assert outcome.to_state == "pending_local_review"
+    assert pipe.read("src/app.py") == GREET_FIXED
+    assert pipe.pauses == [1, 2, 4]
+    # `hub status` showed the wait while it lasted, and the contract forgets it after.
+    assert [w["attempts"] for w in seen] == [1, 2, 3]  # type: ignore[index]
+    assert "Connection refused" in str(seen[0]["error"])  # type: ignore[index]
+    assert "server_wait" not in pipe.contract()["handoff_data"]
+    assert "circuit_breaker_halt" not in pipe.events() and "stall" not in pipe.events()
+
+
+def test_a_connection_reset_mid_stream_waits_and_calls_again_without_a_strike(pipe: Pipeline) -> None:
+    pipe.start()
+    pipe.fake.script(
+        IMPL,
+        Reply(text=whole_file("src/app.py", GREET_FIXED), drop_after_chars=20),
+        whole_file("src/app.py", GREET_FIXED),
+    )
+
+    outcome = pipe.implement()
+
+    assert outcome.to_state == "pending_local_review"
+    assert pipe.pauses == [1]
+    assert len(pipe.fake.chat_requests(IMPL)) == 2
+    assert "stall_strikes" not in pipe.contract()["breaker"].get("counters", {})
 
 
 def test_a_model_the_server_lacks_halts_naming_it(pipe: Pipeline) -> None:
@@ -362,8 +437,9 @@ def test_a_model_the_server_lacks_halts_naming_it(pipe: Pipeline) -> None:
     outcome = pipe.implement()
 
     assert outcome.exit_code == 4
-    assert pipe.contract()["breaker"]["trigger"] == "ollama_unavailable"
-    assert "nowhere-7b" in pipe.halt_text()
+    assert pipe.contract()["breaker"]["trigger"] == "model_not_found"
+    assert "ollama pull nowhere-7b" in pipe.halt_text()
+    assert pipe.pauses == []  # a missing model is not an outage: no wait
 
 
 def test_a_repositorys_own_implementer_prompt_is_what_the_model_sees(pipe: Pipeline) -> None:
@@ -438,3 +514,62 @@ def test_an_acceptance_command_past_its_timeout_is_killed_with_its_children(tmp_
     assert result.timed_out and not result.ok
     assert result.seconds < 10
     assert "timed out" in result.feedback()
+
+
+def test_hub_new_and_setup_task_warn_when_the_tasks_files_cannot_fit_naming_the_fix(pipe: Pipeline) -> None:
+    from hub.phases.setup import create, setup_task
+
+    pipe.configure(num_ctx=4096)
+    pipe.commit("a big module", {"src/big.py": BIG_MODULE})
+    fields = {"title": "Big", "requirements": ["do it"], "target_file": "src/big.py", "complexity": "minor"}
+
+    created = create(pipe.ctx, fields)
+    set_up = setup_task(pipe.ctx)
+
+    for outcome in (created, set_up):
+        warning = outcome.data["warning"]
+        assert (
+            "do not fit num_ctx 4096" in warning and "even with the other source files as outlines" in warning
+        )
+        assert "src/big.py (~" in warning and "whole-file answer would be cut off" in warning
+        assert "search/replace" in warning and f"models.{IMPL}.num_ctx" in warning
+        assert "warning: " in outcome.message
+
+
+def test_a_task_that_fits_gets_no_budget_warning(pipe: Pipeline) -> None:
+    from hub.phases.setup import create
+
+    outcome = create(pipe.ctx, {"title": "Small", "requirements": ["x"], "target_file": "src/app.py"})
+
+    assert "warning" not in outcome.data
+
+
+def test_a_call_the_server_counted_calibrates_the_models_estimate_for_the_next_request(
+    pipe: Pipeline,
+) -> None:
+    from hub.workers.bridge import calibration_path, request_for
+
+    pipe.commit("a module", {"src/big.py": BIG_MODULE[: len(BIG_MODULE) // 4]})
+    # The server counts twice what the hub estimates: a denser tokenizer than Qwen's.
+    pipe.fake.respond_with(
+        IMPL,
+        lambda body: Reply(
+            text=whole_file("src/app.py", GREET_FIXED),
+            prompt_eval_count=2 * budget_estimate(body),
+        ),
+    )
+    pipe.start(source_files=["src/big.py"])
+
+    assert pipe.implement().to_state == "pending_local_review"
+
+    config = pipe.ctx.config
+    assert calibration_path(config).is_file()
+    assert request_for(config, "implementer", "x").token_scale == pytest.approx(2.0, rel=0.01)
+
+
+def budget_estimate(body: dict[str, Any]) -> int:
+    from hub.workers import budget
+
+    messages = body["messages"]
+    system = next((m["content"] for m in messages if m["role"] == "system"), None)
+    return budget.prompt_tokens(messages[-1]["content"], system)

@@ -140,3 +140,17 @@ def test_corpus_cases_through_the_hub_run_implementer_command(pipe: Pipeline, na
     else:
         assert json.loads(done.stdout)["to"] == "pending_local_review"
         assert after == {**case.originals, **case.expected}
+
+
+def test_a_block_the_parser_dropped_beside_applied_ones_is_on_record(pipe: Pipeline) -> None:
+    case = next(c for c in CASES if c.name == "plain_search_replace")
+    pipe.commit("the case's files", case.originals)
+    broken = "\n<<<<<<< SEARCH\nnever closed\n"
+    pipe.fake.script(IMPL, case.reply + broken, case.reply + broken)
+    pipe.start(target_file=next(iter(case.originals)), allowed_paths=list(case.allowed))
+
+    assert pipe.implement().to_state == "pending_local_review"
+
+    outcomes = [d["outcome"] for d in pipe.records("diff")]
+    assert "applied" in outcomes
+    assert any(o.startswith("refused: SEARCH/REPLACE") and "no ======= line" in o for o in outcomes)

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from hub.config import WorkerServer
-from hub.errors import ModelNotFound, WorkerError, WorkerTimeout, WorkerUnavailable
+from hub.errors import ContextOverflow, ModelNotFound, WorkerError, WorkerTimeout, WorkerUnavailable
 from hub.testing import FakeOllama, Reply
 from hub.workers.base import ChatRequest
 from hub.workers.bridge import NPM_DIALECT, WorkerClient
@@ -123,3 +123,42 @@ def test_npm_ollama_mcp_without_ollama_is_worker_unavailable(
         pytest.raises(WorkerUnavailable),
     ):
         worker.generate(ChatRequest(model="m", prompt="hi"))
+
+
+def test_npm_ollama_mcp_prompts_are_kept_within_ollamas_default_window(
+    npm_worker: WorkerClient, fake: FakeOllama
+) -> None:
+    # It cannot pass num_ctx, so the 16,384 configured would silently be Ollama's 4,096 (FACTS: a
+    # 7,744-token prompt ran as 2,051): refused before any call instead.
+    fake.add_model("npm-big")
+    prompt = "".join(f"def f_{n}(x):\n    return x * {n} + {n * 7}\n\n" for n in range(400))
+
+    with pytest.raises(ContextOverflow) as caught:
+        npm_worker.generate(ChatRequest(model="npm-big", prompt=prompt, num_ctx=16_384, num_predict=1024))
+
+    assert caught.value.num_ctx == 4096
+    assert fake.chat_requests("npm-big") == []
+
+
+def test_doctor_warns_what_npm_ollama_mcp_drops(
+    fake: FakeOllama, node_server: Callable[[str], Path], tmp_path: Path
+) -> None:
+    from hub.config import load_config
+    from hub.doctor import run_doctor
+
+    fake.add_model("npm-doc")
+    entry = node_server("ollama-mcp")
+    (tmp_path / "hub.yaml").write_text(
+        "roles:\n"
+        "  implementer: {model: npm-doc, backend: mcp, worker: npm}\n"
+        "  local_reviewer: {model: npm-doc, backend: ollama}\n"
+        f"workers:\n  - {{name: npm, transport: stdio, command: [node, '{entry}']}}\n",
+        encoding="utf-8",
+    )
+    config = load_config(tmp_path, env={"OLLAMA_HOST": fake.url})
+
+    [check] = [c for c in run_doctor(config) if c.name == "worker 'npm' dialect"]
+
+    assert check.ok
+    assert "num_ctx" in check.detail and "keep_alive" in check.detail and "300 s" in check.detail
+    assert "worker: hub" in check.fix

@@ -12,7 +12,6 @@ from hub.errors import (
     ContextOverflow,
     MalformedStream,
     ModelNotFound,
-    WorkerError,
     WorkerTimeout,
     WorkerUnavailable,
 )
@@ -118,9 +117,11 @@ def test_an_unknown_model_is_model_not_found(provider: OpenAIProvider) -> None:
         provider.generate(request(model="ghost"))
 
 
-def test_a_dropped_stream_is_malformed_and_never_retried(fake: FakeOllama, provider: OpenAIProvider) -> None:
+def test_a_reset_stream_is_an_outage_and_never_retried_here(
+    fake: FakeOllama, provider: OpenAIProvider
+) -> None:
     fake.script("m", Reply(text="0123456789" * 2, drop_after_chars=5), "a retry would get this")
-    with pytest.raises(MalformedStream, match="after 5 characters"):
+    with pytest.raises(WorkerUnavailable, match="after 5 characters"):
         provider.generate(request())
     assert len(fake.requests) == 1
 
@@ -131,12 +132,14 @@ def test_a_broken_event_is_malformed_naming_it(fake: FakeOllama, provider: OpenA
         provider.generate(request())
 
 
-def test_an_error_event_mid_stream_is_raised_with_its_message(
+def test_a_failure_mid_stream_ends_as_ollama_sends_it_and_keeps_the_partial_text(
     fake: FakeOllama, provider: OpenAIProvider
 ) -> None:
-    fake.script("m", Reply(text="partial", error="context length exceeded"))
-    with pytest.raises(WorkerError, match="context length exceeded"):
+    # Ollama's /v1: an empty chunk, then the stream ends without [DONE].
+    fake.script("m", Reply(text="partial", error="llama runner process has terminated"))
+    with pytest.raises(WorkerUnavailable, match="mid-generation") as caught:
         provider.generate(request())
+    assert caught.value.partial_text == "partial"
 
 
 def test_a_server_error_is_retried_then_succeeds(fake: FakeOllama, provider: OpenAIProvider) -> None:

@@ -57,6 +57,8 @@ def test_a_generation_becomes_the_original_result_shape_with_thinking_kept_apart
         "completion_tokens": 1,
         "duration_ms": 0,
         "first_token_ms": 0,
+        "load_ms": 0,
+        "tokens_estimated": False,
         "done_reason": "stop",
         "truncated": False,
         "timed_out": False,
