@@ -259,6 +259,7 @@ def test_the_readme_key_references_defaults_are_the_ones_an_empty_hub_yaml_gets(
         "roles.<role>.model": role.model,
         "roles.<role>.backend": role.backend,
         "roles.<role>.worker": role.worker,
+        "roles.<role>.timeouts.load": role.timeouts.load,
         "roles.<role>.timeouts.first_token": role.timeouts.first_token,
         "roles.<role>.timeouts.stall": role.timeouts.stall,
         "roles.<role>.timeouts.total": role.timeouts.total,
@@ -267,6 +268,7 @@ def test_the_readme_key_references_defaults_are_the_ones_an_empty_hub_yaml_gets(
         "acceptance_timeout_seconds": config.acceptance_timeout_seconds,
         "limits.max_changed_files": config.max_changed_files,
         "limits.global_timeout_hours": config.global_timeout_hours,
+        "limits.server_wait_minutes": config.server_wait_minutes,
     }
     documented = {key.strip("`"): default.strip("`") for key, _, default, _ in readme_key_table()}
     assert {key: documented[key] for key in actual} == {
