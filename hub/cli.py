@@ -304,6 +304,10 @@ def log(state: State, task_id: str | None, as_json: bool) -> None:
     if as_json:
         emit(entries, True)
         return
+    if not entries:
+        # A mistyped --task id would otherwise print nothing at all.
+        whole = "; `hub log` lists every task's transitions"
+        click.echo(f"nothing logged for task {task_id}{whole}" if task_id else "nothing logged yet")
     for e in entries:
         if e["kind"] == "transition":
             click.echo(
