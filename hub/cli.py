@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from hub.cli_common import CONTEXT_SETTINGS, State, emit, finish, json_option, pass_state
+from hub.cli_common import CONTEXT_SETTINGS, State, emit, finish, json_option, pass_state, read_input
 from hub.cli_tools import backlog, note, rules
 from hub.errors import EXIT_ERROR, HubError, exit_code_for
 
@@ -112,7 +112,7 @@ def new(
     from hub.phases.setup import create, missing_task_field, task_fields
 
     fields = task_fields(
-        from_proposal.read_text(encoding="utf-8") if from_proposal else None,
+        read_input(from_proposal) if from_proposal else None,
         str(from_proposal),
         title=title,
         target_file=target,
@@ -203,7 +203,7 @@ def rebut(state: State, file: Path, as_json: bool) -> None:
     """Disagree with a FAIL verdict: FILE goes to the judge as REBUTTAL.md."""
     from hub.phases.judge import rebut as run
 
-    finish(run(state.context(), file.read_text(encoding="utf-8")), as_json)
+    finish(run(state.context(), read_input(file)), as_json)
 
 
 @cli.command("finalize-task")

@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from hub.cli_common import State, emit, json_option, pass_state
+from hub.cli_common import State, emit, json_option, pass_state, read_input
 
 
 @click.group()
@@ -44,7 +44,7 @@ def backlog_add(
     from hub.backlog import add_tasks
 
     if file:
-        content = file.read_text(encoding="utf-8")
+        content = read_input(file)
     if not content:
         raise click.UsageError("give the proposal as CONTENT or --file")
     task: dict[str, Any] = {"content": content, "priority": priority, "depends_on": list(depends_on)}

@@ -425,6 +425,21 @@ def test_a_target_or_source_outside_the_repository_is_refused_even_as_a_new_file
     assert not (git_repo / "_handoff" / "TASK_CONTRACT.json").exists()
 
 
+@pytest.mark.parametrize(
+    "argv",
+    [["new", "--from-proposal", "p.md"], ["rebut", "p.md"], ["backlog", "add", "--file", "p.md"]],
+)
+def test_a_file_named_on_the_command_line_that_is_not_utf8_is_refused_naming_it(
+    hub: Any, git_repo: Path, snapshot: Snapshot, argv: list[str]
+) -> None:
+    (git_repo / "p.md").write_bytes(b"# Greet\xff\n\n## Requirements\n\n- r\n\nTarget: src/app.py\n")
+    before = snapshot(git_repo)
+    done = hub(*argv)
+    assert done.returncode == 1, done.stderr
+    assert done.stderr == "hub: p.md: $: not UTF-8 text (byte 7)\n"
+    assert snapshot(git_repo) == before
+
+
 def test_a_new_file_target_is_accepted_with_new_file(hub: Any, git_repo: Path) -> None:
     done = hub("new", "--title", "Add util", "--requirement", "r", "--target", "src/util.py", "--new-file")
     assert done.returncode == 0, done.stderr
