@@ -87,6 +87,8 @@ def _read(path: Path, key: str) -> dict[str, Any]:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         return {"version": VERSION, "next_seq": 1, key: []}
+    except UnicodeDecodeError as exc:
+        raise ContractInvalid(str(path), "$", f"not UTF-8 text (byte {exc.start})") from None
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:

@@ -540,6 +540,8 @@ def load(path: Path) -> Contract:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise ContractInvalid(str(path), "$", "no such file") from None
+    except UnicodeDecodeError as exc:
+        raise ContractInvalid(str(path), "$", f"not UTF-8 text (byte {exc.start})") from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:

@@ -282,3 +282,10 @@ def test_backlog_next_says_when_hub_next_would_block_the_proposal_it_names(hub: 
     assert doc["task"]["id"] == "vague" and "names no file to change" in doc["blocked"]
     assert f"`hub next` blocks it: {doc['blocked']}" in shown.stdout
     assert hub("next").stdout.startswith(f"backlog task vague blocked: {doc['blocked']}")
+
+
+def test_a_backlog_file_that_is_not_utf8_is_refused_naming_it(ctx: Context) -> None:
+    ctx.handoff.ensure()
+    ctx.handoff.backlog.write_bytes(b'{"tasks": ["\xff"]}')
+    with pytest.raises(ContractInvalid, match=r"backlog\.json: \$: not UTF-8 text \(byte 12\)"):
+        backlog.list_tasks(ctx)

@@ -229,6 +229,7 @@ BROKEN_CONTRACTS: list[tuple[str, Callable[[dict[str, Any]], Any]]] = [
     ("git as a string", lambda c: {**c, "git": "main"}),
     ("attempt as text", lambda c: {**c, "attempt": "one"}),
     ("handoff_data null", lambda c: {**c, "handoff_data": None}),
+    ("not UTF-8", lambda c: b'{"status": "\xff"}'),
 ]
 
 
@@ -239,7 +240,10 @@ def test_a_broken_contract_never_ends_in_a_traceback_and_changes_nothing(
     task.new()
     contract_path = task.hand.contract
     broken = breaks(json.loads(contract_path.read_text(encoding="utf-8")))
-    contract_path.write_text(broken if isinstance(broken, str) else json.dumps(broken), encoding="utf-8")
+    if isinstance(broken, bytes):
+        contract_path.write_bytes(broken)
+    else:
+        contract_path.write_text(broken if isinstance(broken, str) else json.dumps(broken), encoding="utf-8")
     (git_repo / "REBUTTAL").write_text("I disagree\n", encoding="utf-8")
     capsys.readouterr()
     before = state_of(git_repo)
