@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-BENCHES = ("startup", "phases", "bridge", "rules", "mcp", "task", "edits", "budget")
+BENCHES = ("startup", "phases", "bridge", "rules", "mcp", "task", "edits", "budget", "sandbox", "bounds")
 
 
 def main() -> int:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import time
 from collections.abc import Mapping
@@ -17,11 +18,13 @@ from typing import Any
 from hub.config_schema import BACKENDS, ROLES, TRANSPORTS
 from hub.contract import DEFAULT_MAX_CHANGED_FILES
 from hub.errors import ConfigError
+from hub.sandbox import SandboxMode, SandboxSettings
 
 CONFIG_FILE = "hub.yaml"
 __all__ = ["BACKENDS", "CONFIG_FILE", "ROLES", "TRANSPORTS", "Config", "ConfigError", "load_config"]
 
 DEFAULT_MODEL = "qwen2.5-coder:7b"
+HALT_NAME = re.compile(r"[A-Za-z0-9._-]{1,100}")
 # The README's value: a typical source file (~20 KB, ~5,300 estimated tokens), the instructions and a
 # whole-file answer (num_predict 6144) fit; 8192 did not hold a 46 KB file or its answer.
 DEFAULT_NUM_CTX = 16384
@@ -148,10 +151,18 @@ class Config:
     judge: JudgeConfig = field(default_factory=JudgeConfig)
     acceptance_timeout_seconds: float = 300.0
     max_changed_files: int = DEFAULT_MAX_CHANGED_FILES
+    max_reply_chars: int = 400_000
     global_timeout_hours: float = 4.0
     rules_catalog_url: str | None = None
     mcp_token: str | None = None
     server_wait_minutes: float = DEFAULT_SERVER_WAIT_MINUTES
+    sandbox: SandboxSettings = field(default_factory=SandboxSettings)
+    # Where hub.yaml, prompts and rules were read: the user's checkout (see hub/trust.py). None: repo_root.
+    config_root: Path | None = None
+
+    @property
+    def trust_root(self) -> Path:
+        return self.config_root or self.repo_root
 
     def role(self, name: str) -> RoleConfig:
         try:
@@ -332,11 +343,18 @@ def _from_raw(
 
     judge = section("judge")
     limits = section("limits")
+    # The schema checks hub.yaml's halt_file; HUB_HALT_FILE bypasses it, and must not climb out either.
+    halt_file = str(env.get("HUB_HALT_FILE") or raw.get("halt_file") or "ERIK_HALT.md")
+    if not HALT_NAME.fullmatch(halt_file) or halt_file in (".", ".."):
+        raise ConfigError(
+            f"{source}: halt_file: '{halt_file}' must be a file name in the handoff folder "
+            "(letters, digits, . _ -; no folder)"
+        )
     return Config(
         repo_root=repo_root,
         handoff_dir=handoff_dir,
         project=str(env.get("HUB_PROJECT") or raw.get("project") or repo_root.name or "hub"),
-        halt_file=str(env.get("HUB_HALT_FILE") or raw.get("halt_file") or "ERIK_HALT.md"),
+        halt_file=halt_file,
         ollama_host=ollama_host,
         openai_base_url=str(
             env.get("HUB_OPENAI_BASE_URL") or openai.get("base_url") or "http://127.0.0.1:8000/v1"
@@ -351,11 +369,52 @@ def _from_raw(
         ),
         acceptance_timeout_seconds=float(raw.get("acceptance_timeout_seconds") or 300),
         max_changed_files=int(limits.get("max_changed_files") or DEFAULT_MAX_CHANGED_FILES),
+        max_reply_chars=int(limits.get("max_reply_chars") or 400_000),
         global_timeout_hours=float(limits.get("global_timeout_hours") or 4),
         rules_catalog_url=section("rules").get("catalog_url"),
         mcp_token=env.get("HUB_MCP_TOKEN") or None,
+        sandbox=sandbox_settings(raw.get("sandbox"), env.get("HUB_SANDBOX"), repo_root, source),
         server_wait_minutes=_or(limits.get("server_wait_minutes"), DEFAULT_SERVER_WAIT_MINUTES),
     )
+
+
+# The `sandbox:` keys, in the shape issue 14's schema can take over as they are.
+SANDBOX_KEYS = {
+    "mode": "auto | required | off",
+    "network": "true | false",
+    "writable_paths": "a list of folders",
+}
+
+
+def sandbox_settings(raw: Any, env_mode: str | None, repo_root: Path, source: str) -> SandboxSettings:
+    """`sandbox: auto|required|off`, or a mapping with `mode`, `network` and `writable_paths`."""
+    if raw is None:
+        raw = {}
+    if isinstance(raw, str):
+        raw = {"mode": raw}
+    if isinstance(raw, bool):  # YAML reads a bare `off` as false
+        raw = {"mode": "auto" if raw else "off"}
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{source}: sandbox: expected auto, required, off or a mapping")
+    unknown = sorted(set(map(str, raw)) - set(SANDBOX_KEYS))
+    if unknown:
+        raise ConfigError(f"{source}: sandbox.{unknown[0]}: unknown key (known: {', '.join(SANDBOX_KEYS)})")
+    mode = env_mode or raw.get("mode", "auto")
+    if mode is False:
+        mode = "off"
+    if mode not in {m.value for m in SandboxMode}:
+        raise ConfigError(f"{source}: sandbox.mode: '{mode}' is not one of auto, required, off")
+    network = raw.get("network", False)
+    if not isinstance(network, bool):
+        raise ConfigError(f"{source}: sandbox.network: expected true or false")
+    paths = raw.get("writable_paths") or []
+    if isinstance(paths, str) or not isinstance(paths, list) or not all(isinstance(p, str) for p in paths):
+        raise ConfigError(f"{source}: sandbox.writable_paths: expected a list of folders")
+    resolved = []
+    for item in paths:
+        path = Path(item).expanduser()
+        resolved.append(path if path.is_absolute() else repo_root / path)
+    return SandboxSettings(SandboxMode(mode), network, tuple(resolved))
 
 
 def _role(name: str, raw: dict[str, Any], env: Mapping[str, str], source: str) -> RoleConfig:

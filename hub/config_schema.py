@@ -253,6 +253,7 @@ class ListOf(Spec):
 ROLES = ("implementer", "local_reviewer", "judge")
 BACKENDS = ("mcp", "ollama", "openai")
 TRANSPORTS = ("stdio", "http", "sse")
+SANDBOX_MODES = ("auto", "required", "off")
 
 SECONDS = Num(0, above=True, unit="seconds")
 TIMEOUTS = Map(
@@ -303,9 +304,24 @@ SCHEMA = Map(
         "limits": Map(
             {
                 "max_changed_files": Int(1, unit="files"),
+                "max_reply_chars": Int(1000, unit="characters one model reply may hold"),
                 "global_timeout_hours": Num(0, above=True, unit="hours"),
                 "server_wait_minutes": Num(0, unit="minutes"),
             }
+        ),
+        # Issue 11: where acceptance commands run (hub/sandbox.py); `off` reads as false in YAML.
+        "sandbox": AnyOf(
+            (
+                Str(choices=SANDBOX_MODES),
+                Bool(),
+                Map(
+                    {
+                        "mode": AnyOf((Str(choices=SANDBOX_MODES), Bool())),
+                        "network": Bool(),
+                        "writable_paths": ListOf(Str(), what="a list of folders"),
+                    }
+                ),
+            )
         ),
         "rules": Map({"catalog_url": Str()}),
     },

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 import re
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
@@ -135,6 +136,12 @@ if TYPE_CHECKING:
         reason: str
         from_state: str
 
+    class Committing(TypedDict):
+        """Set just before an attempt's commit: recovery finishes an attempt killed after it."""
+
+        attempt: int
+        parent: str
+
     class HandoffData(TypedDict, total=False):
         """What the phases hand each other. Every key is optional: a phase writes its own as it runs."""
 
@@ -154,8 +161,11 @@ if TYPE_CHECKING:
         halt: HaltRecord
         resume_notes: list[str]
         review_requested_at: str
+        review_request_mtime_ns: int  # a judge report older than this is never applied
         merge_commit: str
         server_wait: ServerWait
+        sandbox: str  # whether the acceptance commands ran sandboxed, and how
+        committing: Committing
 
     class Lease(TypedDict):
         held_by: str | None
@@ -477,6 +487,8 @@ def validate(contract: Any, file: str = "TASK_CONTRACT.json") -> Contract:
                 f"$.constraints.forbidden_paths[{i}]",
                 f"'{path}' is listed as both allowed and forbidden",
             )
+    _check_paths(contract, file)
+    _check_numbers(contract, file)
     for key in ("created_at", "updated_at", "deadline_at"):
         value = contract["timestamps"].get(key)
         if value is not None:
@@ -487,6 +499,65 @@ def validate(contract: Any, file: str = "TASK_CONTRACT.json") -> Contract:
                     file, f"$.timestamps.{key}", f"'{value}' is not an ISO 8601 time"
                 ) from None
     return cast("Contract", contract)
+
+
+# Upper bounds a schema minimum leaves open: 1e300 minutes overflowed a timedelta into a traceback.
+NUMBER_BOUNDS: dict[tuple[str, ...], float] = {
+    ("attempt",): 10_000,
+    ("limits", "max_rebuttals"): 1_000,
+    ("limits", "max_review_cycles"): 1_000,
+    ("limits", "timeout_minutes", "implementer"): 7 * 24 * 60,
+    ("limits", "timeout_minutes", "local_review"): 7 * 24 * 60,
+    ("limits", "timeout_minutes", "judge"): 30 * 24 * 60,
+    ("limits", "token_budget"): 10**12,
+    ("limits", "cost_ceiling_usd"): 10**9,
+    ("limits", "max_changed_files"): 100_000,
+    ("constraints", "max_diff_lines"): 10**7,
+}
+
+
+def _check_numbers(contract: dict[str, Any], file: str) -> None:
+    for keys, bound in NUMBER_BOUNDS.items():
+        value: Any = contract
+        for key in keys:
+            value = value.get(key) if isinstance(value, dict) else None
+        if value is None or isinstance(value, bool):
+            continue
+        if not math.isfinite(value) or value > bound:
+            raise ContractInvalid(
+                file, "$." + ".".join(keys), f"{value!r} is out of range (at most {bound:g})"
+            )
+
+
+def path_problem(path: str) -> str | None:
+    """Why a contract path cannot name a file inside the repository, else None. Pure: the path's shape
+    only; what a symlink on the way points to is checked where the file is opened."""
+    clean = path.strip().replace("\\", "/")
+    if not clean:
+        return "is empty"
+    if "\x00" in clean:
+        return "contains a NUL byte"
+    if clean.startswith(("/", "~")) or re.match(r"^[A-Za-z]:", clean):
+        return "is not inside the repository (give a path relative to its root)"
+    if ".." in clean.split("/"):
+        return "is not inside the repository ('..')"
+    if any(len(part.encode("utf-8")) > 255 for part in clean.split("/")):
+        return "has a path component longer than 255 bytes"
+    return None
+
+
+def _check_paths(contract: dict[str, Any], file: str) -> None:
+    spec, constraints = contract["specification"], contract["constraints"]
+    named: list[tuple[str, Any]] = [("$.specification.target_file", spec.get("target_file"))]
+    named += [(f"$.specification.source_files[{i}]", p) for i, p in enumerate(spec.get("source_files") or [])]
+    for key in ("allowed_paths", "forbidden_paths"):
+        named += [(f"$.constraints.{key}[{i}]", p) for i, p in enumerate(constraints.get(key) or [])]
+    for where, path in named:
+        if path is None:
+            continue
+        problem = path_problem(path)
+        if problem:
+            raise ContractInvalid(file, where, f"'{path}' {problem}")
 
 
 def validate_judge_report(report: Any, file: str = "JUDGE_REPORT.json") -> JudgeReport:

@@ -121,7 +121,12 @@ def diagnose(
 
 def run_doctor(config: Config, which: Which = shutil.which, make: WorkerFactory | None = None) -> list[Check]:
     """The machine's checks, in the order a person would fix them."""
-    checks = [check_git(which), check_ast_grep(which), check_ollama(config.ollama_host)]
+    checks = [
+        check_git(which),
+        check_ast_grep(which),
+        check_sandbox(config, which),
+        check_ollama(config.ollama_host),
+    ]
     for group in list_worker_models(config, make=make):
         if group.server_started is not None:
             checks.append(_server_check(group))
@@ -144,6 +149,25 @@ def check_git(which: Which = shutil.which) -> Check:
         )
     version = _version([path, "--version"])
     return Check("git", version is not None, version or f"{path} --version failed", "reinstall git")
+
+
+def check_sandbox(config: Config, which: Which = shutil.which) -> Check:
+    """Whether acceptance commands will run sandboxed. `auto` without bwrap passes, saying plainly that
+    commands run unsandboxed; `required` without it fails with the fix."""
+    from hub.sandbox import FIX_INSTALL, SandboxMode, availability
+
+    mode = config.sandbox.mode
+    if mode == SandboxMode.OFF:
+        return Check("sandbox", True, "off in hub.yaml: acceptance commands run with your full rights")
+    bwrap, why = availability(which)
+    if bwrap is not None:
+        net = "network on" if config.sandbox.network else "no network"
+        return Check("sandbox", True, f"{mode}: acceptance commands run in bwrap ({bwrap}, {net})")
+    if mode == SandboxMode.REQUIRED:
+        return Check(
+            "sandbox", False, f"required, but {why}: every task with commands will halt", FIX_INSTALL
+        )
+    return Check("sandbox", True, f"auto: UNSANDBOXED, {why}; {FIX_INSTALL}")
 
 
 def check_ast_grep(which: Which = shutil.which) -> Check:

@@ -9,7 +9,8 @@
     apply_answer(text, policy)   the implementer's path: a cut-off answer is refused whole
 
 Safety: an edit is written only inside `Policy.allowed_paths` and never inside `forbidden_paths`.
-Refused, with nothing of that edit written: a path that escapes the repository (`..`, absolute, `~`,
+Refused, with nothing of that edit written: one of the hub's control files (`hub.trust`: `_handoff/`,
+`hub.yaml`, `prompts/`, `sgconfig.yml`, its rule folders), whatever `allowed_paths` says; a path that escapes the repository (`..`, absolute, `~`,
 a symlink anywhere on the way, even one pointing inside the repository, since the link's target is
 what gets written), a path into `.git/`, a binary payload, a change over `max_diff_lines`, a delete
 without `delete_allowed`, and whatever `hub.edit_check.judge` refuses (an emptied file, a broken parse,
@@ -37,6 +38,7 @@ from hub.edit_check import judge
 from hub.edit_match import BlockFailure, apply_blocks, diff_stats, feedback_for, unified_diff
 from hub.edit_parse import FileEdit, ParseResult, SearchReplace, parse_edits, render_edit
 from hub.errors import EditError
+from hub.trust import CONTROL_FILES
 
 __all__ = [
     "OUTPUT_TRUNCATED",
@@ -53,6 +55,9 @@ __all__ = [
     "apply_answer",
     "apply_blocks",
     "apply_edits",
+    "check_files_per_reply",
+    "check_reply",
+    "control_file_refusal",
     "diff_stats",
     "feedback_for",
     "is_binary",
@@ -79,6 +84,10 @@ class Policy:
     forbidden_paths: tuple[str, ...] = ()
     max_diff_lines: int | None = None
     delete_allowed: bool = False
+    # The hub's control files (hub.trust): refused whatever allowed_paths says.
+    control_paths: tuple[str, ...] = CONTROL_FILES
+    # How many files one answer may touch; an answer over it is refused whole, before anything is written.
+    max_files: int | None = None
 
 
 @dataclass(frozen=True)
@@ -225,6 +234,8 @@ def apply_answer(
     if done_reason == "length":
         return ParseResult((), (OUTPUT_TRUNCATED,)), ApplyResult((), (), ())
     parsed = parse_edits(text, default_path=default_path)
+    if policy.max_files is not None:
+        check_files_per_reply(parsed.edits, policy.max_files)
     return parsed, apply_edits(parsed.edits, policy)
 
 
@@ -386,7 +397,12 @@ def _check_path(raw: str, policy: Policy, root: Path) -> str:
         raise EditError("path escapes the repository ('..')")
     if any(p.lower() == ".git" for p in parts):
         raise EditError("path is inside .git/")
+    if any(len(p.encode("utf-8")) > 255 for p in parts):
+        raise EditError("a path component is longer than 255 bytes, more than file systems allow")
     rel = "/".join(parts)
+    control = control_file_refusal(rel, policy.control_paths)
+    if control is not None:
+        raise EditError(control)
     forbidden = _first_match(rel, policy.forbidden_paths)
     if forbidden is not None:
         raise EditError(f"path is inside forbidden_paths ({forbidden!r})")
@@ -395,6 +411,40 @@ def _check_path(raw: str, policy: Policy, root: Path) -> str:
         raise EditError(f"path is not inside allowed_paths ({shown})")
     _check_filesystem(root, rel)
     return rel
+
+
+def control_file_refusal(rel: str, control_paths: Sequence[str]) -> str | None:
+    """Why `rel` may not be edited because it is (or is inside) one of the hub's control files, else None.
+    Compared without case: on a case-insensitive file system `HUB.YAML` is `hub.yaml`."""
+    lowered = rel.lower()
+    for entry in control_paths:
+        name = entry.strip("/").lower()
+        if name and (lowered == name or lowered.startswith(name + "/")):
+            return (
+                f"path is the hub's control file {entry!r}: the hub's configuration, prompts, rules and "
+                "hand-off folder decide how your work is checked, so no task may edit them, whatever "
+                "allowed_paths says; change only the task's files"
+            )
+    return None
+
+
+def check_reply(text: str, max_chars: int) -> None:
+    """Refuse a model reply too large to parse and apply safely, before anything reads it whole."""
+    if len(text) > max_chars:
+        raise EditError(
+            f"the reply is {len(text):,} characters, over the limit of {max_chars:,} "
+            "(limits.max_reply_chars): answer with only the files you change"
+        )
+
+
+def check_files_per_reply(edits: Sequence[FileEdit], max_files: int) -> None:
+    """Refuse a reply touching more files than one change may, before anything is written."""
+    paths = {e.path.strip() for e in edits}
+    if len(paths) > max_files:
+        raise EditError(
+            f"the reply edits {len(paths)} files, over the limit of {max_files} "
+            "(limits.max_changed_files): change fewer files"
+        )
 
 
 def _check_filesystem(root: Path, rel: str) -> None:

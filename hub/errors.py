@@ -180,6 +180,13 @@ class WrongState(HubError):
 
     exit_code = EXIT_WRONG_STATE
 
+    def __init__(self, message: str, found: str | None = None, recovered: bool = False) -> None:
+        # Set by the phase gate only: the state found once the lock was held, and whether this run's own
+        # crash recovery put the task there.
+        self.found = found
+        self.recovered = recovered
+        super().__init__(message)
+
 
 class InvalidTransition(WrongState):
     """The state machine has no edge for this event from this state."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -15,7 +16,7 @@ from typing import Any
 from hub import contract as contract_mod
 from hub.atomic import write_atomic
 from hub.contract import Contract, HistoryEntry, iso
-from hub.errors import LockBusy
+from hub.errors import ContractInvalid, LockBusy
 from hub.log import get_logger
 from hub.machine import HALT_EVENT, RESUME_EVENT, transition
 
@@ -24,6 +25,7 @@ log = get_logger(__name__)
 ROTATE_BYTES = 5 * 1024 * 1024
 
 # Files that belong to the active task and move to archive/<task_id>/ when it ends.
+TASK_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,120}")
 TASK_FILES = (
     "TASK_CONTRACT.json",
     "REVIEW_REQUEST.md",
@@ -98,7 +100,14 @@ class Handoff:
     def archive(self) -> Path:
         return self.dir / "archive"
 
+    @property
+    def sandbox_pid(self) -> Path:
+        return self.dir / ".sandbox.pid"
+
     def runs(self, task_id: str) -> Path:
+        # A task id from outside (hub_log over MCP, --task) must name a folder inside runs/, nothing else.
+        if not TASK_ID.fullmatch(task_id):
+            raise ContractInvalid("task_id", "$", f"{task_id!r} is not a task id (letters, digits, . _ -)")
         return self.dir / "runs" / task_id
 
     def has_task(self) -> bool:
@@ -358,9 +367,31 @@ def archive_task(handoff: Handoff, task_id: str) -> Path:
     return target
 
 
+NUMBERED = re.compile(r"^(\d{3,})-")
+
+
+def number_of(name: str) -> int | None:
+    """The NNN prefix of a runs/ file name (three digits or more: 999 is followed by 1000), else None."""
+    match = NUMBERED.match(name)
+    return int(match.group(1)) if match else None
+
+
 def next_number(folder: Path) -> int:
-    """The next free NNN prefix in a runs/<task_id>/ folder (records and set-aside reports share it)."""
-    return 1 + max((int(p.name[:3]) for p in folder.glob("[0-9][0-9][0-9]-*")), default=0)
+    """The next free NNN prefix in a runs/<task_id>/ folder (records and set-aside reports share it).
+    Past 999 the prefix grows a digit; a three-digit glob had 1000 overwrite 1000 forever."""
+    numbers = (number_of(p.name) for p in folder.iterdir()) if folder.is_dir() else iter(())
+    return 1 + max((n for n in numbers if n is not None), default=0)
+
+
+def reserve(folder: Path, suffix: str) -> Path:
+    """A new numbered file `NNN-<suffix>` created empty and exclusively, so two writers never share one."""
+    while True:
+        target = folder / f"{next_number(folder):03d}-{suffix}"
+        try:
+            os.close(os.open(target, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+            return target
+        except FileExistsError:
+            continue
 
 
 def set_aside(handoff: Handoff, path: Path, task_id: str, label: str) -> Path | None:
@@ -369,7 +400,7 @@ def set_aside(handoff: Handoff, path: Path, task_id: str, label: str) -> Path | 
         return None
     folder = handoff.runs(task_id)
     folder.mkdir(parents=True, exist_ok=True)
-    target = folder / f"{next_number(folder):03d}-{label}{path.suffix}"
+    target = reserve(folder, f"{label}{path.suffix}")
     os.replace(path, target)
     return target
 

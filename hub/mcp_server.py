@@ -579,12 +579,17 @@ class BearerAuth:
 
     def __init__(self, app: Any, token: str) -> None:
         self.app = app
-        self.expected = f"Bearer {token}".encode()
+        self.expected = token.encode()
+
+    def _authorized(self, header: bytes) -> bool:
+        # The scheme is case-insensitive (RFC 9110 11.1): `bearer x` and `BEARER x` are `Bearer x`.
+        scheme, _, credentials = header.strip().partition(b" ")
+        return scheme.lower() == b"bearer" and hmac.compare_digest(credentials.strip(), self.expected)
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "http":
             supplied = dict(scope.get("headers") or []).get(b"authorization", b"")
-            if not hmac.compare_digest(supplied, self.expected):
+            if not self._authorized(supplied):
                 body = json.dumps(
                     {"error": "unauthorized", "error_description": "send Authorization: Bearer <token>"}
                 ).encode()
@@ -608,19 +613,47 @@ def is_loopback(host: str) -> bool:
     if host == "localhost":
         return True
     try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
+        return ipaddress.ip_address(bind_address(host)).is_loopback
     except ValueError:
         return False
 
 
-def http_app(server: MCPServer, host: str, token: str | None) -> Any:
-    """The streamable HTTP app (endpoint /mcp), behind the bearer check when there is a token."""
-    if not token and not is_loopback(host):
+def bind_address(host: str) -> str:
+    """`[::1]` as the CLI may give it is `::1` to bind; anything else unchanged."""
+    return host[1:-1] if host.startswith("[") and host.endswith("]") else host
+
+
+def url_host(host: str) -> str:
+    bare = bind_address(host)
+    return f"[{bare}]" if ":" in bare else bare
+
+
+def transport_security(host: str, port: int) -> Any:
+    """DNS-rebinding protection for a loopback bind, whatever the loopback address: only requests whose
+    Host (and Origin, when sent) name the address bound, or localhost, are served. The SDK's own guard
+    knows only 127.0.0.1, localhost and ::1, so `--host 127.0.0.2` served `Host: evil.example`."""
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    names = {url_host(host), "localhost"}
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=sorted({f"{n}:{port}" for n in names} | names),
+        allowed_origins=sorted(f"{scheme}://{n}:{port}" for n in names for scheme in ("http", "https")),
+    )
+
+
+def http_app(server: MCPServer, host: str, token: str | None, port: int = DEFAULT_HTTP_PORT) -> Any:
+    """The streamable HTTP app (endpoint /mcp): behind the bearer check when there is a token, and on a
+    loopback address behind the Host/Origin check too (a browser page cannot send the token, but it can
+    make a request to a rebound name)."""
+    loopback = is_loopback(host)
+    if not token and not loopback:
         raise ConfigError(
             f"refusing to serve on {host} without a token: anyone who can reach it could drive the hub; "
             "pass --token or set HUB_MCP_TOKEN (or bind 127.0.0.1)"
         )
-    app = server.streamable_http_app(host=host)
+    security = transport_security(host, port) if loopback else None
+    app = server.streamable_http_app(host=bind_address(host), transport_security=security)
     return BearerAuth(app, token) if token else app
 
 
@@ -646,9 +679,11 @@ def serve(
     import uvicorn
 
     token = token or config.mcp_token
-    app = http_app(server, host, token)
-    log.info("mcp.serve", transport="http", url=f"http://{host}:{port}/mcp", auth=bool(token))
+    app = http_app(server, host, token, port)
+    log.info("mcp.serve", transport="http", url=f"http://{url_host(host)}:{port}/mcp", auth=bool(token))
     # uvicorn's INFO lines go to stderr and say when it listens; access logs would drown them.
     uvicorn.Server(
-        uvicorn.Config(app, host=host, port=port, log_level="info", access_log=False, lifespan="on")
+        uvicorn.Config(
+            app, host=bind_address(host), port=port, log_level="info", access_log=False, lifespan="on"
+        )
     ).run()

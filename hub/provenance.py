@@ -14,7 +14,7 @@ from typing import Any
 
 from hub.atomic import write_atomic
 from hub.contract import iso
-from hub.handoff import Handoff, next_number
+from hub.handoff import Handoff, number_of, reserve
 
 SECRET_KEY = re.compile(r"(token|secret|key|password|passwd|authorization|credential)", re.IGNORECASE)
 # Token counts and timings are numbers, not credentials: "token" in `first_token_seconds` is the
@@ -52,7 +52,7 @@ def _measure(key: str, value: Any) -> bool:
 def write_record(handoff: Handoff, task_id: str, kind: str, payload: dict[str, Any], now: datetime) -> Path:
     folder = handoff.runs(task_id)
     folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{next_number(folder):03d}-{kind}.json"
+    path = reserve(folder, f"{kind}.json")
     record = redact(
         {"timestamp": iso(now), "at_ns": time.time_ns(), "kind": kind, "task_id": task_id, **payload}
     )
@@ -64,7 +64,9 @@ def read_records(handoff: Handoff, task_id: str) -> list[dict[str, Any]]:
     """The task's records in NNN order. A judge report set aside into the folder is not a record of ours:
     it is listed with its kind from the file name and its time from the file."""
     records = []
-    for path in sorted(handoff.runs(task_id).glob("[0-9][0-9][0-9]-*.json")):
+    folder = handoff.runs(task_id)
+    numbered = [(number_of(p.name), p) for p in folder.glob("*.json")] if folder.is_dir() else []
+    for _, path in sorted((n, p) for n, p in numbered if n is not None):
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
             stat = path.stat()

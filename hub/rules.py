@@ -616,6 +616,16 @@ def _project_rule_files(repo_root: Path, rule_id: str) -> list[tuple[Path, int]]
     return [(r.info.path, counts[r.info.path]) for r in project if r.info.id == rule_id]
 
 
+def _require_inside(repo_root: Path, path: Path) -> None:
+    """A rule file the tools write or delete must lie in the repository: sgconfig.yml's ruleDirs may name
+    any folder, and remove_rule followed one outside and deleted there."""
+    if not path.resolve().is_relative_to(repo_root.resolve()):
+        raise RuleError(
+            f"{path} is outside the repository {repo_root} (sgconfig.yml ruleDirs points there); "
+            "rules are only written or removed inside the repository"
+        )
+
+
 def add_or_update_rule(repo_root: Path, rule_id: str, rule_yaml: str) -> Path:
     """Validate a rule, then write it (atomically) into the repository's first rule dir; return its file."""
     repo_root = Path(repo_root).resolve()
@@ -632,6 +642,7 @@ def add_or_update_rule(repo_root: Path, rule_id: str, rule_yaml: str) -> Path:
             f"rule '{rule_id}' lives in a file with other rules ({existing[0][0]}); edit that file"
         )
     target = existing[0][0] if existing else dirs[0] / f"{rule_id}.yml"
+    _require_inside(repo_root, target)
     if not target.resolve().is_relative_to(repo_root):
         raise RuleError(f"{target} is outside the repository; not writing there")
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -655,6 +666,7 @@ def remove_rule(repo_root: Path, rule_id: str) -> Path:
             )
         raise RuleError(f"no project rule '{rule_id}'")
     path, count = existing[0]
+    _require_inside(repo_root, path)
     if count > 1:
         raise RuleError(f"rule '{rule_id}' lives in a file with other rules ({path}); edit that file")
     path.unlink()

@@ -435,3 +435,13 @@ def test_render_outline_drops_statement_semicolons_and_says_none_when_empty() ->
     assert result is not None
     assert render_outline(result) == 'imports: import x from "x"\nfunctions: (none)'
     assert render_outline(Outline("python", (), ())) == "imports: (none)\nfunctions: (none)"
+
+
+def test_an_error_after_a_long_run_of_comment_lines_is_found_at_its_place() -> None:
+    # Comment lines are blanked before parsing (tree-sitter-python is quadratic in them): positions hold.
+    source = "# é ünïcode comment\n" * 3000 + "def f(:\n    # inside\n    pass\n"
+
+    issues = syntax_errors("big.py", source)
+
+    assert issues and issues[0].line == 3001
+    assert syntax_errors("ok.py", "# c\n" * 3000 + "x = 1  # trailing\n") == []

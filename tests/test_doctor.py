@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -243,3 +243,19 @@ def test_hub_doctor_exits_1_naming_the_fix_when_ollama_is_down(hub: HubRunner) -
     assert done.returncode == 1
     assert "FAIL  ollama" in done.stdout and "fix: start Ollama" in done.stdout
     assert "FAIL  models for implementer, local_reviewer via ollama" in done.stdout
+
+
+def test_doctor_says_whether_acceptance_commands_are_sandboxed(tmp_path: Path) -> None:
+    from hub.doctor import check_sandbox
+    from hub.sandbox import SandboxMode, SandboxSettings
+
+    base = config(tmp_path)
+    found = check_sandbox(base)
+    assert found.ok and "acceptance commands run in bwrap" in found.detail
+
+    missing = check_sandbox(base, which=lambda _: None)
+    assert missing.ok and "auto: UNSANDBOXED" in missing.detail
+
+    required = replace(base, sandbox=SandboxSettings(SandboxMode.REQUIRED))
+    failed = check_sandbox(required, which=lambda _: None)
+    assert not failed.ok and "apt-get install -y bubblewrap" in (failed.fix or "")

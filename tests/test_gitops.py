@@ -205,3 +205,36 @@ def test_a_conflicting_merge_is_aborted_leaving_both_branches_and_the_tree_as_th
     assert gitops.current_branch(repo) == "task/t1"
     assert gitops.dirty_files(repo) == []
     assert not (git_repo / ".git/MERGE_HEAD").exists()
+
+
+def test_a_git_running_in_another_worktree_counts_as_live_for_shared_ref_locks(tmp_path: Path) -> None:
+    import subprocess
+
+    from hub.gitops import live_git_in
+
+    main = tmp_path / "main"
+    main.mkdir()
+    for args in (["init", "-q", "-b", "main"], ["commit", "-q", "--allow-empty", "-m", "x"]):
+        subprocess.run(
+            ["git", "-c", "user.name=t", "-c", "user.email=t@x.invalid", *args], cwd=main, check=True
+        )
+    other = tmp_path / "other"
+    subprocess.run(["git", "worktree", "add", "-q", str(other)], cwd=main, check=True)
+    live = subprocess.Popen(
+        ["sh", "-c", "git cat-file --batch-check; true"],
+        cwd=other,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert live.stdin is not None and live.stdout is not None
+    try:
+        live.stdin.write("HEAD\n")
+        live.stdin.flush()
+        assert "commit" in live.stdout.readline()  # the event: that git is running
+
+        assert live_git_in(main)
+    finally:
+        live.stdin.close()
+        live.wait(timeout=30)
+        live.stdout.close()

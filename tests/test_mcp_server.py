@@ -212,15 +212,18 @@ def test_every_tool_over_stdio(git_repo: Path, task: TaskDriver) -> None:
 class HttpServer:
     """`hub mcp serve --transport http` as a subprocess; ready once uvicorn says it is listening."""
 
-    def __init__(self, repo: Path, port: int, token: str) -> None:
-        self.url = f"http://127.0.0.1:{port}/mcp"
+    def __init__(self, repo: Path, port: int, token: str | None, host: str = "127.0.0.1") -> None:
+        self.url = f"http://{host}:{port}/mcp"
         self.lines: list[str] = []
         self.ready = threading.Event()
-        env = {**os.environ, "HUB_LOG_FORMAT": "json", "HUB_MCP_TOKEN": token}
+        env = {**os.environ, "HUB_LOG_FORMAT": "json"}
+        env.pop("HUB_MCP_TOKEN", None)
+        if token:
+            env["HUB_MCP_TOKEN"] = token
         env.pop("HUB_HANDOFF_DIR", None)
         argv = [sys.executable, "-m", "hub", "--repo", str(repo), "mcp", "serve", "--transport", "http"]
         self.process = subprocess.Popen(
-            [*argv, "--port", str(port)],
+            [*argv, "--port", str(port), "--host", host],
             env=env,
             cwd=repo,
             stdin=subprocess.DEVNULL,
@@ -411,6 +414,52 @@ def test_hub_create_task_takes_the_fields_of_hub_new(git_repo: Path, task: TaskD
     assert contract["complexity"] == "trivial"
     assert contract["specification"]["target_file"] == "src/app.py"
     assert contract["specification"]["acceptance_commands"] == ["python -c pass"]
+
+
+INIT = {
+    "jsonrpc": "2.0",
+    "id": 0,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "t", "version": "1"},
+    },
+}
+ACCEPT = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+
+
+@pytest.mark.parametrize("host", ["127.0.0.2", "[::1]"])
+def test_a_rebinding_request_to_any_loopback_address_is_refused(git_repo: Path, host: str) -> None:
+    port = free_port()
+    server = HttpServer(git_repo, port, token=None, host=host)
+    try:
+        assert server.ready.wait(READY_SECONDS) and server.process.poll() is None, "".join(server.lines)
+        with httpx.Client(timeout=10) as http:
+            evil = http.post(server.url, json=INIT, headers={**ACCEPT, "Host": f"evil.example:{port}"})
+            origin = http.post(server.url, json=INIT, headers={**ACCEPT, "Origin": "http://evil.example"})
+            own = http.post(server.url, json=INIT, headers=ACCEPT)
+        assert (evil.status_code, origin.status_code) == (421, 403)
+        assert own.status_code == 200, own.text
+    finally:
+        server.close()
+
+
+def test_the_bearer_scheme_is_matched_without_case(git_repo: Path) -> None:
+    server = HttpServer(git_repo, free_port(), token="s3cret-token")
+    try:
+        assert server.ready.wait(READY_SECONDS) and server.process.poll() is None, "".join(server.lines)
+        with httpx.Client(timeout=10) as http:
+            lower = http.post(
+                server.url, json=INIT, headers={**ACCEPT, "Authorization": "bearer s3cret-token"}
+            )
+            upper = http.post(
+                server.url, json=INIT, headers={**ACCEPT, "Authorization": "BEARER s3cret-token"}
+            )
+            wrong = http.post(server.url, json=INIT, headers={**ACCEPT, "Authorization": "bearer nope"})
+        assert (lower.status_code, upper.status_code, wrong.status_code) == (200, 200, 401)
+    finally:
+        server.close()
 
 
 async def describe_tools(session: Any) -> dict[str, Any]:

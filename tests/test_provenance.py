@@ -197,3 +197,15 @@ def test_log_lists_a_model_call_between_the_transitions_around_it_within_one_sec
     kinds = [(e["kind"], e.get("event") or e.get("model")) for e in log_entries(ctx, contract["task_id"])]
 
     assert kinds == [("transition", "lock_acquired"), ("model-call", "m"), ("transition", "code_written")]
+
+
+def test_records_past_999_keep_their_own_files_and_their_order(tmp_path: Path) -> None:
+    hand = Handoff(tmp_path / "_handoff")
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    for i in range(1005):
+        write_record(hand, "t-1", "command", {"i": i}, now)
+
+    records = read_records(hand, "t-1")
+
+    assert [r["i"] for r in records] == list(range(1005))
+    assert records[-1]["file"] == "1005-command.json"

@@ -1,7 +1,9 @@
-"""Running the contract's acceptance commands, each in its own process group with a timeout."""
+"""Running the contract's acceptance commands: in the sandbox (`hub.sandbox`), each in its own process
+group, with a timeout that kills the whole tree."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -12,6 +14,15 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from hub.contract import AcceptanceResult
+
+from hub.atomic import write_atomic
+from hub.config import Config
+from hub.faults import crash_point
+from hub.log import get_logger
+from hub.sandbox import Jail, prepare
+from hub.trust import control_paths
+
+log = get_logger("hub.phase")
 
 TAIL = 4000
 
@@ -45,19 +56,41 @@ class CommandResult:
         return f"$ {self.command}\n({what})\n{out}"
 
 
-def run_command(command: str, cwd: Path, timeout: float) -> CommandResult:
-    """Run one shell command; on timeout kill its whole process group, so no child outlives it."""
+def run_command(
+    command: str, cwd: Path, timeout: float, jail: Jail | None = None, pidfile: Path | None = None
+) -> CommandResult:
+    """Run one shell command (in `jail` when given); on timeout kill its whole process group, so no child
+    outlives it. In the sandbox the command also has a PID namespace of its own: killing bwrap ends
+    every process in it, even one that left the process group with setsid. `pidfile` records the
+    sandbox's init while it runs, for `reap_leftover` should the hub be killed meanwhile."""
     started = time.perf_counter()
-    proc = subprocess.Popen(
-        command,
-        shell=True,
-        cwd=cwd,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-        stdin=subprocess.DEVNULL,
-    )
+    sandboxed = jail is not None and jail.sandboxed
+    # bwrap writes to --info-fd once the sandbox stands (its die-with-parent armed) and closes it: until
+    # then a kill of the hub could leave a sandbox starting up without a parent to die with.
+    info_read, info_write = os.pipe() if sandboxed else (-1, -1)
+    try:
+        proc = subprocess.Popen(
+            jail.argv(command, cwd, info_fd=info_write if sandboxed else None) if jail else command,
+            shell=jail is None,
+            env=dict(jail.env) if jail else None,
+            cwd=cwd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+            stdin=subprocess.DEVNULL,
+            pass_fds=(info_write,) if sandboxed else (),
+        )
+    finally:
+        if sandboxed:
+            os.close(info_write)
+    if sandboxed:
+        with os.fdopen(info_read, "rb") as info:
+            _remember(pidfile, info.read())
+    else:
+        # Unsandboxed, the command's process group is what a later phase can still end.
+        _remember(pidfile, json.dumps({"child-pid": proc.pid, "group": True}).encode())
+    crash_point("acceptance:running")
     try:
         stdout, stderr = proc.communicate(timeout=timeout)
         timed_out = False
@@ -65,6 +98,63 @@ def run_command(command: str, cwd: Path, timeout: float) -> CommandResult:
         os.killpg(proc.pid, signal.SIGKILL)
         stdout, stderr = proc.communicate()
         timed_out = True
+    if pidfile is not None:
+        pidfile.unlink(missing_ok=True)
     return CommandResult(
         command, proc.returncode, stdout or "", stderr or "", time.perf_counter() - started, timed_out
     )
+
+
+def jail_for(config: Config) -> Jail:
+    """The sandbox acceptance commands run in, for this configuration; logged, so the phase log says
+    whether commands were sandboxed. Raises SandboxUnavailable under `sandbox: required`."""
+    protected = [config.repo_root / p for p in control_paths(config)]
+    jail = prepare(config.sandbox, config.repo_root, protected)
+    log.info("acceptance.sandbox", sandboxed=jail.sandboxed, mode=str(config.sandbox.mode), detail=jail.why)
+    return jail
+
+
+def _start_time(pid: int) -> str | None:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text(encoding="utf-8").rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def _remember(pidfile: Path | None, info: bytes) -> None:
+    """Record the sandbox's init (its host pid and start time) while the command runs."""
+    if pidfile is None:
+        return
+    try:
+        data = json.loads(info)
+        pid = int(data["child-pid"])
+    except (ValueError, KeyError, TypeError):
+        return
+    write_atomic(
+        pidfile, json.dumps({"pid": pid, "start": _start_time(pid), "group": bool(data.get("group"))})
+    )
+
+
+def reap_leftover(pidfile: Path) -> bool:
+    """Kill a command a killed hub left running, if it is still that process (same start time). In the
+    sandbox: bwrap arms its own die-with-parent only after it has forked, so a hub killed in that
+    instant leaves it behind; killing its init ends its whole PID namespace. Unsandboxed: nothing dies
+    with the hub, and the command's process group is killed here. True if one was killed."""
+    try:
+        recorded = json.loads(pidfile.read_text(encoding="utf-8"))
+        pid, start = int(recorded["pid"]), recorded["start"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    killed = False
+    if start is not None and _start_time(pid) == start:
+        try:
+            if recorded.get("group"):
+                os.killpg(pid, signal.SIGKILL)
+            else:
+                os.kill(pid, signal.SIGKILL)
+            killed = True
+            log.warning("acceptance.reaped", pid=pid, why="left running by a killed hub")
+        except ProcessLookupError:
+            pass
+    pidfile.unlink(missing_ok=True)
+    return killed

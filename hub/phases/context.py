@@ -18,9 +18,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from hub import contract as contract_mod
 from hub import handoff
+from hub.breakers import Trip
 from hub.config import Config
 from hub.contract import Contract, Lease, TaskRefs, iso, now_utc, parse_iso, task_refs
-from hub.errors import EXIT_HALTED, HubError, LockBusy, TaskHalted, WrongState
+from hub.errors import EXIT_HALTED, DirtyWorkTree, GitError, HubError, LockBusy, TaskHalted, WrongState
 from hub.log import get_logger
 from hub.machine import (
     ERIK_CONSULTATION,
@@ -28,6 +29,7 @@ from hub.machine import (
     IMPLEMENTATION_IN_PROGRESS,
     IN_PROGRESS_STATES,
     JUDGE_REVIEW_IN_PROGRESS,
+    MERGED,
     PENDING_IMPLEMENTER,
     PENDING_JUDGE_REVIEW,
     PENDING_LOCAL_REVIEW,
@@ -39,7 +41,6 @@ from hub.machine import (
 if TYPE_CHECKING:
     from git import Repo
 
-    from hub.breakers import Trip
     from hub.workers.base import ChatRequest, Generation, Worker
 
 log = get_logger("hub.phase")
@@ -162,10 +163,14 @@ class Run:
         if not branch:
             return None
         from hub import gitops
+        from hub.trust import control_paths
 
         gitops.checkout(self.repo, branch)
         return gitops.checkpoint(
-            self.repo, self.commit_message(event), self.contract["constraints"]["allowed_paths"] or None
+            self.repo,
+            self.commit_message(event),
+            self.contract["constraints"]["allowed_paths"] or None,
+            exclude=list(control_paths(self.ctx.config)),
         )
 
     def commit_message(self, event: str) -> Callable[[list[str]], str]:
@@ -446,8 +451,20 @@ def running(ctx: Context, phase: str, accepts: AbstractSet[str]) -> Iterator[Run
     with handoff.phase_lock(hand, phase, ctx.clock()):
         contract = contract_mod.load(hand.contract)
         run = Run(ctx, contract, phase)
-        if contract["status"] in IN_PROGRESS_STATES:
-            recover(run)
+        recovered = False
+        if hand.sandbox_pid.exists():
+            from hub.phases.acceptance import reap_leftover
+
+            reap_leftover(hand.sandbox_pid)
+        with halt_on_git_failure(run):
+            if contract["git"].get("task_branch"):
+                from hub import gitops
+
+                # A git killed with a phase leaves locks or a half-done merge: every later run failed.
+                gitops.clear_leftovers(ctx.repo_root)
+            if contract["status"] in IN_PROGRESS_STATES:
+                recover(run)
+                recovered = True
         status = contract["status"]
         if status == ERIK_CONSULTATION and ERIK_CONSULTATION not in accepts:
             raise TaskHalted(
@@ -457,10 +474,13 @@ def running(ctx: Context, phase: str, accepts: AbstractSet[str]) -> Iterator[Run
         if status not in accepts:
             raise WrongState(
                 f"{phase} needs the task in {' or '.join(sorted(accepts))}; task {run.task_id} is in {status}"
-                " (see `hub status`)"
+                " (see `hub status`)",
+                found=status,
+                recovered=recovered,
             )
         run.start_state = status
-        yield run
+        with halt_on_git_failure(run):
+            yield run
         log.info(
             "phase",
             task=run.task_id,
@@ -473,6 +493,29 @@ def running(ctx: Context, phase: str, accepts: AbstractSet[str]) -> Iterator[Run
         )
 
 
+@contextmanager
+def halt_on_git_failure(run: Run) -> Iterator[None]:
+    """A git failure or an OS error in a phase halts the task, naming it, instead of failing the same
+    way on every later run (an unborn repository, a deleted or mid-merge task branch, a name too long
+    for the file system). A dirty tree and a merge conflict keep their own handling."""
+    from hub.gitops import MergeConflict
+
+    try:
+        yield
+    except (DirtyWorkTree, MergeConflict):
+        raise
+    except (GitError, OSError) as exc:
+        # Before setup-task made the branch, a git error is setup's own (a wrong --base, no commit yet):
+        # exit 1 with the reason, and the person reruns it; nothing of the task is at stake yet.
+        if run.contract["status"] in (ERIK_CONSULTATION, MERGED) or not run.contract["git"].get(
+            "task_branch"
+        ):
+            raise
+        trigger = "git_error" if isinstance(exc, GitError) else "os_error"
+        outcome = run.halt(Trip(trigger, f"{run.phase}: {exc}", {"phase": run.phase}))
+        raise TaskHalted(outcome.message) from None
+
+
 def recover(run: Run) -> None:
     """The phase that left the task in an *_in_progress state is dead: record it, keep its work, go on."""
     contract = run.contract
@@ -482,6 +525,13 @@ def recover(run: Run) -> None:
     expires = lease.get("expires_at")
     if holder and not same_host and expires and parse_iso(expires) > run.now:
         raise LockBusy(f"task {run.task_id} is held by {holder} on another host until {expires}")
+    if _committed_before_kill(run):
+        from hub import gitops
+        from hub.phases.implement import finish_code_written
+
+        finish_code_written(run, gitops.head_commit(run.repo))
+        log.warning("recovered", task=run.task_id, reason="the attempt was killed after its commit: finished")
+        return
     stash_name = None
     if contract["status"] == IMPLEMENTATION_IN_PROGRESS and contract["git"].get("task_branch"):
         stash_name = f"hub:{run.task_id}:attempt-{contract['attempt']}:interrupted"
@@ -498,6 +548,24 @@ def recover(run: Run) -> None:
     log.warning("recovered", task=run.task_id, reason=reason)
 
 
+def _committed_before_kill(run: Run) -> bool:
+    """An implementer killed between committing its attempt and recording code_written: its work is on
+    the branch and nothing of it is left in the work tree."""
+    contract = run.contract
+    marker = contract["handoff_data"].get("committing")
+    branch = contract["git"].get("task_branch")
+    if contract["status"] != IMPLEMENTATION_IN_PROGRESS or not marker or not branch:
+        return False
+    if marker["attempt"] != contract["attempt"]:
+        return False
+    from hub import gitops
+
+    gitops.checkout(run.repo, branch)
+    scope = contract["constraints"]["allowed_paths"] or None
+    dirty = gitops.dirty_files(run.repo)
+    return not [p for p in dirty if scope is None or gitops.in_scope(p, scope)]
+
+
 def pre_phase_trip(run: Run) -> Trip | None:
     from hub import breakers
 
@@ -505,4 +573,15 @@ def pre_phase_trip(run: Run) -> Trip | None:
 
 
 def require_setup(run: Run) -> TaskRefs:
-    return task_refs(run.contract)
+    """The task's git refs; GitError (which halts the task) when its branch was deleted meanwhile."""
+    refs = task_refs(run.contract)
+    from hub import gitops
+
+    if not gitops.branch_exists(run.repo, refs.task_branch):
+        base = refs.base_commit or "the base commit"
+        raise GitError(
+            f"the task branch {refs.task_branch} does not exist any more (deleted?): recreate it with "
+            f"`git branch {refs.task_branch} <its last commit>` (or from {base} to start over), then "
+            "`hub resume`"
+        )
+    return refs

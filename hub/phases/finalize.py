@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from hub import gitops, handoff
 from hub.breakers import Trip
-from hub.contract import Verdict, iso
-from hub.errors import WrongState
+from hub.contract import Contract, Verdict, iso
+from hub.errors import ContractInvalid, WrongState
+from hub.faults import crash_point
 from hub.gitops import MergeConflict
 from hub.machine import (
     ERIK_CONSULTATION,
+    MERGED,
     PENDING_IMPLEMENTER,
     PENDING_JUDGE_REVIEW,
     RESUMABLE_STATES,
@@ -47,8 +49,10 @@ def finalize_task(ctx: Context) -> Outcome:
             )
         except MergeConflict as exc:
             return run.halt(Trip("git_conflict", str(exc), {"files": ", ".join(exc.files)}))
+        crash_point("finalize:after-merge")
         run.contract["handoff_data"]["merge_commit"] = merge_commit
         run.record(Event.PASS, f"merged into {refs.base_branch} at {merge_commit[:12]}")
+        crash_point("finalize:after-pass")
         target = handoff.archive_task(ctx.handoff, run.task_id)
         return Outcome(
             "finalize-task",
@@ -97,6 +101,23 @@ def resume(ctx: Context, to_state: str, note: str | None = None) -> Outcome:
         if to_state == PENDING_JUDGE_REVIEW:
             # A fresh request (the diff as it is now) and a fresh review clock for the judge.
             run.contract["handoff_data"]["review_requested_at"] = iso(run.now)
-            run.save()
             write_review_request(run)
+            run.save()  # with the request's mtime, which a judge report must not predate
         return Outcome("resume", run.task_id, run.start_state, to_state, f"resumed to {to_state}")
+
+
+def archive_merged(ctx: Context) -> Contract | None:
+    """Finish the archiving of a task a finalize killed between `pass` and its archiving left merged
+    (else `hub new` would overwrite it); the active contract after: None once archived."""
+    from hub.phases.status import active_contract
+
+    hand = ctx.handoff
+    with handoff.phase_lock(hand, "archive", ctx.clock()):
+        try:
+            current = active_contract(ctx)
+        except ContractInvalid:
+            return None
+        if current is not None and current["status"] == MERGED:
+            handoff.archive_task(hand, str(current["task_id"]))
+            return None
+        return current

@@ -18,12 +18,14 @@ from hub.backlog import notes_for_prompt
 from hub.breakers import Trip
 from hub.contract import Contract, Verdict, task_refs
 from hub.errors import ContextOverflow, WorkerError
+from hub.faults import crash_point
 from hub.log import get_logger
 from hub.machine import PENDING_IMPLEMENTER, TIMEOUT_IMPLEMENTER, Event
-from hub.phases.acceptance import CommandResult, run_command
+from hub.phases.acceptance import CommandResult, jail_for, run_command
 from hub.phases.context import Context, Outcome, Run, pre_phase_trip, require_setup, running
 from hub.phases.stall import Stall, implementer_stall, model_unavailable, strike, worker_failure
 from hub.provenance import write_record
+from hub.sandbox import Jail, SandboxUnavailable
 from hub.workers.base import Generation, Worker
 
 if TYPE_CHECKING:
@@ -69,6 +71,7 @@ class Attempt:
         self.started = time.perf_counter()
         # For STALL_REPORT.md: where the attempt's time went.
         self.timings: dict[str, float] = {}
+        self.jail: Jail | None = None
 
     def execute(self) -> Outcome:
         worker = self.run.ctx.worker("implementer")
@@ -89,10 +92,17 @@ class Attempt:
         )
 
     def _attempt(self, worker: Worker) -> Outcome:
+        if self.contract["specification"].get("acceptance_commands"):
+            # Decided before the model is called: under `sandbox: required` nothing runs unsandboxed.
+            try:
+                self.jail = jail_for(self.config)
+            except SandboxUnavailable as exc:
+                return self.run.halt(Trip("sandbox_unavailable", str(exc), {"fix": exc.fix}))
+            self.contract["handoff_data"]["sandbox"] = self.jail.why
         trip = model_unavailable(self.run, worker, self.model)
         if trip:
             return self.run.halt(trip)
-        system = prompts.template(self.run.ctx.repo_root, "implementer_system").strip()
+        system = prompts.template(self.config.trust_root, "implementer_system").strip()
         prompt = build_prompt(self.run)
         try:
             generation = self._call(worker, prompt, system, "implement")
@@ -143,7 +153,9 @@ class Attempt:
         an answer whose edits were all refused for what the model can fix (SEARCH blocks that did not
         match, content the pre-write check refused, a cut-off answer) is not yet a stall: the caller
         feeds the reasons back to the model once."""
-        from hub.edits import OUTPUT_TRUNCATED, Policy, answer_feedback, apply_answer
+        from hub.edits import OUTPUT_TRUNCATED, Policy, answer_feedback, apply_answer, check_reply
+        from hub.errors import EditError
+        from hub.trust import control_paths
 
         text = generation.text
         if not text.strip():
@@ -152,13 +164,22 @@ class Attempt:
         allowed = list(constraints["allowed_paths"])
         single = allowed[0] if len(allowed) == 1 and not any(c in allowed[0] for c in "*?[") else None
         policy = Policy(
+            control_paths=control_paths(self.config),
+            max_files=self.config.max_changed_files,
             repo_root=self.run.ctx.repo_root,
             allowed_paths=tuple(allowed),
             forbidden_paths=tuple(constraints["forbidden_paths"]),
             max_diff_lines=constraints.get("max_diff_lines"),
             delete_allowed=bool(constraints.get("delete_allowed", False)),
         )
-        parsed, result = apply_answer(text, policy, default_path=single, done_reason=generation.done_reason)
+        # Bounded before anything is parsed or written: the whole reply, and the files it may touch.
+        try:
+            check_reply(text, self.config.max_reply_chars)
+            parsed, result = apply_answer(
+                text, policy, default_path=single, done_reason=generation.done_reason
+            )
+        except EditError as exc:
+            return Stall("reply_too_large", str(exc))
         self._record_edits(parsed, result)
         truncated = OUTPUT_TRUNCATED in parsed.problems
         if not parsed.edits and not truncated:
@@ -227,7 +248,13 @@ class Attempt:
         return Stall("tests_failed", "\n\n".join(r.feedback() for r in failed)[-3000:])
 
     def _command(self, command: str) -> CommandResult:
-        result = run_command(command, self.run.ctx.repo_root, self.config.acceptance_timeout_seconds)
+        result = run_command(
+            command,
+            self.run.ctx.repo_root,
+            self.config.acceptance_timeout_seconds,
+            self.jail,
+            self.run.ctx.handoff.sandbox_pid,
+        )
         write_record(
             self.run.ctx.handoff,
             self.run.task_id,
@@ -239,6 +266,7 @@ class Attempt:
                 "stderr": result.stderr[-8000:],
                 "seconds": round(result.seconds, 3),
                 "timed_out": result.timed_out,
+                "sandbox": self.jail.why if self.jail else None,
                 "outcome": "ok" if result.ok else "failed",
             },
             self.run.now,
@@ -248,40 +276,53 @@ class Attempt:
     def _written(self, acceptance: list[CommandResult]) -> Outcome:
         run, data = self.run, self.contract["handoff_data"]
         data["acceptance_results"] = [r.summary() for r in acceptance]
-        run.drop_lease()
-        counters = run.counters()
-        for name in ("stall_strikes", "interruptions"):
-            counters.pop(name, None)
-        run.record(Event.CODE_WRITTEN, f"attempt {self.contract['attempt']}")
-        commit = run.checkpoint("code_written")
-        refs = task_refs(self.contract)
-        stats = gitops.diff_stats(run.repo, refs.base_commit, refs.task_branch)
-        content_hash = gitops.content_hash(run.ctx.repo_root, list(stats.files))
-        data["changed_files"] = list(stats.files)
-        data["diff_summary"] = f"{len(stats.files)} files changed, +{stats.added} -{stats.removed}"
-        trip = breakers.after_implementation(
-            self.contract, len(stats.files), stats.added, stats.removed, content_hash
-        )
-        data.setdefault("attempts", []).append(
-            {
-                "attempt": self.contract["attempt"],
-                "content_hash": content_hash,
-                "commit": commit,
-                "changed_files": list(stats.files),
-                "verdict": None,
-            }
-        )
-        if trip:
-            return run.halt(trip)
+        # Commit first, then record: the other order left an uncommitted edit behind a recorded
+        # code_written when killed between the two (review and judge saw an empty diff). The marker
+        # lets recovery tell "killed after the commit" (finish the attempt) from "before" (stash it).
+        data["committing"] = {"attempt": self.contract["attempt"], "parent": gitops.head_commit(run.repo)}
         run.save()
-        return Outcome(
-            "run-implementer",
-            run.task_id,
-            run.start_state,
-            self.contract["status"],
-            f"attempt {self.contract['attempt']}: {data['diff_summary']}",
-            data={"changed_files": data["changed_files"], "commit": commit},
-        )
+        commit = run.checkpoint("code_written")
+        crash_point("implement:after-commit")
+        return finish_code_written(run, commit)
+
+
+def finish_code_written(run: Run, commit: str | None) -> Outcome:
+    """implementation_in_progress -[code_written]-> pending_local_review once the attempt's work is
+    committed: by the attempt itself, or by the recovery of one killed right after its commit."""
+    contract = run.contract
+    data = contract["handoff_data"]
+    data.pop("committing", None)
+    run.drop_lease()
+    counters = run.counters()
+    for name in ("stall_strikes", "interruptions"):
+        counters.pop(name, None)
+    run.record(Event.CODE_WRITTEN, f"attempt {contract['attempt']}")
+    refs = task_refs(contract)
+    stats = gitops.diff_stats(run.repo, refs.base_commit, refs.task_branch)
+    content_hash = gitops.content_hash(run.ctx.repo_root, list(stats.files))
+    data["changed_files"] = list(stats.files)
+    data["diff_summary"] = f"{len(stats.files)} files changed, +{stats.added} -{stats.removed}"
+    trip = breakers.after_implementation(contract, len(stats.files), stats.added, stats.removed, content_hash)
+    data.setdefault("attempts", []).append(
+        {
+            "attempt": contract["attempt"],
+            "content_hash": content_hash,
+            "commit": commit,
+            "changed_files": list(stats.files),
+            "verdict": None,
+        }
+    )
+    if trip:
+        return run.halt(trip)
+    run.save()
+    return Outcome(
+        "run-implementer",
+        run.task_id,
+        run.start_state,
+        contract["status"],
+        f"attempt {contract['attempt']}: {data['diff_summary']}",
+        data={"changed_files": data["changed_files"], "commit": commit},
+    )
 
 
 def budget_warning(ctx: Context, contract: Contract) -> str | None:
@@ -341,8 +382,9 @@ def build_prompt(run: Run, outlines: bool = False) -> str:
     from hub.code import language_for
 
     forbidden = constraints["forbidden_paths"]
+    # Templates from the trust root (the user's checkout), never from the task's files.
     return prompts.render(
-        repo_root,
+        run.ctx.config.trust_root,
         "implementer",
         task_id=contract["task_id"],
         title=contract.get("title", ""),
@@ -369,6 +411,9 @@ def file_section(repo_root: Path, rel: str) -> str:
     from hub.code import language_for, outline, render_outline
 
     path = repo_root / rel
+    if not path.resolve().is_relative_to(repo_root.resolve()):
+        # A symlink in the repository pointing out of it: its target is never sent to the model.
+        return f"### {rel}\n\n(outside the repository: not shown)"
     if not path.is_file():
         return f"### {rel}\n\n(does not exist yet: create it)"
     text = path.read_text(encoding="utf-8", errors="replace")

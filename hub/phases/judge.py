@@ -11,6 +11,7 @@ from hub import contract as contract_mod
 from hub.breakers import Trip
 from hub.contract import Contract, JudgeReport, Verdict, iso, parse_iso
 from hub.errors import ContractInvalid, WrongState
+from hub.log import get_logger
 from hub.machine import (
     JUDGE_REVIEW_IN_PROGRESS,
     PENDING_IMPLEMENTER,
@@ -22,13 +23,40 @@ from hub.machine import (
 )
 from hub.phases.context import Context, Outcome, Run, running
 
+log = get_logger("hub.phase")
+
 
 def enter_judge_review(run: Run, event: Event, reason: str | None = None, diff: str | None = None) -> None:
     """Record the move to pending_judge_review and write REVIEW_REQUEST.md for the judge. `diff`: the
-    task's diff when the caller has it already (the local review), so it is not computed again."""
+    task's diff when the caller has it already (the local review), so it is not computed again. A judge
+    report already lying there cannot answer this request (model code, or a stale run, wrote it): it is
+    set aside."""
     run.contract["handoff_data"]["review_requested_at"] = iso(run.now)
+    set_aside_stale_reports(run, "it was there before the review was requested")
     run.record(event, reason)
     write_review_request(run, diff)
+    run.save()  # the request's mtime, which a report must not predate
+
+
+def set_aside_stale_reports(run: Run, why: str) -> list[Path]:
+    """Move judge reports that do not answer the current review request into runs/<task_id>/, logged."""
+    hand = run.ctx.handoff
+    moved = []
+    for path in (hand.judge_report_json, hand.judge_report_md):
+        target = handoff.set_aside(hand, path, run.task_id, "stale-judge-report")
+        if target is not None:
+            log.warning("judge_report.set_aside", task=run.task_id, file=str(path), to=str(target), why=why)
+            moved.append(target)
+    return moved
+
+
+def report_is_fresh(run: Run, path: Path) -> bool:
+    """A report answers the review request only if it was written after the request was (both times
+    from the file system's clock: the request's mtime is recorded when it is written)."""
+    written = run.contract["handoff_data"].get("review_request_mtime_ns")
+    if written is None:
+        return True  # a contract from before this rule: nothing to compare against
+    return path.stat().st_mtime_ns >= int(written)
 
 
 def write_review_request(run: Run, diff: str | None = None) -> Path:
@@ -40,15 +68,30 @@ def write_review_request(run: Run, diff: str | None = None) -> Path:
         diff = gitops.diff_text(run.repo, base, branch) if base and branch else "(no git base recorded)"
     rebuttal_path = run.ctx.handoff.rebuttal
     rebuttal = rebuttal_path.read_text(encoding="utf-8") if rebuttal_path.exists() else ""
-    text = render_review_request(run.ctx.repo_root, contract, diff, rebuttal)
+    text = render_review_request(run.ctx.config.trust_root, contract, diff, rebuttal)
     path = run.ctx.handoff.review_request
     handoff.write_report(path, text)
+    contract["handoff_data"]["review_request_mtime_ns"] = path.stat().st_mtime_ns
     return path
 
 
 def read_judge_report(run: Run) -> JudgeReport:
-    """JUDGE_REPORT.json, or failing that JUDGE_REPORT.md with a `Verdict: X` line; validated."""
+    """JUDGE_REPORT.json, or failing that JUDGE_REPORT.md with a `Verdict: X` line; validated. A report
+    older than the review request it would answer is set aside and never applied."""
     hand = run.ctx.handoff
+    stale = [
+        p
+        for p in (hand.judge_report_json, hand.judge_report_md)
+        if p.exists() and not report_is_fresh(run, p)
+    ]
+    if stale:
+        moved = set_aside_stale_reports(run, "it was written before the review request")
+        raise ContractInvalid(
+            str(stale[0]),
+            "$",
+            "written before the review request it would answer, so it cannot be the judge's; set aside as "
+            + ", ".join(str(m) for m in moved),
+        )
     if hand.judge_report_json.exists():
         try:
             raw = hand.judge_report_json.read_text(encoding="utf-8")

@@ -5,6 +5,8 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 
+from hub.contract import Contract
+from hub.errors import ContractInvalid, WrongState
 from hub.log import get_logger
 from hub.phases.context import Context, Outcome
 from hub.phases.status import next_step
@@ -30,6 +32,8 @@ def phase_function(name: str) -> Callable[[Context], Outcome]:
 
 
 def run_next(ctx: Context) -> Outcome:
+    """Run the phase that is due. A second `hub next` that lost the race for the task (it waited, and
+    the first moved the task on or archived it) has nothing to do: exit 0, not a state error."""
     contract, phase, why = next_step(ctx)
     if phase is None:
         task_id = contract["task_id"] if contract else None
@@ -37,6 +41,29 @@ def run_next(ctx: Context) -> Outcome:
         # for a judge nobody configured.
         log.info("next.waiting", task=task_id, state=contract["status"] if contract else None, why=why)
         return Outcome("next", task_id, message=f"nothing to do: {why}")
-    outcome = phase_function(phase)(ctx)
+    before = contract["status"] if contract else None
+    try:
+        outcome = phase_function(phase)(ctx)
+    except WrongState as exc:
+        # Only the phase gate's refusal, and only when the task moved on since we looked.
+        if exc.found is None or exc.found == before:
+            raise
+        if exc.recovered:
+            # Our own recovery finished a killed phase's work: run what is due now, once.
+            return run_next(ctx)
+        return _lost_race(contract, phase, before, exc.found)
+    except ContractInvalid:
+        if contract is None or ctx.handoff.contract.exists():
+            raise
+        return _lost_race(contract, phase, before, "archived")
     outcome.data.setdefault("ran", phase)
     return outcome
+
+
+def _lost_race(contract: Contract | None, phase: str, before: str | None, after: str) -> Outcome:
+    log.info("next.lost_race", phase=phase, before=before, after=after)
+    return Outcome(
+        "next",
+        contract["task_id"] if contract else None,
+        message=f"nothing to do: another run moved the task ({before} -> {after}) while this one waited",
+    )

@@ -126,6 +126,9 @@ class Review:
         self.started = time.perf_counter()
         refs = task_refs(self.contract)
         gitops.checkout(run.repo, refs.task_branch)
+        # The task's own edits are what is reviewed: any left uncommitted (a kill in an older hub between
+        # code_written and its commit) are committed first, so the diff is never empty by accident.
+        run.checkpoint("code_written")
         self.diff = gitops.diff_text(run.repo, refs.base_commit, refs.task_branch)
         stats = gitops.diff_stats(run.repo, refs.base_commit, refs.task_branch)
         root = run.ctx.repo_root
@@ -228,7 +231,7 @@ class Review:
 
         def render(diff: str) -> str:
             return prompts.render(
-                self.run.ctx.repo_root,
+                self.config.trust_root,
                 "local_reviewer",
                 task_id=self.run.task_id,
                 title=self.contract.get("title", ""),

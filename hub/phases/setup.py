@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from hub import contract as contract_mod
-from hub import gitops
+from hub import gitops, handoff
 from hub.config import CONFIG_FILE, default_yaml
 from hub.contract import Contract
 from hub.errors import ConfigError, ContractInvalid, GitError, WrongState
@@ -144,6 +144,9 @@ def create(
                     f"task {current['task_id']} is still active ({current['status']}); "
                     "finish it or move TASK_CONTRACT.json to archive/ first"
                 )
+            # A finalize killed between recording `pass` and archiving: finish its archiving, so the
+            # merged task's files are kept instead of overwritten.
+            handoff.archive_task(hand, str(current["task_id"]))
         if check_paths:
             check_task_paths(ctx.repo_root, fields, create_target)
         roles = {name: ctx.config.role(name).model for name in ("implementer", "local_reviewer", "judge")}
@@ -186,6 +189,11 @@ def setup_task(ctx: Context, base_branch: str | None = None) -> Outcome:
         if git.get("task_branch"):
             raise WrongState(f"task {run.task_id} is set up already on {git['task_branch']}")
         repo = run.repo
+        if not repo.head.is_valid():
+            raise GitError(
+                f"the repository {repo.working_tree_dir} has no commit yet: commit something (the base "
+                "the task starts from), then run `hub setup-task`"
+            )
         gitops.ensure_clean(repo)
         task_branch = f"task/{run.task_id}"
         if git.get("base_commit") and gitops.branch_exists(repo, task_branch):

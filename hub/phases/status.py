@@ -77,6 +77,10 @@ def next_step(ctx: Context) -> tuple[Contract | None, str | None, str]:
     """What runs next, for `hub next` and `hub watch` alike: the active contract (None: no task), the
     phase `due` names (None: nothing is due) and why. TaskHalted while the task waits for a person."""
     contract = active_contract(ctx)
+    if contract is not None and contract["status"] == MERGED:
+        from hub.phases.finalize import archive_merged
+
+        contract = archive_merged(ctx)
     if contract is not None and contract["status"] == ERIK_CONSULTATION:
         raise TaskHalted(
             f"task {contract['task_id']} is halted: read {ctx.handoff.halt_report}, then `hub resume`"

@@ -243,6 +243,24 @@ def build_server(provider: Provider, name: str = SERVER_NAME) -> MCPServer:
     return server
 
 
+def die_with_parent() -> None:
+    """A stdio worker serves the hub that spawned it and nobody else: when that hub dies (SIGKILL
+    included), the kernel sends this process SIGTERM, so no generation outlives the phase that asked
+    for it. Linux only (prctl); elsewhere stdin's end-of-file still stops an idle server."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+    import signal
+
+    parent = os.getppid()
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:  # the parent died before the signal was armed
+        os._exit(0)
+
+
 def serve(
     transport: str = "stdio",
     host: str = "127.0.0.1",
@@ -254,6 +272,8 @@ def serve(
     from hub.log import configure
     from hub.workers.ollama import OllamaProvider
 
+    if transport == "stdio":
+        die_with_parent()
     # Before anything can log: structlog's default would print to stdout, inside the protocol stream.
     configure(fmt=os.environ.get("HUB_LOG_FORMAT", "auto"), level=os.environ.get("HUB_LOG_LEVEL", "INFO"))
     host_url = normalize_ollama_host(ollama_host or os.environ.get("OLLAMA_HOST", ""))

@@ -238,7 +238,8 @@ def test_a_path_escaping_with_dotdot_is_refused_and_nothing_is_written_outside(
 ) -> None:
     before = tree(outside.parent / "outside")
     pipe.fake.script(IMPL, whole_file("../outside/evil.py", "print('pwned')\n"))
-    pipe.start(allowed_paths=["src", "../outside"])
+    # A contract naming ../outside is refused outright (tests/test_bounds.py); the broadest one it allows:
+    pipe.start(allowed_paths=["**"])
 
     outcome = pipe.implement()
 
@@ -301,7 +302,7 @@ def test_a_refused_edit_beside_an_allowed_one_keeps_the_allowed_one(pipe: Pipeli
     assert "pwned" not in pipe.read("hub.yaml")
     outcomes = {r["path"]: r["outcome"] for r in pipe.records("diff")}
     assert outcomes["src/app.py"] == "applied"
-    assert outcomes["hub.yaml"].startswith("refused: path is not inside allowed_paths")
+    assert outcomes["hub.yaml"].startswith("refused: path is the hub's control file")
 
 
 _BODY = "".join(f"    total = total + x * {k} - {k * 3}\n" for k in range(12))

@@ -68,9 +68,15 @@ def test_next_refuses_a_halted_task(task: TaskDriver, ctx: Context) -> None:
         run_next(ctx)
 
 
-def test_next_does_nothing_for_a_merged_task_left_in_place(task: TaskDriver, ctx: Context) -> None:
+def test_next_archives_a_merged_task_left_in_place_by_a_killed_finalize(
+    task: TaskDriver, ctx: Context
+) -> None:
     task.new()
     contract = task.contract()
     contract["status"] = "merged"
     task.hand.contract.write_text(json.dumps(contract), encoding="utf-8")
-    assert run_next(ctx).message == "nothing to do: merged"
+
+    assert run_next(ctx).message == "nothing to do: no active task and no backlog"
+
+    assert not task.hand.contract.exists()
+    assert (task.hand.archive / contract["task_id"] / "TASK_CONTRACT.json").exists()

@@ -2,6 +2,13 @@
 
 from __future__ import annotations
 
+import os
+import select
+import shlex
+import signal
+import subprocess
+import sys
+
 from hub.errors import ContextOverflow, ModelNotFound, WorkerTimeout
 from hub.workers.base import ChatRequest, Generation
 from hub.workers.server import chat_request, error_result, flatten_messages, run_result
@@ -91,3 +98,34 @@ def test_other_failures_exit_1_with_enough_detail_to_rebuild_the_error() -> None
     )
     assert missing["exitCode"] == 1 and missing["metadata"]["model_missing"] == "m"
     assert missing["stderr"] == "model 'm' not found"
+
+
+def test_a_stdio_worker_dies_with_the_hub_that_spawned_it() -> None:
+    # A stand-in hub: a shell that spawns the worker, says its pid, then waits; SIGKILLed like a hub.
+    hub = subprocess.Popen(
+        ["sh", "-c", f"{shlex.quote(sys.executable)} -m hub worker serve & echo $!; wait"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "HUB_LOG_FORMAT": "json"},
+    )
+    assert hub.stdout is not None and hub.stderr is not None and hub.stdin is not None
+    worker = int(hub.stdout.readline())
+    watch = os.pidfd_open(worker)
+    try:
+        # The worker's first log line comes after it armed its parent-death signal: the event to wait on.
+        for line in hub.stderr:
+            if "worker.serve" in line:
+                break
+        hub.send_signal(signal.SIGKILL)
+        hub.wait(timeout=30)
+
+        ready, _, _ = select.select([watch], [], [], 30)
+
+        assert ready, "the worker outlived the hub that spawned it"
+    finally:
+        os.close(watch)
+        hub.stdout.close()
+        hub.stderr.close()
+        hub.stdin.close()

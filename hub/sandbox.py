@@ -1,0 +1,274 @@
+"""The sandbox model-written code runs in: bubblewrap (`bwrap`) on Linux, no daemon.
+
+What a sandboxed command sees (issue 11; the same policy as Codex CLI's Linux sandbox):
+
+- the whole filesystem read-only, except the *writable root* (the repository today, the task's worktree
+  once tasks have their own) and the extra writable paths of `sandbox.writable_paths`;
+- inside the writable root, the git metadata and the hub's control files (`_handoff/`, `hub.yaml`, the
+  prompts folder, `sgconfig.yml` and its rule folders) read-only again: nothing the model's code does can
+  forge a verdict, change the judge or the rules, or rewrite history;
+- a private, empty `/tmp`, and `HOME` pointing to a fresh folder in it; the real home stays readable
+  (pyenv, nvm and `~/.local` hold the toolchains tests need) except its credentials (`~/.ssh`, `~/.aws`,
+  `~/.config/gh`, `~/.netrc`, `~/.docker`, `~/.kube`, `~/.gnupg`...), which are hidden by empty mounts;
+- no network but its own loopback (`--unshare-net`), unless `sandbox.network: true`; the well-known
+  daemon sockets (docker, podman, containerd, libvirt, D-Bus, `/run/user`) hidden, since a socket file
+  is reachable through a read-only mount and outside the network namespace;
+- an environment cut to an allowlist (`PATH`, locale, `TERM`...; never anything that looks like a token);
+- its own PID namespace, killed with the hub (`--die-with-parent`), in a session of its own, so a timeout
+  or the hub's death ends the whole tree: nothing escapes by `setsid` or double fork.
+
+`sandbox: auto` (the default) sandboxes where bwrap works and says so in the phase log and `hub doctor`
+when it cannot; `required` refuses to run a command unsandboxed (the task halts `sandbox_unavailable`);
+`off` runs commands as before, with the user's rights. macOS has no bwrap: `auto` runs unsandboxed there
+(`sandbox-exec` is deprecated and not used), and says so.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+
+Which = Callable[[str], str | None]
+
+
+class SandboxMode(StrEnum):
+    AUTO = "auto"
+    REQUIRED = "required"
+    OFF = "off"
+
+
+@dataclass(frozen=True)
+class SandboxSettings:
+    """`sandbox:` in hub.yaml: a mode, or a mapping `{mode, network, writable_paths}`."""
+
+    mode: SandboxMode = SandboxMode.AUTO
+    network: bool = False
+    writable_paths: tuple[Path, ...] = ()
+
+
+# Variables a command may see. Anything else (tokens, keys, cloud credentials, HUB_MCP_TOKEN) stays out.
+ENV_ALLOW = frozenset(
+    {
+        "PATH",
+        "LANG",
+        "LANGUAGE",
+        "TERM",
+        "TZ",
+        "USER",
+        "LOGNAME",
+        "SHELL",
+        "VIRTUAL_ENV",
+        "PYTHONPATH",
+        "PYTHONHASHSEED",
+        "PYTHONDONTWRITEBYTECODE",
+        "PYTHONUNBUFFERED",
+        "NODE_PATH",
+        "CI",
+        "NO_COLOR",
+        "FORCE_COLOR",
+        "SOURCE_DATE_EPOCH",
+    }
+)
+ENV_ALLOW_PREFIX = ("LC_",)
+# Even an allowed name is dropped when it looks like a credential (belt and braces for PYTHONPATH-like
+# names a user adds to ENV_ALLOW by accident).
+ENV_SECRET = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|_KEY$|^AWS_|API_KEY|AUTH)", re.IGNORECASE)
+
+# Credential folders and files hidden, under the real HOME and under the writable root.
+CREDENTIALS = (
+    ".ssh",
+    ".aws",
+    ".azure",
+    ".config/gh",
+    ".config/gcloud",
+    ".config/hub",
+    ".netrc",
+    ".docker",
+    ".kube",
+    ".gnupg",
+    ".password-store",
+    ".git-credentials",
+    ".npmrc",
+    ".pypirc",
+)
+
+# Unix sockets outside HOME and /tmp through which a sandboxed command could act outside it: neither a
+# read-only mount nor --unshare-net stops connect() on a socket file, and docker.sock is root.
+HIDDEN_SOCKETS = (
+    "/var/run/docker.sock",
+    "/run/docker.sock",
+    "/run/podman",
+    "/run/containerd",
+    "/var/run/libvirt",
+    "/run/dbus",
+    "/run/snapd.socket",
+    "/run/user",
+)
+
+SANDBOX_HOME = "/tmp/home"
+FIX_INSTALL = (
+    "install bubblewrap (Debian/Ubuntu: `sudo apt-get install -y bubblewrap`; Fedora: `sudo dnf install "
+    "bubblewrap`), or set `sandbox: auto` or `sandbox: off` in hub.yaml to run acceptance commands "
+    "unsandboxed"
+)
+
+
+@dataclass(frozen=True)
+class Jail:
+    """How commands will run: the argv prefix that sandboxes them (empty: unsandboxed), the environment,
+    and a sentence for the phase log saying which."""
+
+    sandboxed: bool
+    why: str
+    prefix: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+
+    def argv(self, command: str, cwd: Path, info_fd: int | None = None) -> list[str]:
+        if not self.sandboxed:
+            return ["/bin/sh", "-c", command]
+        info = ["--info-fd", str(info_fd)] if info_fd is not None else []
+        return [*self.prefix, *info, "--chdir", str(cwd), "--", "/bin/sh", "-c", command]
+
+
+def child_env(env: Mapping[str, str], home: str) -> dict[str, str]:
+    """The allowlisted part of `env`, with HOME and TMPDIR pointing into the sandbox's private space."""
+    kept = {
+        name: value
+        for name, value in env.items()
+        if (name in ENV_ALLOW or name.startswith(ENV_ALLOW_PREFIX)) and not ENV_SECRET.search(name)
+    }
+    kept.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
+    kept["HOME"] = home
+    kept["TMPDIR"] = "/tmp"
+    return kept
+
+
+def find_bwrap(which: Which = shutil.which) -> str | None:
+    return which("bwrap")
+
+
+@functools.cache
+def _works(bwrap: str) -> str | None:
+    """None when bwrap can build a sandbox here, else why not (no user namespaces in a container...)."""
+    try:
+        done = subprocess.run(
+            [bwrap, "--ro-bind", "/", "/", "--unshare-net", "--unshare-pid", "--die-with-parent", "true"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"{bwrap} could not be started: {exc}"
+    if done.returncode != 0:
+        return f"{bwrap} cannot create a sandbox here: {done.stderr.strip() or f'exit {done.returncode}'}"
+    return None
+
+
+def availability(which: Which = shutil.which) -> tuple[str | None, str]:
+    """(bwrap's path, "") when sandboxing works on this machine, else (None, why not)."""
+    if not sys.platform.startswith("linux"):
+        return None, f"no bubblewrap on {sys.platform}: acceptance commands run unsandboxed there"
+    bwrap = find_bwrap(which)
+    if bwrap is None:
+        return None, "bwrap (bubblewrap) is not on PATH"
+    problem = _works(bwrap)
+    return (None, problem) if problem else (bwrap, "")
+
+
+class SandboxUnavailable(Exception):
+    """`sandbox: required`, and no sandbox can be built here. Carries the fix."""
+
+    def __init__(self, why: str) -> None:
+        self.why = why
+        self.fix = FIX_INSTALL
+        super().__init__(f"sandbox: required, but {why}; fix: {FIX_INSTALL}")
+
+
+def prepare(
+    settings: SandboxSettings,
+    writable_root: Path,
+    protected: Iterable[Path] = (),
+    env: Mapping[str, str] | None = None,
+    which: Which = shutil.which,
+    hidden: Sequence[str] = HIDDEN_SOCKETS,
+) -> Jail:
+    """The jail commands in `writable_root` run in. `protected` are paths inside the writable root that
+    stay read-only (git metadata and the hub's control files). Raises SandboxUnavailable for `required`."""
+    env = os.environ if env is None else env
+    if settings.mode == SandboxMode.OFF:
+        return Jail(False, "unsandboxed: sandbox: off in hub.yaml", env=dict(env))
+    bwrap, why = availability(which)
+    if bwrap is None:
+        if settings.mode == SandboxMode.REQUIRED:
+            raise SandboxUnavailable(why)
+        return Jail(False, f"unsandboxed (sandbox: auto): {why}", env=child_env(env, str(Path.home())))
+    root = writable_root.resolve()
+    prefix = [bwrap, *_mounts(root, protected, settings, env, hidden)]
+    prefix += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--die-with-parent", "--new-session"]
+    if not settings.network:
+        prefix.append("--unshare-net")
+    where = "network on" if settings.network else "no network"
+    return Jail(
+        True,
+        f"sandboxed (bwrap): writable {root} only, {where}",
+        tuple(prefix),
+        child_env(env, SANDBOX_HOME),
+    )
+
+
+def _mounts(
+    root: Path,
+    protected: Iterable[Path],
+    settings: SandboxSettings,
+    env: Mapping[str, str],
+    hidden: Sequence[str],
+) -> list[str]:
+    args = ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+    # The real HOME stays readable (pyenv, nvm, ~/.local hold the toolchain the tests need), minus every
+    # credential folder in it; the command's own HOME is a fresh folder in its private /tmp.
+    home = Path(env.get("HOME") or str(Path.home())).resolve()
+    args += ["--dir", SANDBOX_HOME]
+    for extra in settings.writable_paths:
+        path = extra.expanduser().resolve()
+        if path.exists():
+            args += ["--bind", str(path), str(path)]
+    args += ["--bind", str(root), str(root)]
+    for path in _read_only_inside(root, protected):
+        args += ["--ro-bind", str(path), str(path)]
+    for name in hidden:
+        path = Path(name)
+        if path.is_dir() and not path.is_symlink():
+            args += ["--tmpfs", str(path)]
+        elif path.exists():
+            args += ["--ro-bind", "/dev/null", str(path)]
+    for name in CREDENTIALS:
+        for base in {home, root}:
+            secret = base / name
+            if secret.is_dir():
+                args += ["--tmpfs", str(secret)]
+            elif secret.exists():
+                args += ["--ro-bind", "/dev/null", str(secret)]
+    return args
+
+
+def _read_only_inside(root: Path, protected: Iterable[Path]) -> list[Path]:
+    """The protected paths that exist and lie in the writable root, resolved (a symlink to outside is
+    read-only already), each once, parents before children."""
+    found: set[Path] = set()
+    for path in protected:
+        try:
+            resolved = path.resolve()
+        except OSError:
+            continue
+        if resolved.exists() and resolved.is_relative_to(root) and resolved != root:
+            found.add(resolved)
+    return sorted(found, key=lambda p: len(p.parts))

@@ -1,0 +1,306 @@
+"""Issue 11, the SIGKILL windows 160 ordinary kills did not find: each reproduced deterministically (a
+crash point, `HUB_TEST_CRASH_AT`, kills the real `hub` process at exactly that moment; or the state a
+killed git leaves, made on purpose), then recovered by `hub next` alone."""
+
+from __future__ import annotations
+
+import os
+import select
+import subprocess
+import sys
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from hub.contract import now_utc
+from hub.errors import TaskHalted
+from hub.phases.context import Context
+from hub.phases.next import run_next
+
+from .conftest import GREET_FIXED, IMPL, PASS_REVIEW, REV, Pipeline, git, whole_file
+
+
+def hub_killed_at(pipe: Pipeline, point: str, *args: str) -> None:
+    """Run `hub ARGS` as a real process that SIGKILLs itself at `point`; assert that it did."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HUB_")}
+    env.update(OLLAMA_HOST=pipe.fake.url, HUB_TEST_CRASH_AT=point, HUB_LOG_FORMAT="json")
+    done = subprocess.run(
+        [sys.executable, "-m", "hub", *args],
+        cwd=pipe.repo,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == -9, done.stderr
+
+
+def to_pass(pipe: Pipeline) -> str:
+    """A task with a PASS verdict, waiting for finalize-task."""
+    pipe.fake.script(IMPL, whole_file("src/app.py", GREET_FIXED))
+    pipe.fake.script(REV, PASS_REVIEW)
+    task_id = pipe.start()
+    pipe.implement()
+    pipe.review()
+    pipe.judge("PASS")
+    assert pipe.contract()["status"] == "review_complete"
+    return task_id
+
+
+def test_a_kill_between_the_commit_and_code_written_is_recovered_with_the_work_committed(
+    pipe: Pipeline,
+) -> None:
+    pipe.fake.script(IMPL, whole_file("src/app.py", GREET_FIXED))
+    pipe.fake.script(REV, PASS_REVIEW)
+    pipe.start()
+
+    hub_killed_at(pipe, "implement:after-commit", "run-implementer")
+
+    branch = pipe.contract()["git"]["task_branch"]
+    assert git(pipe.repo, "show", f"{branch}:src/app.py") + "\n" == GREET_FIXED
+    assert pipe.contract()["status"] == "implementation_in_progress"
+    outcome = run_next(pipe.ctx)
+    # The attempt is finished from its commit (no second model call), then the due review runs on it.
+    assert (outcome.data["ran"], outcome.to_state) == ("run-local-review", "pending_judge_review")
+    assert pipe.contract()["handoff_data"]["changed_files"] == ["src/app.py"]
+    assert len(pipe.fake.chat_requests(IMPL)) == 1
+    assert '+    return "hello, " + name' in pipe.ctx.handoff.review_request.read_text(encoding="utf-8")
+
+
+def test_an_edit_left_uncommitted_behind_code_written_is_committed_before_the_review(pipe: Pipeline) -> None:
+    # The state an older hub left when killed between recording code_written and its commit.
+    pipe.fake.script(IMPL, whole_file("src/app.py", GREET_FIXED))
+    pipe.fake.script(REV, PASS_REVIEW)
+    pipe.start()
+    pipe.implement()
+    branch = pipe.contract()["git"]["task_branch"]
+    git(pipe.repo, "reset", "-q", "--soft", "HEAD~1")
+    git(pipe.repo, "reset", "-q")
+    assert "src/app.py" in git(pipe.repo, "status", "--porcelain")
+
+    outcome = run_next(pipe.ctx)
+
+    assert outcome.to_state == "pending_judge_review"
+    assert git(pipe.repo, "show", f"{branch}:src/app.py") + "\n" == GREET_FIXED
+    assert '+    return "hello, " + name' in pipe.ctx.handoff.review_request.read_text(encoding="utf-8")
+
+
+def test_a_kill_after_the_merge_before_pass_is_finished_by_hub_next(pipe: Pipeline) -> None:
+    task_id = to_pass(pipe)
+
+    hub_killed_at(pipe, "finalize:after-merge", "finalize-task")
+
+    outcome = run_next(pipe.ctx)
+    assert outcome.to_state == "merged"
+    assert (pipe.ctx.handoff.archive / task_id / "TASK_CONTRACT.json").exists()
+    merges = git(pipe.repo, "log", "--merges", "--oneline", "main").splitlines()
+    assert len(merges) == 1
+
+
+def test_a_kill_after_pass_before_archiving_is_archived_not_overwritten(pipe: Pipeline) -> None:
+    task_id = to_pass(pipe)
+
+    hub_killed_at(pipe, "finalize:after-pass", "finalize-task")
+
+    assert pipe.contract()["status"] == "merged"
+    assert run_next(pipe.ctx).message.startswith("nothing to do")
+    archived = pipe.ctx.handoff.archive / task_id / "TASK_CONTRACT.json"
+    assert archived.exists()
+    from hub.phases.setup import create
+
+    create(pipe.ctx, {"title": "Next", "requirements": ["r"], "target_file": "src/app.py"})
+    assert archived.exists() and '"merged"' in archived.read_text(encoding="utf-8")
+
+
+def leave_git_locks(repo: Path, branch: str) -> list[Path]:
+    """What a git killed mid-commit leaves: the index lock, HEAD's and the branch ref's."""
+    locks = [
+        repo / ".git" / "index.lock",
+        repo / ".git" / "HEAD.lock",
+        repo / ".git" / "refs" / "heads" / f"{branch}.lock",
+    ]
+    for lock in locks:
+        lock.parent.mkdir(parents=True, exist_ok=True)
+        lock.write_text("", encoding="utf-8")
+    return locks
+
+
+def test_locks_a_killed_git_left_are_cleared_when_no_git_runs(pipe: Pipeline) -> None:
+    pipe.fake.script(IMPL, whole_file("src/app.py", GREET_FIXED))
+    pipe.start()
+    locks = leave_git_locks(pipe.repo, pipe.contract()["git"]["task_branch"])
+
+    outcome = run_next(pipe.ctx)
+
+    assert outcome.to_state == "pending_local_review"
+    assert not any(lock.exists() for lock in locks)
+
+
+def test_a_lock_a_live_git_may_hold_halts_naming_it(pipe: Pipeline) -> None:
+    pipe.fake.script(IMPL, whole_file("src/app.py", GREET_FIXED))
+    pipe.start()
+    lock = leave_git_locks(pipe.repo, pipe.contract()["git"]["task_branch"])[0]
+    # A real git working in the repository (a shell's child, not ours), alive until its stdin closes;
+    # its answer to one query is the event that says it runs.
+    live = subprocess.Popen(
+        ["sh", "-c", "git cat-file --batch-check; true"],
+        cwd=pipe.repo,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert live.stdin is not None and live.stdout is not None
+    live.stdin.write("HEAD\n")
+    live.stdin.flush()
+    assert "commit" in live.stdout.readline()
+    try:
+        with pytest.raises(TaskHalted, match="git_error"):
+            run_next(pipe.ctx)
+    finally:
+        live.stdin.close()
+        live.wait(timeout=30)
+        live.stdout.close()
+    assert lock.exists()
+    assert str(lock) in pipe.halt_text() and "a running git (pid " in pipe.halt_text()
+
+
+def test_a_merge_the_hub_left_half_done_is_aborted_and_redone(pipe: Pipeline) -> None:
+    task_id = to_pass(pipe)
+    branch = pipe.contract()["git"]["task_branch"]
+    git(pipe.repo, "checkout", "-q", "main")
+    git(pipe.repo, "merge", "--no-ff", "--no-commit", "-m", f"[TASK: {task_id}] Merge {branch}", branch)
+    assert (pipe.repo / ".git" / "MERGE_HEAD").exists()
+
+    outcome = run_next(pipe.ctx)
+
+    assert outcome.to_state == "merged"
+    assert not (pipe.repo / ".git" / "MERGE_HEAD").exists()
+    assert len(git(pipe.repo, "log", "--merges", "--oneline", "main").splitlines()) == 1
+
+
+def test_a_task_branch_left_mid_merge_by_someone_else_halts_naming_it(pipe: Pipeline) -> None:
+    pipe.fake.script(IMPL, whole_file("src/app.py", GREET_FIXED))
+    pipe.start()
+    git(pipe.repo, "checkout", "-q", "-b", "side", "main")
+    pipe.commit("side", {"side.txt": "x\n"})
+    git(pipe.repo, "checkout", "-q", pipe.contract()["git"]["task_branch"])
+    git(pipe.repo, "merge", "--no-ff", "--no-commit", "side")
+
+    with pytest.raises(TaskHalted, match="merge is in progress"):
+        run_next(pipe.ctx)
+    with pytest.raises(TaskHalted, match="is halted"):
+        run_next(pipe.ctx)
+
+
+def test_a_deleted_task_branch_halts_with_what_to_do(pipe: Pipeline) -> None:
+    pipe.fake.script(IMPL, whole_file("src/app.py", GREET_FIXED))
+    pipe.start()
+    branch = pipe.contract()["git"]["task_branch"]
+    git(pipe.repo, "checkout", "-q", "main")
+    git(pipe.repo, "branch", "-D", branch)
+
+    with pytest.raises(TaskHalted, match="does not exist any more"):
+        run_next(pipe.ctx)
+    assert pipe.contract()["status"] == "erik_consultation"
+
+
+def test_an_edit_path_with_a_260_character_name_is_refused_with_the_reason(pipe: Pipeline) -> None:
+    name = "src/" + "a" * 260 + ".py"
+    pipe.fake.script(IMPL, whole_file(name, "x = 1\n"))
+    pipe.start(allowed_paths=["src"])
+
+    outcome = run_next(pipe.ctx)
+
+    assert outcome.data["stall"] == "malformed_output"
+    assert "longer than 255 bytes" in pipe.contract()["handoff_data"]["stalls"][-1]["detail"]
+
+
+class RacingClock:
+    """A clock that, the first time `hub next` reads it (after choosing the phase, before taking the
+    lock), lets a second `hub next` win the race: an injected pause, not luck."""
+
+    def __init__(self, winner: Callable[[], object]) -> None:
+        self.winner: Callable[[], object] | None = winner
+
+    def __call__(self) -> datetime:
+        if self.winner is not None:
+            winner, self.winner = self.winner, None
+            winner()
+        return now_utc().replace(microsecond=0)
+
+
+@pytest.mark.parametrize("where", ["local_review", "finalize"])
+def test_the_hub_next_that_loses_a_race_has_nothing_to_do(pipe: Pipeline, where: str) -> None:
+    if where == "finalize":
+        to_pass(pipe)
+    else:
+        pipe.fake.script(IMPL, whole_file("src/app.py", GREET_FIXED))
+        pipe.fake.script(REV, PASS_REVIEW, PASS_REVIEW)
+        pipe.start()
+        pipe.implement()
+    winner_ctx = pipe.ctx
+    loser = Context(pipe.ctx.config, clock=RacingClock(lambda: run_next(winner_ctx)))
+
+    outcome = run_next(loser)
+
+    assert outcome.exit_code == 0
+    assert "another run moved the task" in outcome.message
+
+
+def test_an_acceptance_command_dies_with_the_hub_that_ran_it(pipe: Pipeline, tmp_path: Path) -> None:
+    shared = tmp_path / "shared"  # an extra writable path: the FIFO, and the mark of the first run
+    shared.mkdir()
+    pipe.configure(extra_yaml=f"sandbox:\n  writable_paths: [{shared}]\n")
+    fifo = shared / "alive"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    # Leaves the process group and holds the FIFO for as long as it lives: end-of-file is its death.
+    child = f"exec 3>{fifo}; echo started >&3; exec sleep 45"
+    first_run = f"setsid sh -c '{child}' >/dev/null 2>&1 </dev/null & sleep 45"
+    command = f"if [ -e {shared}/ran ]; then exit 0; fi; touch {shared}/ran; {first_run}"
+    pipe.fake.script(IMPL, whole_file("src/app.py", GREET_FIXED), whole_file("src/app.py", GREET_FIXED))
+    pipe.start(acceptance_commands=[command])
+    try:
+        hub_killed_at(pipe, "acceptance:running", "run-implementer")
+        ready, _, _ = select.select([reader], [], [], 30)
+        assert ready and os.read(reader, 100) == b"started\n"
+
+        # Dead with the hub (bwrap's die-with-parent), or, killed in the instant before bwrap armed
+        # it, ended by the next run, which also recovers the task.
+        outcome = run_next(pipe.ctx)
+
+        ready, _, _ = select.select([reader], [], [], 10)
+        assert ready and os.read(reader, 100) == b""
+        assert outcome.to_state == "pending_local_review"
+        assert not pipe.ctx.handoff.sandbox_pid.exists()
+    finally:
+        os.close(reader)
+
+
+def test_an_unsandboxed_acceptance_command_left_by_a_killed_hub_is_ended_by_the_next_run(
+    pipe: Pipeline, tmp_path: Path
+) -> None:
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    pipe.configure(extra_yaml="sandbox: off\n")
+    fifo = shared / "alive"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    first_run = f"exec 3>{fifo}; echo started >&3; sleep 45"
+    command = f"if [ -e {shared}/ran ]; then exit 0; fi; touch {shared}/ran; {first_run}"
+    pipe.fake.script(IMPL, whole_file("src/app.py", GREET_FIXED), whole_file("src/app.py", GREET_FIXED))
+    pipe.start(acceptance_commands=[command])
+    try:
+        hub_killed_at(pipe, "acceptance:running", "run-implementer")
+        ready, _, _ = select.select([reader], [], [], 30)
+        assert ready and os.read(reader, 100) == b"started\n"
+
+        outcome = run_next(pipe.ctx)
+
+        ready, _, _ = select.select([reader], [], [], 10)
+        assert ready and os.read(reader, 100) == b""
+        assert outcome.to_state == "pending_local_review"
+    finally:
+        os.close(reader)

@@ -1,0 +1,204 @@
+"""The sandbox acceptance commands run in (real bwrap): each attack of issue 11, and a normal test run."""
+
+from __future__ import annotations
+
+import os
+import select
+import shlex
+import socket
+import sys
+from pathlib import Path
+
+import pytest
+
+from hub.phases.acceptance import run_command
+from hub.sandbox import Jail, SandboxMode, SandboxSettings, SandboxUnavailable, availability, prepare
+
+PY = shlex.quote(sys.executable)
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    root = tmp_path / "repo"
+    (root / ".git" / "hooks").mkdir(parents=True)
+    (root / "_handoff").mkdir()
+    (root / "hub.yaml").write_text("project: demo\n", encoding="utf-8")
+    return root
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    """A HOME holding fake credentials."""
+    folder = tmp_path / "home"
+    (folder / ".ssh").mkdir(parents=True)
+    (folder / ".ssh" / "id_rsa").write_text("FAKE-PRIVATE-KEY\n", encoding="utf-8")
+    (folder / ".netrc").write_text("machine x login y password FAKE-NETRC\n", encoding="utf-8")
+    (folder / ".aws").mkdir()
+    (folder / ".aws" / "credentials").write_text("FAKE-AWS\n", encoding="utf-8")
+    return folder
+
+
+def jail(repo: Path, home: Path | None = None, **settings: object) -> Jail:
+    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(home or repo.parent)}
+    protected = [repo / ".git", repo / "_handoff", repo / "hub.yaml"]
+    return prepare(SandboxSettings(**settings), repo, protected, env)  # type: ignore[arg-type]
+
+
+def py(code: str) -> str:
+    return f"{PY} -c {shlex.quote(code)}"
+
+
+def test_bwrap_works_on_this_machine() -> None:
+    assert availability()[0] is not None, availability()[1]
+
+
+def test_the_command_cannot_reach_a_listener_on_the_hosts_loopback(repo: Path) -> None:
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        port = listener.getsockname()[1]
+        code = (
+            f"import socket; socket.create_connection(('127.0.0.1', {port}), timeout=5); print('CONNECTED')"
+        )
+
+        result = run_command(py(code), repo, 30, jail(repo))
+
+    assert "CONNECTED" not in result.stdout
+    assert result.exit_code != 0
+    assert "refused" in result.stderr.lower() or "unreachable" in result.stderr.lower()
+
+
+def test_network_true_lets_the_command_reach_the_host(repo: Path) -> None:
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        port = listener.getsockname()[1]
+        code = (
+            f"import socket; socket.create_connection(('127.0.0.1', {port}), timeout=5); print('CONNECTED')"
+        )
+
+        result = run_command(py(code), repo, 30, jail(repo, network=True))
+
+    assert "CONNECTED" in result.stdout
+
+
+def test_the_users_ssh_key_and_other_credentials_are_unreadable(repo: Path, home: Path) -> None:
+    command = f"cat {home}/.ssh/id_rsa {home}/.netrc {home}/.aws/credentials ~/.ssh/id_rsa; echo HOME=$HOME"
+
+    result = run_command(command, repo, 30, jail(repo, home))
+
+    assert "FAKE" not in result.stdout
+    assert f"HOME={home}" not in result.stdout
+
+
+def test_the_command_cannot_write_git_hooks_or_the_handoff_or_hub_yaml(repo: Path) -> None:
+    command = (
+        "echo evil > .git/hooks/pre-commit; echo '{}' > _handoff/JUDGE_REPORT.json; "
+        f"echo pwned > {repo}/hub.yaml; echo ok > src.py"
+    )
+
+    result = run_command(command, repo, 30, jail(repo))
+
+    assert not (repo / ".git" / "hooks" / "pre-commit").exists()
+    assert not (repo / "_handoff" / "JUDGE_REPORT.json").exists()
+    assert (repo / "hub.yaml").read_text(encoding="utf-8") == "project: demo\n"
+    assert (repo / "src.py").read_text(encoding="utf-8") == "ok\n"  # the work tree itself is writable
+    assert result.stderr.count("Read-only file system") == 3
+
+
+def test_the_command_cannot_write_outside_the_writable_root(repo: Path, tmp_path: Path) -> None:
+    outside = tmp_path / "outside.txt"
+
+    run_command(f"echo pwned > {outside}", repo, 30, jail(repo))
+
+    assert not outside.exists()
+
+
+def test_secrets_in_the_environment_never_reach_the_command(repo: Path) -> None:
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(repo.parent),
+        "GITHUB_TOKEN": "ghp-secret-1",
+        "OPENAI_API_KEY": "sk-secret-2",
+        "AWS_SECRET_ACCESS_KEY": "secret-3",
+        "HUB_MCP_TOKEN": "secret-4",
+        "MY_SECRET": "secret-5",
+        "LANG": "C.UTF-8",
+    }
+    sandbox = prepare(SandboxSettings(), repo, [], env)
+
+    result = run_command("env", repo, 30, sandbox)
+
+    assert "secret-" not in result.stdout
+    assert "LANG=C.UTF-8" in result.stdout
+
+
+def test_nothing_the_command_started_outlives_its_timeout(repo: Path) -> None:
+    fifo = repo / "alive"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    # A child that leaves the process group (setsid), holding the FIFO open for writing as long as it
+    # lives: the reader sees end-of-file exactly when it is gone. killpg alone misses it.
+    child = "exec 3>alive; echo started >&3; exec sleep 45"
+    command = f"setsid sh -c {shlex.quote(child)} >/dev/null 2>&1 </dev/null & sleep 60"
+    try:
+        result = run_command(command, repo, 3, jail(repo))
+
+        assert result.timed_out
+        ready, _, _ = select.select([reader], [], [], 10)
+        assert ready and os.read(reader, 100) == b"started\n"
+        # End of file (every writer gone) within a bound, or the child outlived the timeout.
+        ready, _, _ = select.select([reader], [], [], 10)
+        assert ready and os.read(reader, 100) == b""
+    finally:
+        os.close(reader)
+
+
+def test_required_without_bwrap_raises_with_the_fix(repo: Path) -> None:
+    with pytest.raises(SandboxUnavailable, match="apt-get install -y bubblewrap"):
+        prepare(SandboxSettings(SandboxMode.REQUIRED), repo, [], {}, which=lambda _: None)
+
+
+def test_auto_without_bwrap_runs_unsandboxed_and_says_so(repo: Path) -> None:
+    sandbox = prepare(SandboxSettings(), repo, [], {"HOME": "/x", "GH_TOKEN": "t"}, which=lambda _: None)
+
+    assert not sandbox.sandboxed
+    assert "unsandboxed (sandbox: auto): bwrap (bubblewrap) is not on PATH" in sandbox.why
+    assert "GH_TOKEN" not in sandbox.env
+
+
+def test_off_runs_as_before(repo: Path) -> None:
+    sandbox = prepare(SandboxSettings(SandboxMode.OFF), repo, [], {"HOME": "/x"})
+
+    assert not sandbox.sandboxed and sandbox.why == "unsandboxed: sandbox: off in hub.yaml"
+
+
+def test_a_normal_pytest_run_passes_inside_the_sandbox(repo: Path) -> None:
+    (repo / "calc.py").write_text("def add(a, b):\n    return a + b\n", encoding="utf-8")
+    (repo / "test_calc.py").write_text(
+        "import calc\n\ndef test_add(tmp_path):\n    (tmp_path / 'x').write_text('1')\n"
+        "    assert calc.add(1, 2) == 3\n",
+        encoding="utf-8",
+    )
+
+    result = run_command(f"{PY} -m pytest -q", repo, 120, jail(repo))
+
+    assert result.ok, result.stdout + result.stderr
+    assert "1 passed" in result.stdout
+
+
+def test_a_daemon_socket_is_unreachable_though_the_filesystem_is_readable(repo: Path) -> None:
+    # A socket file is reachable through any mount and outside the network namespace; docker.sock is
+    # root. The hidden sockets (docker, podman, D-Bus, /run/user...) are passed in here as one of ours.
+    path = repo / "docker.sock"
+    with socket.socket(socket.AF_UNIX) as listener:
+        listener.bind(str(path))
+        listener.listen()
+        code = f"import socket; socket.socket(socket.AF_UNIX).connect({str(path)!r}); print('CONNECTED')"
+        env = {"PATH": "/usr/bin:/bin", "HOME": str(repo.parent)}
+
+        open_jail = prepare(SandboxSettings(), repo, [], env, hidden=())
+        hiding = prepare(SandboxSettings(), repo, [], env, hidden=(str(path),))
+
+        assert "CONNECTED" in run_command(py(code), repo, 30, open_jail).stdout
+        assert "CONNECTED" not in run_command(py(code), repo, 30, hiding).stdout
