@@ -479,7 +479,7 @@ def form_of(spec: Spec) -> str:
     """A value's form in a few words, for the key reference."""
     if isinstance(spec, Str):
         if spec.choices:
-            return ", ".join(spec.choices[:-1]) + f" or {spec.choices[-1]}"
+            return "/".join(spec.choices)
         return "file name" if spec.plain_name else "string"
     if isinstance(spec, Num):
         return spec.expected.removeprefix("a ").removeprefix("an ")
@@ -488,7 +488,7 @@ def form_of(spec: Spec) -> str:
     if isinstance(spec, Scalar):
         return "string, number or boolean"
     if isinstance(spec, Bool):
-        return "true or false"
+        return "true/false"
     if isinstance(spec, AnyOf):
         return " or ".join("mapping (below)" if isinstance(f, Map) else form_of(f) for f in spec.forms)
     if isinstance(spec, MapOf):

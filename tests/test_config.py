@@ -269,6 +269,9 @@ def test_the_readme_key_references_defaults_are_the_ones_an_empty_hub_yaml_gets(
         "limits.max_changed_files": config.max_changed_files,
         "limits.global_timeout_hours": config.global_timeout_hours,
         "limits.server_wait_minutes": config.server_wait_minutes,
+        "limits.max_reply_chars": config.max_reply_chars,
+        "sandbox": config.sandbox.mode,
+        "sandbox.network": str(config.sandbox.network).lower(),
     }
     documented = {key.strip("`"): default.strip("`") for key, _, default, _ in readme_key_table()}
     assert {key: documented[key] for key in actual} == {
