@@ -424,8 +424,8 @@ def test_a_target_or_source_outside_the_repository_is_refused_even_as_a_new_file
         "new", "--title", "t", "--requirement", "r", "--target", "src/app.py", "--source", "/etc/hostname"
     )
     assert (outside.returncode, read.returncode) == (1, 1)
-    assert outside.stderr.startswith("hub: --target ../evil.py: outside the repository ")
-    assert read.stderr.startswith("hub: --source /etc/hostname: outside the repository ")
+    assert outside.stderr == "hub: --target ../evil.py: is not inside the repository ('..')\n"
+    assert read.stderr.startswith("hub: --source /etc/hostname: is not inside the repository ")
     assert not (git_repo / "_handoff" / "TASK_CONTRACT.json").exists()
 
 

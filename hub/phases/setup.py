@@ -78,9 +78,12 @@ def check_task_paths(repo_root: Path, fields: Mapping[str, Any], create_target: 
             "the task names no file to change: give --target FILE (or --allowed-path PATH); "
             "without one the model may write nowhere and every edit would be refused"
         )
+    # The contract's own path check, here too so that promotion blocks such a proposal (a ConfigError)
+    # instead of failing on it at every `hub next`.
     for flag, path in [("--target", target), *(("--source", p) for p in fields.get("source_files") or [])]:
-        if path and not _inside(repo_root, str(path)):
-            raise ConfigError(f"{flag} {path}: outside the repository {repo_root}; name files inside it")
+        problem = contract_mod.path_problem(str(path)) if path else None
+        if problem:
+            raise ConfigError(f"{flag} {path}: {problem}")
     if target and not create_target and not _exists(repo_root, str(target)):
         hint = _close_files(repo_root, str(target))
         raise ConfigError(
@@ -99,11 +102,6 @@ def _exists(repo_root: Path, path: str) -> bool:
     root = repo_root.resolve()
     full = (root / path).resolve()
     return full.is_relative_to(root) and full.exists()
-
-
-def _inside(repo_root: Path, path: str) -> bool:
-    root = repo_root.resolve()
-    return (root / path).resolve().is_relative_to(root)
 
 
 def _close_files(repo_root: Path, path: str) -> str:
