@@ -535,3 +535,10 @@ def test_cli_rules_add_scan_import_remove(project: Path) -> None:
 
     removed = _hub(project, "remove", "no-assert")
     assert removed.returncode == 0 and not (project / "rules" / "no-assert.yml").exists()
+
+
+@pytest.mark.parametrize("name", ["rules/latin1.yml", "sgconfig.yml"])
+def test_a_rule_file_or_sgconfig_that_is_not_utf8_is_a_rule_error_naming_it(project: Path, name: str) -> None:
+    (project / name).write_bytes(b"id: caf\xe9\nlanguage: python\nrule:\n  pattern: print($A)\n")
+    with pytest.raises(RuleError, match=rf"{name.split('/')[-1]}: not valid YAML: 'utf-8' codec"):
+        rules.list_rules(project)
