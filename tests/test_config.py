@@ -64,7 +64,8 @@ def test_a_typical_source_file_and_its_whole_file_answer_fit_the_default_window(
     source = (Path(__file__).resolve().parents[1] / "hub" / "phases" / "implement.py").read_text(
         encoding="utf-8"
     )
-    assert 12_000 < len(source) < 25_000  # a typical file: a few hundred lines
+    # A typical file, a few hundred lines: a fixed share of one, so the file's growth cannot fail this.
+    source = source[: source.index("\n", 16_000) + 1]
     fit = budget.plan(
         "instructions " * 200 + source, "system " * 50, DEFAULT_NUM_CTX, DEFAULT_NUM_PREDICT["implementer"]
     )

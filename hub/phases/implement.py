@@ -127,7 +127,9 @@ class Attempt:
                 return self._stall(again.reason, again.detail)
             # Some of the change is written and some is still refused after the one feedback round: a
             # change only partly made must not go on to review as if whole (issue 12).
-            missing = unapplied(result) if isinstance(again, Stall) else unapplied(again)
+            from hub.edits import PARTIAL_CHANGE, unapplied
+
+            missing = unapplied(*result) if isinstance(again, Stall) else unapplied(*again)
             if missing:
                 detail = "; ".join(missing)
                 if isinstance(again, Stall):
@@ -144,11 +146,8 @@ class Attempt:
         request = request_for(self.config, "implementer", prompt, system)
         generation = self.run.generate(worker, "implementer", request, purpose)
         if generation.truncated:
-            # A count that filled the window is a cut for sure. A count merely low is what Ollama's
-            # prompt cache gives too (it counts only what it evaluated, and the hub remembers only a
-            # few recent prompts per model): the first call is retried smaller once (the caller), any
-            # other goes on with a warning on record, since halting an unattended task on evidence
-            # this ambiguous is worse than letting review and the judge see the answer.
+            # Only a count that filled the window is a sure cut; a low one is also Ollama's prompt
+            # cache. The first call retries smaller (the caller); later ones go on, on record.
             if generation.prompt_tokens >= request.num_ctx or purpose == "implement":
                 raise ContextOverflow(
                     generation.prompt_tokens,
@@ -305,22 +304,6 @@ class Attempt:
         commit = run.checkpoint("code_written")
         crash_point("implement:after-commit")
         return finish_code_written(run, commit)
-
-
-PARTIAL_CHANGE = (
-    "partial_change: part of the change was written, but these edits were still not applied after the "
-    "feedback round, so the change is incomplete: "
-)
-
-
-def unapplied(answer: Answer) -> list[str]:
-    """The parts of an answer that were not written (refused edits, SEARCH blocks that did not match,
-    blocks the parser dropped), each with its reason; [] when all of it was applied."""
-    parsed, result = answer
-    missing = [f"{r.path}: {r.reason}" for r in result.refused]
-    missing += [f"{f.path}: a SEARCH block did not match ({f.reason})" for f in result.failed_blocks]
-    missing += list(parsed.problems)
-    return missing
 
 
 def finish_code_written(run: Run, commit: str | None) -> Outcome:
