@@ -130,6 +130,8 @@ class Jail:
     why: str
     prefix: tuple[str, ...] = ()
     env: Mapping[str, str] = field(default_factory=dict)
+    # The control files in the writable root: one absent before a command must be absent after it.
+    guarded: tuple[Path, ...] = ()
 
     def argv(self, command: str, cwd: Path, info_fd: int | None = None) -> list[str]:
         if not self.sandboxed:
@@ -204,13 +206,19 @@ def prepare(
     """The jail commands in `writable_root` run in. `protected` are paths inside the writable root that
     stay read-only (git metadata and the hub's control files). Raises SandboxUnavailable for `required`."""
     env = os.environ if env is None else env
+    protected = tuple(protected)
     if settings.mode == SandboxMode.OFF:
-        return Jail(False, "unsandboxed: sandbox: off in hub.yaml", env=dict(env))
+        return Jail(False, "unsandboxed: sandbox: off in hub.yaml", env=dict(env), guarded=protected)
     bwrap, why = availability(which)
     if bwrap is None:
         if settings.mode == SandboxMode.REQUIRED:
             raise SandboxUnavailable(why)
-        return Jail(False, f"unsandboxed (sandbox: auto): {why}", env=child_env(env, str(Path.home())))
+        return Jail(
+            False,
+            f"unsandboxed (sandbox: auto): {why}",
+            env=child_env(env, str(Path.home())),
+            guarded=protected,
+        )
     root = writable_root.resolve()
     prefix = [bwrap, *_mounts(root, protected, settings, env, hidden)]
     prefix += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--die-with-parent", "--new-session"]
@@ -222,6 +230,7 @@ def prepare(
         f"sandboxed (bwrap): writable {root} only, {where}",
         tuple(prefix),
         child_env(env, SANDBOX_HOME),
+        protected,
     )
 
 
@@ -258,6 +267,26 @@ def _mounts(
             elif secret.exists():
                 args += ["--ro-bind", "/dev/null", str(secret)]
     return args
+
+
+def absent(paths: Iterable[Path]) -> list[Path]:
+    return [p for p in paths if not os.path.lexists(p)]
+
+
+def remove_created(were_absent: Iterable[Path]) -> list[Path]:
+    """Remove the control files a command created where none was (a read-only mount needs something to
+    cover, so a missing `prompts/` or `sgconfig.yml` could be made, and the hub reads a repository's
+    own first). Links are removed, never followed. Returns what was removed."""
+    removed = []
+    for path in were_absent:
+        if not os.path.lexists(path):
+            continue
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
+        removed.append(path)
+    return removed
 
 
 def _read_only_inside(root: Path, protected: Iterable[Path]) -> list[Path]:

@@ -19,7 +19,7 @@ from hub.atomic import write_atomic
 from hub.config import Config
 from hub.faults import crash_point
 from hub.log import get_logger
-from hub.sandbox import Jail, prepare
+from hub.sandbox import Jail, absent, prepare, remove_created
 from hub.trust import control_paths
 
 log = get_logger("hub.phase")
@@ -68,6 +68,7 @@ def run_command(
     # bwrap writes to --info-fd once the sandbox stands (its die-with-parent armed) and closes it: until
     # then a kill of the hub could leave a sandbox starting up without a parent to die with.
     info_read, info_write = os.pipe() if sandboxed else (-1, -1)
+    were_absent = absent(jail.guarded) if jail else []
     try:
         proc = subprocess.Popen(
             jail.argv(command, cwd, info_fd=info_write if sandboxed else None) if jail else command,
@@ -100,9 +101,18 @@ def run_command(
         timed_out = True
     if pidfile is not None:
         pidfile.unlink(missing_ok=True)
-    return CommandResult(
-        command, proc.returncode, stdout or "", stderr or "", time.perf_counter() - started, timed_out
-    )
+    exit_code, stderr = proc.returncode, stderr or ""
+    created = remove_created(were_absent)
+    if created:
+        names = ", ".join(
+            sorted(p.relative_to(cwd).as_posix() if p.is_relative_to(cwd) else str(p) for p in created)
+        )
+        stderr += (
+            f"\nhub: the command created the hub's control files {names}; removed, and the command fails"
+        )
+        log.warning("acceptance.control_files_created", paths=names)
+        exit_code = exit_code or 1
+    return CommandResult(command, exit_code, stdout or "", stderr, time.perf_counter() - started, timed_out)
 
 
 def jail_for(config: Config) -> Jail:
