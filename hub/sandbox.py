@@ -251,8 +251,13 @@ def _mounts(
         if path.exists():
             args += ["--bind", str(path), str(path)]
     args += ["--bind", str(root), str(root)]
-    for path in _read_only_inside(root, protected):
-        args += ["--ro-bind", str(path), str(path)]
+    read_only = _read_only_inside(root, protected)
+    # A mount point cannot be renamed or removed (EBUSY), but its parent folder can: `mv tools x` then a
+    # fresh `tools/rules` swapped a nested rule folder. Each folder between the root and a read-only
+    # path is made a (writable) mount point of its own, parents first, so none of them can move.
+    pinned = _parents_inside(root, read_only)
+    for path in sorted([*pinned, *read_only], key=lambda p: len(p.parts)):
+        args += ["--bind" if path in pinned else "--ro-bind", str(path), str(path)]
     for name in hidden:
         path = Path(name)
         if path.is_dir() and not path.is_symlink():
@@ -287,6 +292,18 @@ def remove_created(were_absent: Iterable[Path]) -> list[Path]:
             path.unlink()
         removed.append(path)
     return removed
+
+
+def _parents_inside(root: Path, read_only: Sequence[Path]) -> set[Path]:
+    """The folders strictly between `root` and each read-only path that are not read-only themselves."""
+    return {
+        parent
+        for path in read_only
+        for parent in path.parents
+        if parent.is_relative_to(root)
+        and parent != root
+        and not any(parent.is_relative_to(other) for other in read_only)
+    }
 
 
 def _read_only_inside(root: Path, protected: Iterable[Path]) -> list[Path]:
