@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from hub.phases.acceptance import run_command
+from hub.phases.acceptance import CAPTURE, run_command
 from hub.sandbox import Jail, SandboxMode, SandboxSettings, SandboxUnavailable, availability, prepare
 
 PY = shlex.quote(sys.executable)
@@ -234,3 +234,14 @@ def test_a_nested_rule_folder_cannot_be_swapped_by_renaming_its_parent(repo: Pat
 
     assert sorted(p.name for p in rules.iterdir()) == ["no-eval.yml"]
     assert not (repo / "tools.old").exists()
+
+
+def test_a_flood_of_output_keeps_only_its_tail_in_the_hubs_memory(repo: Path) -> None:
+    # `yes` until the clock ran out held every byte in the hub (1.2 GB resident for 400 MB printed).
+    command = "head -c 20000000 /dev/zero | tr '\\0' x; echo; echo END; head -c 20000000 /dev/zero >&2; echo ERR >&2"
+
+    result = run_command(command, repo, 60, jail(repo))
+
+    assert result.ok
+    assert result.stdout.endswith("x\nEND\n") and result.stderr.endswith("ERR\n")
+    assert len(result.stdout) <= CAPTURE and len(result.stderr) <= CAPTURE
