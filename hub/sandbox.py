@@ -114,6 +114,9 @@ HIDDEN_SOCKETS = (
 )
 
 SANDBOX_HOME = "/tmp/home"
+# The size of the private /tmp (HOME is in it) and of /dev/shm: a tmpfs is memory, by default half the
+# host's RAM each, so an uncapped one let a command push the machine into the OOM killer.
+TMP_SIZE = 1024 * 1024 * 1024
 FIX_INSTALL = (
     "install bubblewrap (Debian/Ubuntu: `sudo apt-get install -y bubblewrap`; Fedora: `sudo dnf install "
     "bubblewrap`), or set `sandbox: auto` or `sandbox: off` in hub.yaml to run acceptance commands "
@@ -175,6 +178,16 @@ def _works(bwrap: str) -> str | None:
     return None
 
 
+@functools.cache
+def _sizes_tmpfs(bwrap: str) -> bool:
+    """Whether this bwrap caps a tmpfs (`--size`, bubblewrap 0.8.0 and later)."""
+    try:
+        done = subprocess.run([bwrap, "--help"], capture_output=True, text=True, timeout=10, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return "--size" in done.stdout + done.stderr
+
+
 def availability(which: Which = shutil.which) -> tuple[str | None, str]:
     """(bwrap's path, "") when sandboxing works on this machine, else (None, why not)."""
     if not sys.platform.startswith("linux"):
@@ -202,6 +215,7 @@ def prepare(
     env: Mapping[str, str] | None = None,
     which: Which = shutil.which,
     hidden: Sequence[str] = HIDDEN_SOCKETS,
+    tmp_size: int = TMP_SIZE,
 ) -> Jail:
     """The jail commands in `writable_root` run in. `protected` are paths inside the writable root that
     stay read-only (git metadata and the hub's control files). Raises SandboxUnavailable for `required`."""
@@ -220,7 +234,8 @@ def prepare(
             guarded=protected,
         )
     root = writable_root.resolve()
-    prefix = [bwrap, *_mounts(root, protected, settings, env, hidden)]
+    size = tmp_size if _sizes_tmpfs(bwrap) else None
+    prefix = [bwrap, *_mounts(root, protected, settings, env, hidden, size)]
     prefix += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--die-with-parent", "--new-session"]
     if not settings.network:
         prefix.append("--unshare-net")
@@ -240,8 +255,12 @@ def _mounts(
     settings: SandboxSettings,
     env: Mapping[str, str],
     hidden: Sequence[str],
+    tmp_size: int | None = None,
 ) -> list[str]:
-    args = ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+    sized = ["--size", str(tmp_size)] if tmp_size else []
+    args = ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", *sized, "--tmpfs", "/tmp"]
+    # /dev is a tmpfs of its own, writable by the command: read-only but for a capped /dev/shm.
+    args += [*sized, "--tmpfs", "/dev/shm", "--remount-ro", "/dev"]
     # The real HOME stays readable (pyenv, nvm, ~/.local hold the toolchain the tests need), minus every
     # credential folder in it; the command's own HOME is a fresh folder in its private /tmp.
     home = Path(env.get("HOME") or str(Path.home())).resolve()

@@ -245,3 +245,17 @@ def test_a_flood_of_output_keeps_only_its_tail_in_the_hubs_memory(repo: Path) ->
     assert result.ok
     assert result.stdout.endswith("x\nEND\n") and result.stderr.endswith("ERR\n")
     assert len(result.stdout) <= CAPTURE and len(result.stderr) <= CAPTURE
+
+
+def test_the_commands_private_tmp_and_dev_cannot_fill_the_hosts_memory(repo: Path) -> None:
+    # /tmp, /dev/shm and /dev are tmpfs: memory, half the host's RAM each unless capped.
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(repo.parent)}
+    sandbox = prepare(SandboxSettings(), repo, [], env, tmp_size=4 * 1024 * 1024)
+    fill = "head -c 8000000 /dev/zero > {} && echo FILLED {}"
+    command = "; ".join(fill.format(path, path) for path in ("/tmp/x", "/dev/shm/x", "/dev/x"))
+
+    result = run_command(command, repo, 30, sandbox)
+
+    assert "FILLED" not in result.stdout
+    assert result.stderr.count("No space left on device") == 2
+    assert "/dev/x: Read-only file system" in result.stderr
