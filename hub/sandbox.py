@@ -11,7 +11,8 @@ What a sandboxed command sees (issue 11; the same policy as Codex CLI's Linux sa
   (pyenv, nvm and `~/.local` hold the toolchains tests need) except its credentials (`~/.ssh`, `~/.aws`,
   `~/.config/gh`, `~/.netrc`, `~/.docker`, `~/.kube`, `~/.gnupg`...), which are hidden by empty mounts;
 - no network but its own loopback (`--unshare-net`), unless `sandbox.network: true`; the well-known
-  daemon sockets (docker, podman, containerd, libvirt, D-Bus, `/run/user`) hidden, since a socket file
+  daemon sockets (docker, podman, containerd, libvirt, D-Bus, `/run/user`) and every socket file under
+  `/run` (postgres, mysql, systemd...) hidden, since a socket file
   is reachable through a read-only mount and outside the network namespace;
 - an environment cut to an allowlist (`PATH`, locale, `TERM`...; never anything that looks like a token);
 - its own PID namespace, killed with the hub (`--die-with-parent`), in a session of its own, so a timeout
@@ -25,10 +26,12 @@ when it cannot; `required` refuses to run a command unsandboxed (the task halts 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import re
 import shutil
+import stat
 import subprocess
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -113,6 +116,11 @@ HIDDEN_SOCKETS = (
     "/run/user",
 )
 
+# Folders searched for any other socket file (postgres, mysql, systemd's private bus...) to hide the same
+# way: a list of daemons is never complete.
+SOCKET_ROOTS = ("/run", "/var/run")
+SOCKETS_SCANNED = 20000  # entries at most, so a huge /run costs a bounded walk
+
 SANDBOX_HOME = "/tmp/home"
 # The size of the private /tmp (HOME is in it) and of /dev/shm: a tmpfs is memory, by default half the
 # host's RAM each, so an uncapped one let a command push the machine into the OOM killer.
@@ -178,6 +186,25 @@ def _works(bwrap: str) -> str | None:
     return None
 
 
+def _sockets_under(roots: Sequence[str], hidden: Sequence[str]) -> list[str]:
+    """Socket files under `roots` (links not followed), except inside a folder hidden already."""
+    skip = {os.path.realpath(h) for h in hidden}
+    found: list[str] = []
+    seen = 0
+    for top in dict.fromkeys(os.path.realpath(r) for r in roots):
+        for folder, dirs, files in os.walk(top):
+            dirs[:] = [d for d in dirs if os.path.join(folder, d) not in skip]
+            seen += len(dirs) + len(files)
+            for name in files:
+                path = os.path.join(folder, name)
+                with contextlib.suppress(OSError):
+                    if stat.S_ISSOCK(os.lstat(path).st_mode) and path not in skip:
+                        found.append(path)
+            if seen > SOCKETS_SCANNED:
+                return found
+    return found
+
+
 @functools.cache
 def _sizes_tmpfs(bwrap: str) -> bool:
     """Whether this bwrap caps a tmpfs (`--size`, bubblewrap 0.8.0 and later)."""
@@ -216,6 +243,7 @@ def prepare(
     which: Which = shutil.which,
     hidden: Sequence[str] = HIDDEN_SOCKETS,
     tmp_size: int = TMP_SIZE,
+    socket_roots: Sequence[str] = SOCKET_ROOTS,
 ) -> Jail:
     """The jail commands in `writable_root` run in. `protected` are paths inside the writable root that
     stay read-only (git metadata and the hub's control files). Raises SandboxUnavailable for `required`."""
@@ -235,6 +263,7 @@ def prepare(
         )
     root = writable_root.resolve()
     size = tmp_size if _sizes_tmpfs(bwrap) else None
+    hidden = (*hidden, *_sockets_under(socket_roots, hidden))
     prefix = [bwrap, *_mounts(root, protected, settings, env, hidden, size)]
     prefix += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--die-with-parent", "--new-session"]
     if not settings.network:

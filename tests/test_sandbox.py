@@ -259,3 +259,19 @@ def test_the_commands_private_tmp_and_dev_cannot_fill_the_hosts_memory(repo: Pat
     assert "FILLED" not in result.stdout
     assert result.stderr.count("No space left on device") == 2
     assert "/dev/x: Read-only file system" in result.stderr
+
+
+def test_any_socket_under_run_is_unreachable_not_only_the_known_daemons(repo: Path) -> None:
+    # A postgres or mysql socket with trust auth, systemd's private bus: no list of daemons is complete.
+    run = repo / "run"
+    (run / "postgresql").mkdir(parents=True)
+    path = run / "postgresql" / ".s.PGSQL.5432"
+    with socket.socket(socket.AF_UNIX) as listener:
+        listener.bind(str(path))
+        listener.listen()
+        code = f"import socket; socket.socket(socket.AF_UNIX).connect({str(path)!r}); print('CONNECTED')"
+        env = {"PATH": "/usr/bin:/bin", "HOME": str(repo.parent)}
+
+        sandbox = prepare(SandboxSettings(), repo, [], env, hidden=(), socket_roots=(str(run),))
+
+        assert "CONNECTED" not in run_command(py(code), repo, 30, sandbox).stdout
