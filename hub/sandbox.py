@@ -29,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import pwd
 import re
 import shutil
 import stat
@@ -101,6 +102,18 @@ CREDENTIALS = (
     ".git-credentials",
     ".npmrc",
     ".pypirc",
+    # The tokens of the coding agents and model hubs a user of this tool is likely to have signed in to.
+    ".claude/.credentials.json",
+    ".codex/auth.json",
+    ".cache/huggingface/token",
+    ".huggingface/token",
+    ".config/git/credentials",
+    ".cargo/credentials",
+    ".cargo/credentials.toml",
+    ".pgpass",
+    ".vault-token",
+    ".terraform.d/credentials.tfrc.json",
+    ".local/share/keyrings",
 )
 
 # Unix sockets outside HOME and /tmp through which a sandboxed command could act outside it: neither a
@@ -312,8 +325,10 @@ def _mounts(
             args += ["--tmpfs", str(path)]
         elif path.exists():
             args += ["--ro-bind", "/dev/null", str(path)]
+    # The account's own home too, should HOME point elsewhere.
+    owner = Path(pwd.getpwuid(os.getuid()).pw_dir).resolve()
     for name in CREDENTIALS:
-        for base in {home, root}:
+        for base in {home, root, owner}:
             secret = base / name
             if secret.is_dir():
                 args += ["--tmpfs", str(secret)]

@@ -27,9 +27,10 @@ def repo(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def home(tmp_path: Path) -> Path:
-    """A HOME holding fake credentials."""
-    folder = tmp_path / "home"
+def home(repo: Path) -> Path:
+    """A HOME holding fake credentials. Inside the work root, because the sandbox's private /tmp hides
+    all of tmp_path but the root: a HOME there would be unreadable whatever the credential list says."""
+    folder = repo / "home"
     (folder / ".ssh").mkdir(parents=True)
     (folder / ".ssh" / "id_rsa").write_text("FAKE-PRIVATE-KEY\n", encoding="utf-8")
     (folder / ".netrc").write_text("machine x login y password FAKE-NETRC\n", encoding="utf-8")
@@ -275,3 +276,14 @@ def test_any_socket_under_run_is_unreachable_not_only_the_known_daemons(repo: Pa
         sandbox = prepare(SandboxSettings(), repo, [], env, hidden=(), socket_roots=(str(run),))
 
         assert "CONNECTED" not in run_command(py(code), repo, 30, sandbox).stdout
+
+
+def test_coding_agent_and_model_hub_tokens_are_unreadable(repo: Path, home: Path) -> None:
+    secrets = [".claude/.credentials.json", ".codex/auth.json", ".cache/huggingface/token", ".pgpass"]
+    for name in secrets:
+        (home / name).parent.mkdir(parents=True, exist_ok=True)
+        (home / name).write_text(f"FAKE-{name}\n", encoding="utf-8")
+
+    result = run_command(f"cd {home} && cat {' '.join(secrets)}", repo, 30, jail(repo, home))
+
+    assert "FAKE" not in result.stdout
