@@ -205,6 +205,12 @@ def project_rules(repo_root: Path) -> list[Path]:
     return [] if config is None else _dir_list(config, "ruleDirs", repo_root)
 
 
+def project_util_dirs(repo_root: Path) -> list[Path]:
+    """The util rule dirs named by sgconfig.yml `utilDirs`: rules match through them, so they are rules."""
+    config = _read_sgconfig(repo_root)
+    return [] if config is None else _dir_list(config, "utilDirs", repo_root)
+
+
 # --- reading rule files ------------------------------------------------------------------------------
 
 _file_cache: dict[Path, tuple[int, int, list[_Rule]]] = {}
