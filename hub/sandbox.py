@@ -15,6 +15,7 @@ What a sandboxed command sees (issue 11; the same policy as Codex CLI's Linux sa
   `/run` (postgres, mysql, systemd...) hidden, since a socket file
   is reachable through a read-only mount and outside the network namespace;
 - an environment cut to an allowlist (`PATH`, locale, `TERM`...; never anything that looks like a token);
+- no capabilities, even when the hub runs as root (bwrap keeps root's unless told);
 - its own PID namespace, killed with the hub (`--die-with-parent`), in a session of its own, so a timeout
   or the hub's death ends the whole tree: nothing escapes by `setsid` or double fork.
 
@@ -279,6 +280,9 @@ def prepare(
     hidden = (*hidden, *_sockets_under(socket_roots, hidden))
     prefix = [bwrap, *_mounts(root, protected, settings, env, hidden, size)]
     prefix += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--die-with-parent", "--new-session"]
+    # Run by root, bwrap keeps root's capabilities unless told: the command could umount the read-only
+    # binds (and forge the judge's report), mknod the host's disk or load a kernel module.
+    prefix += ["--cap-drop", "ALL"]
     if not settings.network:
         prefix.append("--unshare-net")
     where = "network on" if settings.network else "no network"

@@ -287,3 +287,14 @@ def test_coding_agent_and_model_hub_tokens_are_unreadable(repo: Path, home: Path
     result = run_command(f"cd {home} && cat {' '.join(secrets)}", repo, 30, jail(repo, home))
 
     assert "FAKE" not in result.stdout
+
+
+def test_the_command_has_no_capabilities_to_unmount_its_read_only_paths(repo: Path) -> None:
+    # bwrap run by root keeps root's capabilities unless told otherwise: the command could umount the
+    # read-only _handoff and forge the judge's report (root in a CI container, a dev container...).
+    command = "grep CapEff /proc/self/status; umount _handoff; echo '{}' > _handoff/JUDGE_REPORT.json"
+
+    result = run_command(command, repo, 30, jail(repo))
+
+    assert "CapEff:\t0000000000000000" in result.stdout
+    assert not (repo / "_handoff" / "JUDGE_REPORT.json").exists()
