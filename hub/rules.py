@@ -181,7 +181,7 @@ def _read_sgconfig(repo_root: Path) -> dict[str, Any] | None:
         return None
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
         raise RuleError(f"{path}: not valid YAML: {exc}") from None
     if data is None:
         return {}
@@ -234,7 +234,7 @@ def _load_rule_file(path: Path, source: str) -> list[_Rule]:
             for d in yaml.load_all(path.read_text(encoding="utf-8"), Loader=_FastSafeLoader)
             if d is not None
         ]
-    except yaml.YAMLError as exc:
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
         raise RuleError(f"{path}: not valid YAML: {exc}") from None
     rules = []
     for doc in docs:

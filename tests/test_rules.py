@@ -552,3 +552,10 @@ def test_an_ast_grep_ignore_comment_in_the_code_does_not_silence_the_rules(proje
     ]
     assert [(f.line, f.rule_id) for f in in_memory] == [(1, "py-eval-exec"), (3, "py-eval-exec")]
     assert (project / "app" / "sneaky.py").read_text(encoding="utf-8") == code
+
+
+@pytest.mark.parametrize("name", ["rules/latin1.yml", "sgconfig.yml"])
+def test_a_rule_file_or_sgconfig_that_is_not_utf8_is_a_rule_error_naming_it(project: Path, name: str) -> None:
+    (project / name).write_bytes(b"id: caf\xe9\nlanguage: python\nrule:\n  pattern: print($A)\n")
+    with pytest.raises(RuleError, match=rf"{name.split('/')[-1]}: not valid YAML: 'utf-8' codec"):
+        rules.list_rules(project)
