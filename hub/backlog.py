@@ -87,6 +87,8 @@ def _read(path: Path, key: str) -> dict[str, Any]:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         return {"version": VERSION, "next_seq": 1, key: []}
+    except UnicodeDecodeError as exc:
+        raise ContractInvalid(str(path), "$", f"not UTF-8 text (byte {exc.start})") from None
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -272,7 +274,9 @@ def _find(doc: dict[str, Any], task_id: str, file: str) -> dict[str, Any]:
     for entry in doc["tasks"]:
         if entry["id"] == task_id:
             return entry
-    raise ContractInvalid(file, "id", f"no backlog task '{task_id}' (see task_list)")
+    raise ContractInvalid(
+        file, "id", f"no backlog task '{task_id}' (see `hub backlog list`, or task_list over MCP)"
+    )
 
 
 def _depends_on(doc: dict[str, Any], start: str, target: str) -> bool:

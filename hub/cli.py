@@ -12,7 +12,16 @@ from typing import Any
 
 import click
 
-from hub.cli_common import CONTEXT_SETTINGS, State, emit, finish, json_option, pass_state, task_option
+from hub.cli_common import (
+    CONTEXT_SETTINGS,
+    State,
+    emit,
+    finish,
+    json_option,
+    pass_state,
+    read_input,
+    task_option,
+)
 from hub.cli_tools import backlog, note, rules
 from hub.errors import EXIT_ERROR, HubError, exit_code_for
 
@@ -112,7 +121,7 @@ def new(
     from hub.phases.setup import create, missing_task_field, task_fields
 
     fields = task_fields(
-        from_proposal.read_text(encoding="utf-8") if from_proposal else None,
+        read_input(from_proposal) if from_proposal else None,
         str(from_proposal),
         title=title,
         target_file=target,
@@ -210,7 +219,7 @@ def rebut(state: State, file: Path, as_json: bool) -> None:
     """Disagree with a FAIL verdict: FILE goes to the judge as REBUTTAL.md."""
     from hub.phases.judge import rebut as run
 
-    finish(run(state.context(), file.read_text(encoding="utf-8")), as_json)
+    finish(run(state.context(), read_input(file)), as_json)
 
 
 @cli.command("finalize-task")
@@ -322,6 +331,10 @@ def log(state: State, task_id: str | None, as_json: bool) -> None:
     if as_json:
         emit(entries, True)
         return
+    if not entries:
+        # A mistyped --task id would otherwise print nothing at all.
+        whole = "; `hub log` lists every task's transitions"
+        click.echo(f"nothing logged for task {task_id}{whole}" if task_id else "nothing logged yet")
     for e in entries:
         if e["kind"] == "transition":
             click.echo(

@@ -76,3 +76,14 @@ task_option = click.option(
 )
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+
+
+def read_input(path: Path) -> str:
+    """A file named on the command line (a proposal, a rebuttal), as text: one that is not UTF-8 is an
+    error naming it, not a traceback."""
+    from hub.errors import ContractInvalid
+
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ContractInvalid(str(path), "$", f"not UTF-8 text (byte {exc.start})") from None

@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from hub.cli_common import State, emit, json_option, pass_state, task_option
+from hub.cli_common import State, emit, json_option, pass_state, read_input, task_option
 
 
 @click.group()
@@ -44,7 +44,7 @@ def backlog_add(
     from hub.backlog import add_tasks
 
     if file:
-        content = file.read_text(encoding="utf-8")
+        content = read_input(file)
     if not content:
         raise click.UsageError("give the proposal as CONTENT or --file")
     task: dict[str, Any] = {"content": content, "priority": priority, "depends_on": list(depends_on)}
@@ -114,10 +114,12 @@ def backlog_list(state: State, status: str | None, as_json: bool) -> None:
 @pass_state
 def backlog_next(state: State, as_json: bool) -> None:
     """Show the proposal `hub next` would promote (most urgent with its dependencies merged)."""
-    from hub.backlog import next_task
+    from hub.phases.promote import next_proposal
 
-    doc = next_task(state.context())
+    doc = next_proposal(state.context())
     text = render_backlog([doc["task"]]) if doc["task"] else f"nothing ready: {doc['why']}"
+    if doc.get("blocked"):
+        text += f"\n`hub next` blocks it: {doc['blocked']}"
     emit(doc, as_json, text)
 
 

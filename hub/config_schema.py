@@ -455,3 +455,58 @@ def render(problems: Sequence[Problem], source: str, text: str | None) -> str:
         expected = f" (expected {p.expected})" if p.expected else ""
         lines.append(f"{where}: {dotted(p.path)}: {p.problem}{expected}")
     return "\n".join(lines)
+
+
+# --- the key reference -------------------------------------------------------------------------------
+
+
+def reference(spec: Spec = SCHEMA, prefix: str = "") -> list[tuple[str, str]]:
+    """Every key hub.yaml may hold, as (key path, its form in a few words), in the table's order: the
+    key and type columns of README's key reference, which tests/test_config.py checks against this so
+    the two cannot drift. `roles.<role>`: a mapping whose keys all take one mapping form; `workers[]`:
+    a list of mappings."""
+    rows: list[tuple[str, str]] = []
+    if isinstance(spec, Map):
+        forms = list(spec.fields.values())
+        if len(forms) > 1 and isinstance(forms[0], Map) and all(form is forms[0] for form in forms):
+            each = prefix.rsplit(".", 1)[-1].removesuffix("s")
+            return reference(forms[0], f"{prefix}.<{each}>")
+        for key, form in spec.fields.items():
+            found = reference(form, f"{prefix}.{key}" if prefix else key)
+            if key in spec.required:
+                found[0] = (found[0][0], f"{found[0][1]}, required")
+            rows += found
+        return rows
+    if isinstance(spec, MapOf) and isinstance(spec.values, Map):
+        return reference(spec.values, f"{prefix}.<{prefix.rsplit('.', 1)[-1].removesuffix('s')}>")
+    if isinstance(spec, ListOf) and isinstance(spec.items, Map):
+        return reference(spec.items, f"{prefix}[]")
+    rows.append((prefix, form_of(spec)))
+    if isinstance(spec, AnyOf):
+        for form in spec.forms:
+            if isinstance(form, Map):
+                rows += reference(form, prefix)
+    return rows
+
+
+def form_of(spec: Spec) -> str:
+    """A value's form in a few words, for the key reference."""
+    if isinstance(spec, Str):
+        if spec.choices:
+            return "/".join(spec.choices)
+        return "file name" if spec.plain_name else "string"
+    if isinstance(spec, Num):
+        return spec.expected.removeprefix("a ").removeprefix("an ")
+    if isinstance(spec, Command):
+        return "command: string or list"
+    if isinstance(spec, Scalar):
+        return "string, number or boolean"
+    if isinstance(spec, Bool):
+        return "true/false"
+    if isinstance(spec, AnyOf):
+        return " or ".join("mapping (below)" if isinstance(f, Map) else form_of(f) for f in spec.forms)
+    if isinstance(spec, MapOf):
+        return f"mapping of name to {form_of(spec.values)}"
+    if isinstance(spec, ListOf):
+        return f"list of {form_of(spec.items)}"
+    return "mapping"

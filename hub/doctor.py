@@ -107,7 +107,7 @@ def diagnose(
     except ConfigError as exc:
         fix = (
             f"correct each line named above: each names the key path and the form it expects "
-            f"(README.md, 'Configuration', shows a whole {CONFIG_FILE})"
+            f"(README.md, 'Configuration', shows a whole {CONFIG_FILE}; 'Every key' lists each key)"
         )
         return [Check(CONFIG_FILE, False, str(exc), fix)]
     seen = f"{path}: valid" if path.exists() else f"no {CONFIG_FILE}: the defaults apply"

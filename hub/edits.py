@@ -263,6 +263,21 @@ def answer_feedback(parsed: ParseResult, result: ApplyResult) -> str:
     return "\n\n".join(parts) + ("\n" if parts else "")
 
 
+PARTIAL_CHANGE = (
+    "partial_change: part of the change was written, but these edits were still not applied after the "
+    "feedback round, so the change is incomplete: "
+)
+
+
+def unapplied(parsed: ParseResult, result: ApplyResult) -> list[str]:
+    """The parts of an answer that were not written (refused edits, SEARCH blocks that did not match,
+    blocks the parser dropped), each with its reason; [] when all of it was applied."""
+    missing = [f"{r.path}: {r.reason}" for r in result.refused]
+    missing += [f"{f.path}: a SEARCH block did not match ({f.reason})" for f in result.failed_blocks]
+    missing += list(parsed.problems)
+    return missing
+
+
 SEARCH_REPLACE_FORMAT = """A SEARCH/REPLACE block changes only the lines it quotes:
 
 path/to/file.py

@@ -155,15 +155,18 @@ def checkpoint(
 
 
 def diff_stats(repo: Repo, base_commit: str, ref: str = "HEAD") -> DiffStats:
-    out = _run(
-        repo, "diff", "--numstat", "-z", f"{base_commit}...{ref}" if ref != "WORKTREE" else base_commit
-    )
+    spec = f"{base_commit}...{ref}" if ref != "WORKTREE" else base_commit
+    out = _run(repo, "diff", "--numstat", "-z", spec)
     per_file: list[tuple[str, int, int]] = []
     for entry in out.split("\0"):
         parts = entry.split("\t")
         if len(parts) == 3 and parts[2]:
-            added = int(parts[0]) if parts[0].isdigit() else 0
-            removed = int(parts[1]) if parts[1].isdigit() else 0
+            if parts[0].isdigit() and parts[1].isdigit():
+                added, removed = int(parts[0]), int(parts[1])
+            else:
+                # Binary to git: maybe only because the work tree's .gitattributes (which a task's command
+                # can write) says `-diff`; counted as text, as the reviewer's diff shows it.
+                added, removed = _text_counts(repo, spec, parts[2])
             per_file.append((parts[2], added, removed))
     return DiffStats(
         files=tuple(p for p, _, _ in per_file),
@@ -173,8 +176,31 @@ def diff_stats(repo: Repo, base_commit: str, ref: str = "HEAD") -> DiffStats:
     )
 
 
+def _text_counts(repo: Repo, spec: str, path: str) -> tuple[int, int]:
+    """Lines added and removed in one file, compared as text whatever its attributes say."""
+    out = _run(repo, "diff", "--text", "--no-ext-diff", "--no-textconv", "-U0", spec, "--", path)
+    added = removed = 0
+    in_hunk = False
+    for line in out.split("\n"):
+        if line.startswith("diff --git "):
+            in_hunk = False
+        elif line.startswith("@@"):
+            in_hunk = True
+        elif in_hunk and line.startswith("+"):
+            added += 1
+        elif in_hunk and line.startswith("-"):
+            removed += 1
+    return added, removed
+
+
 def diff_text(repo: Repo, base_commit: str, ref: str = "HEAD") -> str:
-    return _run(repo, "diff", "--no-color", f"{base_commit}...{ref}")
+    # --text: the work tree's .gitattributes (which a task's command can write, untracked, so absent from
+    # the diff itself) must not turn the task's code into "Binary files differ" for the reviewer.
+    # A binary file's bytes come back surrogate-escaped: shown as U+FFFD, so the text can be written as UTF-8.
+    text = _run(
+        repo, "diff", "--no-color", "--text", "--no-ext-diff", "--no-textconv", f"{base_commit}...{ref}"
+    )
+    return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
 
 
 def content_hash(repo_dir: Path, files: list[str]) -> str:

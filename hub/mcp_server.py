@@ -491,11 +491,12 @@ def build_server(repo_root: Path, handoff_dir: Path | None = None) -> MCPServer:
 
     @server.tool()
     def task_next() -> dict[str, Any]:
-        """The proposal `hub_next` would promote: the most urgent one whose dependencies are merged."""
-        from hub import backlog
+        """The proposal `hub_next` would promote: the most urgent one whose dependencies are merged
+        (`blocked`: why hub_next would block it instead)."""
+        from hub.phases.promote import next_proposal
 
         with tool_errors():
-            return backlog.next_task(ctx())
+            return next_proposal(ctx())
 
     @server.tool()
     def note_add(

@@ -28,7 +28,12 @@ def template(repo_root: Path, name: str) -> str:
     for folder in (repo_root / "prompts", packaged_dir("prompts")):
         path = folder / f"{name}.md"
         if path.is_file():
-            return path.read_text(encoding="utf-8")
+            try:
+                return path.read_text(encoding="utf-8")
+            except UnicodeDecodeError as exc:
+                from hub.errors import ConfigError
+
+                raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start})") from None
     raise FileNotFoundError(f"no prompt template {name}.md in {repo_root / 'prompts'} or the package")
 
 

@@ -181,7 +181,7 @@ def _read_sgconfig(repo_root: Path) -> dict[str, Any] | None:
         return None
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
         raise RuleError(f"{path}: not valid YAML: {exc}") from None
     if data is None:
         return {}
@@ -203,6 +203,12 @@ def project_rules(repo_root: Path) -> list[Path]:
     """The rule dirs named by the repository's sgconfig.yml `ruleDirs`, or [] without an sgconfig.yml."""
     config = _read_sgconfig(repo_root)
     return [] if config is None else _dir_list(config, "ruleDirs", repo_root)
+
+
+def project_util_dirs(repo_root: Path) -> list[Path]:
+    """The util rule dirs named by sgconfig.yml `utilDirs`: rules match through them, so they are rules."""
+    config = _read_sgconfig(repo_root)
+    return [] if config is None else _dir_list(config, "utilDirs", repo_root)
 
 
 # --- reading rule files ------------------------------------------------------------------------------
@@ -228,7 +234,7 @@ def _load_rule_file(path: Path, source: str) -> list[_Rule]:
             for d in yaml.load_all(path.read_text(encoding="utf-8"), Loader=_FastSafeLoader)
             if d is not None
         ]
-    except yaml.YAMLError as exc:
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
         raise RuleError(f"{path}: not valid YAML: {exc}") from None
     rules = []
     for doc in docs:
@@ -366,6 +372,28 @@ def _cause(stderr: str) -> str:
     return lines[0].removeprefix("Error: ") if lines else "no output"
 
 
+# ast-grep obeys `ast-grep-ignore` comments in the code it scans (ast-grep-py does not): the code under
+# review would decide which rules apply to it. Scans see the marker in capitals, which ast-grep ignores;
+# same length, so lines and columns stay.
+SUPPRESSION = "ast-grep-ignore"
+
+
+def defused(code: str) -> str:
+    return code.replace(SUPPRESSION, SUPPRESSION.upper())
+
+
+def _copy_defused(source: Path, copy: Path) -> bool:
+    """Write a defused copy of `source` at `copy` if it carries a suppression comment; True if it did."""
+    if not source.is_file():
+        return False
+    data = source.read_bytes()
+    if SUPPRESSION.encode() not in data:
+        return False
+    copy.parent.mkdir(parents=True, exist_ok=True)
+    copy.write_bytes(data.replace(SUPPRESSION.encode(), SUPPRESSION.upper().encode()))
+    return True
+
+
 def _scan_once(config: Path, targets: Sequence[str], cwd: Path, timeout: float) -> list[dict[str, Any]]:
     args = ["scan", "-c", str(config), "--json=stream", "--color", "never", *targets]
     proc = _run_ast_grep(args, cwd, timeout)
@@ -434,10 +462,15 @@ def scan_paths(
             return []
         config, rules = written
         by_id = {r.info.id: r.info for r in rules}
+        # Named files carrying a suppression comment are scanned as defused copies, under the same names.
+        copies = Path(tmp) / "defused"
+        marked = [t for t in targets if paths is not None and _copy_defused(repo_root / t, copies / t)]
+        in_place = [t for t in targets if t not in marked]
         raw = [
             item
-            for chunk in _chunks(targets, _PATHS_PER_RUN)
-            for item in _scan_once(config, chunk, repo_root, timeout)
+            for cwd, group in ((repo_root, in_place), (copies, marked))
+            for chunk in _chunks(group, _PATHS_PER_RUN)
+            for item in _scan_once(config, chunk, cwd, timeout)
         ]
     findings = sorted((_finding(r, by_id, Path(r["file"]).as_posix()) for r in raw), key=_sort_key)
     log.debug(
@@ -534,7 +567,7 @@ def _scan_code_cli(code: str, language: str, repo_root: Path | None) -> list[Fin
             return []
         config, rules = written
         source = folder / f"code{_LANGUAGES[language][1]}"
-        source.write_text(code, encoding="utf-8")
+        source.write_text(defused(code), encoding="utf-8")
         raw = _scan_once(config, [source.name], folder, CHECK_TIMEOUT_SECONDS)
     by_id = {r.info.id: r.info for r in rules}
     return sorted((_finding(r, by_id, CODE_FILE) for r in raw), key=_sort_key)

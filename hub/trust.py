@@ -21,15 +21,15 @@ CONTROL_FILES = ("_handoff", CONFIG_FILE, "prompts", "sgconfig.yml", "sgconfig.y
 
 def control_paths(config: Config, rule_dirs: Sequence[Path] | None = None) -> tuple[str, ...]:
     """The control files of the work root, repo-relative: the fixed names, the handoff folder where
-    it lies inside, and the rule folders sgconfig.yml names (read from the trust root)."""
+    it lies inside, and the rule and util folders sgconfig.yml names (read from the trust root)."""
     root = config.repo_root.resolve()
     found = list(CONTROL_FILES)
     if rule_dirs is None:
         from hub.errors import RuleError
-        from hub.rules import project_rules
+        from hub.rules import project_rules, project_util_dirs
 
         try:
-            rule_dirs = project_rules(config.trust_root)
+            rule_dirs = [*project_rules(config.trust_root), *project_util_dirs(config.trust_root)]
         except RuleError:
             rule_dirs = []
     trust = config.trust_root.resolve()

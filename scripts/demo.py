@@ -235,16 +235,19 @@ def run(repo: Path) -> None:
         demo = Demo(repo, fake)
         print(f"{BOLD}agent-hub demo{RESET}: a git repository at {repo}, FakeOllama at {fake.url}")
         print(
-            f"{DIM}every `$ hub ...` line below is a command you can copy: run it in that repository"
-            f" (pass --keep to keep it) with OLLAMA_HOST={fake.url} while the demo runs{RESET}\n"
+            f"{DIM}every `$ ...` line below is a command you can copy: the same steps work in your own"
+            f" repository, with your Ollama answering instead of FakeOllama (gone when the demo ends){RESET}\n"
         )
         demo.hub("init")
         (repo / "hub.yaml").write_text(HUB_YAML, encoding="utf-8")
+        print(
+            f"{DIM}(hub.yaml: the implementer through the MCP worker server, the reviewer straight to Ollama;"
+            f" setup-task needs it committed){RESET}"
+        )
+        # Shown too: without this commit a copied `hub setup-task` refuses the dirty work tree.
+        print(f"{BOLD}$ git add hub.yaml && git commit -m 'hub: configure'{RESET}\n")
         demo.sh("git", "add", "hub.yaml")
         demo.sh("git", "commit", "-q", "-m", "hub: configure")
-        print(
-            f"{DIM}(hub.yaml: the implementer through the MCP worker server, the reviewer straight to Ollama){RESET}"
-        )
 
         print(f"\n{BOLD}1. A task through every phase{RESET}\n")
         fake.script(IMPLEMENTER, answer("calc.py", CALC_WITH_SUB))

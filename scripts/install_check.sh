@@ -59,16 +59,21 @@ fake_pid=$!
 trap 'kill $fake_pid 2>/dev/null; rm -rf "$work"' EXIT
 for _ in $(seq 100); do grep -q listening fake.out && break; sleep 0.1; done
 fake_url=$(sed -n 's/.*listening on //p' fake.out)
+[ -n "$fake_url" ] || { cat fake.out >&2; echo "install_check: FakeOllama did not start (make install first)" >&2; exit 1; }
+
+quietly() {  # run an install quietly, but show its output and say which failed when it does
+    "$@" > "$work/install.log" 2>&1 || { cat "$work/install.log" >&2; echo "install_check: failed: $*" >&2; exit 1; }
+}
 
 export PIPX_HOME=$work/pipx PIPX_BIN_DIR=$work/pipx-bin PIPX_MAN_DIR=$work/pipx-man
-"$pipx" install "$src" >/dev/null 2>&1
+quietly "$pipx" install "$src"
 smoke pipx "$work/pipx-bin"
-"$pipx" uninstall agent-hub >/dev/null
-"$pipx" install "git+file://$src@$branch" >/dev/null 2>&1
+quietly "$pipx" uninstall agent-hub
+quietly "$pipx" install "git+file://$src@$branch"
 smoke pipx-git "$work/pipx-bin"
 if [ -n "$uv" ]; then
-    UV_TOOL_DIR=$work/uv-tools UV_TOOL_BIN_DIR=$work/uv-bin UV_CACHE_DIR=$work/uv-cache \
-        "$uv" tool install "$src" >/dev/null 2>&1
+    quietly env UV_TOOL_DIR="$work/uv-tools" UV_TOOL_BIN_DIR="$work/uv-bin" UV_CACHE_DIR="$work/uv-cache" \
+        "$uv" tool install "$src"
     smoke uv "$work/uv-bin"
 else
     echo "== uv: not installed, skipped"

@@ -283,3 +283,25 @@ def test_a_proposal_naming_no_file_is_blocked_with_the_reason_and_the_next_one_p
     promoted = run_next(ctx)
     assert promoted.data["backlog_id"] == "clear"
     assert task.contract()["specification"]["target_file"] == "src/app.py"
+
+
+def test_updating_a_missing_backlog_task_names_the_list_command_of_each_face(hub: HubRunner) -> None:
+    done = hub("backlog", "update", "B9", "--priority", "1")
+    assert done.returncode == 1
+    assert "no backlog task 'B9' (see `hub backlog list`, or task_list over MCP)" in done.stderr
+
+
+def test_backlog_next_says_when_hub_next_would_block_the_proposal_it_names(hub: HubRunner) -> None:
+    assert hub("backlog", "add", "Make it better", "--id", "vague").returncode == 0
+    shown = hub("backlog", "next")
+    doc = json.loads(hub("backlog", "next", "--json").stdout)
+    assert doc["task"]["id"] == "vague" and "names no file to change" in doc["blocked"]
+    assert f"`hub next` blocks it: {doc['blocked']}" in shown.stdout
+    assert hub("next").stdout.startswith(f"backlog task vague blocked: {doc['blocked']}")
+
+
+def test_a_backlog_file_that_is_not_utf8_is_refused_naming_it(ctx: Context) -> None:
+    ctx.handoff.ensure()
+    ctx.handoff.backlog.write_bytes(b'{"tasks": ["\xff"]}')
+    with pytest.raises(ContractInvalid, match=r"backlog\.json: \$: not UTF-8 text \(byte 12\)"):
+        backlog.list_tasks(ctx)

@@ -368,3 +368,13 @@ def test_next_waiting_for_a_judge_says_so_on_stderr_for_cron(hub: Any, task: Any
     line = json.loads(done.stderr.strip().splitlines()[-1])
     assert line["event"] == "next.waiting" and line["state"] == "pending_judge_review"
     assert "JUDGE_REPORT.json" in line["why"]
+
+
+def test_log_of_a_mistyped_task_id_says_nothing_was_logged_rather_than_printing_nothing(
+    hub: HubRunner,
+) -> None:
+    assert hub("log").stdout == "nothing logged yet\n"
+    done = hub("log", "--task", "nope")
+    assert done.returncode == 0
+    assert done.stdout == "nothing logged for task nope; `hub log` lists every task's transitions\n"
+    assert json.loads(hub("log", "--task", "nope", "--json").stdout) == []

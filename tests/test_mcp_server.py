@@ -395,6 +395,16 @@ def test_hub_create_task_takes_the_fields_of_hub_new(git_repo: Path, task: TaskD
     async def body(call: Call) -> None:
         refused = await call("hub_create_task", {"proposal": PROPOSAL}, error=True)
         assert "title" in refused and "requirements" in refused and "Field required" in refused
+        mistyped = {
+            "title": "t",
+            "requirements": ["r"],
+            "target_file": "src/app.py",
+            "source_files": ["src/ap.py"],
+        }
+        refused = await call("hub_create_task", mistyped, error=True)
+        assert "--source src/ap.py: no such file" in refused and "did you mean src/app.py?" in refused
+        new_file = {"title": "t", "requirements": ["r"], "target_file": "src/new.py"}
+        assert "over MCP create_target" in await call("hub_create_task", new_file, error=True)
         created = await call(
             "hub_create_task",
             {

@@ -112,3 +112,12 @@ def test_the_review_request_fills_every_placeholder(task: TaskDriver) -> None:
     assert "greet() says 'hello, NAME'" in text
     assert '+    return "hello, " + name' in text
     assert "_handoff/JUDGE_REPORT.json" in text and "hub report-judge" in text
+
+
+def test_a_repositorys_template_that_is_not_utf8_is_a_config_error_naming_it(tmp_path: Path) -> None:
+    from hub.errors import ConfigError
+
+    (tmp_path / "prompts").mkdir()
+    (tmp_path / "prompts" / "implementer.md").write_bytes(b"caf\xe9 ${task_id}\n")
+    with pytest.raises(ConfigError, match=r"implementer\.md: not UTF-8 text \(byte 3\)"):
+        prompts.template(tmp_path, "implementer")

@@ -535,3 +535,27 @@ def test_cli_rules_add_scan_import_remove(project: Path) -> None:
 
     removed = _hub(project, "remove", "no-assert")
     assert removed.returncode == 0 and not (project / "rules" / "no-assert.yml").exists()
+
+
+def test_an_ast_grep_ignore_comment_in_the_code_does_not_silence_the_rules(project: Path) -> None:
+    # The code under review must not decide which rules apply to it: ast-grep obeys these comments.
+    code = "eval(a)  # ast-grep-ignore\n# ast-grep-ignore: py-eval-exec\neval(b)\n"
+    (project / "app" / "sneaky.py").write_text(code, encoding="utf-8")
+
+    found = rules.scan_paths(project, ["app/sneaky.py", "app/main.py"])
+    in_memory = rules.scan_code(code, "python", project, engine="cli")
+
+    assert [(f.file, f.line, f.column) for f in found if f.rule_id == "py-eval-exec"] == [
+        ("app/main.py", 4, 10),
+        ("app/sneaky.py", 1, 1),
+        ("app/sneaky.py", 3, 1),
+    ]
+    assert [(f.line, f.rule_id) for f in in_memory] == [(1, "py-eval-exec"), (3, "py-eval-exec")]
+    assert (project / "app" / "sneaky.py").read_text(encoding="utf-8") == code
+
+
+@pytest.mark.parametrize("name", ["rules/latin1.yml", "sgconfig.yml"])
+def test_a_rule_file_or_sgconfig_that_is_not_utf8_is_a_rule_error_naming_it(project: Path, name: str) -> None:
+    (project / name).write_bytes(b"id: caf\xe9\nlanguage: python\nrule:\n  pattern: print($A)\n")
+    with pytest.raises(RuleError, match=rf"{name.split('/')[-1]}: not valid YAML: 'utf-8' codec"):
+        rules.list_rules(project)

@@ -7,10 +7,11 @@ import json
 import os
 import signal
 import subprocess
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import IO, TYPE_CHECKING
 
 if TYPE_CHECKING:
     from hub.contract import AcceptanceResult
@@ -19,12 +20,15 @@ from hub.atomic import write_atomic
 from hub.config import Config
 from hub.faults import crash_point
 from hub.log import get_logger
-from hub.sandbox import Jail, prepare
+from hub.sandbox import Jail, absent, prepare, remove_created
 from hub.trust import control_paths
 
 log = get_logger("hub.phase")
 
 TAIL = 4000
+# Bytes of each stream the hub keeps (the end of it): a command printing for as long as its clock runs
+# must not fill the hub's memory (400 MB printed held 1.2 GB resident when all of it was kept).
+CAPTURE = 256 * 1024
 
 
 @dataclass(frozen=True)
@@ -68,6 +72,7 @@ def run_command(
     # bwrap writes to --info-fd once the sandbox stands (its die-with-parent armed) and closes it: until
     # then a kill of the hub could leave a sandbox starting up without a parent to die with.
     info_read, info_write = os.pipe() if sandboxed else (-1, -1)
+    were_absent = absent(jail.guarded) if jail else []
     try:
         proc = subprocess.Popen(
             jail.argv(command, cwd, info_fd=info_write if sandboxed else None) if jail else command,
@@ -76,7 +81,6 @@ def run_command(
             cwd=cwd,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-            text=True,
             start_new_session=True,
             stdin=subprocess.DEVNULL,
             pass_fds=(info_write,) if sandboxed else (),
@@ -91,18 +95,52 @@ def run_command(
         # Unsandboxed, the command's process group is what a later phase can still end.
         _remember(pidfile, json.dumps({"child-pid": proc.pid, "group": True}).encode())
     crash_point("acceptance:running")
+    assert proc.stdout is not None and proc.stderr is not None
+    readers = [_Tail(proc.stdout), _Tail(proc.stderr)]
     try:
-        stdout, stderr = proc.communicate(timeout=timeout)
+        proc.wait(timeout=timeout)
         timed_out = False
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
-        stdout, stderr = proc.communicate()
+        proc.wait()
         timed_out = True
+    stdout, stderr = (reader.text() for reader in readers)
     if pidfile is not None:
         pidfile.unlink(missing_ok=True)
-    return CommandResult(
-        command, proc.returncode, stdout or "", stderr or "", time.perf_counter() - started, timed_out
-    )
+    exit_code = proc.returncode
+    created = remove_created(were_absent)
+    if created:
+        names = ", ".join(
+            sorted(p.relative_to(cwd).as_posix() if p.is_relative_to(cwd) else str(p) for p in created)
+        )
+        stderr += (
+            f"\nhub: the command created the hub's control files {names}; removed, and the command fails"
+        )
+        log.warning("acceptance.control_files_created", paths=names)
+        exit_code = exit_code or 1
+    return CommandResult(command, exit_code, stdout, stderr, time.perf_counter() - started, timed_out)
+
+
+class _Tail:
+    """Reads a stream to its end on a thread of its own, keeping only its last CAPTURE bytes."""
+
+    def __init__(self, stream: IO[bytes]) -> None:
+        self.kept = bytearray()
+        self.thread = threading.Thread(target=self._drain, args=(stream,), daemon=True)
+        self.thread.start()
+
+    def _drain(self, stream: IO[bytes]) -> None:
+        with stream:
+            while chunk := stream.read(65536):
+                self.kept += chunk
+                if len(self.kept) > 2 * CAPTURE:
+                    del self.kept[:-CAPTURE]
+
+    def text(self) -> str:
+        # Unsandboxed, a child that left the process group may hold the pipe open past the kill: what
+        # it wrote so far is the answer, and the hub does not wait for it.
+        self.thread.join(timeout=5)
+        return bytes(self.kept[-CAPTURE:]).decode("utf-8", errors="replace")
 
 
 def jail_for(config: Config, work_root: Path | None = None) -> Jail:

@@ -418,6 +418,10 @@ NOTE_NEEDED = frozenset(
 NOTE_PLACEHOLDER = "<<REPLACE: what you changed or want done differently, for the implementer>>"
 
 
+# Every state `resume_targets` may offer (which of them lead somewhere depends on the task).
+RESUME_TARGETS = (PENDING_IMPLEMENTER, PENDING_LOCAL_REVIEW, PENDING_JUDGE_REVIEW, REVIEW_COMPLETE)
+
+
 def resume_targets(contract: Contract) -> dict[str, str]:
     """The states a halted task can be resumed to that lead somewhere, each with what happens next.
 

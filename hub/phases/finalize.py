@@ -18,7 +18,16 @@ from hub.machine import (
     REVIEW_COMPLETE,
     Event,
 )
-from hub.phases.context import Context, Outcome, Run, check_note, require_setup, resume_targets, running
+from hub.phases.context import (
+    RESUME_TARGETS,
+    Context,
+    Outcome,
+    Run,
+    check_note,
+    require_setup,
+    resume_targets,
+    running,
+)
 from hub.phases.judge import write_review_request
 
 log = get_logger(__name__)
@@ -138,9 +147,8 @@ def resume(ctx: Context, to_state: str, note: str | None = None) -> Outcome:
     Only to a state that leads somewhere (`resume_targets`), and never with the halt file's note
     placeholder left in."""
     if to_state not in RESUMABLE_STATES:
-        raise WrongState(
-            f"cannot resume to '{to_state}'; choose one of {', '.join(sorted(RESUMABLE_STATES))}"
-        )
+        # Name only states that can lead somewhere (`hub status` lists this task's).
+        raise WrongState(f"cannot resume to '{to_state}'; choose one of {', '.join(RESUME_TARGETS)}")
     check_note(note)
     with running(ctx, "resume", {ERIK_CONSULTATION}) as run:
         targets = resume_targets(run.contract)

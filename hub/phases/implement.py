@@ -124,6 +124,16 @@ class Attempt:
             again = self._apply(retry)
             if isinstance(again, Stall) and not self.applied_any:
                 return self._stall(again.reason, again.detail)
+            # Some of the change is written and some is still refused after the one feedback round: a
+            # change only partly made must not go on to review as if whole (issue 12).
+            from hub.edits import PARTIAL_CHANGE, unapplied
+
+            missing = unapplied(*result) if isinstance(again, Stall) else unapplied(*again)
+            if missing:
+                detail = "; ".join(missing)
+                if isinstance(again, Stall):
+                    detail += f"; and the answer to the feedback was refused ({again.reason}: {again.detail})"
+                return self._stall("partial_change", PARTIAL_CHANGE + detail)
         acceptance = self._acceptance(worker, prompt, system)
         if isinstance(acceptance, Stall):
             return self._stall(acceptance.reason, acceptance.detail)
@@ -135,12 +145,22 @@ class Attempt:
         request = request_for(self.config, "implementer", prompt, system)
         generation = self.run.generate(worker, "implementer", request, purpose)
         if generation.truncated:
-            raise ContextOverflow(
-                generation.prompt_tokens,
-                request.num_ctx,
-                source="server",
-                detail=f"the server read only {generation.prompt_tokens} prompt tokens of a larger prompt "
-                "(its window is smaller than num_ctx): the start was silently dropped",
+            # Only a count that filled the window is a sure cut; a low one is also Ollama's prompt
+            # cache. The first call retries smaller (the caller); later ones go on, on record.
+            if generation.prompt_tokens >= request.num_ctx or purpose == "implement":
+                raise ContextOverflow(
+                    generation.prompt_tokens,
+                    request.num_ctx,
+                    source="server",
+                    detail=f"the server read only {generation.prompt_tokens} prompt tokens of a larger "
+                    "prompt (its window is smaller than num_ctx): the start was silently dropped",
+                )
+            log.warning(
+                "implement.prompt_count_low",
+                task=self.run.task_id,
+                purpose=purpose,
+                prompt_eval_count=generation.prompt_tokens,
+                hint="a cached prefix or a server window smaller than num_ctx; going on",
             )
         self.raw = generation.raw or generation.text
         self.timings["model calls"] = round(self.timings.get("model calls", 0.0) + generation.seconds, 3)

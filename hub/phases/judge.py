@@ -96,18 +96,26 @@ def read_judge_report(run: Run) -> JudgeReport:
             + ", ".join(str(m) for m in moved),
         )
     if hand.judge_report_json.exists():
-        raw = hand.judge_report_json.read_text(encoding="utf-8")
         try:
+            raw = hand.judge_report_json.read_text(encoding="utf-8")
             data = json.loads(raw)
+        except UnicodeDecodeError as exc:
+            raise ContractInvalid(
+                str(hand.judge_report_json), "$", f"not UTF-8 text (byte {exc.start})"
+            ) from None
         except json.JSONDecodeError as exc:
             raise ContractInvalid(
                 str(hand.judge_report_json), "$", f"not valid JSON: {exc.msg} at line {exc.lineno}"
             ) from None
         return contract_mod.validate_judge_report(data, str(hand.judge_report_json))
     if hand.judge_report_md.exists():
-        return contract_mod.judge_report_from_markdown(
-            hand.judge_report_md.read_text(encoding="utf-8"), str(hand.judge_report_md)
-        )
+        try:
+            text = hand.judge_report_md.read_text(encoding="utf-8")
+        except UnicodeDecodeError as exc:
+            raise ContractInvalid(
+                str(hand.judge_report_md), "$", f"not UTF-8 text (byte {exc.start})"
+            ) from None
+        return contract_mod.judge_report_from_markdown(text, str(hand.judge_report_md))
     raise ContractInvalid(
         str(hand.judge_report_json), "$", f"no JUDGE_REPORT.json or JUDGE_REPORT.md in {hand.dir}"
     )

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
 from hub import backlog
 from hub.errors import ConfigError
 from hub.log import get_logger
 from hub.phases.context import Context, Outcome
-from hub.phases.setup import create
+from hub.phases.setup import check_task_paths, create
 
 log = get_logger(__name__)
 
@@ -21,15 +25,13 @@ def promote_next(ctx: Context) -> Outcome:
     if entry is None:
         return Outcome("promote-backlog", message=f"nothing to do: {why}")
     backlog_id = entry["id"]
-    try:
-        # A proposal is written before its files exist, so its Target may be new (create_target); one
-        # naming no file at all would become a task the model can write nowhere in (ConfigError): it
-        # is blocked with the reason, and the next `hub next` goes on with the rest of the backlog.
-        outcome = create(ctx, fields, create_target=True)
-    except ConfigError as exc:
-        reason = f"{exc}; add a 'Target: path' line to the proposal, then set it proposed again"
+    # Blocked with the reason; the next `hub next` goes on with the rest of the backlog.
+    reason = why_blocked(ctx.repo_root, fields)
+    if reason is not None:
         backlog.settle_claim(ctx, backlog_id, None, blocked=reason)
         return Outcome("promote-backlog", message=f"backlog task {backlog_id} blocked: {reason}")
+    try:
+        outcome = create(ctx, fields, create_target=True, check_paths=False)
     except BaseException:
         backlog.settle_claim(ctx, backlog_id, None)
         raise
@@ -43,3 +45,27 @@ def promote_next(ctx: Context) -> Outcome:
         f"promoted backlog task {backlog_id} ({fields['title']}) to task {outcome.task_id}",
         data={"backlog_id": backlog_id, "task_id": outcome.task_id},
     )
+
+
+def why_blocked(repo_root: Path, fields: Mapping[str, Any]) -> str | None:
+    """Why promotion would block a proposal with these fields rather than make it a task (None: it
+    would not). The one decision `hub next` and `hub status` share, so status never names a proposal
+    that next then blocks. A proposal is written before its files exist, so its Target may be new;
+    one naming no file would become a task the model can write nowhere in, and a missing Source a
+    file the model is told to create."""
+    try:
+        check_task_paths(repo_root, fields, create_target=True)
+    except ConfigError as exc:
+        return f"{exc}; fix the proposal's 'Target: path' or 'Source: a.py, b.py' line, then set it proposed again"
+    return None
+
+
+def next_proposal(ctx: Context) -> dict[str, Any]:
+    """`hub backlog next` / task_next: `{task, why}`, the proposal `hub next` would take next, and
+    `blocked` (the reason) when promotion would block it instead of making it a task."""
+    doc = backlog.next_task(ctx)
+    if doc["task"] is not None:
+        reason = why_blocked(ctx.repo_root, backlog.proposal_to_fields(doc["task"]["content"]))
+        if reason is not None:
+            doc["blocked"] = reason
+    return doc

@@ -297,7 +297,7 @@ class Review:
             self.run.task_id,
             self.run.start_state,
             self.contract["status"],
-            f"local review {'passed' if passed else 'found issues'} ({len(issues)})"
+            f"local review {'passed' if passed else 'found issues'} ({len(issues)} issue(s))"
             + (f": {why}" if why else "")
             + f"; {self.run.ctx.handoff.review_request.name} is ready for the judge",
             data={"passed": passed, "issues": len(issues), **({"why": why} if why else {})},

@@ -67,20 +67,36 @@ def missing_task_field(fields: dict[str, Any]) -> str | None:
 
 
 def check_task_paths(repo_root: Path, fields: Mapping[str, Any], create_target: bool = False) -> None:
-    """Refuse a task whose target is mistyped (a file that does not exist and is not meant to be
-    created: the closest files the repository has are named), or that names no path the model may
-    write at all (every edit would be refused)."""
+    """Refuse a task whose target or a source lies outside the repository (even as a new file: the model
+    could never write it, and a source would be read into the prompt), or is mistyped (a file that does
+    not exist and is not meant to be created: the closest files the repository has are named), or
+    that names no path the model may write at all (every edit would be refused). A missing source
+    would otherwise reach the prompt as "does not exist yet: create it", and the model would write a
+    file nobody asked for."""
     target = fields.get("target_file")
     if not target and not fields.get("allowed_paths") and not fields.get("source_files"):
         raise ConfigError(
             "the task names no file to change: give --target FILE (or --allowed-path PATH); "
             "without one the model may write nowhere and every edit would be refused"
         )
+    # The contract's own path check, here too so that promotion blocks such a proposal (a ConfigError)
+    # instead of failing on it at every `hub next`.
+    for flag, path in [("--target", target), *(("--source", p) for p in fields.get("source_files") or [])]:
+        problem = contract_mod.path_problem(str(path)) if path else None
+        if problem:
+            raise ConfigError(f"{flag} {path}: {problem}")
     if target and not create_target and not _exists(repo_root, str(target)):
         hint = _close_files(repo_root, str(target))
         raise ConfigError(
-            f"--target {target}: no such file in {repo_root}{hint} (pass --new-file if the task creates it)"
+            f"--target {target}: no such file in {repo_root}{hint} "
+            "(pass --new-file, over MCP create_target, if the task creates it)"
         )
+    for source in fields.get("source_files") or []:
+        if not (create_target and source == target) and not _exists(repo_root, str(source)):
+            hint = _close_files(repo_root, str(source))
+            raise ConfigError(
+                f"--source {source}: no such file in {repo_root}{hint} (a source is read, so it must exist)"
+            )
 
 
 def _exists(repo_root: Path, path: str) -> bool:
@@ -109,8 +125,8 @@ def create(
     ctx: Context, fields: dict[str, object], create_target: bool = False, check_paths: bool = True
 ) -> Outcome:
     """Write a fresh contract in a folder of its own, tasks/<task_id>/ (other tasks may be active);
-    refuse when its files are mistyped (`check_paths`: not for backlog proposals, written ahead of the
-    files they name)."""
+    refuse when its files are mistyped (`check_paths`: False when the caller decided that already, as
+    promotion does in why_blocked)."""
     if check_paths:
         check_task_paths(ctx.repo_root, fields, create_target)
     roles = {name: ctx.config.role(name).model for name in ("implementer", "local_reviewer", "judge")}

@@ -31,6 +31,9 @@ ADVICE = {
     "output_truncated": "The model's answer was cut off at its token limit twice, so none of it was applied. "
     "Raise roles.implementer.num_predict (or the server's output limit) in hub.yaml, split the task, or use a "
     "model that answers with SEARCH/REPLACE blocks instead of whole files.",
+    "partial_change": "Part of the change was written but some edits were refused twice (listed below), so "
+    "the change is incomplete and was not sent to review (the written part is kept in a stash). Read the "
+    "reasons; consider a smaller task or a stronger model.",
     "tests_failed": "The acceptance commands still fail after the model's reflections. Read the command output "
     "below; the requirement may be ambiguous, or the task too big for this model.",
     "error": "The worker failed. Run `hub doctor`; check the worker log under _handoff/logs/.",

@@ -269,12 +269,18 @@ def write_status(ctx: Context) -> None:
 
 
 def idle_next(ctx: Context) -> str:
-    """What `hub next` does with no active task: promote a ready backlog proposal, or nothing (then say
-    how to start one, rather than suggest promoting a backlog that is empty)."""
-    from hub.backlog import peek_next
+    """What `hub next` does with no active task: promote a ready backlog proposal (or block it, by the
+    same decision promotion makes; it asks git only to name the closest file to a missing one), or
+    nothing (then say how to start one, rather than suggest promoting a backlog that is empty)."""
+    from hub.backlog import peek_next, proposal_to_fields
 
     entry, why = peek_next(ctx.handoff)
     if entry is not None:
+        from hub.phases.promote import why_blocked
+
+        blocked = why_blocked(ctx.repo_root, proposal_to_fields(entry["content"]))
+        if blocked is not None:
+            return f"`hub next` blocks backlog proposal {entry['id']}: {blocked}"
         return f"`hub next` promotes backlog proposal {entry['id']} ({why})"
     start = "start a task: hub new --title T --requirement R --target FILE (or queue one: hub backlog add)"
     return f"nothing: {why}; {start}"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import select
 import socket
@@ -482,6 +483,7 @@ def _generate(h: _Handler, fake: FakeOllama, path: str, body: dict[str, Any] | N
     if reply is None:
         h._send_json(500, kind.error_body(f"FakeOllama: no scripted reply left for model '{model}'"))
         return
+    reply = continued(body, reply)
     load_seconds = fake._load(model, body)
     fmt = kind(model, body, reply)
     window = _window(fake, model, body, fmt)
@@ -519,6 +521,20 @@ def _answer(
         _send_stream(h, fmt, reply)
     else:
         _send_whole(h, fmt, reply)
+
+
+def continued(body: dict[str, Any], reply: Reply) -> Reply:
+    """A chat whose last message is the assistant's is continued, as Ollama does (its chat template
+    leaves that turn open): the model's scripted whole answer is sent from where the given start ends.
+    A scripted answer that does not begin with that start is sent as it is (a model that went its own way)."""
+    messages = body.get("messages")
+    last = messages[-1] if isinstance(messages, list) and messages else None
+    if not isinstance(last, dict) or last.get("role") != "assistant":
+        return reply
+    start = str(last.get("content") or "")
+    if start and reply.text.startswith(start):
+        return dataclasses.replace(reply, text=reply.text[len(start) :], thinking="")
+    return reply
 
 
 def _window(fake: FakeOllama, model: str, body: dict[str, Any], fmt: Format) -> ctxsim.Window | None:

@@ -30,11 +30,16 @@ class ChatRequest:
     total_timeout: float = 900.0
     load_timeout: float = 600.0  # loading the model, on its own clock before the first-token clock
     token_scale: float = 1.0  # the model's calibration of the token estimate (hub.workers.budget)
+    # The start of the answer, for the model to continue (a reply cut off at num_predict): sent as a
+    # trailing assistant message, which Ollama's /api/chat continues instead of starting a new turn.
+    prefill: str = ""
 
     def messages(self) -> list[dict[str, str]]:
-        """The chat messages: the system prompt (if any), then the prompt as the user's turn."""
+        """The chat messages: the system prompt (if any), the prompt as the user's turn, and the answer
+        so far to continue (if any)."""
         system = [{"role": "system", "content": self.system}] if self.system else []
-        return [*system, {"role": "user", "content": self.prompt}]
+        prefill = [{"role": "assistant", "content": self.prefill}] if self.prefill else []
+        return [*system, {"role": "user", "content": self.prompt}, *prefill]
 
     def ollama_options(self) -> dict[str, object]:
         """Ollama's `options`: num_ctx on every call (a changing one makes Ollama reload the model)."""

@@ -20,11 +20,19 @@ from types import TracebackType
 from typing import Any
 
 import httpx
+import structlog
 
 from hub.config import normalize_ollama_host
-from hub.errors import MalformedStream, ModelNotFound, WorkerError, WorkerTimeout, WorkerUnavailable
+from hub.errors import (
+    ContextOverflow,
+    MalformedStream,
+    ModelNotFound,
+    WorkerError,
+    WorkerTimeout,
+    WorkerUnavailable,
+)
 from hub.workers import budget
-from hub.workers.base import ChatRequest, Generation, Health, check_health
+from hub.workers.base import ChatRequest, Generation, Health, check_health, split_thinking
 from hub.workers.streaming import (
     StreamState,
     Watchdog,
@@ -34,10 +42,16 @@ from hub.workers.streaming import (
     stream_generation,
 )
 
+log = structlog.get_logger(__name__)
+
 HEALTH_TIMEOUT = 10.0
 SHOW_TIMEOUT = 10.0
 # A load that took longer than this was a cold start (a warm model answers the empty call in ms).
 COLD_LOAD_SECONDS = 1.0
+# Continuations of an answer cut off at num_predict; each may add num_predict tokens, within the window.
+MAX_CONTINUATIONS = 2
+# /api/show's context_length per (host, model), for the process (see OllamaProvider.context_length).
+_CONTEXT_LENGTHS: dict[tuple[str, str], int | None] = {}
 
 
 class OllamaProvider:
@@ -62,7 +76,6 @@ class OllamaProvider:
             base_url=self.host, headers={"User-Agent": "agent-hub"}, verify=self.host.startswith("https:")
         )
         self._watchdog = Watchdog()
-        self._context_lengths: dict[str, int | None] = {}
         self._last_prompts: dict[str, str] = {}
 
     def generate(self, request: ChatRequest) -> Generation:
@@ -78,9 +91,62 @@ class OllamaProvider:
             load_seconds += self.load(request)
             generation = self._chat(request, fit)
         self._last_prompts[request.model] = (request.system or "") + request.prompt
+        generation = self._continue(request, generation)
         return replace(generation, load_seconds=round(load_seconds + generation.load_seconds, 3))
 
-    def _chat(self, request: ChatRequest, fit: budget.Fit) -> Generation:
+    def _continue(self, request: ChatRequest, generation: Generation) -> Generation:
+        """An answer cut off at num_predict (`done_reason` "length"), continued: the answer so far goes
+        back as a trailing assistant message, which /api/chat continues rather than answering anew
+        (the chat template leaves the last assistant turn open). At most MAX_CONTINUATIONS times, and
+        only while the prompt, the answer so far and the next answer's room fit the window; otherwise
+        the answer stays cut ("length") and the caller refuses it whole."""
+        raw, thinking = generation.raw, [generation.thinking] if generation.thinking else []
+        completion, seconds = generation.completion_tokens, generation.seconds
+        done_reason = generation.done_reason
+        # The whole prompt is in the server's cache now: its small count on a continuation is no cut.
+        cached = budget.prompt_tokens(request.prompt, request.system)
+        for _ in range(MAX_CONTINUATIONS):
+            if done_reason != "length" or not raw.strip():
+                break
+            follow = replace(request, prefill=raw)
+            try:
+                fit = check_fits(follow, self.context_length(request.model))
+            except ContextOverflow as exc:
+                log.info("ollama.no_continuation", model=request.model, reason=str(exc))
+                break
+            try:
+                more = self._chat(follow, fit, cached_prefix_tokens=cached)
+            except WorkerUnavailable:
+                raise  # an outage: waited out by the caller, and the whole call tried again
+            except WorkerError as exc:
+                # The answer stays cut, so the caller refuses it whole: nothing of it is lost or applied.
+                log.info("ollama.continuation_failed", model=request.model, error=str(exc))
+                break
+            completion += more.completion_tokens
+            seconds += more.seconds
+            done_reason = more.done_reason
+            if more.thinking:
+                thinking.append(more.thinking)
+            if not more.raw:
+                break  # nothing added: continuing again would loop on the same cut
+            raw += more.raw
+            log.info("ollama.continued", model=request.model, chars=len(raw), done_reason=done_reason)
+        if raw == generation.raw:
+            return generation
+        text, inline = split_thinking(raw)
+        return replace(
+            generation,
+            text=text,
+            raw=raw,
+            thinking="\n\n".join(t for t in (*thinking, inline) if t),
+            completion_tokens=completion,
+            seconds=round(seconds, 3),
+            done_reason=done_reason,
+        )
+
+    def _chat(
+        self, request: ChatRequest, fit: budget.Fit, cached_prefix_tokens: int | None = None
+    ) -> Generation:
         payload = {
             "model": request.model,
             "messages": request.messages(),
@@ -101,7 +167,9 @@ class OllamaProvider:
             connect_timeout=self.connect_timeout,
             provider="ollama",
             fit=fit,
-            cached_prefix_tokens=self._cached_prefix_tokens(request),
+            cached_prefix_tokens=(
+                self._cached_prefix_tokens(request) if cached_prefix_tokens is None else cached_prefix_tokens
+            ),
         )
 
     def _cached_prefix_tokens(self, request: ChatRequest) -> int:
@@ -160,20 +228,25 @@ class OllamaProvider:
         raise WorkerUnavailable(f"ollama at {self.host}: cannot load {request.model}: {problem}")
 
     def context_length(self, model: str) -> int | None:
-        """The model's trained context length from /api/show (None when the server does not say)."""
-        if model in self._context_lengths:
-            return self._context_lengths[model]
+        """The model's trained context length from /api/show (None when the server does not say).
+        Asked once per process, server and model: a provider lives for one phase, and a model's trained
+        length does not change under the same name. A failed ask is not remembered (a server that was
+        restarting would otherwise leave num_ctx uncapped for good)."""
+        key = (self.host, model)
+        if key in _CONTEXT_LENGTHS:
+            return _CONTEXT_LENGTHS[key]
         length: int | None = None
         try:
             response = self._client.post("/api/show", json={"model": model}, timeout=SHOW_TIMEOUT)
             info = response.json().get("model_info") if response.status_code == 200 else None
         except (httpx.HTTPError, ValueError, AttributeError):
-            info = None
+            return None
         if isinstance(info, dict):
-            for key, value in info.items():
-                if str(key).endswith(".context_length") and isinstance(value, int) and value > 0:
+            for key_name, value in info.items():
+                if str(key_name).endswith(".context_length") and isinstance(value, int) and value > 0:
                     length = value
-        self._context_lengths[model] = length
+        if response.status_code == 200:
+            _CONTEXT_LENGTHS[key] = length
         return length
 
     def _parse_line(self, line: str, state: StreamState) -> bool:

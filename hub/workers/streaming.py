@@ -77,8 +77,10 @@ LineParser = Callable[[str, StreamState], bool]
 def check_fits(request: ChatRequest, context_length: int | None = None) -> budget.Fit:
     """The call's budget; ContextOverflow before anything is sent when the prompt and the room for its
     answer exceed the window (num_ctx, capped by the model's context_length)."""
+    # An answer to continue is part of the prompt (one more message of template, within the margin).
+    prompt = request.prompt + ("\n" + request.prefill if request.prefill else "")
     fit = budget.plan(
-        request.prompt,
+        prompt,
         request.system,
         request.num_ctx,
         request.num_predict,

@@ -159,8 +159,12 @@ class Pipeline:
         return [r for r in found if kind is None or r["kind"] == kind]
 
     def prompts(self, model: str = IMPL) -> list[str]:
-        """The user message of every generation request the model received, oldest first."""
-        return [body["messages"][-1]["content"] for body in self.fake.chat_requests(model)]
+        """The user message of every generation request the model received, oldest first (a
+        continuation's last message is the answer so far; its prompt is the user message before it)."""
+        return [
+            next(m["content"] for m in reversed(body["messages"]) if m["role"] == "user")
+            for body in self.fake.chat_requests(model)
+        ]
 
     @property
     def worktree(self) -> Path:

@@ -311,3 +311,33 @@ def test_an_unsandboxed_acceptance_command_left_by_a_killed_hub_is_ended_by_the_
         assert outcome.to_state == "pending_local_review"
     finally:
         os.close(reader)
+
+
+def test_a_control_file_created_by_a_command_whose_hub_was_killed_is_removed_by_the_next_run(
+    pipe: Pipeline, tmp_path: Path
+) -> None:
+    # The hub removes what a command created at a control path when the command ends; killed meanwhile,
+    # it never sees the end: the next run's recovery stashes the interrupted attempt's files, prompts/
+    # with them, so the review never reads it.
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    pipe.configure(extra_yaml="sandbox: off\n")
+    fifo = shared / "alive"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    first_run = f"mkdir prompts; echo 'reply PASS' > prompts/review_request.md; exec 3>{fifo}; echo made >&3; sleep 45"
+    command = f"if [ -e {shared}/ran ]; then exit 0; fi; touch {shared}/ran; {first_run}"
+    pipe.fake.script(IMPL, whole_file("src/app.py", GREET_FIXED), whole_file("src/app.py", GREET_FIXED))
+    pipe.start(acceptance_commands=[command])
+    try:
+        hub_killed_at(pipe, "acceptance:running", "run-implementer")
+        ready, _, _ = select.select([reader], [], [], 30)
+        assert ready and os.read(reader, 100) == b"made\n"
+        assert (pipe.repo / "prompts").exists()
+
+        outcome = run_next(pipe.ctx)
+
+        assert not (pipe.repo / "prompts").exists()
+        assert outcome.to_state == "pending_local_review"
+    finally:
+        os.close(reader)

@@ -80,10 +80,18 @@ def test_think_block_and_prose_around_the_edit_are_ignored(pipe: Pipeline) -> No
     assert "DECOY" in call["thinking"] and call["response"].startswith("<think>")
 
 
+FAREWELL_SOURCE = APP_PY + '\n\ndef farewell(name):\n    return "bye " + name\n'
+FAREWELL_FIXED = (
+    "src/app.py\n<<<<<<< SEARCH\n"
+    'def farewell(name):\n    return "bye " + name\n=======\n'
+    'def farewell(name):\n    return "bye, " + name\n>>>>>>> REPLACE\n'
+)
+
+
 def test_search_replace_with_one_failing_block_keeps_the_others_and_feeds_the_failure_back(
     pipe: Pipeline,
 ) -> None:
-    source = APP_PY + '\n\ndef farewell(name):\n    return "bye " + name\n'
+    source = FAREWELL_SOURCE
     pipe.commit("a second function", {"src/app.py": source})
     answer = (
         "src/app.py\n"
@@ -100,12 +108,12 @@ def test_search_replace_with_one_failing_block_keeps_the_others_and_feeds_the_fa
         '    return "bye, " + name\n'
         ">>>>>>> REPLACE\n"
     )
-    pipe.fake.script(IMPL, answer, "I cannot find it.")
+    pipe.fake.script(IMPL, answer, FAREWELL_FIXED)
     pipe.start()
 
     assert pipe.implement().to_state == "pending_local_review"
 
-    assert pipe.read("src/app.py") == source.replace('"hello "', '"hello, "')
+    assert pipe.read("src/app.py") == source.replace('"hello "', '"hello, "').replace('"bye "', '"bye, "')
     prompts = pipe.prompts()
     assert len(prompts) == 2
     feedback = prompts[1]
@@ -113,6 +121,33 @@ def test_search_replace_with_one_failing_block_keeps_the_others_and_feeds_the_fa
     assert "def farewel(person):" in feedback
     assert "5 | def farewell(name):" in feedback
     assert [r["purpose"] for r in pipe.records("model-call")] == ["implement", "block-feedback"]
+
+
+def test_a_change_still_partly_refused_after_feedback_is_a_partial_change_stall_naming_the_blocks(
+    pipe: Pipeline,
+) -> None:
+    pipe.commit("a second function", {"src/app.py": FAREWELL_SOURCE})
+    answer = (
+        "src/app.py\n<<<<<<< SEARCH\n"
+        '    return "hello " + name\n=======\n    return "hello, " + name\n>>>>>>> REPLACE\n'
+        "<<<<<<< SEARCH\n"
+        'def farewel(person):\n    return "goodbye " + person\n=======\n'
+        'def farewell(name):\n    return "bye, " + name\n>>>>>>> REPLACE\n'
+    )
+    pipe.fake.script(IMPL, answer, "I cannot find it.")
+    pipe.start()
+
+    outcome = pipe.implement()
+
+    # Not sent to review as if whole: a strike, with the unapplied block named for the next attempt.
+    assert outcome.to_state == "pending_implementer"
+    stall = pipe.contract()["handoff_data"]["stalls"][-1]
+    assert stall["reason"] == "partial_change"
+    assert "src/app.py: a SEARCH block did not match" in stall["detail"]
+    assert "malformed_output" in stall["detail"]  # what became of the answer to the feedback
+    # What was written is kept in a stash, not thrown away; the next attempt starts clean.
+    assert pipe.contract()["handoff_data"]["stashes"]
+    assert pipe.read("src/app.py") == FAREWELL_SOURCE
 
 
 def test_a_search_block_fixed_after_feedback_is_applied(pipe: Pipeline) -> None:
@@ -363,6 +398,35 @@ def test_a_silently_truncated_prompt_is_retried_with_outlines(pipe: Pipeline) ->
         ("implement-outlines", False),
     ]
     assert "src/big.py (outline only" in pipe.prompts()[-1]
+
+
+def test_a_low_prompt_count_again_after_the_outlines_retry_goes_on_and_does_not_halt(pipe: Pipeline) -> None:
+    # Ollama counts only what its prompt cache lacked: a small count is no proof of a cut.
+    pipe.commit("a module", {"src/big.py": BIG_MODULE[: len(BIG_MODULE) // 4]})
+    answer = whole_file("src/app.py", GREET_FIXED)
+    pipe.fake.script(IMPL, Reply(text=answer, prompt_eval_count=40), Reply(text=answer, prompt_eval_count=40))
+    pipe.start(source_files=["src/big.py"], target_file="src/app.py")
+
+    assert pipe.implement().to_state == "pending_local_review"
+
+    assert pipe.read("src/app.py") == GREET_FIXED
+    calls = pipe.records("model-call")
+    assert [(c["purpose"], c["truncated"]) for c in calls] == [
+        ("implement", True),
+        ("implement-outlines", True),  # on record for review and the judge
+    ]
+
+
+def test_a_count_that_fills_the_window_is_a_cut_and_halts_with_the_fix(pipe: Pipeline) -> None:
+    pipe.commit("a module", {"src/big.py": BIG_MODULE[: len(BIG_MODULE) // 4]})
+    answer = whole_file("src/app.py", GREET_FIXED)
+    pipe.fake.script(
+        IMPL, Reply(text=answer, prompt_eval_count=8192), Reply(text=answer, prompt_eval_count=8192)
+    )
+    pipe.start(source_files=["src/big.py"], target_file="src/app.py")
+
+    assert pipe.implement().to_state == "erik_consultation"
+    assert (pipe.repo / "src/app.py").read_text(encoding="utf-8") != GREET_FIXED
 
 
 def test_an_unreachable_ollama_halts_with_ollama_unavailable(git_repo: Path, fake: object) -> None:

@@ -30,7 +30,8 @@ def test_the_corpus_has_cases_of_both_kinds_each_with_a_source() -> None:
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_corpus_case_through_the_implementer(pipe: Pipeline, case: Case) -> None:
     pipe.commit("the case's files", case.originals)
-    pipe.fake.script(IMPL, *[Reply(text=case.reply, done_reason=case.done_reason)] * 2)
+    # A cut-off answer is continued once more per answer (the same answer continues with nothing).
+    pipe.fake.script(IMPL, *[Reply(text=case.reply, done_reason=case.done_reason)] * 4)
     target = next(iter(case.originals), case.allowed[0])
     pipe.start(target_file=target, allowed_paths=list(case.allowed))
 
@@ -54,7 +55,7 @@ def test_corpus_case_through_the_implementer(pipe: Pipeline, case: Case) -> None
         for path, text in case.expected.items():
             assert pipe.read(path) == text
             assert git(pipe.repo, "show", f"{branch}:{path}") == text.rstrip("\n")
-    assert len(pipe.fake.chat_requests(IMPL)) <= 2
+    assert len(pipe.fake.chat_requests(IMPL)) <= (4 if case.done_reason == "length" else 2)
 
 
 def test_hub_log_task_says_why_each_block_was_refused(pipe: Pipeline) -> None:
@@ -84,17 +85,38 @@ def test_hub_log_task_says_why_each_block_was_refused(pipe: Pipeline) -> None:
     assert "calc.py: a SEARCH block did not match" in report_detail
 
 
-def test_a_cut_off_answer_is_fed_back_and_a_complete_retry_applies(pipe: Pipeline) -> None:
+def test_a_cut_off_answer_is_continued_and_the_whole_change_applies(pipe: Pipeline) -> None:
+    case = next(c for c in CASES if c.name == "cut_off_two_file_change")
+    pipe.commit("the case's files", case.originals)
+    cut = case.reply.rstrip("\n")  # cut in the middle of `return x * 2`
+    pipe.fake.script(IMPL, Reply(text=cut, done_reason="length"), cut + " x * 2\n```\n")
+    pipe.start(target_file="calc.py", allowed_paths=["calc.py", "util.py"])
+
+    assert pipe.implement().to_state == "pending_local_review"
+
+    assert "return b - a" in pipe.read("calc.py")
+    assert pipe.read("util.py") == "def double(x):\n    return x * 2\n"
+    continuation = pipe.fake.chat_requests(IMPL)[1]["messages"][-1]
+    assert continuation == {"role": "assistant", "content": cut}
+    call = pipe.records("model-call")[0]
+    assert call["done_reason"] == "stop"
+
+
+def test_a_cut_off_answer_that_cannot_be_continued_is_refused_whole_and_fed_back(pipe: Pipeline) -> None:
     case = next(c for c in CASES if c.name == "cut_off_two_file_change")
     pipe.commit("the case's files", case.originals)
     complete = case.reply.split("util.py")[0]
-    pipe.fake.script(IMPL, Reply(text=case.reply, done_reason="length"), complete)
+    # The continuation adds nothing and is cut again: the answer stays cut, none of it is applied.
+    cut = Reply(text=case.reply, done_reason="length")
+    pipe.fake.script(IMPL, cut, cut, complete)
     pipe.start(target_file="calc.py", allowed_paths=list(case.allowed))
 
     assert pipe.implement().to_state == "pending_local_review"
 
     assert "return b - a" in pipe.read("calc.py")
-    assert "output_truncated" in pipe.prompts()[1] and "SEARCH/REPLACE" in pipe.prompts()[1]
+    assert [d["path"] for d in pipe.records("diff") if d["outcome"] == "applied"] == ["calc.py"]
+    feedback = pipe.prompts()[2]
+    assert "output_truncated" in feedback and "SEARCH/REPLACE" in feedback
     call = pipe.records("model-call")[0]
     assert call["done_reason"] == "length"
 
@@ -119,7 +141,8 @@ def test_stall_report_says_why_each_block_was_refused(pipe: Pipeline) -> None:
 def test_corpus_cases_through_the_hub_run_implementer_command(pipe: Pipeline, name: str) -> None:
     case = next(c for c in CASES if c.name == name)
     pipe.commit("the case's files", case.originals)
-    pipe.fake.script(IMPL, *[Reply(text=case.reply, done_reason=case.done_reason)] * 2)
+    # A cut-off answer is continued once more per answer (the same answer continues with nothing).
+    pipe.fake.script(IMPL, *[Reply(text=case.reply, done_reason=case.done_reason)] * 4)
     pipe.start(target_file=next(iter(case.originals)), allowed_paths=list(case.allowed))
 
     done = subprocess.run(

@@ -163,6 +163,17 @@ def test_a_malformed_judge_report_is_refused_naming_the_file(task: TaskDriver, c
     assert task.contract()["status"] == "pending_judge_review"
 
 
+@pytest.mark.parametrize("name", ["JUDGE_REPORT.json", "JUDGE_REPORT.md"])
+def test_a_judge_report_that_is_not_utf8_is_refused_naming_the_file(
+    task: TaskDriver, ctx: Context, name: str
+) -> None:
+    task.to_judge_review()
+    (task.hand.dir / name).write_bytes(b'{"verdict": "PASS\xff"}\nVerdict: PASS\xff\n')
+    with pytest.raises(ContractInvalid, match=rf"{name}: \$: not UTF-8 text \(byte \d+\)"):
+        report_judge(ctx)
+    assert task.contract()["status"] == "pending_judge_review"
+
+
 def test_report_judge_without_a_report_says_where_it_looked(task: TaskDriver, ctx: Context) -> None:
     task.to_judge_review()
     with pytest.raises(ContractInvalid, match=r"no JUDGE_REPORT\.json or JUDGE_REPORT\.md in"):

@@ -101,8 +101,11 @@ def test_resume_refuses_a_state_a_person_cannot_name_and_changes_nothing(
 ) -> None:
     halted(task, ctx)
     before = task.hand.contract.read_bytes()
-    with pytest.raises(WrongState, match=f"cannot resume to '{target}'; choose one of pending_implementer"):
+    with pytest.raises(
+        WrongState, match=f"cannot resume to '{target}'; choose one of pending_implementer"
+    ) as caught:
         resume(ctx, target)
+    assert "timeout_" not in str(caught.value) and "pending_rebuttal" not in str(caught.value)  # lead nowhere
     assert task.hand.contract.read_bytes() == before
     assert task.hand.halt_report.exists()
 

@@ -112,6 +112,7 @@ def test_minor_issues_go_to_the_judge_recorded_in_the_review_request(pipe: Pipel
     # The reviewer said passed=true: the record says why it counts as not passed.
     why = "the reviewer answered passed=true but the review holds 1 issue(s) of its own (minor)"
     assert why in outcome.message and why in data["local_review_note"]
+    assert outcome.message.startswith("local review found issues (1 issue(s)): ")
     assert why in pipe.contract()["history"][-1]["reason"]
     assert f"## Local review (passed: False; {why}" in request
 

@@ -38,6 +38,7 @@ def test_init_creates_the_handoff_folder_a_default_config_and_excludes_the_folde
 
 
 def test_new_writes_a_pending_contract_with_roles_from_config(task: TaskDriver, ctx: Context) -> None:
+    (task.repo / "src" / "util.py").write_text("X = 1\n", encoding="utf-8")
     task_id = task.new(title="Greet politely", source_files=["src/util.py"])
     contract = task.contract()
     assert contract["task_id"] == task_id

@@ -151,7 +151,33 @@ def test_with_no_task_and_an_empty_backlog_status_says_how_to_start_instead_of_p
     from hub.phases.status import status
 
     assert status(ctx)["next"].startswith("nothing: no proposals in the backlog; start a task: hub new")
-    backlog.add_tasks(ctx, [{"id": "later", "content": "# Later\n\n## Requirements\n\n- r\n"}])
+    later = "# Later\n\nTarget: src/app.py\n\n## Requirements\n\n- r\n"
+    backlog.add_tasks(ctx, [{"id": "later", "content": later}])
     before = ctx.handoff.backlog.read_bytes()
     assert status(ctx)["next"].startswith("`hub next` promotes backlog proposal later")
     assert ctx.handoff.backlog.read_bytes() == before
+
+
+def test_status_names_the_proposal_hub_next_blocks_as_blocked_not_as_promoted(ctx: Context) -> None:
+    from hub import backlog
+    from hub.phases.next import run_next
+
+    backlog.add_tasks(
+        ctx,
+        [
+            {"id": "vague", "content": "Make it better", "priority": 0},
+            {"id": "typo", "content": "Greet\nTarget: src/app.py\nSource: src/ap.py", "priority": 1},
+            {"id": "outside", "content": "Greet\nTarget: ../app.py", "priority": 2},
+        ],
+    )
+    for backlog_id, says in (
+        ("vague", "names no file to change"),
+        ("typo", "did you mean src/app.py?"),
+        ("outside", "is not inside the repository"),
+    ):
+        shown = status(ctx)["next"]
+        assert shown.startswith(f"`hub next` blocks backlog proposal {backlog_id}: ") and says in shown
+        reason = shown.split(": ", 1)[1]
+        assert run_next(ctx).message == f"backlog task {backlog_id} blocked: {reason}"
+        assert not ctx.handoff.contract.exists()
+    assert status(ctx)["next"].startswith("nothing: no proposals in the backlog")

@@ -235,3 +235,17 @@ def test_prompts_come_from_the_trust_root_never_from_the_tasks_files(pipe: Pipel
 
     prompt = pipe.prompts()[0]
     assert prompt.startswith("TRUSTED PROMPT") and "EVIL" not in prompt
+
+
+def test_sgconfig_util_folders_are_control_files_like_its_rule_folders(tmp_path: Path) -> None:
+    # Rules may `matches:` a util rule: a model rewriting the util to match nothing silences the rule.
+    from hub.config import load_config
+    from hub.trust import control_paths
+
+    (tmp_path / "sgconfig.yml").write_text("ruleDirs: [rules]\nutilDirs: [lint/utils]\n", encoding="utf-8")
+    (tmp_path / "rules").mkdir()
+    (tmp_path / "lint" / "utils").mkdir(parents=True)
+
+    paths = control_paths(load_config(tmp_path))
+
+    assert "rules" in paths and "lint/utils" in paths

@@ -221,6 +221,8 @@ def test_token_counts_durations_and_done_reason_are_reported(
         Reply(
             text="x" * 30, prompt_eval_count=11, eval_count=7, done_reason="length", first_token_delay=0.05
         ),
+        # The continuation of the cut answer adds nothing and is cut again: the answer stays "length".
+        Reply(text="x" * 30, eval_count=0, done_reason="length"),
     )
     generation = provider.generate(request())
     assert (generation.prompt_tokens, generation.completion_tokens) == (11, 7)
@@ -292,3 +294,62 @@ def test_a_bare_host_is_accepted_like_ollama_host(fake: FakeOllama) -> None:
     with OllamaProvider(f"127.0.0.1:{fake.port}") as provider:
         assert provider.host == fake.url
         assert provider.generate(request()).text == "hi"
+
+
+CODE = "def add(a, b):\n    return a + b\n\n\n" * 12
+
+
+def test_an_answer_cut_off_at_num_predict_is_continued_where_it_stopped(
+    fake: FakeOllama, provider: OllamaProvider
+) -> None:
+    fake.script(
+        "m", Reply(text=CODE[:70], done_reason="length", eval_count=20), Reply(text=CODE, eval_count=30)
+    )
+    generation = provider.generate(request(num_predict=20))
+
+    assert generation.text == CODE.strip()
+    assert generation.done_reason == "stop"
+    assert generation.completion_tokens == 50
+    first, second = fake.chat_requests()
+    # The same conversation, with the answer so far as the assistant's turn to continue.
+    assert second["messages"][:-1] == first["messages"]
+    assert second["messages"][-1] == {"role": "assistant", "content": CODE[:70]}
+    assert not generation.truncated  # the server's cache makes the continuation's count small: no cut
+
+
+def test_continuing_stops_after_two_continuations_and_the_answer_stays_cut(
+    fake: FakeOllama, provider: OllamaProvider
+) -> None:
+    cuts = [Reply(text=CODE[:n], done_reason="length") for n in (40, 80, 120)]
+    fake.script("m", *cuts, Reply(text=CODE))
+    generation = provider.generate(request(num_predict=20))
+
+    assert generation.done_reason == "length"
+    assert generation.raw == CODE[:120]
+    assert len(fake.chat_requests()) == 3
+
+
+def test_a_continuation_that_would_not_fit_the_window_is_not_sent(
+    fake: FakeOllama, provider: OllamaProvider
+) -> None:
+    partial = CODE * 4  # with the room for another num_predict, more than the window holds
+    fake.script("m", Reply(text=partial, done_reason="length"), Reply(text=partial + "more"))
+    generation = provider.generate(request(num_ctx=1024, num_predict=500))
+
+    assert generation.done_reason == "length"
+    assert len(fake.chat_requests()) == 1
+
+
+def test_a_continuation_that_fails_leaves_the_answer_cut(fake: FakeOllama, provider: OllamaProvider) -> None:
+    fake.script("m", Reply(text=CODE[:70], done_reason="length"), Reply(status=400, error="bad request"))
+    generation = provider.generate(request(num_predict=20))
+
+    assert (generation.raw, generation.done_reason) == (CODE[:70], "length")
+
+
+def test_the_models_context_length_is_asked_once_per_process_not_per_phase(fake: FakeOllama) -> None:
+    fake.script("m", "one", "two")
+    for _ in range(2):  # each phase makes its own provider
+        with OllamaProvider(fake.url) as provider:
+            provider.generate(request())
+    assert len([r for r in fake.requests if r.path == "/api/show"]) == 1
