@@ -117,7 +117,7 @@ def read_judge_report(run: Run) -> JudgeReport:
             ) from None
         return contract_mod.judge_report_from_markdown(text, str(hand.judge_report_md))
     raise ContractInvalid(
-        str(hand.judge_report_json), "$", f"no JUDGE_REPORT.json or JUDGE_REPORT.md in {hand.dir}"
+        str(hand.judge_report_json), "$", f"no JUDGE_REPORT.json or JUDGE_REPORT.md in {hand.task_dir}"
     )
 
 

@@ -333,11 +333,13 @@ def test_a_control_file_created_by_a_command_whose_hub_was_killed_is_removed_by_
         hub_killed_at(pipe, "acceptance:running", "run-implementer")
         ready, _, _ = select.select([reader], [], [], 30)
         assert ready and os.read(reader, 100) == b"made\n"
-        assert (pipe.repo / "prompts").exists()
+        # Commands run in the task's worktree: that is where it made prompts/ (the user's checkout,
+        # the trust root the hub reads prompts from, never saw it).
+        assert (pipe.worktree / "prompts").exists() and not (pipe.repo / "prompts").exists()
 
         outcome = run_next(pipe.ctx)
 
-        assert not (pipe.repo / "prompts").exists()
+        assert not (pipe.worktree / "prompts").exists()
         assert outcome.to_state == "pending_local_review"
     finally:
         os.close(reader)

@@ -168,7 +168,7 @@ def test_a_judge_report_that_is_not_utf8_is_refused_naming_the_file(
     task: TaskDriver, ctx: Context, name: str
 ) -> None:
     task.to_judge_review()
-    (task.hand.dir / name).write_bytes(b'{"verdict": "PASS\xff"}\nVerdict: PASS\xff\n')
+    (task.hand.task_dir / name).write_bytes(b'{"verdict": "PASS\xff"}\nVerdict: PASS\xff\n')
     with pytest.raises(ContractInvalid, match=rf"{name}: \$: not UTF-8 text \(byte \d+\)"):
         report_judge(ctx)
     assert task.contract()["status"] == "pending_judge_review"
