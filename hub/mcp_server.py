@@ -26,16 +26,28 @@ import ipaddress
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.transport_security import TransportSecuritySettings
 from pydantic import BaseModel, Field
 
+from hub import backlog, rules, rules_catalog
+from hub.config import load_config
 from hub.errors import ConfigError, HubError
 from hub.log import get_logger
 from hub.phases.context import Context
+from hub.phases.finalize import resume
+from hub.phases.judge import rebut
+from hub.phases.judge_runner import read_review_request, submit_verdict
+from hub.phases.next import run_next
+from hub.phases.promote import next_proposal
+from hub.phases.setup import create, missing_task_field, task_fields
+from hub.phases.status import log_entries, status
+from hub.workspace import require_ready
 
 log = get_logger(__name__)
 
@@ -131,13 +143,9 @@ def tool_errors() -> Iterator[None]:
 
 def build_server(repo_root: Path, handoff_dir: Path | None = None) -> MCPServer:
     """The MCP server over one repository (config is re-read on every call, like the CLI)."""
-    from hub.config import load_config
-
     server: MCPServer = MCPServer(SERVER_NAME, version=_version(), instructions=INSTRUCTIONS)
 
     def ctx(task_id: str | None = None) -> Context:
-        from hub.workspace import require_ready
-
         config = load_config(repo_root, handoff_dir)
         require_ready(config)
         return Context(config, task_id=task_id)
@@ -148,8 +156,6 @@ def build_server(repo_root: Path, handoff_dir: Path | None = None) -> MCPServer:
     def hub_status(task_id: TaskId = None) -> dict[str, Any]:
         """Every task in flight (`tasks`): state, attempt, worktree, what runs next, what it needs from a
         person, lease, breaker, cost, last transitions."""
-        from hub.phases.status import status
-
         with tool_errors():
             return status(ctx(task_id))
 
@@ -196,8 +202,6 @@ def build_server(repo_root: Path, handoff_dir: Path | None = None) -> MCPServer:
     ) -> dict[str, Any]:
         """Create a new task, as `hub new` does (other tasks may be active; the result names its task_id);
         then call hub_next to run its phases."""
-        from hub.phases.setup import create, missing_task_field, task_fields
-
         with tool_errors():
             fields = task_fields(
                 proposal,
@@ -221,8 +225,6 @@ def build_server(repo_root: Path, handoff_dir: Path | None = None) -> MCPServer:
     def hub_next(task_id: TaskId = None) -> dict[str, Any]:
         """Run the due phase of every task (or of task_id), several at once (may take minutes when they
         call a model); `phase`/`data.ran` say which."""
-        from hub.phases.next import run_next
-
         with tool_errors():
             return run_next(ctx(task_id)).as_dict()
 
@@ -230,8 +232,6 @@ def build_server(repo_root: Path, handoff_dir: Path | None = None) -> MCPServer:
     def hub_read_review_request(task_id: TaskId = None) -> dict[str, Any]:
         """The review request the judge must read (REVIEW_REQUEST.md): requirements, diff, local findings.
         Answer it with hub_submit_verdict."""
-        from hub.phases.judge_runner import read_review_request
-
         with tool_errors():
             request = read_review_request(ctx(task_id))
         return {**request, "answer_with": "hub_submit_verdict"}
@@ -255,8 +255,6 @@ def build_server(repo_root: Path, handoff_dir: Path | None = None) -> MCPServer:
     ) -> dict[str, Any]:
         """The judge's answer to hub_read_review_request: validated, written as JUDGE_REPORT.json and
         applied at once (an invalid or untimely verdict writes nothing). After a PASS, hub_next merges."""
-        from hub.phases.judge_runner import submit_verdict
-
         report: dict[str, Any] = {
             "verdict": verdict,
             "summary": summary,
@@ -278,8 +276,6 @@ def build_server(repo_root: Path, handoff_dir: Path | None = None) -> MCPServer:
     ) -> dict[str, Any]:
         """Disagree with a FAIL verdict, as `hub rebut FILE` does: the task goes back to the judge with
         this text (at most limits.max_rebuttals times; then it halts for a person)."""
-        from hub.phases.judge import rebut
-
         with tool_errors():
             return rebut(ctx(task_id), text).as_dict()
 
@@ -299,8 +295,6 @@ def build_server(repo_root: Path, handoff_dir: Path | None = None) -> MCPServer:
         task_id: TaskId = None,
     ) -> dict[str, Any]:
         """Clear a halt (erik_consultation) and move the task to the state `to`."""
-        from hub.phases.finalize import resume
-
         with tool_errors():
             return resume(ctx(task_id), to, note).as_dict()
 
@@ -314,8 +308,6 @@ def build_server(repo_root: Path, handoff_dir: Path | None = None) -> MCPServer:
         ] = 100,
     ) -> dict[str, Any]:
         """The transition log, newest last (with task_id: also that task's model calls and commands)."""
-        from hub.phases.status import log_entries
-
         with tool_errors():
             entries = log_entries(ctx(), task_id)
         return {"entries": entries[-limit:], "total": len(entries)}
@@ -325,8 +317,6 @@ def build_server(repo_root: Path, handoff_dir: Path | None = None) -> MCPServer:
     @server.tool()
     def initialize_ast_grep() -> dict[str, Any]:
         """Create sgconfig.yml and the rules/ folder in the repository (needed before adding rules)."""
-        from hub import rules
-
         with tool_errors():
             path = rules.init_project(repo_root)
             return {
@@ -343,8 +333,6 @@ def build_server(repo_root: Path, handoff_dir: Path | None = None) -> MCPServer:
         ],
     ) -> dict[str, Any]:
         """Scan source code (not a file) with the packaged and the repository's ast-grep rules."""
-        from hub import rules
-
         with tool_errors():
             findings = rules.scan_code(code, language, repo_root)
         return {"success": True, "issues": [_issue(f, with_file=False) for f in findings]}
@@ -354,8 +342,6 @@ def build_server(repo_root: Path, handoff_dir: Path | None = None) -> MCPServer:
         path: Annotated[str, Field(description="a file or folder, relative to the repository root")],
     ) -> dict[str, Any]:
         """Scan a file or folder of the repository (relative to its root) with the ast-grep rules."""
-        from hub import rules
-
         with tool_errors():
             target = _inside(repo_root, path)
             findings = rules.scan_paths(repo_root, [str(target)])
@@ -370,8 +356,6 @@ def build_server(repo_root: Path, handoff_dir: Path | None = None) -> MCPServer:
         ],
     ) -> dict[str, Any]:
         """Add or replace a repository rule; the YAML is checked by ast-grep first and refused if invalid."""
-        from hub import rules
-
         with tool_errors():
             path = rules.add_or_update_rule(repo_root, rule_id, rule_yaml)
         return {"success": True, "rule_id": rule_id, "path": str(path)}
@@ -381,8 +365,6 @@ def build_server(repo_root: Path, handoff_dir: Path | None = None) -> MCPServer:
         rule_id: Annotated[str, Field(description="the id of a rule in the repository's rules folder")],
     ) -> dict[str, Any]:
         """Delete a repository rule (a packaged rule is silenced instead with `severity: off`)."""
-        from hub import rules
-
         with tool_errors():
             path = rules.remove_rule(repo_root, rule_id)
         return {"success": True, "rule_id": rule_id, "removed": str(path)}
@@ -405,8 +387,6 @@ def build_server(repo_root: Path, handoff_dir: Path | None = None) -> MCPServer:
     ) -> dict[str, Any]:
         """Search the community rule catalog (works offline). `rules` can be imported with
         import_community_rule; `active_rules` ship with agent-hub and run in every scan already."""
-        from hub import rules_catalog
-
         wanted = [t.strip() for t in tags.split(",")] if isinstance(tags, str) else list(tags or [])
         wanted = [t for t in wanted if t]
         with tool_errors():
@@ -419,8 +399,6 @@ def build_server(repo_root: Path, handoff_dir: Path | None = None) -> MCPServer:
         rule_id: Annotated[str, Field(description="an id from search_community_rules")],
     ) -> dict[str, Any]:
         """A community rule's description and full YAML."""
-        from hub import rules_catalog
-
         with tool_errors():
             details = rules_catalog.get_community_rule_details(rule_id, catalog=_catalog(ctx()))
         return {"success": True, "rule": details}
@@ -430,8 +408,6 @@ def build_server(repo_root: Path, handoff_dir: Path | None = None) -> MCPServer:
         rule_id: Annotated[str, Field(description="an id from search_community_rules (its `rules` list)")],
     ) -> dict[str, Any]:
         """Copy a community rule into the repository's rules; it is active in the next scan."""
-        from hub import rules_catalog
-
         with tool_errors():
             path = rules_catalog.import_community_rule(repo_root, rule_id, catalog=_catalog(ctx()))
         return {"success": True, "rule_id": rule_id, "path": str(path)}
@@ -443,8 +419,6 @@ def build_server(repo_root: Path, handoff_dir: Path | None = None) -> MCPServer:
         tasks: Annotated[list[NewTask], Field(min_length=1, description="the proposals to queue")],
     ) -> dict[str, Any]:
         """Queue proposals in the backlog; `hub_next` promotes the most urgent ready one when no task is active."""
-        from hub import backlog
-
         with tool_errors():
             added = backlog.add_tasks(ctx(), [t.model_dump(exclude_none=True) for t in tasks])
         return {"added": added}
@@ -462,8 +436,6 @@ def build_server(repo_root: Path, handoff_dir: Path | None = None) -> MCPServer:
         ] = None,
     ) -> dict[str, Any]:
         """Change a backlog task: status (proposed, blocked, dropped), priority, content, depends_on."""
-        from hub import backlog
-
         changes = {
             k: v
             for k, v in (
@@ -484,8 +456,6 @@ def build_server(repo_root: Path, handoff_dir: Path | None = None) -> MCPServer:
         ] = None,
     ) -> dict[str, Any]:
         """The backlog, open tasks first, most urgent first."""
-        from hub import backlog
-
         with tool_errors():
             return {"tasks": backlog.list_tasks(ctx(), status)}
 
@@ -493,8 +463,6 @@ def build_server(repo_root: Path, handoff_dir: Path | None = None) -> MCPServer:
     def task_next() -> dict[str, Any]:
         """The proposal `hub_next` would promote: the most urgent one whose dependencies are merged
         (`blocked`: why hub_next would block it instead)."""
-        from hub.phases.promote import next_proposal
-
         with tool_errors():
             return next_proposal(ctx())
 
@@ -506,8 +474,6 @@ def build_server(repo_root: Path, handoff_dir: Path | None = None) -> MCPServer:
     ) -> dict[str, Any]:
         """A note for a task (task_id, or the only active one; for every task when none is named and
         several or none are active); the implementer reads it."""
-        from hub import backlog
-
         with tool_errors():
             return {"note": backlog.add_note(ctx(task_id), content, type)}
 
@@ -521,8 +487,6 @@ def build_server(repo_root: Path, handoff_dir: Path | None = None) -> MCPServer:
     ) -> dict[str, Any]:
         """Notes of a task (task_id, or the only active one) and those for every task (all_tasks: every
         note ever written)."""
-        from hub import backlog
-
         with tool_errors():
             return {"notes": backlog.list_notes(ctx(task_id), type, all_tasks)}
 
@@ -531,16 +495,12 @@ def build_server(repo_root: Path, handoff_dir: Path | None = None) -> MCPServer:
         summary: Annotated[str, Field(min_length=1, description="what this iteration did")],
     ) -> dict[str, Any]:
         """Record what this iteration did."""
-        from hub import backlog
-
         with tool_errors():
             return {"summary": backlog.iteration_summary(ctx(), summary)}
 
     @server.tool()
     def session_complete() -> dict[str, Any]:
         """End the session; refused while any backlog task is not merged or dropped."""
-        from hub import backlog
-
         with tool_errors():
             return {"session": backlog.session_complete(ctx())}
 
@@ -548,8 +508,6 @@ def build_server(repo_root: Path, handoff_dir: Path | None = None) -> MCPServer:
 
 
 def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
     try:
         return version("agent-hub")
     except PackageNotFoundError:
@@ -581,8 +539,6 @@ def _inside(repo_root: Path, path: str) -> Path:
 
 
 def _catalog(context: Context) -> Any:
-    from hub import rules_catalog
-
     return rules_catalog.load_catalog(context.config.rules_catalog_url)
 
 
@@ -647,8 +603,6 @@ def transport_security(host: str, port: int) -> Any:
     """DNS-rebinding protection for a loopback bind, whatever the loopback address: only requests whose
     Host (and Origin, when sent) name the address bound, or localhost, are served. The SDK's own guard
     knows only 127.0.0.1, localhost and ::1, so `--host 127.0.0.2` served `Host: evil.example`."""
-    from mcp.server.transport_security import TransportSecuritySettings
-
     names = {url_host(host), "localhost"}
     return TransportSecuritySettings(
         enable_dns_rebinding_protection=True,
@@ -681,8 +635,6 @@ def serve(
     token: str | None = None,
 ) -> None:
     """Serve until stdin closes (stdio) or the process is stopped (http)."""
-    from hub.config import load_config
-
     config = load_config(repo_root, handoff_dir)
     server = build_server(repo_root, handoff_dir)
     if transport == "stdio":
@@ -691,6 +643,7 @@ def serve(
         return
     if transport != "http":
         raise ConfigError(f"unknown transport '{transport}' (stdio or http)")
+    # Only the HTTP transport needs uvicorn; a stdio server's spawn-to-initialized time does not pay for it.
     import uvicorn
 
     token = token or config.mcp_token

@@ -39,6 +39,29 @@ def test_help_lists_the_commands_and_exits_0(hub: HubRunner) -> None:
         assert re.search(rf"^\s+{command}\s", done.stdout, re.MULTILINE), command
 
 
+HEAVY_LIBRARIES = ("mcp", "git", "httpx", "tree_sitter", "tree_sitter_language_pack", "ast_grep_py")
+
+
+def imported_packages(stderr: str) -> set[str]:
+    """Top-level packages named in `-X importtime` lines (PYTHONPROFILEIMPORTTIME)."""
+    return {
+        line.split("|")[2].strip().split(".")[0]
+        for line in stderr.splitlines()
+        if line.startswith("import time:") and line.count("|") == 2
+    }
+
+
+def test_help_and_status_import_none_of_the_heavy_libraries(hub: HubRunner, task: TaskDriver) -> None:
+    task.new()
+    task.setup()
+    for args in (("--help",), ("status",)):
+        done = hub(*args, env={"PYTHONPROFILEIMPORTTIME": "1"})
+        assert done.returncode == 0, done.stderr
+        imported = imported_packages(done.stderr)
+        assert "click" in imported, args  # the profile was read
+        assert imported.isdisjoint(HEAVY_LIBRARIES), (args, imported & set(HEAVY_LIBRARIES))
+
+
 def test_usage_errors_exit_2(hub: HubRunner) -> None:
     done = hub("resume")
     assert done.returncode == 2
