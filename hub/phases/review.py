@@ -117,6 +117,25 @@ def run_local_review(ctx: Context) -> Outcome:
         return Review(run).execute()
 
 
+def changed_files(run: Run, committed: str | None) -> list[str]:
+    """The files the task branch changes: those the implementer's last attempt recorded with its commit
+    (finish_code_written), while the branch is still at that commit. The review checks the branch as it
+    is, so the diff is computed again when it is not: the checkpoint just committed leftovers, a person
+    committed during a halt and resumed here, or the branch moved after a review (branch_moved)."""
+    attempts = run.contract["handoff_data"].get("attempts") or []
+    last = attempts[-1] if attempts else None
+    refs = task_refs(run.contract)
+    if (
+        committed is None
+        and last is not None
+        and last["attempt"] == run.contract["attempt"]
+        and last["commit"]
+        and last["commit"] == gitops.commit_of(run.repo, refs.task_branch)
+    ):
+        return list(last["changed_files"])
+    return list(gitops.diff_stats(run.repo, refs.base_commit, refs.task_branch).files)
+
+
 class Review:
     def __init__(self, run: Run) -> None:
         self.run = run
@@ -127,11 +146,10 @@ class Review:
         refs = task_refs(self.contract)
         # The task's own edits are what is reviewed: any left uncommitted (a kill in an older hub between
         # code_written and its commit) are committed first, so the diff is never empty by accident.
-        run.checkpoint("code_written")
+        committed = run.checkpoint("code_written")
         self.diff = gitops.diff_text(run.repo, refs.base_commit, refs.task_branch)
-        stats = gitops.diff_stats(run.repo, refs.base_commit, refs.task_branch)
         root = run.worktree
-        self.files = [f for f in stats.files if (root / f).is_file()]
+        self.files = [f for f in changed_files(run, committed) if (root / f).is_file()]
 
     def execute(self) -> Outcome:
         static = self._static()

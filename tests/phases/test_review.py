@@ -9,7 +9,7 @@ import pytest
 from hub.phases.review import ReviewParseError, parse_review
 from hub.testing import Reply
 
-from .conftest import GREET_FIXED, IMPL, PASS_REVIEW, REV, Pipeline, whole_file
+from .conftest import GREET_FIXED, IMPL, PASS_REVIEW, REV, Pipeline, git, whole_file
 
 EVAL_APP = "def greet(name):\n    user_input = name\n    return eval(user_input)\n"
 
@@ -146,6 +146,27 @@ def test_a_security_rule_finding_halts_naming_the_rule_file_and_line(pipe: Pipel
     assert pipe.fake.chat_requests(REV) == []
     issue = contract["handoff_data"]["local_review_issues"][-1]
     assert (issue["severity"], issue["source"], issue["rule_id"]) == ("critical", "rules", "py-eval-exec")
+
+
+def test_a_review_after_a_persons_commit_during_a_halt_checks_the_files_that_commit_added(
+    pipe: Pipeline,
+) -> None:
+    implemented(pipe, EVAL_APP)
+    assert pipe.review().to_state == "erik_consultation"
+    # The person fixes the flagged file and, in the same commit, adds another the attempt never wrote.
+    (pipe.worktree / "src" / "app.py").write_text(GREET_FIXED, encoding="utf-8")
+    (pipe.worktree / "src" / "extra.py").write_text(
+        "def run(code):\n    return eval(code)\n", encoding="utf-8"
+    )
+    git(pipe.worktree, "add", "-A")
+    git(pipe.worktree, "commit", "-q", "-m", "a person's fix")
+    assert pipe.resume("pending_local_review").to_state == "pending_local_review"
+    pipe.fake.script(REV, PASS_REVIEW)
+
+    outcome = pipe.review()
+
+    assert outcome.to_state == "erik_consultation"
+    assert "rule py-eval-exec at src/extra.py:2" in pipe.contract()["breaker"]["reason"]
 
 
 def test_a_warning_rule_finding_is_shown_to_the_reviewer_and_the_judge(pipe: Pipeline) -> None:
