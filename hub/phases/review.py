@@ -11,7 +11,7 @@ import json
 import re
 import time
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from hub import gitops, prompts
 from hub.breakers import Trip
@@ -34,11 +34,19 @@ MAX_DIFF_CHARS = 40_000
 CUT_NOTE_TOKENS = 40
 
 
+class ReviewReport(TypedDict):
+    """The local reviewer's answer, checked and normalised (`parse_review`): what the review decides on."""
+
+    passed: bool
+    critical: bool
+    issues: list[Issue]  # every one with severity, file, line, description and source "reviewer"
+
+
 class ReviewParseError(ValueError):
     """The reviewer's answer holds no usable review object."""
 
 
-def parse_review(text: str) -> dict[str, Any]:
+def parse_review(text: str) -> ReviewReport:
     """The reviewer's JSON object, from a fenced block or bare in the text (think blocks already gone)."""
     candidates = [m.group(1) for m in re.finditer(r"```(?:json)?\s*\n(.*?)```", text, re.DOTALL)]
     candidates += _balanced_objects(text)
@@ -78,7 +86,7 @@ def _balanced_objects(text: str) -> list[str]:
     return found
 
 
-def _normalize(data: Any) -> dict[str, Any]:
+def _normalize(data: Any) -> ReviewReport:
     if not isinstance(data, dict) or "passed" not in data:
         raise ReviewParseError('the JSON object has no "passed" field')
     if not isinstance(data["passed"], bool):
@@ -86,7 +94,7 @@ def _normalize(data: Any) -> dict[str, Any]:
     issues = data.get("issues") or []
     if not isinstance(issues, list):
         raise ReviewParseError('"issues" must be a list')
-    clean = []
+    clean: list[Issue] = []
     for issue in issues:
         if isinstance(issue, str):
             issue = {"description": issue}
@@ -226,7 +234,7 @@ class Review:
                 )
         return issues
 
-    def _ask(self, worker: Worker, static: list[Issue]) -> dict[str, Any] | Outcome:
+    def _ask(self, worker: Worker, static: list[Issue]) -> ReviewReport | Outcome:
         from hub.workers.bridge import request_for
 
         trip = model_unavailable(self.run, worker, self.model)
@@ -283,7 +291,7 @@ class Review:
         data["local_review_issues"] = issues
         data["local_review_passed"] = passed
 
-    def _decide(self, static: list[Issue], review: dict[str, Any]) -> Outcome:
+    def _decide(self, static: list[Issue], review: ReviewReport) -> Outcome:
         issues = static + review["issues"]
         self.run.counters().pop("review_stalls", None)
         if review["critical"]:
@@ -322,7 +330,7 @@ class Review:
         )
 
 
-def overruled_pass(review: dict[str, Any], static: Sequence[Mapping[str, Any]]) -> str | None:
+def overruled_pass(review: ReviewReport, static: Sequence[Mapping[str, Any]]) -> str | None:
     """Why a review the reviewer called passed is recorded as not passed (None: it was not overruled)."""
     if not review["passed"] or not (review["issues"] or static):
         return None
