@@ -22,11 +22,11 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from hub import contract as contract_mod
 from hub.atomic import write_atomic
-from hub.contract import Contract, iso, parse_iso
+from hub.contract import Contract, TaskFields, iso, parse_iso
 from hub.errors import ContractInvalid, LockBusy, WrongState
 from hub.handoff import Handoff
 from hub.log import get_logger
@@ -215,7 +215,7 @@ def _older_than(stamp: str | None, now: datetime, age: timedelta) -> bool:
 # --- proposals -----------------------------------------------------------------------------------------
 
 
-def proposal_to_fields(content: str) -> dict[str, Any]:
+def proposal_to_fields(content: str) -> TaskFields:
     """The `hub new` fields for a proposal: a markdown proposal when it has a `# Title` and requirements,
     else the first line as the title and the whole text as the one requirement."""
     text = content.strip()
@@ -226,10 +226,10 @@ def proposal_to_fields(content: str) -> dict[str, Any]:
             if exc.json_path not in ("title", "requirements"):
                 raise
         else:
-            return {k: v for k, v in fields.items() if v not in (None, [])}
+            return cast(TaskFields, {k: v for k, v in fields.items() if v not in (None, [])})
     first = next((line for line in text.splitlines() if line.strip()), text)
     title = first.strip().lstrip("#").strip()[:120] or "task"
-    plain: dict[str, Any] = {"title": title, "requirements": [text]}
+    plain: TaskFields = {"title": title, "requirements": [text]}
     # `Target: path` / `Source: a.py, b.py` lines count in plain text too: without a target a task
     # has no file the model may write, and its promotion is blocked.
     for line in text.splitlines():
@@ -439,12 +439,12 @@ def next_task(ctx: Context) -> dict[str, Any]:
 
 def claim_next(
     ctx: Context, free_slots: Callable[[], tuple[int, list[str]]]
-) -> tuple[dict[str, Any] | None, dict[str, Any], str]:
+) -> tuple[dict[str, Any] | None, TaskFields, str]:
     """The next ready proposal, marked in progress (no task id yet), with its `hub new` fields; or None
     and why nothing is ready. Used by the promote phase (phases/promote.py), which says how many task
     slots are free (counted under the backlog lock, so two promoters cannot both take the last one)."""
     hand = ctx.handoff
-    fields: dict[str, Any] = {}
+    fields: TaskFields = {}
     with _editing(hand, hand.backlog, "tasks") as doc:
         refresh(hand, doc, ctx.clock())
         entry: dict[str, Any] | None = None

@@ -216,6 +216,21 @@ if TYPE_CHECKING:
         cost: NotRequired[dict[str, RoleCost]]
         history: list[HistoryEntry]
 
+    class TaskFields(TypedDict, total=False):
+        """A new task's fields (`hub new`, MCP hub_create_task, a backlog proposal): `new_contract`'s
+        keyword arguments. A task needs a title and requirements (`setup.missing_task_field`)."""
+
+        title: str
+        requirements: list[str]
+        target_file: str | None
+        source_files: list[str]
+        acceptance_criteria: list[str]
+        acceptance_commands: list[str]
+        allowed_paths: list[str]
+        forbidden_paths: list[str]
+        complexity: str
+        max_diff_lines: int | None
+
     class JudgeUsage(TypedDict, total=False):
         prompt_tokens: int
         completion_tokens: int
@@ -248,6 +263,7 @@ else:
     Breaker = dict
     RoleCost = dict
     Contract = dict
+    TaskFields = dict
     JudgeUsage = dict
     JudgeReport = dict
     HistoryEntry = dict
@@ -757,7 +773,7 @@ PROPOSAL_FIELD = re.compile(
 )
 
 
-def proposal_fields(markdown: str, file: str = "proposal") -> dict[str, Any]:
+def proposal_fields(markdown: str, file: str = "proposal") -> TaskFields:
     """Title (first heading), requirements (bullets under a 'Requirements' heading), target and sources.
 
     Recognised lines: `Target: path`, `Source: a.py, b.py`, `Complexity: minor`; a section named
@@ -765,7 +781,7 @@ def proposal_fields(markdown: str, file: str = "proposal") -> dict[str, Any]:
     """
     title: str | None = None
     section = ""
-    fields: dict[str, Any] = {
+    fields: TaskFields = {
         "requirements": [],
         "acceptance_criteria": [],
         "acceptance_commands": [],

@@ -29,7 +29,7 @@ import subprocess
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypedDict
 
 from hub import contract as contract_mod
 from hub import handoff, provenance
@@ -326,7 +326,16 @@ def extract_report(text: str) -> JudgeReport:
 # --- an agent as the judge (the MCP tools) ---------------------------------------------------------------
 
 
-def read_review_request(ctx: Context) -> dict[str, Any]:
+class ReviewRequest(TypedDict):
+    """What an agent acting as the judge reads (MCP `hub_read_review_request`)."""
+
+    task_id: str
+    status: str
+    path: str  # REVIEW_REQUEST.md, or its in-progress name while a judge run holds it
+    text: str
+
+
+def read_review_request(ctx: Context) -> ReviewRequest:
     """The review request the judge must read, with the task's state (read-only)."""
     hand = bind(ctx, "read-review-request", WAITING_FOR_VERDICT).handoff
     if not hand.contract.exists():
@@ -375,6 +384,7 @@ def submit_verdict(ctx: Context, report: Mapping[str, Any]) -> Outcome:
 
 
 __all__ = [
+    "ReviewRequest",
     "extract_report",
     "read_review_request",
     "run_judge",

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from hub import backlog
+from hub.contract import TaskFields
 from hub.errors import ConfigError
 from hub.log import get_logger
 from hub.phases.context import Context, Outcome
@@ -47,7 +47,7 @@ def promote_next(ctx: Context) -> Outcome:
     )
 
 
-def why_blocked(repo_root: Path, fields: Mapping[str, Any]) -> str | None:
+def why_blocked(repo_root: Path, fields: TaskFields) -> str | None:
     """Why promotion would block a proposal with these fields rather than make it a task (None: it
     would not). The one decision `hub next` and `hub status` share, so status never names a proposal
     that next then blocks. A proposal is written before its files exist, so its Target may be new;

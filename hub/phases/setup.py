@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import cast
 
 from hub import contract as contract_mod
 from hub import gitops
 from hub.config import CONFIG_FILE, default_yaml
-from hub.contract import Contract
+from hub.contract import Contract, TaskFields
 from hub.errors import ConfigError, GitError, WrongState
 from hub.handoff import write_report
 from hub.machine import PENDING_IMPLEMENTER
@@ -48,16 +47,43 @@ def init(ctx: Context) -> Outcome:
     )
 
 
-def task_fields(proposal: str | None = None, proposal_file: str = "proposal", **given: Any) -> dict[str, Any]:
+def task_fields(
+    proposal: str | None = None,
+    proposal_file: str = "proposal",
+    *,
+    title: str | None = None,
+    requirements: list[str] | None = None,
+    target_file: str | None = None,
+    source_files: list[str] | None = None,
+    acceptance_commands: list[str] | None = None,
+    acceptance_criteria: list[str] | None = None,
+    allowed_paths: list[str] | None = None,
+    forbidden_paths: list[str] | None = None,
+    complexity: str | None = None,
+    max_diff_lines: int | None = None,
+) -> TaskFields:
     """A new task's fields, for both faces (`hub new`, the MCP `hub_create_task`): a markdown proposal's,
     then the ones given (empty ones ignored) on top; complexity defaults to minor."""
-    fields: dict[str, Any] = contract_mod.proposal_fields(proposal, proposal_file) if proposal else {}
-    fields.update({key: value for key, value in given.items() if value})
+    fields: TaskFields = contract_mod.proposal_fields(proposal, proposal_file) if proposal else {}
+    given = {
+        "title": title,
+        "requirements": requirements,
+        "target_file": target_file,
+        "source_files": source_files,
+        "acceptance_commands": acceptance_commands,
+        "acceptance_criteria": acceptance_criteria,
+        "allowed_paths": allowed_paths,
+        "forbidden_paths": forbidden_paths,
+        "complexity": complexity,
+        "max_diff_lines": max_diff_lines,
+    }
+    # The keys are TaskFields' own (the parameters above); only the empty values are left out.
+    fields.update(cast(TaskFields, {key: value for key, value in given.items() if value}))
     fields.setdefault("complexity", "minor")
     return fields
 
 
-def missing_task_field(fields: dict[str, Any]) -> str | None:
+def missing_task_field(fields: TaskFields) -> str | None:
     """What a new task still lacks, as a sentence; None when it has a title and requirements."""
     if not fields.get("title"):
         return "a title is required (give one, or a proposal with a '# Title' heading)"
@@ -66,7 +92,7 @@ def missing_task_field(fields: dict[str, Any]) -> str | None:
     return None
 
 
-def check_task_paths(repo_root: Path, fields: Mapping[str, Any], create_target: bool = False) -> None:
+def check_task_paths(repo_root: Path, fields: TaskFields, create_target: bool = False) -> None:
     """Refuse a task whose target or a source lies outside the repository (even as a new file: the model
     could never write it, and a source would be read into the prompt), or is mistyped (a file that does
     not exist and is not meant to be created: the closest files the repository has are named), or
@@ -122,7 +148,7 @@ def _close_files(repo_root: Path, path: str) -> str:
 
 
 def create(
-    ctx: Context, fields: dict[str, object], create_target: bool = False, check_paths: bool = True
+    ctx: Context, fields: TaskFields, create_target: bool = False, check_paths: bool = True
 ) -> Outcome:
     """Write a fresh contract in a folder of its own, tasks/<task_id>/ (other tasks may be active);
     refuse when its files are mistyped (`check_paths`: False when the caller decided that already, as
@@ -135,7 +161,7 @@ def create(
         now=ctx.clock(),
         roles=roles,
         global_timeout_hours=ctx.config.global_timeout_hours,
-        **fields,  # type: ignore[arg-type]
+        **fields,
     )
     contract["limits"]["max_changed_files"] = ctx.config.max_changed_files
     root = ctx.handoff_root
