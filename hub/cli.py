@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import click
 
@@ -24,6 +24,9 @@ from hub.cli_common import (
 )
 from hub.cli_tools import backlog, note, rules
 from hub.errors import EXIT_ERROR, HubError, exit_code_for
+
+if TYPE_CHECKING:
+    from hub.phases.status import StatusDoc, TaskView
 
 
 @click.group(context_settings=CONTEXT_SETTINGS)
@@ -272,13 +275,13 @@ def status(state: State, as_json: bool) -> None:
     emit(doc, as_json, render_status(doc))
 
 
-def render_status(doc: dict[str, Any]) -> str:
+def render_status(doc: StatusDoc) -> str:
     if not doc["tasks"]:
         return f"no active task in {doc['handoff']}; next: {doc['next']}"
     return "\n\n".join(_render_task(task) for task in doc["tasks"])
 
 
-def _render_task(doc: dict[str, Any]) -> str:
+def _render_task(doc: TaskView) -> str:
     lines = [
         f"task     {doc['task_id']}  {doc['title']}",
         f"state    {doc['status']}  ({doc['status_reason']})  attempt {doc['attempt']}",
@@ -288,8 +291,8 @@ def _render_task(doc: dict[str, Any]) -> str:
     if doc["running"]:
         r = doc["running"]
         lines.append(f"running  {r.get('phase')} (pid {r.get('pid')}, since {r.get('since')})")
-    if doc.get("server_wait"):
-        w = doc["server_wait"]
+    w = doc["server_wait"]
+    if w:
         lines.append(
             f"WAITING  for the model server since {w.get('since')} ({w.get('waited_seconds')} s of "
             f"{w.get('limit_minutes')} min, {w.get('attempts')} tries): {w.get('error')}"

@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired, TypedDict, cast
 
 from hub import contract as contract_mod
 from hub.atomic import write_atomic
@@ -251,7 +251,16 @@ def _alive(owner: dict[str, Any]) -> bool:
     return True
 
 
-def lock_owner(handoff: Handoff) -> dict[str, Any] | None:
+class LockOwner(TypedDict):
+    """Who holds a task's OS lock: its owner file (`hub status` shows it as `running`)."""
+
+    pid: int
+    host: str
+    phase: str
+    since: str
+
+
+def lock_owner(handoff: Handoff) -> LockOwner | None:
     """Who holds the OS lock right now, as its owner file says (None if free or unknown).
 
     A phase killed with SIGKILL leaves its owner file behind; an owner whose process is gone (on
@@ -262,7 +271,7 @@ def lock_owner(handoff: Handoff) -> dict[str, Any] | None:
     except (OSError, ValueError):
         return None
     try:
-        return owner if isinstance(owner, dict) and _alive(owner) else None
+        return cast(LockOwner, owner) if isinstance(owner, dict) and _alive(owner) else None
     except (KeyError, TypeError, ValueError):
         return None
 
@@ -274,13 +283,28 @@ def cumulative_cost(contract: Contract) -> float:
     return round(sum(float(role.get("usd", 0.0)) for role in contract.get("cost", {}).values()), 6)
 
 
+class TransitionLine(TypedDict):
+    """One line of transition.ndjson (`hub log`)."""
+
+    timestamp: str
+    task_id: str
+    event: str
+    old_status: str
+    new_status: str
+    status_reason: str | None
+    attempt: int | None
+    cumulative_cost_usd: float
+    repaired: NotRequired[bool]  # written afterwards from the contract's history (`unlogged`)
+    at_ns: NotRequired[int]  # stamped by append_transition
+
+
 def advance(
     contract: Contract,
     event: str,
     now: datetime,
     reason: str | None = None,
     resume_to: str | None = None,
-) -> dict[str, Any]:
+) -> TransitionLine:
     """Apply `event` to the contract in memory (pure) and return the transition record."""
     old = contract["status"]
     new = transition(old, event, resume_to)
@@ -331,7 +355,7 @@ def record(
 TAIL_BYTES = 64 * 1024
 
 
-def unlogged(handoff: Handoff, contract: Contract) -> list[dict[str, Any]]:
+def unlogged(handoff: Handoff, contract: Contract) -> list[TransitionLine]:
     """History entries (before the newest) that transition.ndjson lacks.
 
     The contract is saved before its line is appended, so a phase killed between the two leaves the
@@ -366,7 +390,7 @@ def unlogged(handoff: Handoff, contract: Contract) -> list[dict[str, Any]]:
     return [_line_from_history(contract, h) for h in history]
 
 
-def _line_from_history(contract: Contract, entry: HistoryEntry) -> dict[str, Any]:
+def _line_from_history(contract: Contract, entry: HistoryEntry) -> TransitionLine:
     return {
         "timestamp": entry["timestamp"],
         "task_id": contract["task_id"],
@@ -380,7 +404,7 @@ def _line_from_history(contract: Contract, entry: HistoryEntry) -> dict[str, Any
     }
 
 
-def append_transition(handoff: Handoff, line: dict[str, Any]) -> None:
+def append_transition(handoff: Handoff, line: TransitionLine) -> None:
     import fcntl
 
     path = handoff.transitions
@@ -413,9 +437,9 @@ def _same_file(fd: int, path: Path) -> bool:
     return (here.st_dev, here.st_ino) == (there.st_dev, there.st_ino)
 
 
-def read_transitions(handoff: Handoff, task_id: str | None = None) -> list[dict[str, Any]]:
+def read_transitions(handoff: Handoff, task_id: str | None = None) -> list[TransitionLine]:
     """Every transition line (rotated file first); lines that are not JSON are skipped."""
-    lines: list[dict[str, Any]] = []
+    lines: list[TransitionLine] = []
     for path in (handoff.transitions.with_name(handoff.transitions.name + ".1"), handoff.transitions):
         try:
             text = path.read_text(encoding="utf-8")
@@ -492,6 +516,8 @@ __all__ = [
     "HALT_EVENT",
     "RESUME_EVENT",
     "Handoff",
+    "LockOwner",
+    "TransitionLine",
     "advance",
     "append_transition",
     "archive_task",

@@ -157,7 +157,8 @@ def build_server(repo_root: Path, handoff_dir: Path | None = None) -> MCPServer:
         """Every task in flight (`tasks`): state, attempt, worktree, what runs next, what it needs from a
         person, lease, breaker, cost, last transitions."""
         with tool_errors():
-            return status(ctx(task_id))
+            # A plain dict: the return annotation is the tool's output schema, which stays as it was.
+            return dict(status(ctx(task_id)))
 
     @server.tool()
     def hub_create_task(

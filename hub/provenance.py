@@ -10,7 +10,7 @@ import re
 import time
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Required, TypedDict, cast
 
 from hub.atomic import write_atomic
 from hub.contract import iso
@@ -60,10 +60,26 @@ def write_record(handoff: Handoff, task_id: str, kind: str, payload: dict[str, A
     return path
 
 
-def read_records(handoff: Handoff, task_id: str) -> list[dict[str, Any]]:
+class RunRecord(TypedDict, total=False):
+    """A record as read back (`hub log --task`): the keys every record has and those the log shows;
+    each kind adds its own (prompt, reply, tokens, ...)."""
+
+    file: Required[str]  # its name in runs/<task_id>/
+    kind: Required[str]
+    timestamp: Required[str]
+    at_ns: int
+    task_id: str
+    model: str
+    command: str
+    path: str
+    outcome: str
+    content: Any  # a file set aside into the folder that is not a record of ours: its JSON
+
+
+def read_records(handoff: Handoff, task_id: str) -> list[RunRecord]:
     """The task's records in NNN order. A judge report set aside into the folder is not a record of ours:
     it is listed with its kind from the file name and its time from the file."""
-    records = []
+    records: list[RunRecord] = []
     folder = handoff.runs(task_id)
     numbered = [(number_of(p.name), p) for p in folder.glob("*.json")] if folder.is_dir() else []
     for _, path in sorted((n, p) for n, p in numbered if n is not None):
@@ -80,5 +96,5 @@ def read_records(handoff: Handoff, task_id: str) -> list[dict[str, Any]]:
                 "at_ns": stat.st_mtime_ns,
                 "content": redact(data),
             }
-        records.append({"file": path.name, **data})
+        records.append(cast(RunRecord, {"file": path.name, **data}))
     return records

@@ -6,11 +6,11 @@ No lock, no git, no network: these must start fast and never change anything.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, NotRequired, Required, TypedDict
 
 from hub import contract as contract_mod
 from hub import handoff
-from hub.contract import Contract, Verdict, parse_iso
+from hub.contract import Breaker, Contract, HistoryEntry, Lease, RoleCost, ServerWait, Verdict, parse_iso
 from hub.errors import ContractInvalid, TaskHalted
 from hub.machine import (
     ERIK_CONSULTATION,
@@ -26,6 +26,67 @@ from hub.machine import (
     TIMEOUT_JUDGE,
 )
 from hub.phases.context import Context, resume_targets
+
+
+class NextPhase(TypedDict):
+    phase: str | None  # the `hub` command `hub next` runs for the task; None: nothing is due
+    why: str
+
+
+class TaskView(TypedDict):
+    """One task as `hub status` shows it (`task_view`)."""
+
+    task_id: str
+    title: str
+    status: str
+    status_reason: str | None
+    attempt: int
+    worktree: str | None
+    branch: str | None
+    next: NextPhase
+    needs_person: str | None
+    lease: Lease | None
+    running: handoff.LockOwner | None
+    breaker: Breaker | None
+    cost: dict[str, RoleCost]
+    verdict: str | None
+    reviewed_commit: str | None
+    last_transitions: list[HistoryEntry]
+    server_wait: ServerWait | None
+    halt_file: str | None
+    stall_report: str | None
+    resume_targets: dict[str, str]
+
+
+class StatusDoc(TypedDict):
+    """Everything `hub status` shows (`status`); STATUS.md is rendered from it."""
+
+    handoff: str
+    tasks: list[TaskView]
+    next: NotRequired[str]  # with no task in flight: what `hub next` does
+
+
+class LogEntry(TypedDict, total=False):
+    """One `hub log` entry: a transition line (kind "transition", handoff.TransitionLine) or, for one
+    task, one of its provenance records (provenance.RunRecord; each kind adds keys of its own)."""
+
+    kind: Required[str]
+    timestamp: Required[str]
+    at_ns: int
+    task_id: str
+    event: str
+    old_status: str
+    new_status: str
+    status_reason: str | None
+    attempt: int | None
+    cumulative_cost_usd: float
+    repaired: bool
+    file: str
+    model: str
+    command: str
+    path: str
+    outcome: str
+    content: Any
 
 
 def due(
@@ -184,7 +245,7 @@ def free_task_slots(ctx: Context) -> tuple[int, list[str]]:
     return ctx.config.parallel_tasks - len(busy), busy
 
 
-def task_view(ctx: Context) -> dict[str, Any]:
+def task_view(ctx: Context) -> TaskView:
     """One task as `hub status` shows it (ctx bound to the task)."""
     hand = ctx.handoff
     contract = contract_mod.load(hand.contract)
@@ -215,7 +276,7 @@ def task_view(ctx: Context) -> dict[str, Any]:
     }
 
 
-def status(ctx: Context) -> dict[str, Any]:
+def status(ctx: Context) -> StatusDoc:
     """Everything `hub status` shows, as one JSON-able document: `{"tasks": [...]}` (one task with
     `--task`), the handoff folder, and what runs when no task is active."""
     root = ctx.handoff_root
@@ -228,13 +289,13 @@ def status(ctx: Context) -> dict[str, Any]:
         )
     ids = [ctx.task_id] if ctx.task_id else root.task_ids()
     tasks = [task_view(ctx.for_task(task_id)) for task_id in ids]
-    doc: dict[str, Any] = {"handoff": str(root.dir), "tasks": tasks}
+    doc: StatusDoc = {"handoff": str(root.dir), "tasks": tasks}
     if not tasks:
         doc["next"] = idle_next(ctx)
     return doc
 
 
-def render_status_md(doc: dict[str, Any]) -> str:
+def render_status_md(doc: StatusDoc) -> str:
     """_handoff/STATUS.md: every task, its state, and what it needs from a person, people first."""
     tasks = sorted(doc["tasks"], key=lambda t: (t["needs_person"] is None, t["task_id"]))
     lines = ["# Tasks", "", "Written by `hub` at every transition; `hub status` shows the same.", ""]
@@ -286,9 +347,9 @@ def idle_next(ctx: Context) -> str:
     return f"nothing: {why}; {start}"
 
 
-def log_entries(ctx: Context, task_id: str | None = None) -> list[dict[str, Any]]:
+def log_entries(ctx: Context, task_id: str | None = None) -> list[LogEntry]:
     """Transitions (and, for one task, its provenance records) in order."""
-    entries: list[dict[str, Any]] = [
+    entries: list[LogEntry] = [
         {"kind": "transition", **line} for line in handoff.read_transitions(ctx.handoff, task_id)
     ]
     if task_id:
