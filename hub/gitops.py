@@ -68,6 +68,20 @@ def current_branch(repo: Repo) -> str:
     return _run(repo, "rev-parse", "--abbrev-ref", "HEAD")
 
 
+def branches(repo: Repo) -> list[str]:
+    """The repository's local branches; none in a repository without a commit."""
+    return [
+        b for b in _run(repo, "for-each-ref", "--format=%(refname:short)", "refs/heads").splitlines() if b
+    ]
+
+
+def unborn_branch(repo: Repo) -> str | None:
+    """The name of the current branch when it has no commit yet (a new repository, an orphan branch)."""
+    if repo.head.is_valid():
+        return None
+    return _run(repo, "symbolic-ref", "--short", "-q", "HEAD") or "HEAD"
+
+
 def head_commit(repo: Repo) -> str:
     return _run(repo, "rev-parse", "HEAD")
 
