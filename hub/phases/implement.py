@@ -54,6 +54,7 @@ def run_implementer(ctx: Context) -> Outcome:
         # A person may have fixed things by hand while the task was halted: their edits are the task's.
         run.checkpoint("manual_edit")
         run.take_lease(run.contract["limits"]["timeout_minutes"]["implementer"])
+        run.start_clock(run.contract["limits"]["timeout_minutes"]["implementer"])
         run.record(Event.LOCK_ACQUIRED, f"attempt {run.contract['attempt']}")
         return Attempt(run).execute()
 
@@ -268,10 +269,12 @@ class Attempt:
         return Stall("tests_failed", "\n\n".join(r.feedback() for r in failed)[-3000:])
 
     def _command(self, command: str) -> CommandResult:
+        # PhaseTimeout (a phase_timeout stall) when the attempt's clock is spent: no command starts.
+        left = self.run.remaining(f"the acceptance command `{command}`")
         result = run_command(
             command,
             self.run.worktree,
-            self.config.acceptance_timeout_seconds,
+            min(self.config.acceptance_timeout_seconds, left if left is not None else float("inf")),
             self.jail,
             self.run.ctx.handoff.sandbox_pid,
         )
