@@ -307,6 +307,10 @@ def _mounts(
     args = ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", *sized, "--tmpfs", "/tmp"]
     # /dev is a tmpfs of its own, writable by the command: read-only but for a capped /dev/shm.
     args += [*sized, "--tmpfs", "/dev/shm", "--remount-ro", "/dev"]
+    # What the command needs that the private /tmp would hide (a clone, its .venv, or a repository
+    # under /tmp: CI and pytest's tmp_path put them there) is shown again, read-only.
+    for path in _needed_under_tmp(root, env):
+        args += ["--ro-bind", str(path), str(path)]
     # The real HOME stays readable (pyenv, nvm, ~/.local hold the toolchain the tests need), minus every
     # credential folder in it; the command's own HOME is a fresh folder in its private /tmp.
     home = Path(env.get("HOME") or str(Path.home())).resolve()
@@ -339,6 +343,41 @@ def _mounts(
             elif secret.exists():
                 args += ["--ro-bind", "/dev/null", str(secret)]
     return args
+
+
+def _needed_under_tmp(root: Path, env: Mapping[str, str]) -> list[Path]:
+    """The folders under /tmp a command needs to run at all: its PATH, the hub's own interpreter (tests
+    run `sys.executable`), and the git metadata of the writable root (a worktree's `.git` file points
+    into the repository's git folder). Outermost first, each once; none of them becomes writable."""
+    wanted = [Path(p) for p in env.get("PATH", "").split(os.pathsep) if p]
+    wanted += [Path(sys.prefix), Path(sys.base_prefix)]
+    wanted += _git_dirs(root)
+    tmp = Path("/tmp").resolve()
+    found: set[Path] = set()
+    for path in wanted:
+        with contextlib.suppress(OSError):
+            resolved = path.resolve()
+            if resolved.is_relative_to(tmp) and resolved != tmp and resolved.is_dir():
+                found.add(resolved)
+    outermost = [p for p in found if not any(p != q and p.is_relative_to(q) for q in found)]
+    return sorted(outermost, key=lambda p: len(p.parts))
+
+
+def _git_dirs(root: Path) -> list[Path]:
+    """The git folder a worktree's `.git` file names, and the repository's common git folder."""
+    dot_git = root / ".git"
+    try:
+        text = dot_git.read_text(encoding="utf-8") if dot_git.is_file() else ""
+    except (OSError, UnicodeDecodeError):
+        return []
+    if not text.startswith("gitdir:"):
+        return []
+    gitdir = (root / text.removeprefix("gitdir:").strip()).resolve()
+    found = [gitdir]
+    with contextlib.suppress(OSError, UnicodeDecodeError):
+        common = (gitdir / "commondir").read_text(encoding="utf-8").strip()
+        found.append((gitdir / common).resolve())
+    return found
 
 
 def absent(paths: Iterable[Path]) -> list[Path]:

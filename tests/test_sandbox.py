@@ -298,3 +298,43 @@ def test_the_command_has_no_capabilities_to_unmount_its_read_only_paths(repo: Pa
 
     assert "CapEff:\t0000000000000000" in result.stdout
     assert not (repo / "_handoff" / "JUDGE_REPORT.json").exists()
+
+
+def test_a_toolchain_under_tmp_stays_runnable_though_the_private_tmp_hides_the_rest(
+    repo: Path, tmp_path: Path
+) -> None:
+    # A clone and its .venv under /tmp (as CI may place them): the command must still find them.
+    tools = tmp_path / "clone" / ".venv" / "bin"
+    tools.mkdir(parents=True)
+    (tools / "mytool").write_text("#!/bin/sh\necho TOOL-RAN\n", encoding="utf-8")
+    (tools / "mytool").chmod(0o755)
+    (tmp_path / "clone" / "secret.txt").write_text("NOT-FOR-THE-COMMAND\n", encoding="utf-8")
+    env = {"PATH": f"{tools}:/usr/local/bin:/usr/bin:/bin", "HOME": str(repo.parent)}
+    sandbox = prepare(SandboxSettings(), repo, [repo / ".git"], env)
+
+    result = run_command(f"mytool; cat {tmp_path}/clone/secret.txt; touch {tools}/new", repo, 30, sandbox)
+
+    assert "TOOL-RAN" in result.stdout
+    assert "NOT-FOR-THE-COMMAND" not in result.stdout  # only the PATH folder comes back, not the clone
+    assert not (tools / "new").exists()  # and read-only
+
+
+def test_git_works_in_a_worktree_under_tmp_and_its_metadata_stays_read_only(tmp_path: Path) -> None:
+    import subprocess
+
+    main = tmp_path / "main"
+    main.mkdir()
+    for args in (
+        ["init", "-q", "-b", "main"],
+        ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "base"],
+        ["worktree", "add", "-q", str(main / ".git" / "hub-worktrees" / "t1"), "-b", "task/t1"],
+    ):
+        subprocess.run(["git", *args], cwd=main, check=True)
+    worktree = main / ".git" / "hub-worktrees" / "t1"
+    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(tmp_path)}
+    sandbox = prepare(SandboxSettings(), worktree, [worktree / ".git"], env)
+
+    result = run_command("git status --short --branch; touch ../../hooks/pwned", worktree, 30, sandbox)
+
+    assert "## task/t1" in result.stdout, result.stderr
+    assert not (main / ".git" / "hooks" / "pwned").exists()
