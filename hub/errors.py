@@ -12,6 +12,7 @@
     │   ├── WorkerUnavailable      an outage: down, restarting, connection reset, 5xx (waited out, then a halt)
     │   ├── ModelNotFound          the server does not have the model
     │   ├── WorkerTimeout          one of the three clocks ran out (also a TimeoutError)
+    │   ├── PhaseTimeout           the phase's own clock is spent: no new call or command starts (also a TimeoutError)
     │   ├── ContextOverflow        the prompt and its answer do not fit the window (deterministic)
     │   ├── MalformedStream        the server sent something that is not its protocol
     │   └── MCPError               an MCP call failed
@@ -112,6 +113,16 @@ class WorkerTimeout(WorkerError, TimeoutError):
         self.seconds = seconds
         self.partial_text = partial_text
         super().__init__(f"{clock} timeout after {seconds:g}s")
+
+
+class PhaseTimeout(WorkerError, TimeoutError):
+    """The phase's own clock (`limits.timeout_minutes.<phase>`) is spent: nothing new may start."""
+
+    def __init__(self, phase: str, what: str, minutes: float) -> None:
+        self.phase = phase
+        self.what = what
+        self.minutes = minutes
+        super().__init__(f"{phase} spent its clock ({minutes:g} min) before {what} could start")
 
 
 class ContextOverflow(WorkerError):

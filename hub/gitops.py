@@ -68,6 +68,20 @@ def current_branch(repo: Repo) -> str:
     return _run(repo, "rev-parse", "--abbrev-ref", "HEAD")
 
 
+def branches(repo: Repo) -> list[str]:
+    """The repository's local branches; none in a repository without a commit."""
+    return [
+        b for b in _run(repo, "for-each-ref", "--format=%(refname:short)", "refs/heads").splitlines() if b
+    ]
+
+
+def unborn_branch(repo: Repo) -> str | None:
+    """The name of the current branch when it has no commit yet (a new repository, an orphan branch)."""
+    if repo.head.is_valid():
+        return None
+    return _run(repo, "symbolic-ref", "--short", "-q", "HEAD") or "HEAD"
+
+
 def head_commit(repo: Repo) -> str:
     return _run(repo, "rev-parse", "HEAD")
 
@@ -123,6 +137,49 @@ def in_scope(path: str, scopes: list[str]) -> bool:
         if path == scope or path.startswith(scope + "/") or fnmatch.fnmatchcase(path, scope):
             return True
     return False
+
+
+def restore_outside(repo: Repo, scopes: list[str]) -> list[str]:
+    """Put the work tree back as HEAD has it everywhere outside `scopes` (the allowed paths): changed
+    or deleted tracked files restored, new untracked files removed (ignored ones, caches and installed
+    packages, are left). What an acceptance command changed there must not become the tests the next
+    run checks against. Returns the paths restored or removed."""
+    out = _run(repo, "status", "--porcelain=v1", "-z", "--untracked-files=all")
+    tracked: list[str] = []
+    untracked: list[str] = []
+    entries = iter(out.split("\0"))
+    for entry in entries:
+        if len(entry) <= 3:
+            continue
+        (untracked if entry[:2] == "??" else tracked).append(entry[3:])
+        if entry[0] in "RC":
+            tracked.append(next(entries, ""))
+    untracked = [p for p in untracked if p and not in_scope(p, scopes)]
+    tracked = [p for p in tracked if p and not in_scope(p, scopes)]
+    root = Path(str(repo.working_tree_dir)).resolve()
+    for rel in untracked:
+        path = root / rel.rstrip("/")
+        # git lists what lies in real folders only (it never follows a symlink); checked all the same.
+        if not path.parent.resolve().is_relative_to(root):
+            continue
+        if path.is_dir() and not path.is_symlink():
+            import shutil
+
+            shutil.rmtree(path)  # a nested repository, listed as one folder
+        else:
+            path.unlink(missing_ok=True)
+        # A tracked file the command replaced by a folder: the folder must go before the file returns.
+        for parent in path.parents:
+            if parent == root or not parent.is_relative_to(root):
+                break
+            try:
+                parent.rmdir()
+            except OSError:
+                break
+    for start in range(0, len(tracked), 500):
+        # Literal pathspecs: a file named ':(glob)*' is that file, not every file.
+        _run(repo, "--literal-pathspecs", "checkout", "-q", "HEAD", "--", *tracked[start : start + 500])
+    return sorted(set(tracked) | set(untracked))
 
 
 def checkpoint(

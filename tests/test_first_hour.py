@@ -490,3 +490,39 @@ def test_the_halt_files_command_as_written_is_refused_and_one_leading_nowhere_to
     done = hub("resume", "--to", "pending_implementer", "--note", "never build code from input")
     assert done.returncode == 0, done.stderr
     assert task.contract()["handoff_data"]["resume_notes"] == ["never build code from input"]
+
+
+def test_new_in_a_repository_without_a_commit_says_commit_first_exits_1_and_writes_no_task(
+    hub: Any, tmp_path: Path, run_git: Any
+) -> None:
+    repo = tmp_path / "unborn"
+    repo.mkdir()
+    run_git(repo, "init", "-q", "-b", "main")
+    (repo / "a.py").write_text("x = 1\n", encoding="utf-8")
+    assert hub("init", cwd=repo).returncode == 0
+    before = sorted(str(p.relative_to(repo)) for p in repo.rglob("*") if ".git" not in p.parts)
+
+    done = hub("new", "--title", "t", "--requirement", "r", "--target", "a.py", cwd=repo)
+
+    assert done.returncode == 1
+    assert done.stderr.startswith(f"hub: the repository {repo} has no commit yet: commit your files first")
+    assert "git commit" in done.stderr and "Traceback" not in done.stderr
+    assert sorted(str(p.relative_to(repo)) for p in repo.rglob("*") if ".git" not in p.parts) == before
+
+
+def test_setup_task_from_a_base_branch_that_does_not_exist_names_the_branches_and_changes_nothing(
+    hub: Any, git_repo: Path
+) -> None:
+    assert hub("new", "--title", "t", "--requirement", "r", "--target", "src/app.py").returncode == 0
+    (contract,) = (git_repo / "_handoff").glob("tasks/*/TASK_CONTRACT.json")
+    before = contract.read_bytes()
+
+    done = hub("setup-task", "--base", "mian")
+
+    assert done.returncode == 1
+    assert done.stderr.startswith(
+        f"hub: base branch 'mian' does not exist in {git_repo} (its branches: main)"
+    )
+    assert "pass --base with one of them" in done.stderr and "Traceback" not in done.stderr
+    assert contract.read_bytes() == before
+    assert not (git_repo / ".git" / "hub-worktrees").exists()

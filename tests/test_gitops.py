@@ -321,3 +321,28 @@ def test_a_git_running_in_another_worktree_counts_as_live_for_shared_ref_locks(t
         live.stdin.close()
         live.wait(timeout=30)
         live.stdout.close()
+
+
+def test_restore_outside_puts_back_every_file_outside_the_scope_and_keeps_the_scope_and_ignored_files(
+    git_repo: Path, run_git: Git
+) -> None:
+    write(git_repo, ":(glob)*", "tracked, oddly named\n")
+    write(git_repo, ".gitignore", "*.log\n")
+    run_git(git_repo, "add", "-A")
+    run_git(git_repo, "commit", "-q", "-m", "more")
+    repo = gitops.open_repo(git_repo)
+    write(git_repo, "src/app.py", "the model's change\n")
+    write(git_repo, ":(glob)*", "changed\n")
+    (git_repo / "README.md").unlink()
+    write(git_repo, "README.md/inside.txt", "a folder where a tracked file was\n")
+    write(git_repo, "tests/conftest.py", "new\n")
+    write(git_repo, "cache.log", "ignored\n")
+
+    restored = gitops.restore_outside(repo, ["src/app.py"])
+
+    assert restored == [":(glob)*", "README.md", "README.md/inside.txt", "tests/conftest.py"]
+    assert (git_repo / "README.md").read_text(encoding="utf-8") == "# demo\n"
+    assert (git_repo / ":(glob)*").read_text(encoding="utf-8") == "tracked, oddly named\n"
+    assert not (git_repo / "tests").exists()
+    assert (git_repo / "cache.log").exists()
+    assert gitops.dirty_files(repo) == ["src/app.py"]

@@ -27,6 +27,7 @@ from hub.errors import (
     GitError,
     HubError,
     LockBusy,
+    PhaseTimeout,
     TaskChoice,
     TaskHalted,
     WrongState,
@@ -135,6 +136,9 @@ class Run:
         self.tokens = 0
         self._repo: Repo | None = None
         self._user_repo: Repo | None = None
+        # The phase's own clock (limits.timeout_minutes.<phase>) on ctx.monotonic; None: not started.
+        self.deadline: float | None = None
+        self.clock_minutes = 0.0
 
     @property
     def task_id(self) -> str:
@@ -206,6 +210,22 @@ class Run:
         counters[name] = counters.get(name, 0) + by
         return counters[name]
 
+    def start_clock(self, minutes: float) -> None:
+        """Start the phase's clock. Each model call and command is bounded by its own clock too, but a
+        phase makes several of them: checked before each, the phase as a whole ends within its own."""
+        self.clock_minutes = minutes
+        self.deadline = self.ctx.monotonic() + minutes * 60
+
+    def remaining(self, what: str) -> float | None:
+        """Seconds left on the phase's clock (None: no clock); PhaseTimeout when none are, so that
+        `what` (a model call, a command) never starts."""
+        if self.deadline is None:
+            return None
+        left = self.deadline - self.ctx.monotonic()
+        if left <= 0:
+            raise PhaseTimeout(self.phase, what, self.clock_minutes)
+        return left
+
     def take_lease(self, minutes: float) -> None:
         now = self.now
         self.contract["lock"] = {
@@ -269,6 +289,9 @@ class Run:
         from hub.provenance import write_record
         from hub.workers.bridge import observe_call
 
+        left = self.remaining(f"the {role} model call ({purpose or 'call'})")
+        if left is not None and left < request.total_timeout:
+            request = replace(request, total_timeout=left)
         generation: Generation | None = None
         outcome = "ok"
         partial = ""
@@ -354,7 +377,7 @@ class Run:
         config = self.ctx.config
         servers = config.model_servers()
         gate = gpu.gate_for(config.handoff_dir, [gpu.Host(url, slots) for url, slots in servers])
-        deadline = time.monotonic() + config.role(role).timeouts.total
+        deadline = time.monotonic() + min(config.role(role).timeouts.total, request.total_timeout)
         with gate.slot(request.model, request.num_ctx, deadline) as host:
             if len(servers) == 1 or host.url == config.ollama_host:
                 return worker.generate(request)

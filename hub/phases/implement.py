@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -53,6 +54,7 @@ def run_implementer(ctx: Context) -> Outcome:
         # A person may have fixed things by hand while the task was halted: their edits are the task's.
         run.checkpoint("manual_edit")
         run.take_lease(run.contract["limits"]["timeout_minutes"]["implementer"])
+        run.start_clock(run.contract["limits"]["timeout_minutes"]["implementer"])
         run.record(Event.LOCK_ACQUIRED, f"attempt {run.contract['attempt']}")
         return Attempt(run).execute()
 
@@ -267,13 +269,27 @@ class Attempt:
         return Stall("tests_failed", "\n\n".join(r.feedback() for r in failed)[-3000:])
 
     def _command(self, command: str) -> CommandResult:
+        # PhaseTimeout (a phase_timeout stall) when the attempt's clock is spent: no command starts.
+        left = self.run.remaining(f"the acceptance command `{command}`")
         result = run_command(
             command,
             self.run.worktree,
-            self.config.acceptance_timeout_seconds,
+            min(self.config.acceptance_timeout_seconds, left if left is not None else float("inf")),
             self.jail,
             self.run.ctx.handoff.sandbox_pid,
         )
+        restored = self._restore_outside_allowed(command)
+        if restored:
+            shown = ", ".join(restored[:20]) + (
+                f" and {len(restored) - 20} more" if len(restored) > 20 else ""
+            )
+            result = replace(
+                result,
+                stderr=result.stderr
+                + f"\nhub: the command changed files outside the allowed paths ({shown}); "
+                "those changes were undone (the task branch's committed state is back): only the allowed "
+                "paths may change",
+            )
         write_record(
             self.run.ctx.handoff,
             self.run.task_id,
@@ -287,10 +303,20 @@ class Attempt:
                 "timed_out": result.timed_out,
                 "sandbox": self.jail.why if self.jail else None,
                 "outcome": "ok" if result.ok else "failed",
+                "restored": restored,
             },
             self.run.now,
         )
         return result
+
+    def _restore_outside_allowed(self, command: str) -> list[str]:
+        """Undo what a command changed in the worktree outside the allowed paths (a rewritten test, a
+        new conftest.py): the next run, a reflection's, must check against the task's own tests. The
+        allowed paths keep their changes; the user's checkout is never touched."""
+        restored = gitops.restore_outside(self.run.repo, list(self.contract["constraints"]["allowed_paths"]))
+        if restored:
+            log.warning("acceptance.restored", task=self.run.task_id, command=command, paths=restored[:50])
+        return restored
 
     def _written(self, acceptance: list[CommandResult]) -> Outcome:
         run, data = self.run, self.contract["handoff_data"]

@@ -98,6 +98,7 @@ def run_judge(ctx: Context) -> Outcome:
         request = _review_request_text(run)
         claim_review(run)
         seconds = float(run.contract["limits"]["timeout_minutes"]["judge"]) * 60
+        run.start_clock(run.contract["limits"]["timeout_minutes"]["judge"])
         started = time.perf_counter()
         if judge.command:
             result = _run_command(run, judge.command, request, seconds)

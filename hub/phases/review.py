@@ -122,6 +122,7 @@ def run_local_review(ctx: Context) -> Outcome:
         trip = pre_phase_trip(run)
         if trip:
             return run.halt(trip)
+        run.start_clock(run.contract["limits"]["timeout_minutes"]["local_review"])
         return Review(run).execute()
 
 

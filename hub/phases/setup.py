@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 from hub import contract as contract_mod
 from hub import gitops
@@ -13,6 +13,9 @@ from hub.errors import ConfigError, GitError, WrongState
 from hub.handoff import write_report
 from hub.machine import PENDING_IMPLEMENTER
 from hub.phases.context import Context, Outcome, running, worktree_path
+
+if TYPE_CHECKING:
+    from git import Repo
 
 HANDOFF_README = """# _handoff
 
@@ -154,6 +157,7 @@ def create(
     refuse when its files are mistyped (`check_paths`: False when the caller decided that already, as
     promotion does in why_blocked)."""
     if check_paths:
+        require_commit(ctx.repo_root)
         check_task_paths(ctx.repo_root, fields, create_target)
     roles = {name: ctx.config.role(name).model for name in ("implementer", "local_reviewer", "judge")}
     contract = contract_mod.new_contract(
@@ -234,6 +238,33 @@ def uncommitted_task_files(ctx: Context, contract: Contract) -> list[str]:
     return sorted(named & dirty)
 
 
+_NO_COMMIT = (
+    "the repository {root} has no commit yet: commit your files first (the base the task starts from), "
+    "e.g. `git add -A && git commit -m initial`, then run `hub setup-task`"
+)
+
+
+def _current_base(user: Repo) -> str:
+    """The current branch, the default base; a clear GitError when it has no commit to start from."""
+    unborn = gitops.unborn_branch(user)
+    if unborn is None:
+        return gitops.current_branch(user)
+    known = gitops.branches(user)
+    if not known:
+        raise GitError(_NO_COMMIT.format(root=user.working_tree_dir))
+    raise GitError(
+        f"the current branch '{unborn}' has no commit yet: pass --base with a branch that has one "
+        f"({', '.join(known)}), or commit on '{unborn}' first"
+    )
+
+
+def require_commit(repo_root: Path) -> None:
+    """Refuse a new task in a repository without any commit: a task works on a committed base, so it
+    could never be set up (and the files it names would look uncommitted)."""
+    if not gitops.branches(gitops.open_repo(repo_root)):
+        raise GitError(_NO_COMMIT.format(root=repo_root).replace("hub setup-task", "hub new"))
+
+
 def setup_task(ctx: Context, base_branch: str | None = None) -> Outcome:
     """Create task/<task_id> from the base branch in a worktree of its own, and record it.
 
@@ -244,11 +275,6 @@ def setup_task(ctx: Context, base_branch: str | None = None) -> Outcome:
         if git.get("task_branch"):
             raise WrongState(f"task {run.task_id} is set up already on {git['task_branch']}")
         user = run.user_repo
-        if not user.head.is_valid():
-            raise GitError(
-                f"the repository {user.working_tree_dir} has no commit yet: commit something (the base "
-                "the task starts from), then run `hub setup-task`"
-            )
         task_branch = f"task/{run.task_id}"
         path = worktree_path(ctx, user, run.task_id)
         if git.get("base_commit") and gitops.branch_exists(user, task_branch):
@@ -259,11 +285,18 @@ def setup_task(ctx: Context, base_branch: str | None = None) -> Outcome:
                 raise GitError(f"branch '{task_branch}' exists already and has moved; delete it first")
             gitops.ensure_worktree(user, path, task_branch)
         else:
-            base = base_branch or gitops.current_branch(user)
+            base = base_branch or _current_base(user)
             if base == "HEAD":
                 raise WrongState("HEAD is detached: check out the base branch or pass --base")
             if not gitops.branch_exists(user, base):
-                raise GitError(f"base branch '{base}' does not exist")
+                known = gitops.branches(user)
+                raise GitError(
+                    f"base branch '{base}' does not exist in {user.working_tree_dir} (its branches: "
+                    f"{', '.join(known)}): pass --base with one of them, or create it (`git branch {base} "
+                    "<commit>`), then run `hub setup-task` again"
+                    if known
+                    else f"base branch '{base}' does not exist: {_NO_COMMIT.format(root=user.working_tree_dir)}"
+                )
             if gitops.branch_exists(user, task_branch):
                 raise GitError(f"branch '{task_branch}' exists already; delete it or start a new task")
             base_commit = gitops.commit_of(user, base)

@@ -8,7 +8,14 @@ from typing import TYPE_CHECKING
 from hub import gitops, handoff
 from hub.breakers import Trip
 from hub.contract import StallRecord, iso
-from hub.errors import ContextOverflow, ModelNotFound, WorkerError, WorkerTimeout, WorkerUnavailable
+from hub.errors import (
+    ContextOverflow,
+    ModelNotFound,
+    PhaseTimeout,
+    WorkerError,
+    WorkerTimeout,
+    WorkerUnavailable,
+)
 from hub.machine import IMPLEMENTATION_IN_PROGRESS, Event
 from hub.phases.context import Outcome, Run
 
@@ -67,13 +74,16 @@ def worker_failure(exc: WorkerError, model: str) -> Trip | Stall:
     - a prompt that does not fit (`ContextOverflow`, refused before sending or reported by the server)
       is deterministic: a strike would send the same prompt again, so it halts with the fix (the
       implementer first retries once with its source files as outlines);
-    - a clock that ran out, or any other worker error, is a stall strike."""
+    - a clock that ran out (a call's, or the phase's own: `phase_timeout`), or any other worker error,
+      is a stall strike."""
     if isinstance(exc, ModelNotFound):
         return model_missing(model, str(exc))
     if isinstance(exc, WorkerUnavailable):
         return Trip("ollama_unavailable", str(exc), {"model": model})
     if isinstance(exc, ContextOverflow):
         return overflow_trip(exc, model)
+    if isinstance(exc, PhaseTimeout):
+        return Stall("phase_timeout", str(exc), event=Event.TIMEOUT)
     if isinstance(exc, WorkerTimeout):
         return Stall(f"timeout: {exc.clock}", str(exc), exc.partial_text, event=Event.TIMEOUT)
     return Stall(f"error: {type(exc).__name__}", str(exc), exc.partial_text)

@@ -179,3 +179,18 @@ def test_a_setup_killed_after_creating_the_branch_is_finished_by_the_next_setup(
         base_commit,
     )
     assert run_git(Path(git["worktree"]), "rev-parse", "--abbrev-ref", "HEAD") == f"task/{task_id}"
+
+
+def test_setup_on_a_branch_without_a_commit_asks_for_a_base_and_takes_one_given(
+    task: TaskDriver, ctx: Context, run_git: Any
+) -> None:
+    task.new()
+    run_git(ctx.repo_root, "checkout", "-q", "--orphan", "fresh")
+    with pytest.raises(
+        GitError, match=r"the current branch 'fresh' has no commit yet: pass --base .*\(main\)"
+    ):
+        setup_task(ctx)
+    assert task.contract()["git"]["task_branch"] is None
+
+    assert setup_task(ctx, "main").exit_code == 0
+    assert task.contract()["git"]["base_branch"] == "main"

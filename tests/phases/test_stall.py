@@ -122,3 +122,48 @@ def test_a_task_left_in_timeout_implementer_is_settled_by_the_next_run(pipe: Pip
     assert (settled.from_state, settled.to_state) == ("timeout_implementer", "pending_implementer")
     assert pipe.fake.chat_requests(IMPL) != []
     assert done.to_state == "pending_local_review"
+
+
+def slow_model(pipe: Pipeline, answer: str, minutes: float) -> None:
+    """The implementer answers `answer`, each call taking `minutes` of the phase's clock (simulated)."""
+
+    def respond(body: dict[str, object]) -> str:
+        if body.get("messages"):
+            pipe.monotonic += minutes * 60
+        return answer
+
+    pipe.fake.respond_with(IMPL, respond)
+
+
+def test_an_acceptance_command_does_not_start_once_the_implementers_clock_is_spent(pipe: Pipeline) -> None:
+    # limits.timeout_minutes.implementer is 30: the one model call used 31 of them.
+    slow_model(pipe, whole_file("src/app.py", GREET_FIXED), 31)
+    pipe.start(acceptance_commands=["true"])
+
+    outcome = pipe.implement()
+
+    assert (outcome.to_state, outcome.data["stall"]) == ("pending_implementer", "phase_timeout")
+    assert pipe.records("command") == []
+    stall = pipe.contract()["handoff_data"]["stalls"][-1]
+    assert "run-implementer spent its clock (30 min) before the acceptance command `true`" in stall["detail"]
+    assert pipe.events() == ["lock_acquired", "timeout", "retry"]
+
+
+def test_no_model_call_starts_once_the_implementers_clock_is_spent_and_the_second_time_halts(
+    pipe: Pipeline,
+) -> None:
+    # A SEARCH block that matches nothing: the feedback call is due, but the clock is spent.
+    missing = "src/app.py\n<<<<<<< SEARCH\nno such line\n=======\nx = 1\n>>>>>>> REPLACE\n"
+    slow_model(pipe, missing, 31)
+    pipe.start()
+
+    first = pipe.implement()
+    second = pipe.implement()
+
+    assert first.data["stall"] == "phase_timeout"
+    assert (second.to_state, second.exit_code) == ("erik_consultation", 4)
+    # One call per attempt: the feedback calls never started.
+    assert len(pipe.prompts()) == 2
+    reasons = [s["reason"] for s in pipe.contract()["handoff_data"]["stalls"]]
+    assert reasons == ["phase_timeout", "phase_timeout"]
+    assert "before the implementer model call (block-feedback)" in pipe.stall_text()

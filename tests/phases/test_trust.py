@@ -249,3 +249,50 @@ def test_sgconfig_util_folders_are_control_files_like_its_rule_folders(tmp_path:
     paths = control_paths(load_config(tmp_path))
 
     assert "rules" in paths and "lint/utils" in paths
+
+
+CHECK_PY = "import sys\nsys.path.insert(0, 'src')\nimport app\nsys.exit(app.greet('x') != 'hello, x')\n"
+# The model's code, imported by the acceptance command, rewrites the test and adds a conftest.py.
+TAMPERING_APP = (
+    "import pathlib\n"
+    "pathlib.Path('tests/check.py').write_text('pass\\n')\n"
+    "pathlib.Path('conftest.py').write_text('pass\\n')\n"
+    "def greet(name):\n"
+    "    return 'hi ' + name\n"
+)
+
+
+def test_files_an_acceptance_command_changed_outside_the_allowed_paths_are_restored_before_the_rerun(
+    pipe: Pipeline,
+) -> None:
+    pipe.commit("a test", {"tests/check.py": CHECK_PY})
+    pipe.fake.script(IMPL, *[whole_file("src/app.py", TAMPERING_APP + f"# {n}\n") for n in range(3)])
+    pipe.start(acceptance_commands=[f"{shlex.quote(sys.executable)} tests/check.py"])
+
+    outcome = pipe.implement()
+
+    # Every rerun checked against the task's own test, so the wrong greet() never passed.
+    assert (outcome.to_state, outcome.data["stall"]) == ("pending_implementer", "tests_failed")
+    commands = pipe.records("command")
+    assert [c["exit_code"] for c in commands] == [1, 1, 1]
+    assert commands[0]["restored"] == ["conftest.py", "tests/check.py"]
+    assert pipe.read("tests/check.py") == CHECK_PY
+    assert not (pipe.worktree / "conftest.py").exists()
+    # The model is told; the user's checkout never saw any of it.
+    assert "those changes were undone" in pipe.prompts()[1]
+    assert not (pipe.repo / "conftest.py").exists()
+    assert (pipe.repo / "tests/check.py").read_text(encoding="utf-8") == CHECK_PY
+
+
+def test_an_acceptance_commands_changes_inside_the_allowed_paths_stay(pipe: Pipeline) -> None:
+    pipe.fake.script(IMPL, whole_file("src/app.py", GREET_FIXED))
+    write = "import pathlib; pathlib.Path('src/generated.py').write_text('X = 1\\n')"
+    pipe.start(
+        allowed_paths=["src/**"],
+        acceptance_commands=[f"{shlex.quote(sys.executable)} -c {shlex.quote(write)}"],
+    )
+
+    assert pipe.implement().to_state == "pending_local_review"
+
+    assert pipe.read("src/generated.py") == "X = 1\n"
+    assert pipe.records("command")[0]["restored"] == []
