@@ -533,6 +533,8 @@ def live_git_in(work_root: Path, proc: Path = Path("/proc")) -> list[int] | None
             continue
         try:
             cwd = Path(os.readlink(entry / "cwd"))
+        except FileNotFoundError:
+            continue  # it ended between the two reads: it holds nothing
         except OSError:
             live.append(int(entry.name))  # a git whose folder we cannot see: assume it is in ours
             continue

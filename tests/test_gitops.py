@@ -346,3 +346,15 @@ def test_restore_outside_puts_back_every_file_outside_the_scope_and_keeps_the_sc
     assert not (git_repo / "tests").exists()
     assert (git_repo / "cache.log").exists()
     assert gitops.dirty_files(repo) == ["src/app.py"]
+
+
+def test_a_git_that_ended_while_proc_was_read_does_not_count_as_live(tmp_path: Path) -> None:
+    from hub.gitops import live_git_in
+
+    # A /proc entry whose process ended between reading its name and its cwd: no cwd link is left.
+    proc = tmp_path / "proc"
+    (proc / "4242").mkdir(parents=True)
+    (proc / "4242" / "comm").write_text("git\n", encoding="utf-8")
+    (proc / "4242" / "stat").write_text("4242 (git) S 1 4242 4242 0", encoding="utf-8")
+
+    assert live_git_in(tmp_path, proc) == []
