@@ -436,7 +436,9 @@ def merge_in_checkout(checkout: Path, commit: str, message: str) -> str:
             checkout, [], "", "merge waits: your checkout is in the middle of a merge of its own; finish it"
         )
     done = subprocess.run(
-        ["git", "merge", "--no-ff", "--no-edit", "-m", message, commit],
+        # --no-autostash: a user's merge.autoStash would stash their changes and pop them back into
+        # conflict markers, their work left in the stash; git must refuse instead.
+        ["git", "merge", "--no-ff", "--no-autostash", "--no-edit", "-m", message, commit],
         cwd=checkout,
         capture_output=True,
         text=True,

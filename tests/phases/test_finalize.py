@@ -82,6 +82,23 @@ def test_a_merge_over_the_users_uncommitted_changes_waits_and_touches_nothing_of
     assert (repo / "build.out").read_text(encoding="utf-8") == "artefact\n"
 
 
+def test_a_merge_over_local_changes_waits_even_when_the_user_has_merge_autostash_set(
+    task: Any, ctx: Context, run_git: Any
+) -> None:
+    # With merge.autoStash git would stash the user's change, merge, and pop it back into conflict
+    # markers, leaving their work in the stash.
+    task.to_review_complete("PASS")
+    repo = ctx.repo_root
+    run_git(repo, "config", "merge.autoStash", "true")
+    (repo / "src/app.py").write_text("the user's unsaved work\n", encoding="utf-8")
+    main_before = run_git(repo, "rev-parse", "main")
+    outcome = finalize_task(ctx)
+    assert "merge waits: your checkout has local changes in src/app.py" in outcome.message
+    assert (repo / "src/app.py").read_text(encoding="utf-8") == "the user's unsaved work\n"
+    assert run_git(repo, "rev-parse", "main") == main_before
+    assert run_git(repo, "stash", "list") == ""
+
+
 def test_a_merge_into_a_base_checked_out_nowhere_leaves_the_users_checkout_untouched(
     task: Any, ctx: Context, run_git: Any
 ) -> None:
