@@ -446,7 +446,8 @@ def merge_in_checkout(checkout: Path, commit: str, message: str) -> str:
     )
     if done.returncode != 0:
         text = done.stderr + done.stdout
-        files = [line.strip() for line in text.splitlines() if line.startswith("\t")]
+        # git lists the files tab-indented, or two-space-indented when the index holds staged changes.
+        files = [line.strip() for line in text.splitlines() if line.startswith(("\t", "  "))]
         if "would be overwritten" in text:
             raise MergeRefused(checkout, files, text.strip())
         raise GitError(f"git merge in {checkout} failed: {text.strip()}")

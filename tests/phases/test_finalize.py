@@ -99,6 +99,17 @@ def test_a_merge_over_local_changes_waits_even_when_the_user_has_merge_autostash
     assert run_git(repo, "stash", "list") == ""
 
 
+def test_a_merge_over_a_staged_change_waits_naming_the_staged_file(task: Any, ctx: Context, run_git: Any) -> None:
+    task.to_review_complete("PASS")
+    repo = ctx.repo_root
+    (repo / "README.md").write_text("staged by the user\n", encoding="utf-8")
+    run_git(repo, "add", "README.md")
+    outcome = finalize_task(ctx)
+    assert outcome.to_state == "review_complete"
+    assert outcome.message.startswith("merge waits: your checkout has local changes in README.md;")
+    assert run_git(repo, "diff", "--cached", "--name-only") == "README.md"
+
+
 def test_a_merge_into_a_base_checked_out_nowhere_leaves_the_users_checkout_untouched(
     task: Any, ctx: Context, run_git: Any
 ) -> None:
