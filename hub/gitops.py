@@ -450,6 +450,12 @@ def merge_in_checkout(checkout: Path, commit: str, message: str) -> str:
         files = [line.strip() for line in text.splitlines() if line.startswith(("\t", "  "))]
         if "would be overwritten" in text:
             raise MergeRefused(checkout, files, text.strip())
+        if git("rev-parse", "-q", "--verify", "MERGE_HEAD").stdout.strip() == commit:
+            # A hook of the checkout (commit-msg, pre-merge-commit) refused the merge commit after git
+            # had merged the files: take back exactly what our merge staged, keeping the user's changes.
+            aborted = git("merge", "--abort")
+            if aborted.returncode != 0:
+                text += f"\n(git merge --abort failed too: {aborted.stderr.strip()})"
         raise GitError(f"git merge in {checkout} failed: {text.strip()}")
     out = subprocess.run(
         ["git", "rev-parse", "HEAD"], cwd=checkout, capture_output=True, text=True, check=True

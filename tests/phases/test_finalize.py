@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from hub.config import load_config
-from hub.errors import WrongState
+from hub.errors import TaskHalted, WrongState
 from hub.phases.context import Context
 from hub.phases.finalize import finalize_task, resume
 
@@ -108,6 +108,26 @@ def test_a_merge_over_a_staged_change_waits_naming_the_staged_file(task: Any, ct
     assert outcome.to_state == "review_complete"
     assert outcome.message.startswith("merge waits: your checkout has local changes in README.md;")
     assert run_git(repo, "diff", "--cached", "--name-only") == "README.md"
+
+
+def test_a_merge_commit_the_users_hook_refuses_halts_and_leaves_their_checkout_as_it_was(
+    task: Any, ctx: Context, run_git: Any
+) -> None:
+    # git merge runs the checkout's commit-msg hook (commitlint, husky); when it refuses, git leaves the
+    # merge half done: MERGE_HEAD set and the task's changes staged in the user's checkout.
+    task.to_review_complete("PASS")
+    repo = ctx.repo_root
+    hook = repo / ".git" / "hooks" / "commit-msg"
+    hook.write_text("#!/bin/sh\necho 'commitlint: subject must be lower-case' >&2\nexit 1\n", encoding="utf-8")
+    hook.chmod(0o755)
+    (repo / "README.md").write_text("the user's unsaved work\n", encoding="utf-8")
+    main_before = run_git(repo, "rev-parse", "main")
+    with pytest.raises(TaskHalted, match="commitlint: subject must be lower-case"):
+        finalize_task(ctx)
+    assert run_git(repo, "rev-parse", "main") == main_before
+    assert not (repo / ".git" / "MERGE_HEAD").exists()
+    assert run_git(repo, "status", "--porcelain", "--untracked-files=no") == "M README.md"
+    assert (repo / "README.md").read_text(encoding="utf-8") == "the user's unsaved work\n"
 
 
 def test_a_merge_into_a_base_checked_out_nowhere_leaves_the_users_checkout_untouched(
