@@ -310,6 +310,23 @@ def worktrees(repo: Repo) -> dict[str, Path]:
     return found
 
 
+def rebasing(repo: Repo) -> dict[str, Path]:
+    """Branch being rebased -> the work tree rebasing it. HEAD is detached meanwhile, so `worktrees` does
+    not list the branch; the rebase writes it when it ends, and fails if the branch moved under it."""
+    common = common_dir(repo)
+    trees = [(common, common.parent)]
+    for linked in sorted((common / "worktrees").glob("*/gitdir")):
+        trees.append((linked.parent, Path(linked.read_text(encoding="utf-8").strip()).parent))
+    found: dict[str, Path] = {}
+    for gitdir, tree in trees:
+        for state in ("rebase-merge", "rebase-apply"):
+            head = gitdir / state / "head-name"
+            ref = head.read_text(encoding="utf-8").strip() if head.is_file() else ""
+            if ref.startswith("refs/heads/"):
+                found[ref.removeprefix("refs/heads/")] = tree
+    return found
+
+
 def ensure_worktree(repo: Repo, path: Path, branch: str, start: str | None = None) -> bool:
     """Have `branch` checked out at `path`; True if the worktree had to be (re)created.
 

@@ -98,6 +98,11 @@ def _merge(run: Run, reviewed: str, message: str) -> str | Outcome:
             "finalize.merging", task=run.task_id, into=base, checkout=str(checkout) if checkout else None
         )
         try:
+            rebasing = gitops.rebasing(user).get(base)
+            if rebasing is not None:
+                raise MergeRefused(
+                    rebasing, [], "", f"merge waits: {base} is being rebased in {rebasing}; finish the rebase"
+                )
             if checkout is None:
                 merge_commit = gitops.merge_without_checkout(user, base, reviewed, message)
             else:
@@ -113,7 +118,8 @@ def _merge(run: Run, reviewed: str, message: str) -> str | Outcome:
                 run.task_id,
                 run.start_state,
                 run.contract["status"],
-                f"{exc}; nothing of yours was touched. Commit or stash them; `hub next` retries",
+                f"{exc}; nothing of yours was touched. {'Commit or stash them; ' if exc.files else ''}"
+                "`hub next` retries",
                 data={"merge_wait": str(exc), "files": exc.files},
             )
     return merge_commit

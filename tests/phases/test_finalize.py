@@ -99,7 +99,9 @@ def test_a_merge_over_local_changes_waits_even_when_the_user_has_merge_autostash
     assert run_git(repo, "stash", "list") == ""
 
 
-def test_a_merge_over_a_staged_change_waits_naming_the_staged_file(task: Any, ctx: Context, run_git: Any) -> None:
+def test_a_merge_over_a_staged_change_waits_naming_the_staged_file(
+    task: Any, ctx: Context, run_git: Any
+) -> None:
     task.to_review_complete("PASS")
     repo = ctx.repo_root
     (repo / "README.md").write_text("staged by the user\n", encoding="utf-8")
@@ -118,7 +120,9 @@ def test_a_merge_commit_the_users_hook_refuses_halts_and_leaves_their_checkout_a
     task.to_review_complete("PASS")
     repo = ctx.repo_root
     hook = repo / ".git" / "hooks" / "commit-msg"
-    hook.write_text("#!/bin/sh\necho 'commitlint: subject must be lower-case' >&2\nexit 1\n", encoding="utf-8")
+    hook.write_text(
+        "#!/bin/sh\necho 'commitlint: subject must be lower-case' >&2\nexit 1\n", encoding="utf-8"
+    )
     hook.chmod(0o755)
     (repo / "README.md").write_text("the user's unsaved work\n", encoding="utf-8")
     main_before = run_git(repo, "rev-parse", "main")
@@ -128,6 +132,31 @@ def test_a_merge_commit_the_users_hook_refuses_halts_and_leaves_their_checkout_a
     assert not (repo / ".git" / "MERGE_HEAD").exists()
     assert run_git(repo, "status", "--porcelain", "--untracked-files=no") == "M README.md"
     assert (repo / "README.md").read_text(encoding="utf-8") == "the user's unsaved work\n"
+
+
+def test_a_merge_into_a_base_the_user_is_rebasing_waits_for_the_rebase(
+    task: Any, ctx: Context, run_git: Any
+) -> None:
+    # Mid-rebase the checkout's HEAD is detached, so the base looks checked out nowhere; moving it
+    # then would make the user's `git rebase --continue` fail to write their branch.
+    import subprocess
+
+    task.to_review_complete("PASS")
+    repo = ctx.repo_root
+    (repo / "README.md").write_text("# demo, the user's commit\n", encoding="utf-8")
+    run_git(repo, "commit", "-q", "-am", "user's commit")
+    stopped = subprocess.run(
+        ["git", "rebase", "--exec", "false", "HEAD~1"], cwd=repo, capture_output=True, check=False
+    )
+    assert stopped.returncode != 0 and (repo / ".git" / "rebase-merge").is_dir()
+    main_before = run_git(repo, "rev-parse", "main")
+    outcome = finalize_task(ctx)
+    assert outcome.to_state == "review_complete"
+    assert "merge waits: main is being rebased" in outcome.message
+    assert run_git(repo, "rev-parse", "main") == main_before
+    run_git(repo, "rebase", "--continue")
+    assert run_git(repo, "rev-parse", "--abbrev-ref", "HEAD") == "main"
+    assert finalize_task(ctx).to_state == "merged"
 
 
 def test_a_merge_into_a_base_checked_out_nowhere_leaves_the_users_checkout_untouched(
