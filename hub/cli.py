@@ -318,7 +318,9 @@ def _render_task(doc: TaskView) -> str:
     if doc["needs_person"]:
         lines.append(f"NEEDS YOU  {doc['needs_person']}")
     nxt = doc["next"]
-    lines.append(f"next     {'hub ' + nxt['phase'] if nxt['phase'] else '-'}  ({nxt['why']})")
+    # --task always: with several tasks in flight the bare command exits 2 (which one?).
+    shown = f"hub {nxt['phase']} --task {doc['task_id']}" if nxt["phase"] else "-"
+    lines.append(f"next     {shown}  ({nxt['why']})")
     return "\n".join(lines)
 
 

@@ -308,7 +308,8 @@ def render_status_md(doc: StatusDoc) -> str:
         lines.append(f"- State: `{t['status']}` (attempt {t['attempt']}); {t['status_reason'] or ''}")
         if t["needs_person"]:
             lines.append(f"- **Needs you:** {t['needs_person']}")
-        lines.append(f"- Next: {'`hub ' + nxt + '`' if nxt else 'nothing'} ({t['next']['why']})")
+        shown = f"`hub {nxt} --task {t['task_id']}`" if nxt else "nothing"  # bare, it is ambiguous
+        lines.append(f"- Next: {shown} ({t['next']['why']})")
         if t["worktree"]:
             lines.append(f"- Worktree: `{t['worktree']}` (branch `{t['branch']}`)")
         lines.append("")

@@ -144,6 +144,23 @@ def test_status_lists_every_task_and_what_each_needs_from_a_person(task: Any, ct
         status(ctx.for_task("nope"))
 
 
+def test_the_command_status_names_as_next_runs_when_several_tasks_are_in_flight(
+    task: Any, ctx: Context
+) -> None:
+    # Without --task a phase command exits 2 once two tasks fit; the command shown must be the one to run.
+    first = task.new()
+    from hub.cli import render_status
+    from hub.phases.setup import create
+    from hub.phases.status import render_status_md
+
+    second = str(create(ctx, {"title": "Second", "requirements": ["r"], "target_file": "README.md"}).task_id)
+    doc = status(ctx)
+    text, md = render_status(doc), render_status_md(doc)
+    for task_id in (first, second):
+        assert f"next     hub setup-task --task {task_id}  (" in text
+        assert f"- Next: `hub setup-task --task {task_id}` (" in md
+
+
 def test_with_no_task_and_an_empty_backlog_status_says_how_to_start_instead_of_promoting(
     ctx: Context, task: Any
 ) -> None:
