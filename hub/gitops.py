@@ -273,12 +273,30 @@ def content_hash(repo_dir: Path, files: list[str]) -> str:
     return digest.hexdigest()
 
 
-def stash(repo: Repo, message: str) -> bool:
-    """Move uncommitted changes (untracked included) to a named stash; True if anything was stashed."""
+STASH_REFS = "refs/hub/stashes"
+
+
+def stash(repo: Repo, name: str) -> str | None:
+    """Move uncommitted changes (untracked included) to `refs/hub/stashes/<name>`; the ref, or None if
+    there was nothing. `git stash apply <ref>` brings them back.
+
+    refs/stash is shared by every worktree of the repository: left there, the task's stash would top the
+    user's `git stash list` and their next `git stash pop` would apply the task's half-written files to
+    their checkout. So the stash git makes is moved to a ref of the hub's own at once, under a lock
+    (tasks stash concurrently), and dropped from the shared list."""
     if not dirty_files(repo):
-        return False
-    _run(repo, "stash", "push", "--include-untracked", "-m", message)
-    return True
+        return None
+    from filelock import FileLock
+
+    ref = f"{STASH_REFS}/{name}"
+    message = f"hub: {name}"
+    with FileLock(str(common_dir(repo) / "hub-stash.lock"), timeout=MERGE_LOCK_SECONDS, is_singleton=False):
+        _run(repo, "stash", "push", "--include-untracked", "-m", message)
+        made = _run(repo, "rev-parse", "refs/stash")
+        _run(repo, "update-ref", ref, made)
+        if _run(repo, "rev-parse", "stash@{0}") == made:
+            _run(repo, "stash", "drop", "--quiet", "stash@{0}")
+    return ref
 
 
 # --- worktrees: one per task -----------------------------------------------------------------------------

@@ -211,16 +211,28 @@ def test_the_content_hash_depends_on_contents_not_on_order(tmp_path: Path) -> No
     assert gitops.content_hash(tmp_path, ["gone.py"]) == gitops.content_hash(tmp_path, ["gone.py"])
 
 
-def test_a_stash_keeps_untracked_work_under_its_name(git_repo: Path, run_git: Git) -> None:
-    repo = gitops.open_repo(git_repo)
-    assert gitops.stash(repo, "hub:t1:attempt-1:interrupted") is False
-    write(git_repo, "src/app.py", "half written\n")
-    write(git_repo, "src/new.py", "untracked\n")
-    assert gitops.stash(repo, "hub:t1:attempt-1:interrupted") is True
+def test_a_stash_keeps_untracked_work_under_its_own_ref_out_of_the_users_stash_list(
+    git_repo: Path, run_git: Git, tmp_path: Path
+) -> None:
+    # refs/stash is shared by every worktree: a `git stash` in a task's worktree would top the user's
+    # stash list, and their next `git stash pop` would bring the task's half-written files home.
+    user_stash = "the user's own stash"
+    write(git_repo, "README.md", "user's work\n")
+    run_git(git_repo, "stash", "push", "-m", user_stash)
+    worktree = tmp_path / "task-wt"
+    run_git(git_repo, "worktree", "add", "-q", "-b", "task/t1", str(worktree))
+    repo = gitops.open_repo(worktree)
+    assert gitops.stash(repo, "t1/attempt-1-interrupted") is None
+    write(worktree, "src/app.py", "half written\n")
+    write(worktree, "src/new.py", "untracked\n")
+    ref = gitops.stash(repo, "t1/attempt-1-interrupted")
+    assert ref == "refs/hub/stashes/t1/attempt-1-interrupted"
     assert gitops.dirty_files(repo) == []
-    assert "hub:t1:attempt-1:interrupted" in run_git(git_repo, "stash", "list")
-    run_git(git_repo, "stash", "pop")
-    assert (git_repo / "src/new.py").read_text(encoding="utf-8") == "untracked\n"
+    assert len(run_git(git_repo, "stash", "list").splitlines()) == 1
+    assert user_stash in run_git(git_repo, "stash", "list")
+    run_git(worktree, "stash", "apply", ref)
+    assert (worktree / "src/new.py").read_text(encoding="utf-8") == "untracked\n"
+    assert (worktree / "src/app.py").read_text(encoding="utf-8") == "half written\n"
 
 
 def test_a_merge_in_the_users_checkout_makes_a_no_ff_merge_commit_and_keeps_unrelated_local_changes(

@@ -687,16 +687,14 @@ def recover(run: Run) -> None:
         return
     stash_name = None
     if contract["status"] == IMPLEMENTATION_IN_PROGRESS and contract["git"].get("task_branch"):
-        stash_name = f"hub:{run.task_id}:attempt-{contract['attempt']}:interrupted"
         from hub import gitops
 
-        if not gitops.stash(run.repo, stash_name):
-            stash_name = None
+        stash_name = gitops.stash(run.repo, f"{run.task_id}/attempt-{contract['attempt']}-interrupted")
     run.bump("interruptions")
     run.drop_lease()
     reason = f"the phase holding {contract['status']} died ({holder or 'unknown holder'})"
     if stash_name:
-        reason += f"; its uncommitted changes are in git stash '{stash_name}'"
+        reason += f"; its uncommitted changes are in {stash_name} (`git stash apply {stash_name}`)"
     run.record(Event.INTERRUPTED, reason)
     log.warning("recovered", task=run.task_id, reason=reason)
 

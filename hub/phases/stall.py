@@ -153,9 +153,9 @@ def implementer_stall(run: Run, stall: Stall) -> Outcome:
     Strike 2: STALL_REPORT.md and a halt."""
     record_stall(run, "implementer", stall)
     if run.contract["status"] == IMPLEMENTATION_IN_PROGRESS:
-        name = f"hub:{run.task_id}:attempt-{run.contract['attempt']}:stalled"
-        if gitops.stash(run.repo, name):
-            run.contract["handoff_data"].setdefault("stashes", []).append(name)
+        kept = gitops.stash(run.repo, f"{run.task_id}/attempt-{run.contract['attempt']}-stalled")
+        if kept:
+            run.contract["handoff_data"].setdefault("stashes", []).append(kept)
         run.drop_lease()
         run.record(stall.event, f"{stall.reason}: {stall.detail}"[:500])
     return strike(run, stall.reason)

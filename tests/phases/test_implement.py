@@ -230,7 +230,8 @@ def test_acceptance_still_failing_after_the_reflections_is_a_tests_failed_stall(
     assert "greet returned 'hi2 x'" in stall["detail"]
     # Nothing the model wrote is thrown away: the failed attempt's work waits in a named stash.
     task_id = pipe.contract()["task_id"]
-    assert f"hub:{task_id}:attempt-1:stalled" in git(pipe.repo, "stash", "list")
+    assert pipe.contract()["handoff_data"]["stashes"] == [f"refs/hub/stashes/{task_id}/attempt-1-stalled"]
+    assert git(pipe.repo, "stash", "list") == ""
     assert git(pipe.worktree, "status", "--porcelain") == ""
     assert pipe.read("src/app.py") == APP_PY
 

@@ -63,12 +63,12 @@ def test_the_next_command_records_interrupted_and_stashes_the_dead_phases_work(
     assert contract["breaker"]["counters"]["interruptions"] == 1
     last = contract["history"][-1]
     assert (last["event"], last["from"]) == ("interrupted", "implementation_in_progress")
-    stash = f"hub:{contract['task_id']}:attempt-1:interrupted"
-    assert f"git stash '{stash}'" in last["reason"]
+    stash = f"refs/hub/stashes/{contract['task_id']}/attempt-1-interrupted"
+    assert f"`git stash apply {stash}`" in last["reason"]
     worktree = task.worktree
     assert run_git(worktree, "status", "--porcelain") == ""
-    assert stash in run_git(worktree, "stash", "list")
-    run_git(worktree, "stash", "pop")
+    assert run_git(ctx.repo_root, "stash", "list") == ""  # never in the user's list
+    run_git(worktree, "stash", "apply", stash)
     assert (worktree / "src/helper.py").read_text(encoding="utf-8") == "# new file\n"
     assert not (ctx.repo_root / "src/helper.py").exists()  # the user's checkout never saw it
 
