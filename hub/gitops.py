@@ -319,12 +319,16 @@ def worktrees(repo: Repo) -> dict[str, Path]:
     """Checked-out branch -> worktree path, for every worktree of the repository (main checkout included)."""
     out = _run(repo, "worktree", "list", "--porcelain")
     found: dict[str, Path] = {}
-    path: Path | None = None
-    for line in out.splitlines():
-        if line.startswith("worktree "):
-            path = Path(line[len("worktree ") :])
-        elif line.startswith("branch refs/heads/") and path is not None:
-            found[line[len("branch refs/heads/") :]] = path
+    for block in out.split("\n\n"):
+        lines = block.splitlines()
+        path = next((Path(line[len("worktree ") :]) for line in lines if line.startswith("worktree ")), None)
+        branch = next(
+            (line[len("branch refs/heads/") :] for line in lines if line.startswith("branch refs/heads/")),
+            None,
+        )
+        # "prunable": its folder was deleted by hand; nothing is checked out there any more.
+        if path is not None and branch and not any(line.startswith("prunable") for line in lines):
+            found[branch] = path
     return found
 
 

@@ -159,6 +159,28 @@ def test_a_merge_into_a_base_the_user_is_rebasing_waits_for_the_rebase(
     assert finalize_task(ctx).to_state == "merged"
 
 
+def test_a_base_checked_out_in_a_worktree_the_user_deleted_by_hand_merges_without_a_checkout(
+    task: Any, ctx: Context, run_git: Any, tmp_path: Path
+) -> None:
+    # `rm -rf` of a linked worktree leaves git's record of it ("prunable") until `git worktree prune`.
+    import shutil
+
+    repo = ctx.repo_root
+    linked = tmp_path / "main-wt"
+    run_git(repo, "checkout", "-q", "-b", "feature")
+    run_git(repo, "worktree", "add", "-q", str(linked), "main")
+    task.new()
+    from hub.phases.setup import setup_task
+
+    setup_task(ctx, base_branch="main")
+    task.to_review_complete("PASS")
+    shutil.rmtree(linked)
+    outcome = finalize_task(ctx)
+    assert outcome.to_state == "merged"
+    assert run_git(repo, "rev-parse", "main") == outcome.data["merge_commit"]
+    assert run_git(repo, "rev-parse", "--abbrev-ref", "HEAD") == "feature"
+
+
 def test_a_merge_into_a_base_checked_out_nowhere_leaves_the_users_checkout_untouched(
     task: Any, ctx: Context, run_git: Any
 ) -> None:
