@@ -1,12 +1,16 @@
 """The hub's own overhead for one whole task, phase by phase, with model replies that cost nothing.
 
-    .venv/bin/python bench/bench_task.py [--runs N] [--backend mcp|mcp-http|ollama|all] [--no-breakdown] [--json]
+    .venv/bin/python bench/bench_task.py [--runs N] [--backend mcp|mcp-http|ollama|all]
+        [--driver commands|until-idle|all] [--no-breakdown] [--json]
 
-Each run is a fresh git repository and a task taken through every phase with the real CLI, one
-subprocess per command as a person (or cron) runs them: new, setup-task, run-implementer,
-run-local-review, report-judge (a PASS written by hand), finalize-task. FakeOllama answers at once, so
-what is measured is the hub: interpreter start-up, imports, the worker server, git, the rules gate,
-the files. Backend `mcp` (the default) spawns `hub worker serve` over stdio in each model phase;
+Each run is a fresh git repository and a task taken through every phase with the real CLI. FakeOllama
+answers at once, so what is measured is the hub: interpreter start-up, imports, the worker server, git,
+the rules gate, the files. Two drivers:
+- `commands`: one subprocess per command as a person types them: new, setup-task, run-implementer,
+  run-local-review, report-judge (a PASS written by hand), finalize-task;
+- `until-idle`: `hub new`, then one `hub next --until-idle` (what `hub watch` runs, and what cron can)
+  takes the task to merged, the judge a configured command that passes at once. One process runs every
+  phase, so it pays its start-up, its imports and the worker server once. Backend `mcp` (the default) spawns `hub worker serve` over stdio in each model phase;
 `mcp-http` reaches one long-lived `hub worker serve --transport http` started before the runs (the
 option for a machine that runs many tasks); `ollama` talks to the HTTP API directly. Medians over the runs.
 
@@ -27,6 +31,7 @@ import cProfile
 import json
 import os
 import pstats
+import shlex
 import shutil
 import socket
 import statistics
@@ -50,6 +55,13 @@ from hub.testing import FakeOllama  # noqa: E402  (the checkout, not an installe
 IMPL = "impl-model"
 REV = "rev-model"
 PHASES = ("new", "setup-task", "run-implementer", "run-local-review", "report-judge", "finalize-task")
+# The commands each driver runs for one task.
+DRIVERS = {"commands": PHASES, "until-idle": ("new", "next --until-idle")}
+JUDGE_YAML = """\
+judge:
+  command: {command}
+"""
+JUDGE_PASS = json.dumps({"verdict": "PASS", "summary": "ok", "blocking_issues": []})
 GOAL_SECONDS = 3.0
 APP_PY = 'def greet(name):\n    return "hello " + name\n'
 GREET_FIXED = 'def greet(name):\n    return "hello, " + name\n'
@@ -80,7 +92,7 @@ def git(repo: Path, *args: str) -> None:
     subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True)
 
 
-def make_repo(folder: Path, backend: str, http_url: str = "") -> Path:
+def make_repo(folder: Path, backend: str, http_url: str = "", judge: bool = False) -> Path:
     repo = folder / "repo"
     (repo / "src").mkdir(parents=True)
     git(repo, "init", "-q", "-b", "main")
@@ -93,6 +105,8 @@ def make_repo(folder: Path, backend: str, http_url: str = "") -> Path:
     text = HUB_YAML.format(impl=IMPL, rev=REV, backend=backend.split("-")[0], worker=worker)
     if backend == "mcp-http":
         text += HTTP_WORKER_YAML.format(url=http_url)
+    if judge:
+        text += JUDGE_YAML.format(command=json.dumps(f"echo {shlex.quote(JUDGE_PASS)}"))
     (repo / "hub.yaml").write_text(text, encoding="utf-8")
     (repo / ".git" / "info" / "exclude").write_text("/_handoff/\n", encoding="utf-8")
     git(repo, "add", "-A")
@@ -124,19 +138,23 @@ def hub(repo: Path, env: dict[str, str], *args: str, python_flags: tuple[str, ..
 
 
 def one_task(
-    fake: FakeOllama, backend: str, importtime_for: tuple[str, ...] = (), http_url: str = ""
+    fake: FakeOllama,
+    backend: str,
+    importtime_for: tuple[str, ...] = (),
+    http_url: str = "",
+    driver: str = "commands",
 ) -> tuple[dict[str, float], dict[str, str]]:
-    """Seconds of each phase of one task; with `importtime_for`, those phases' -X importtime output too."""
+    """Seconds of each command of one task; with `importtime_for`, those commands' -X importtime output."""
     env = hub_env(fake)
     seconds: dict[str, float] = {}
     importtime: dict[str, str] = {}
     with tempfile.TemporaryDirectory(prefix="hub-bench-task-") as tmp:
-        repo = make_repo(Path(tmp), backend, http_url)
-        for phase in PHASES:
-            args: tuple[str, ...] = (phase,)
+        repo = make_repo(Path(tmp), backend, http_url, judge=driver == "until-idle")
+        for phase in DRIVERS[driver]:
+            args: tuple[str, ...] = tuple(phase.split())
             if phase == "new":
                 args = (
-                    phase,
+                    *args,
                     "--title",
                     "Greet politely",
                     "--requirement",
@@ -161,19 +179,22 @@ def one_task(
     return seconds, importtime
 
 
-def bench_backend(fake: FakeOllama, backend: str, runs: int, http_url: str = "") -> dict[str, Any]:
-    one_task(fake, backend, http_url=http_url)  # warm: the OS file cache, .pyc files
+def bench_backend(
+    fake: FakeOllama, backend: str, runs: int, http_url: str = "", driver: str = "commands"
+) -> dict[str, Any]:
+    one_task(fake, backend, http_url=http_url, driver=driver)  # warm: the OS file cache, .pyc files
     samples: dict[str, list[float]] = defaultdict(list)
     totals = []
     for _ in range(runs):
-        seconds, _ = one_task(fake, backend, http_url=http_url)
+        seconds, _ = one_task(fake, backend, http_url=http_url, driver=driver)
         for phase, value in seconds.items():
             samples[phase].append(value)
         totals.append(sum(seconds.values()))
     return {
         "backend": backend,
+        "driver": driver,
         "runs": runs,
-        "phases": {phase: statistics.median(samples[phase]) for phase in PHASES},
+        "phases": {phase: statistics.median(samples[phase]) for phase in DRIVERS[driver]},
         "total": statistics.median(totals),
         "total_min": min(totals),
         "total_max": max(totals),
@@ -382,8 +403,11 @@ def fmt(seconds: float) -> str:
 
 
 def print_backend(result: dict[str, Any]) -> None:
-    print(f"\nbackend {result['backend']}: median of {result['runs']} runs (wall seconds per CLI command)")
-    for phase in PHASES:
+    print(
+        f"\nbackend {result['backend']}, driver {result['driver']}: median of {result['runs']} runs "
+        "(wall seconds per CLI command)"
+    )
+    for phase in result["phases"]:
         print(f"  {phase:<18} {fmt(result['phases'][phase])}")
     goal = "within" if result["total"] <= GOAL_SECONDS else "OVER"
     print(
@@ -410,12 +434,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=5, help="tasks per backend (median); default 5")
     parser.add_argument("--backend", choices=(*BACKENDS, "all"), default="all")
+    parser.add_argument("--driver", choices=(*DRIVERS, "all"), default="all")
     parser.add_argument("--no-breakdown", action="store_true", help="only the per-phase table")
     parser.add_argument("--json", action="store_true", help="print one JSON document instead of tables")
     args = parser.parse_args(argv)
     if shutil.which("git") is None:
         raise SystemExit("git is not on PATH")
     backends = BACKENDS if args.backend == "all" else (args.backend,)
+    drivers = tuple(DRIVERS) if args.driver == "all" else (args.driver,)
     report: dict[str, Any] = {
         "python": sys.version.split()[0],
         "cpus": os.cpu_count(),
@@ -426,12 +452,13 @@ def main(argv: list[str] | None = None) -> int:
         fake.respond_with(IMPL, lambda body: ANSWER)
         fake.respond_with(REV, lambda body: PASS_REVIEW)
         report["backends"] = []
-        for backend in backends:
-            if backend == "mcp-http":
-                with http_worker(fake) as url:
-                    report["backends"].append(bench_backend(fake, backend, args.runs, url))
-            else:
-                report["backends"].append(bench_backend(fake, backend, args.runs))
+        for driver in drivers:
+            for backend in backends:
+                if backend == "mcp-http":
+                    with http_worker(fake) as url:
+                        report["backends"].append(bench_backend(fake, backend, args.runs, url, driver))
+                else:
+                    report["backends"].append(bench_backend(fake, backend, args.runs, driver=driver))
         if not args.no_breakdown:
             repeat = max(3, args.runs)
             report["startup"] = startup(repeat)

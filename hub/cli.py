@@ -250,14 +250,45 @@ def resume(state: State, to_state: str, note: str | None, as_json: bool) -> None
 
 
 @cli.command("next")
+@click.option(
+    "--until-idle",
+    is_flag=True,
+    help="Go on while phases move tasks on (a task to merged in one run when its judge is a command).",
+)
+@click.option("--stop-on-eof", is_flag=True, hidden=True, help="Start no new round once stdin is closed.")
 @task_option
 @json_option
 @pass_state
-def next_(state: State, as_json: bool) -> None:
+def next_(state: State, as_json: bool, until_idle: bool, stop_on_eof: bool) -> None:
     """Run the due phase of every task, several at once (for cron); exit with the most severe code."""
-    from hub.phases.next import run_next
+    from dataclasses import replace
 
-    finish(run_next(state.context()), as_json)
+    from hub.phases.next import run_next, run_until_idle
+    from hub.workers.bridge import WorkerPool
+
+    # The phases this process runs share their MCP worker servers: each is spawned once, not per phase.
+    pool = WorkerPool()
+    ctx = replace(state.context(), workers=pool)
+    try:
+        if not until_idle:
+            outcome = run_next(ctx)
+        else:
+            outcome = run_until_idle(ctx, _stdin_open) if stop_on_eof else run_until_idle(ctx)
+    finally:
+        pool.close()
+    finish(outcome, as_json)
+
+
+def _stdin_open() -> bool:
+    """False once stdin has reached its end: `hub watch` closes it to say "start nothing new"."""
+    import os
+    import select
+
+    try:
+        readable, _, _ = select.select([sys.stdin], [], [], 0)
+        return not readable or bool(os.read(sys.stdin.fileno(), 4096))
+    except (OSError, ValueError):
+        return False
 
 
 # --- reading state ---------------------------------------------------------------------------------------

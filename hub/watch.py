@@ -1,18 +1,21 @@
 """`hub watch`: run whatever phase is due whenever `_handoff/` changes, until SIGINT or SIGTERM.
 
-Phases run in a child process (`hub next`, which also applies a waiting judge report, and runs the due
-phase of every task, up to `limits.parallel_tasks` or `--jobs` at once), rather than in this process:
+Phases run in a child process (`hub next --until-idle`, which also applies a waiting judge report, runs
+the due phase of every task, up to `limits.parallel_tasks` or `--jobs` at once, and goes on while that
+moves tasks on, so the child's start-up, imports and worker servers are paid once per burst, not once per
+phase), rather than in this process:
 
 - A phase is built as a short, restartable command; the watcher drives exactly the path cron drives.
 - The child's exit releases everything the phase held (the OS lock, worker server processes, sockets,
   memory), and a phase that dies hard cannot take the watcher with it.
 - Stopping stays simple and safe. The child runs in a process group of its own, so a terminal's Ctrl-C
-  reaches only the watcher, which then decides: the running phase gets `--grace` seconds to finish; then
+  reaches only the watcher, which then decides: it closes the child's stdin (no new round starts, see
+  `hub next --stop-on-eof`), the running phases get `--grace` seconds to finish; then
   it gets SIGINT (a KeyboardInterrupt: a judge command's process group is killed, workers are closed, and
   the contract stays in its `*_in_progress` state, which the next run records as `interrupted` and
   retries); SIGKILL follows if it still has not gone. A second signal skips the grace.
 
-The price is the child's start-up (see bench/bench_mcp.py for the figure), small next to a model call.
+The price is the child's start-up, once per burst (bench/bench_task.py, driver `until-idle`).
 Whether anything is due is decided here, in-process, with the same `due()` that `hub next` uses, so a
 file event that changes nothing costs a JSON read, not a process.
 
@@ -353,6 +356,10 @@ class Watcher:
         argv = [*self.hub_argv, "--repo", str(self.repo_root)]
         if self.handoff_dir is not None:
             argv += ["--handoff", str(self.handoff_dir)]
+        if command == ["next"]:
+            # One child goes on while it moves tasks on, paying its start-up, imports and worker servers
+            # once per burst instead of once per phase; it starts no new round once we close its stdin.
+            command = [*command, "--until-idle", "--stop-on-eof"]
         return [*argv, *command, "--json"]
 
     def _run_child(self, command: list[str], known: Mapping[str, Any] | None = None) -> PhaseRun:
@@ -371,12 +378,15 @@ class Watcher:
                 self._argv(command),
                 cwd=self.repo_root,
                 env=self.child_env,
-                stdin=subprocess.DEVNULL,
+                stdin=subprocess.PIPE,  # closed when stopping: `--stop-on-eof`
                 stdout=out,
                 stderr=err,
                 start_new_session=True,
             )
-            code = self._wait_child(proc, command)
+            try:
+                code = self._wait_child(proc, command)
+            finally:
+                _close_stdin(proc)
             out.seek(0)
             text = out.read()
             err.seek(0)
@@ -392,20 +402,27 @@ class Watcher:
             outcome = {"message": text.strip()[-500:]}
         if not isinstance(outcome, dict):
             outcome = {}
-        self.phases_run += 1
-        ran = (
-            (outcome.get("data") or {}).get("ran") or outcome.get("phase") or known.get("phase") or command[0]
-        )
-        log.info(
-            "watch.phase",
-            phase=ran,
-            task=outcome.get("task_id") or known.get("task"),
-            **{"from": outcome.get("from") or known.get("state")},
-            to=outcome.get("to"),
-            exit=code,
-            seconds=seconds,
-            message=outcome.get("message") or failure or _exit_meaning(code),
-        )
+        ran = (outcome.get("data") or {}).get("ran")
+        # A child that ran several phases (several tasks, or rounds of --until-idle): a line for each.
+        entries: list[dict[str, Any]] = [outcome]
+        if isinstance(ran, list) and len(ran) > 1 and all(isinstance(r, dict) for r in ran):
+            entries = ran
+        several = len(entries) > 1
+        for entry in entries:
+            self.phases_run += 1
+            log.info(
+                "watch.phase",
+                phase=(entry.get("data") or {}).get("ran")
+                or entry.get("phase")
+                or known.get("phase")
+                or command[0],
+                task=entry.get("task_id") or known.get("task"),
+                **{"from": entry.get("from") or known.get("state")},
+                to=entry.get("to"),
+                exit=entry.get("exit_code", code) if several else code,
+                seconds=seconds,
+                message=entry.get("message") or failure or _exit_meaning(code),
+            )
         run = PhaseRun(command, code, seconds, outcome)
         if self.on_phase is not None:
             self.on_phase(run)
@@ -425,6 +442,7 @@ class Watcher:
             if grace_until is None:
                 grace_until = now + self.grace
                 log.info("watch.stopping", waiting_for=" ".join(command), grace_seconds=self.grace)
+                _close_stdin(proc)  # finish the phases running, start no new ones
             if self.hurry.is_set():
                 grace_until = now
             if interrupted_at is None and now >= grace_until:
@@ -435,6 +453,12 @@ class Watcher:
                 log.warning("watch.killing", pid=proc.pid)
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(proc.pid, signal.SIGKILL)
+
+
+def _close_stdin(proc: subprocess.Popen[bytes]) -> None:
+    if proc.stdin is not None:
+        with contextlib.suppress(OSError):
+            proc.stdin.close()
 
 
 def _known(ctx: Any, why: str) -> dict[str, Any]:

@@ -52,6 +52,7 @@ if TYPE_CHECKING:
     from git import Repo
 
     from hub.workers.base import ChatRequest, Generation, Worker
+    from hub.workers.bridge import WorkerPool
 
 log = get_logger("hub.phase")
 T = TypeVar("T")
@@ -69,6 +70,9 @@ class Context:
     monotonic: Callable[[], float] = time.monotonic
     # The task this context acts on (`--task`, `task_id`); None: the only task there is (see `bind`).
     task_id: str | None = None
+    # MCP worker servers shared by the phases this process runs (`hub next --until-idle`); None: each
+    # phase starts and stops its own.
+    workers: WorkerPool | None = None
 
     @property
     def handoff_root(self) -> handoff.Handoff:
@@ -98,7 +102,10 @@ class Context:
         from hub.workers.bridge import make_worker
 
         config = replace(self.config, ollama_host=host) if host else self.config
-        return make_worker(config, config.judge_role() if role == "judge" else role)
+        role_config = config.judge_role() if role == "judge" else role
+        if self.workers is not None:
+            return self.workers.worker(config, role_config)
+        return make_worker(config, role_config)
 
 
 @dataclass

@@ -202,7 +202,11 @@ def finish_verdict(run: Run) -> Outcome:
         raise WrongState(f"task {run.task_id} is in review_complete without a verdict; resume it by hand")
     if verdict == Verdict.PASS:
         if run.start_state == REVIEW_COMPLETE:
-            raise WrongState(f"task {run.task_id} has its PASS already: run `hub finalize-task`")
+            # `found`: a `hub next` that decided on report-judge before another run applied the verdict
+            # lost a race (nothing to do), it did not make a mistake.
+            raise WrongState(
+                f"task {run.task_id} has its PASS already: run `hub finalize-task`", found=REVIEW_COMPLETE
+            )
         return Outcome(
             "report-judge",
             run.task_id,

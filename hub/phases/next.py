@@ -1,10 +1,12 @@
 """`hub next`: run the due phase of every task, several at once, for cron and the watcher. Nothing due is
-exit 0; otherwise the most severe exit code of the phases that ran."""
+exit 0; otherwise the most severe exit code of the phases that ran. `--until-idle` repeats that while it
+moves tasks on, so one process takes a task as far as it can go without a person."""
 
 from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
+from typing import Any
 
 from hub.contract import Contract
 from hub.errors import (
@@ -44,11 +46,17 @@ def phase_function(name: str) -> Callable[[Context], Outcome]:
     return getattr(importlib.import_module(module), func)
 
 
-def run_next(ctx: Context) -> Outcome:
-    """Promote proposals into free task slots, then run the due phase of every task, at most
-    `limits.parallel_tasks` at once; return when they have finished. The exit code is the most severe
-    of theirs. With a task named (`--task`), only that task's due phase."""
+# A safety valve for --until-idle, not a limit a backlog should reach: each round moves some task on.
+MAX_ROUNDS = 200
+
+
+def run_next(ctx: Context, skip: set[str] | None = None) -> Outcome:
+    """Promote proposals into free task slots, then run the due phase of every task (but those in
+    `skip`), at most `limits.parallel_tasks` at once; return when they have finished. The exit code is
+    the most severe of theirs. With a task named (`--task`), only that task's due phase."""
     if ctx.task_id:
+        if skip and ctx.task_id in skip:
+            return Outcome("next", ctx.task_id, message="nothing to do: its phase failed in this run")
         return run_task(ctx)
     promoted: list[Outcome] = []
     while True:
@@ -59,9 +67,11 @@ def run_next(ctx: Context) -> Outcome:
         outcome.data.setdefault("ran", "promote-backlog")
         promoted.append(outcome)
     # Promotion was a promoted task's step; its setup-task is the next `hub next`'s.
-    jobs, halted = due_jobs(ctx, skip={str(o.task_id) for o in promoted})
+    jobs, halted = due_jobs(ctx, skip={str(o.task_id) for o in promoted} | (skip or set()))
     ids = ctx.handoff_root.task_ids()
     if not jobs and not promoted:
+        if skip:
+            return Outcome("next", message="nothing more to do in this run: " + idle_reason(ctx, ids))
         if len(ids) == 1:
             return run_task(ctx.for_task(ids[0]))  # one task: exactly as before (a halt raises, exit 4)
         if halted:
@@ -88,6 +98,56 @@ def run_next(ctx: Context) -> Outcome:
         exit_code=code,
         data={"ran": [o.as_dict() for o in outcomes], "halted": halted},
     )
+
+
+def run_until_idle(ctx: Context, go_on: Callable[[], bool] = lambda: True) -> Outcome:
+    """`hub next` again while it moves tasks on: with a judge command configured, a task goes from
+    set-up to merged in one process, which pays its start-up, its imports and its MCP worker servers
+    (`ctx.workers`) once instead of once per phase. Stops when a round runs nothing or changes nothing
+    in the handoff folder, or when `go_on()` says so (the watcher stopping). A task whose phase failed
+    (non-zero exit) is not run again here: its retry is the next trigger's, after the caller's back-off,
+    so a failing phase cannot spin. The first round is exactly `hub next` (its errors raise); later
+    rounds' errors end the run as their outcome. The exit code is the most severe of all phases run."""
+    from hub.watch import fingerprint
+
+    rounds: list[Outcome] = []
+    failed: set[str] = set()
+    last: Outcome | None = None
+    while len(rounds) < MAX_ROUNDS and (not rounds or go_on()):
+        before = fingerprint(ctx.config.handoff_dir)
+        try:
+            last = run_next(ctx, skip=failed)
+        except HubError as exc:
+            if not rounds:
+                raise
+            rounds.append(Outcome("next", ctx.task_id, message=str(exc), exit_code=exit_code_for(exc)))
+            break
+        ran = phases_run(last)
+        if not ran:
+            break
+        rounds.append(last)
+        failed |= {str(p.get("task_id")) for p in ran if p.get("exit_code")}
+        if fingerprint(ctx.config.handoff_dir) == before:
+            break
+    if not rounds:
+        assert last is not None
+        return last  # nothing was due: the idle outcome, as `hub next` says it
+    if len(rounds) == 1:
+        return rounds[0]
+    ran = [p for outcome in rounds for p in phases_run(outcome) or [outcome.as_dict()]]
+    code = max((o.exit_code for o in rounds), key=severity, default=EXIT_OK)
+    lines = [
+        f"{p.get('task_id')}: {(p.get('data') or {}).get('ran', p.get('phase'))}: {p['message']}" for p in ran
+    ]
+    return Outcome("next", message="\n".join(lines), exit_code=code, data={"ran": ran, "rounds": len(rounds)})
+
+
+def phases_run(outcome: Outcome) -> list[dict[str, Any]]:
+    """The phases a `run_next` outcome ran, one dict each (`Outcome.as_dict`); none when nothing was due."""
+    ran = outcome.data.get("ran")
+    if isinstance(ran, list):
+        return ran
+    return [outcome.as_dict()] if ran else []
 
 
 def run_task(ctx: Context) -> Outcome:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -114,6 +115,8 @@ class WorkerClient:
         self.tools: tuple[str, ...] = ()
         self._client: MCPClient | None = None
         self._warned = False
+        # Phases of several tasks may share this client (WorkerPool): one of them spawns the server.
+        self._connecting = threading.Lock()
 
     def __enter__(self) -> WorkerClient:
         return self
@@ -195,6 +198,10 @@ class WorkerClient:
         return self.dialect
 
     def _connect(self) -> MCPClient:
+        with self._connecting:
+            return self._connect_locked()
+
+    def _connect_locked(self) -> MCPClient:
         from hub.workers.mcp_client import MCPClient
 
         if self._client is not None and self._client.running:
@@ -415,6 +422,67 @@ def make_worker(config: Config, role: str | RoleConfig) -> Worker:
     from hub.errors import ConfigError
 
     raise ConfigError(f"roles.{role_config.name}.backend: unknown backend '{role_config.backend}'")
+
+
+class WorkerPool:
+    """MCP worker connections shared by every phase one process runs (`hub next --until-idle`, several
+    tasks at once): each worker server is spawned and initialised once per process instead of once per
+    phase. The server is stateless between calls (each tool call carries its whole request), so phases
+    of different tasks can share it; what they cannot share is a crash: a server that dies fails every
+    call in flight on it, and the next call starts a fresh one. Other backends are not pooled (an
+    Ollama or OpenAI provider costs no process)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._clients: dict[tuple[object, ...], WorkerClient] = {}
+
+    def worker(self, config: Config, role: str | RoleConfig) -> Worker:
+        role_config = config.role(role) if isinstance(role, str) else role
+        if role_config.backend != "mcp":
+            return make_worker(config, role_config)
+        server = config.worker_server(role_config.worker)
+        log_dir = log_dir_for(config)
+        env = tuple(sorted(server.env.items()))
+        key = (
+            server.name,
+            server.transport,
+            server.command,
+            server.url,
+            env,
+            config.ollama_host,
+            str(log_dir),
+        )
+        with self._lock:
+            client = self._clients.get(key)
+            if client is None:
+                client = self._clients[key] = WorkerClient(server, config.ollama_host, log_dir=log_dir)
+        return SharedWorker(client)
+
+    def close(self) -> None:
+        """Stop every server the pool started."""
+        with self._lock:
+            clients, self._clients = list(self._clients.values()), {}
+        for client in clients:
+            client.close()
+
+
+class SharedWorker:
+    """A phase's handle on a pooled WorkerClient: closing it leaves the server up for the next phase."""
+
+    def __init__(self, client: WorkerClient) -> None:
+        self.client = client
+
+    def generate(self, request: ChatRequest) -> Generation:
+        return self.client.generate(request)
+
+    def list_models(self) -> list[str]:
+        return self.client.list_models()
+
+    def check_health(self, models: list[str]) -> Health:
+        return self.client.check_health(models)
+
+    def close(self) -> None:
+        pass  # the pool's to stop
 
 
 def request_for(

@@ -9,7 +9,9 @@ import pytest
 
 from hub.errors import TaskHalted
 from hub.phases.context import Context
-from hub.phases.next import run_next
+from hub.phases.judge import report_judge
+from hub.phases.next import run_concurrently, run_next, run_until_idle
+from hub.phases.status import due_jobs
 
 if TYPE_CHECKING:
     # The fixtures' types (tests/conftest.py); pytest loads conftest, tests never import it.
@@ -80,3 +82,60 @@ def test_next_archives_a_merged_task_left_in_place_by_a_killed_finalize(
 
     assert not task.hand.contract.exists()
     assert (task.hand.archive / contract["task_id"] / "TASK_CONTRACT.json").exists()
+
+
+def test_a_next_that_lost_the_race_to_apply_a_pass_has_nothing_to_do(task: TaskDriver, ctx: Context) -> None:
+    task.to_judge_review()
+    task.judge_report("PASS")
+    jobs, _ = due_jobs(ctx)  # this run decides on report-judge ...
+    assert [phase for _, phase, _ in jobs] == ["report-judge"]
+    report_judge(ctx)  # ... and another run applies the verdict first
+
+    (outcome,) = run_concurrently(jobs, parallel=1)
+
+    assert outcome.exit_code == 0
+    assert "another run moved the task" in outcome.message
+    assert task.contract()["status"] == "review_complete"
+
+
+def test_until_idle_goes_on_while_phases_move_the_task(task: TaskDriver, ctx: Context) -> None:
+    task.to_judge_review()
+    task.judge_report("PASS")
+
+    outcome = run_until_idle(ctx)
+
+    assert [p["data"]["ran"] for p in outcome.data["ran"]] == ["report-judge", "finalize-task"]
+    assert outcome.exit_code == 0 and outcome.data["rounds"] == 2
+    assert not task.hand.contract.exists()  # merged and archived
+
+
+def test_until_idle_starts_no_new_round_once_told_to_stop(task: TaskDriver, ctx: Context) -> None:
+    task.to_judge_review()
+    task.judge_report("PASS")
+
+    outcome = run_until_idle(ctx, go_on=lambda: False)
+
+    assert outcome.data["ran"] == "report-judge"
+    assert task.contract()["status"] == "review_complete"
+
+
+def test_until_idle_does_not_run_a_failed_task_again_while_another_goes_on(
+    task: TaskDriver, ctx: Context
+) -> None:
+    driver = type(task)  # a driver per task (tests cannot import conftest)
+    held = driver(ctx.for_task(task.new(title="Held elsewhere", target="README.md")))
+    held.setup()
+    contract = held.record("lock_acquired")  # in progress, its lease held by a live run on another host
+    contract["lock"] = {"held_by": "otherhost:4242", "expires_at": "2999-01-01T00:00:00Z"}
+    held.hand.contract.write_text(json.dumps(contract), encoding="utf-8")
+    passing = driver(ctx.for_task(task.new(title="Greet")))
+    passing.to_judge_review()
+    passing.judge_report("PASS")
+
+    outcome = run_until_idle(ctx)
+
+    ran = [(p["task_id"], p["data"]["ran"] if "data" in p else p["phase"]) for p in outcome.data["ran"]]
+    assert ran.count((held.ctx.task_id, "run-implementer")) == 1  # refused once, not again each round
+    assert (passing.ctx.task_id, "finalize-task") in ran
+    assert outcome.exit_code == 75  # the most severe: the task another host holds
+    assert held.contract()["status"] == "implementation_in_progress"

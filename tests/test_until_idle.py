@@ -1,0 +1,131 @@
+"""`hub next --until-idle`: one process takes tasks as far as they go, its MCP worker server started once.
+
+Real subprocesses of the CLI, the default `mcp` backend (a real `hub worker serve` over stdio) and a
+FakeOllama; the judge is a command that passes.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from hub.testing import FakeOllama
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from conftest import HubRunner
+
+IMPL, REV = "impl-model", "rev-model"
+PASS_REVIEW = '{"passed": true, "critical": false, "issues": []}'
+TARGETS = ("src/app.py", "src/other.py")
+VERDICT = json.dumps({"verdict": "PASS", "blocking_issues": []})
+
+
+CHANGED = {
+    "src/app.py": 'def greet(name):\n    return "hello, " + name\n',
+    "src/other.py": "VALUE = 1\n",
+}
+
+
+def changed(rel: str) -> str:
+    return CHANGED[rel]
+
+
+def implement(body: dict[str, Any]) -> str:
+    """The file the prompt asks for, changed: each task has its own target."""
+    prompt = body["messages"][-1]["content"]
+    for rel in TARGETS:
+        if f"### {rel}" in prompt:
+            return f"{rel}\n```python\n{changed(rel)}```\n"
+    return "no target found"
+
+
+def configure(repo: Path, run_git: Callable[..., str]) -> None:
+    (repo / "src" / "other.py").write_text("VALUE = 0\n", encoding="utf-8")
+    (repo / "hub.yaml").write_text(
+        f"""project: demo
+roles:
+  implementer: {{model: {IMPL}, backend: mcp}}
+  local_reviewer: {{model: {REV}, backend: mcp}}
+models:
+  {IMPL}: {{num_ctx: 8192}}
+  {REV}: {{num_ctx: 8192}}
+judge:
+  command: {json.dumps("echo " + json.dumps(VERDICT))}
+""",
+        encoding="utf-8",
+    )
+    run_git(repo, "add", "-A")
+    run_git(repo, "commit", "-q", "-m", "configure the hub")
+
+
+def events(stderr: str, name: str) -> list[dict[str, Any]]:
+    found = []
+    for line in stderr.splitlines():
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(entry, dict) and entry.get("event") == name:
+            found.append(entry)
+    return found
+
+
+def test_one_run_takes_two_tasks_to_merged_with_one_worker_server(
+    git_repo: Path, hub: HubRunner, run_git: Callable[..., str]
+) -> None:
+    configure(git_repo, run_git)
+    with FakeOllama({IMPL: implement, REV: lambda _b: PASS_REVIEW}) as fake:
+        env = {"OLLAMA_HOST": fake.url, "HUB_LOG_LEVEL": "DEBUG"}
+        for rel in TARGETS:
+            assert (
+                hub("new", "--title", f"Change {rel}", "--requirement", "r", "--target", rel).returncode == 0
+            )
+
+        done = hub("next", "--until-idle", "--json", env=env, timeout=180)
+
+    assert done.returncode == 0, done.stdout[-3000:]
+    outcome = json.loads(done.stdout)
+    ran = [(p["task_id"], p["data"]["ran"]) for p in outcome["data"]["ran"]]
+    for task_id in {t for t, _ in ran}:
+        phases = [phase for t, phase in ran if t == task_id]
+        assert phases == ["setup-task", "run-implementer", "run-local-review", "run-judge", "finalize-task"]
+    for rel in TARGETS:
+        assert run_git(git_repo, "show", f"main:{rel}") == changed(rel).rstrip("\n")
+    # Four model phases of two tasks, some at once: the one worker server was spawned once.
+    assert len(events(done.stderr, "mcp.spawned")) == 1
+    assert len(events(done.stderr, "mcp.stopped")) == 1
+
+
+def test_with_its_stdin_closed_a_watched_run_starts_no_second_round(
+    git_repo: Path, run_git: Callable[..., str], hub: HubRunner
+) -> None:
+    configure(git_repo, run_git)
+    assert hub("new", "--title", "Change", "--requirement", "r", "--target", "src/app.py").returncode == 0
+    with FakeOllama({IMPL: implement, REV: lambda _b: PASS_REVIEW}) as fake:
+        env = {k: v for k, v in hub_env().items()} | {"OLLAMA_HOST": fake.url}
+        done = subprocess.run(
+            [sys.executable, "-m", "hub", "next", "--until-idle", "--stop-on-eof", "--json"],
+            cwd=git_repo,
+            env=env,
+            stdin=subprocess.DEVNULL,  # at its end already: what `hub watch` does when it stops
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["data"]["ran"] == "setup-task"
+    status = json.loads(hub("status", "--json").stdout)
+    assert status["tasks"][0]["status"] == "pending_implementer"
+
+
+def hub_env() -> dict[str, str]:
+    import os
+
+    return {k: v for k, v in os.environ.items() if not k.startswith("HUB_")} | {"HUB_LOG_FORMAT": "json"}
