@@ -170,3 +170,48 @@ def test_a_bug_in_one_tasks_phase_is_its_exit_1_and_the_other_tasks_still_advanc
     assert [(e["task"], e["log_level"], e.get("exc_info")) for e in crashed] == [
         (crashing.ctx.task_id, "error", True)
     ]
+
+
+def status_md_states(path: Path) -> dict[str, str]:
+    """Task id -> the state STATUS.md shows for it."""
+    import re
+
+    text = path.read_text(encoding="utf-8")
+    found = re.findall(r"^## ([^:\n]+):.*\n\n- State: `([a-z_]+)`", text, flags=re.MULTILINE)
+    return dict(found)
+
+
+def test_status_md_shows_both_tasks_final_states_when_two_transitions_race(ctx: Context) -> None:
+    # Each transition renders STATUS.md from every contract it reads; unlocked, the slower of two
+    # writers put back its older view of the other task.
+    import threading
+
+    from hub.contract import load as load_contract
+    from hub.machine import Event
+    from hub.phases.context import Run
+
+    ids = [
+        str(create(ctx, {"title": t, "requirements": ["r"], "target_file": "src/app.py"}).task_id)
+        for t in "AB"
+    ]
+    runs = [Run(ctx.for_task(i), load_contract(ctx.for_task(i).handoff.contract), "test") for i in ids]
+    barrier = threading.Barrier(2, timeout=30)
+    failures: list[BaseException] = []
+
+    def move(run: Run, event: Event) -> None:
+        try:
+            barrier.wait()
+            run.record(event)
+        except BaseException as exc:  # surfaced in the main thread below
+            failures.append(exc)
+
+    for round_no in range(100):
+        event = Event.LOCK_ACQUIRED if round_no % 2 == 0 else Event.INTERRUPTED
+        threads = [threading.Thread(target=move, args=(run, event)) for run in runs]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+        assert not failures, failures
+        expected = {run.task_id: str(run.contract["status"]) for run in runs}
+        assert status_md_states(ctx.handoff_root.status_file) == expected, f"round {round_no}"
