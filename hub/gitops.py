@@ -391,6 +391,12 @@ def delete_branch(repo: Repo, branch: str) -> None:
 # --- merging without touching the user's work ------------------------------------------------------------
 
 
+def your_checkout(checkout: Path) -> str:
+    """How a wait names the user's checkout: the main one is "your checkout"; a linked worktree of theirs
+    (its `.git` is a file) is named by its path, or the person looks for local changes in the wrong one."""
+    return f"your checkout {checkout}" if (checkout / ".git").is_file() else "your checkout"
+
+
 class MergeRefused(GitError):
     """git would not merge into a checkout because uncommitted changes there would be overwritten."""
 
@@ -398,7 +404,7 @@ class MergeRefused(GitError):
         self.checkout = checkout
         self.files = files
         where = ", ".join(files) if files else detail
-        super().__init__(message or f"merge waits: your checkout has local changes in {where}")
+        super().__init__(message or f"merge waits: {your_checkout(checkout)} has local changes in {where}")
 
 
 MERGE_LOCK_SECONDS = 120.0
@@ -472,7 +478,10 @@ def merge_in_checkout(checkout: Path, commit: str, message: str) -> str:
         log.warning("merge.resumed", checkout=str(checkout), commit=commit[:12])
     elif merge_head:
         raise MergeRefused(
-            checkout, [], "", "merge waits: your checkout is in the middle of a merge of its own; finish it"
+            checkout,
+            [],
+            "",
+            f"merge waits: {your_checkout(checkout)} is in the middle of a merge of its own; finish it",
         )
     done = subprocess.run(
         # --no-autostash: a user's merge.autoStash would stash their changes and pop them back into

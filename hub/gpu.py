@@ -2,9 +2,10 @@
 
 A model server holds one or two models; each switch reloads weights (5-60 s for a 7-32B model), and so
 does a changed `num_ctx`. So a call waits for a free slot (`ollama.slots`, Ollama's
-OLLAMA_NUM_PARALLEL) on one of the servers (`ollama.hosts`), and while calls for the model a server
-ran last are waiting, calls for another model let them go first: a backlog runs its implementer calls
-back to back, then its reviews, instead of alternating.
+OLLAMA_NUM_PARALLEL) on one of the servers (`ollama.hosts`), and while calls for what a server ran last
+are waiting, other calls let them go first: a backlog runs its implementer calls back to back, then its
+reviews, instead of alternating. What a server has loaded is a model *and* its `num_ctx` (`Loaded`):
+the same model with another window is a reload too, so it counts as a switch.
 
 Slots are OS file locks in `_handoff/gpu/`, so separate processes (cron loops, `hub watch`, a person's
 command) share them and a killed process frees its slot. The record of what each server ran last is the
@@ -25,6 +26,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from hub.atomic import write_atomic
 from hub.errors import WorkerTimeout
@@ -47,25 +49,34 @@ class Host:
         return hashlib.sha1(self.url.encode()).hexdigest()[:12]
 
 
-def order_hosts(hosts: Sequence[Host], model: str, last: dict[str, str | None]) -> list[Host]:
-    """Servers to try for `model`, best first: one that ran it last, then an idle one, then the rest.
-    Pure: `last` maps a server's key to the model it ran last (None: nothing yet)."""
+class Loaded(NamedTuple):
+    """What a server holds after a call: the model and the window it was loaded with. Ollama reloads the
+    weights when either changes; a `num_ctx` of None (the server's default) equals only None, since the
+    hub cannot know which window the default is."""
+
+    model: str
+    num_ctx: int | None
+
+
+def order_hosts(hosts: Sequence[Host], want: Loaded, last: dict[str, Loaded | None]) -> list[Host]:
+    """Servers to try for `want`, best first: one that ran it last, then an idle one, then the rest.
+    Pure: `last` maps a server's key to what it ran last (None: nothing yet)."""
 
     def rank(host: Host) -> int:
         ran = last.get(host.key)
-        return 0 if ran == model else 1 if ran is None else 2
+        return 0 if ran == want else 1 if ran is None else 2
 
     return sorted(hosts, key=rank)
 
 
-def should_defer(model: str, host_last: str | None, waiting: Counter[str]) -> bool:
-    """Whether a call for `model` lets others go first on a server that last ran `host_last`: yes while
-    calls for the loaded model are waiting (a switch now would reload it for them afterwards). Pure."""
-    return host_last is not None and host_last != model and waiting[host_last] > 0
+def should_defer(want: Loaded, host_last: Loaded | None, waiting: Counter[Loaded]) -> bool:
+    """Whether a call for `want` lets others go first on a server that last ran `host_last`: yes while
+    calls for what it has loaded are waiting (a switch now would reload it for them afterwards). Pure."""
+    return host_last is not None and host_last != want and waiting[host_last] > 0
 
 
-# Calls waiting in this process, per gate folder: model -> how many.
-_waiting: dict[Path, Counter[str]] = {}
+# Calls waiting in this process, per gate folder: (model, num_ctx) -> how many.
+_waiting: dict[Path, Counter[Loaded]] = {}
 _waiting_lock = threading.Lock()
 
 
@@ -83,22 +94,28 @@ class Gate:
     def _record(self, host: Host) -> Path:
         return self.folder / f"{host.key}.json"
 
-    def last_model(self, host: Host) -> str | None:
+    def loaded(self, host: Host) -> Loaded | None:
+        """What `host` ran last, from the hub's record (None: no record, or one that does not parse)."""
         try:
-            value = json.loads(self._record(host).read_text(encoding="utf-8")).get("model")
+            record = json.loads(self._record(host).read_text(encoding="utf-8"))
+            model, num_ctx = record.get("model"), record.get("num_ctx")
         except (OSError, ValueError, AttributeError):
             return None
-        return str(value) if value else None
+        if not model:
+            return None
+        return Loaded(str(model), num_ctx if isinstance(num_ctx, int) else None)
 
     @contextmanager
     def slot(self, model: str, num_ctx: int | None, deadline: float) -> Iterator[Host]:
-        """Hold one slot on the best server for `model` until the call ends; yields the server."""
+        """Hold one slot on the best server for `model` with `num_ctx` until the call ends; yields the
+        server."""
         from filelock import FileLock, Timeout
 
+        want = Loaded(model, num_ctx)
         self.folder.mkdir(parents=True, exist_ok=True)
         with _waiting_lock:
             waiting = _waiting.setdefault(self.folder.resolve(), Counter())
-            waiting[model] += 1
+            waiting[want] += 1
         if self.on_queued is not None:
             self.on_queued(model)
         started = time.monotonic()
@@ -107,10 +124,10 @@ class Gate:
         counted = True
         try:
             while held is None:
-                last = {h.key: self.last_model(h) for h in self.hosts}
-                for host in order_hosts(self.hosts, model, last):
+                last = {h.key: self.loaded(h) for h in self.hosts}
+                for host in order_hosts(self.hosts, want, last):
                     with _waiting_lock:
-                        defer = should_defer(model, last[host.key], waiting)
+                        defer = should_defer(want, last[host.key], waiting)
                     if defer:
                         continue
                     for n in range(host.slots):
@@ -130,7 +147,7 @@ class Gate:
                         raise WorkerTimeout("gpu_queue", round(time.monotonic() - started, 1))
                     time.sleep(POLL_SECONDS)
             with _waiting_lock:
-                waiting[model] -= 1
+                waiting[want] -= 1
                 counted = False
             assert chosen is not None
             write_atomic(self._record(chosen), json.dumps({"model": model, "num_ctx": num_ctx}))
@@ -139,7 +156,7 @@ class Gate:
         finally:
             if counted:
                 with _waiting_lock:
-                    waiting[model] -= 1
+                    waiting[want] -= 1
             if held is not None:
                 held.release()
 

@@ -83,6 +83,10 @@ class Handoff:
         return self.dir / "STATUS.md"
 
     @property
+    def status_lock(self) -> Path:
+        return self.dir / ".status.lock"
+
+    @property
     def review_request(self) -> Path:
         return self.task_dir / "REVIEW_REQUEST.md"
 

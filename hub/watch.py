@@ -49,7 +49,15 @@ from hub.log import get_logger
 log = get_logger("hub.watch")
 
 IGNORED_NAMES = frozenset(
-    {".hub.lock", ".hub.lock.owner", ".backlog.lock", "transition.ndjson", "transition.ndjson.1", "README.md"}
+    {
+        ".hub.lock",
+        ".hub.lock.owner",
+        ".backlog.lock",
+        ".status.lock",
+        "transition.ndjson",
+        "transition.ndjson.1",
+        "README.md",
+    }
 )
 IGNORED_DIRS = frozenset({"runs", "logs", "archive"})
 POLL_SECONDS = 0.5

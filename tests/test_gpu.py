@@ -11,25 +11,46 @@ import httpx
 import pytest
 
 from hub.errors import WorkerTimeout
-from hub.gpu import Gate, Host, order_hosts, should_defer
+from hub.gpu import Gate, Host, Loaded, order_hosts, should_defer
 from hub.testing import FakeOllama
 from hub.testing.gpu import SimulatedGPU
 
 WAIT = 30.0  # a bound on every wait below, never a sleep
 
 
+CODER, REVIEWER = Loaded("coder", 8192), Loaded("reviewer", 8192)
+
+
 def test_a_server_that_ran_the_model_last_comes_first_then_an_idle_one() -> None:
     a, b, c = Host("http://a:11434"), Host("http://b:11434"), Host("http://c:11434")
-    last = {a.key: "coder", b.key: None, c.key: "reviewer"}
-    assert order_hosts([a, b, c], "reviewer", last) == [c, b, a]
-    assert order_hosts([a, b, c], "coder", last) == [a, b, c]
+    last = {a.key: CODER, b.key: None, c.key: REVIEWER}
+    assert order_hosts([a, b, c], REVIEWER, last) == [c, b, a]
+    assert order_hosts([a, b, c], CODER, last) == [a, b, c]
+
+
+def test_the_same_model_with_another_num_ctx_is_not_loaded_and_ranks_below_an_idle_server() -> None:
+    # Ollama reloads the weights for a changed num_ctx: as costly as another model.
+    a, b, c = Host("http://a:11434"), Host("http://b:11434"), Host("http://c:11434")
+    last = {a.key: Loaded("coder", 16384), b.key: None, c.key: Loaded("coder", None)}
+    assert order_hosts([a, b, c], CODER, last) == [b, a, c]
+    assert order_hosts([a, b, c], Loaded("coder", 16384), last) == [a, b, c]
+    # None (the server's default window) matches only None.
+    assert order_hosts([a, b, c], Loaded("coder", None), last) == [c, b, a]
 
 
 def test_another_model_defers_only_while_calls_for_the_loaded_one_wait() -> None:
-    assert should_defer("reviewer", "coder", Counter({"coder": 1})) is True
-    assert should_defer("reviewer", "coder", Counter({"reviewer": 3})) is False
-    assert should_defer("coder", "coder", Counter({"coder": 2})) is False
-    assert should_defer("reviewer", None, Counter({"coder": 2})) is False
+    assert should_defer(REVIEWER, CODER, Counter({CODER: 1})) is True
+    assert should_defer(REVIEWER, CODER, Counter({REVIEWER: 3})) is False
+    assert should_defer(CODER, CODER, Counter({CODER: 2})) is False
+    assert should_defer(REVIEWER, None, Counter({CODER: 2})) is False
+
+
+def test_the_loaded_model_with_another_num_ctx_defers_like_a_switch() -> None:
+    wider = Loaded("coder", 16384)
+    assert should_defer(wider, CODER, Counter({CODER: 1})) is True
+    assert should_defer(Loaded("coder", None), CODER, Counter({CODER: 1})) is True
+    assert should_defer(CODER, Loaded("coder", None), Counter({Loaded("coder", None): 1})) is True
+    assert should_defer(wider, CODER, Counter({wider: 2})) is False
 
 
 def test_never_more_calls_at_once_than_the_slots(tmp_path: Path) -> None:
@@ -90,6 +111,52 @@ def test_waiting_calls_for_the_loaded_model_go_before_a_switch(tmp_path: Path) -
     for t in [first, *waiters]:
         t.join(WAIT)
     assert order == ["coder", "coder", "reviewer"]
+
+
+def test_a_pool_sends_a_call_to_the_server_with_its_model_and_num_ctx_loaded(tmp_path: Path) -> None:
+    a, b = Host("http://a:11434"), Host("http://b:11434")
+    gate = Gate(tmp_path, [a, b])
+    with (
+        gate.slot("coder", 8192, time.monotonic() + WAIT) as first,
+        gate.slot("coder", 16384, time.monotonic() + WAIT) as second,
+    ):
+        assert (first, second) == (a, b)
+    # Both servers have `coder`; only b has it with a 16384 window (a would reload the weights).
+    with gate.slot("coder", 16384, time.monotonic() + WAIT) as chosen:
+        assert chosen == b
+    with gate.slot("coder", 8192, time.monotonic() + WAIT) as chosen:
+        assert chosen == a
+    assert gate.loaded(a) == Loaded("coder", 8192) and gate.loaded(b) == Loaded("coder", 16384)
+
+
+def test_waiting_calls_for_the_loaded_num_ctx_go_before_one_that_changes_it(tmp_path: Path) -> None:
+    queued_count = threading.Semaphore(0)
+    gate = Gate(tmp_path, [Host("http://gpu:11434", slots=1)], on_queued=lambda _m: queued_count.release())
+    order: list[int | None] = []
+    first_in = threading.Event()
+    release = threading.Event()
+
+    def holder() -> None:
+        with gate.slot("coder", 8192, time.monotonic() + WAIT):
+            first_in.set()
+            release.wait(WAIT)
+
+    def call(num_ctx: int | None) -> None:
+        with gate.slot("coder", num_ctx, time.monotonic() + WAIT):
+            order.append(num_ctx)
+
+    first = threading.Thread(target=holder)
+    first.start()
+    assert first_in.wait(WAIT)
+    assert queued_count.acquire(timeout=WAIT)  # the holder's own call
+    waiters = [threading.Thread(target=call, args=(n,)) for n in (16384, 8192, 8192)]
+    for t in waiters:
+        t.start()
+        assert queued_count.acquire(timeout=WAIT)  # counted as waiting before the next one starts
+    release.set()
+    for t in [first, *waiters]:
+        t.join(WAIT)
+    assert order == [8192, 8192, 16384]
 
 
 def test_a_call_that_cannot_get_a_slot_before_its_deadline_times_out(tmp_path: Path) -> None:

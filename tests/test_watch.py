@@ -222,6 +222,7 @@ def test_only_changes_that_can_make_a_phase_due_wake_the_watcher(tmp_path: Path)
         ".hub.lock",
         ".hub.lock.owner",
         ".backlog.lock",
+        ".status.lock",
         "transition.ndjson",
         "transition.ndjson.1",
         ".TASK_CONTRACT.json.abc.tmp",

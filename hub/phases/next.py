@@ -213,7 +213,9 @@ def severity(code: int) -> int:
 
 def run_concurrently(jobs: list[tuple[Context, str, Contract]], parallel: int) -> list[Outcome]:
     """Each (task, phase) in a thread of its own, at most `parallel` at once; a phase's error becomes its
-    outcome (with the error's exit code), so one task failing does not stop the others."""
+    outcome (with the error's exit code), so one task failing does not stop the others. An unexpected
+    exception (a bug, an OSError outside a phase's own handling) is exit 1 for its task only; a
+    KeyboardInterrupt or SystemExit is no Exception and still stops everything."""
     from concurrent.futures import ThreadPoolExecutor
 
     def one(job: tuple[Context, str, Contract]) -> Outcome:
@@ -223,6 +225,13 @@ def run_concurrently(jobs: list[tuple[Context, str, Contract]], parallel: int) -
         except HubError as exc:
             log.warning("next.phase_failed", task=bound.task_id, phase=phase, error=str(exc))
             outcome = Outcome(phase, bound.task_id, message=str(exc), exit_code=exit_code_for(exc))
+        except Exception as exc:
+            # Not a hub error, so a bug: raised out of the pool it would lose the other tasks' outcomes
+            # (phases that ran and moved their tasks) behind a traceback. The traceback goes to the log.
+            log.exception("next.phase_crashed", task=bound.task_id, phase=phase)
+            outcome = Outcome(
+                phase, bound.task_id, message=f"{type(exc).__name__}: {exc}", exit_code=EXIT_ERROR
+            )
         outcome.data.setdefault("ran", phase)
         outcome.task_id = outcome.task_id or bound.task_id
         return outcome

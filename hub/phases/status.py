@@ -1,6 +1,7 @@
 """Read-only views (`hub status`, `hub log`) and what is due next (`hub next`).
 
-No lock, no git, no network: these must start fast and never change anything.
+No lock, no git, no network: these must start fast and never change anything. The one writer here,
+`write_status` (STATUS.md, at every transition), takes a short lock of its own.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from hub import contract as contract_mod
 from hub import handoff
 from hub.contract import Breaker, Contract, HistoryEntry, Lease, RoleCost, ServerWait, Verdict, parse_iso
 from hub.errors import ContractInvalid, TaskHalted
+from hub.log import get_logger
 from hub.machine import (
     ERIK_CONSULTATION,
     IMPLEMENTATION_IN_PROGRESS,
@@ -26,6 +28,8 @@ from hub.machine import (
     TIMEOUT_JUDGE,
 )
 from hub.phases.context import Context, resume_targets
+
+log = get_logger("hub.status")
 
 
 class NextPhase(TypedDict):
@@ -316,18 +320,35 @@ def render_status_md(doc: StatusDoc) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
+STATUS_LOCK_SECONDS = 30.0
+
+
 def write_status(ctx: Context) -> None:
-    """Rewrite _handoff/STATUS.md atomically (called at every transition and task creation)."""
+    """Rewrite _handoff/STATUS.md atomically (called at every transition and task creation).
+
+    The tasks are read and the file written under one lock (`.status.lock`): two processes moving two
+    tasks at once each render what they read, and without it the slower writer could replace the
+    other's newer view with its older one, losing a task's new state until the next transition. Under
+    the lock the last write is rendered after every earlier one, so it shows every contract saved
+    before it began."""
+    from filelock import FileLock, Timeout
+
     from hub.atomic import write_atomic
     from hub.errors import HubError
 
     root = ctx.handoff_root
-    try:
-        doc = status(ctx.for_task(None))
-    except (HubError, OSError, ValueError):
-        return  # a contract mid-migration or invalid: the next transition writes it
     root.dir.mkdir(parents=True, exist_ok=True)
-    write_atomic(root.status_file, render_status_md(doc))
+    lock = FileLock(str(root.status_lock), timeout=STATUS_LOCK_SECONDS, is_singleton=False)
+    try:
+        with lock:
+            try:
+                doc = status(ctx.for_task(None))
+            except (HubError, OSError, ValueError):
+                return  # a contract mid-migration or invalid: the next transition writes it
+            write_atomic(root.status_file, render_status_md(doc))
+    except Timeout:
+        # Only a render stuck for STATUS_LOCK_SECONDS holds it; the task's state is in its contract.
+        log.warning("status.lock_busy", lock=str(root.status_lock), waited=STATUS_LOCK_SECONDS)
 
 
 def idle_next(ctx: Context) -> str:

@@ -159,6 +159,40 @@ def test_a_merge_into_a_base_the_user_is_rebasing_waits_for_the_rebase(
     assert finalize_task(ctx).to_state == "merged"
 
 
+def test_a_merge_waiting_on_local_changes_in_a_linked_worktree_of_the_user_names_that_worktree(
+    task: Any, ctx: Context, run_git: Any, tmp_path: Path
+) -> None:
+    # The main checkout is clean and on another branch: "your checkout" alone would send the person
+    # looking for local changes where there are none.
+    repo = ctx.repo_root
+    linked = tmp_path / "main-wt"
+    run_git(repo, "checkout", "-q", "-b", "feature")
+    run_git(repo, "worktree", "add", "-q", str(linked), "main")
+    task.new()
+    from hub.phases.setup import setup_task
+
+    setup_task(ctx, base_branch="main")
+    task.to_review_complete("PASS")
+    (linked / "src/app.py").write_text("the user's unsaved work\n", encoding="utf-8")
+    main_before = run_git(repo, "rev-parse", "main")
+    outcome = finalize_task(ctx)
+    assert outcome.to_state == "review_complete"
+    wait = f"merge waits: your checkout {linked} has local changes in src/app.py"
+    assert outcome.message.startswith(wait + ";")
+    from hub.phases.status import status
+
+    shown = status(ctx)["tasks"][0]
+    assert wait in shown["next"]["why"]
+    assert wait in shown["needs_person"]
+    assert str(linked) in task.hand.status_file.read_text(encoding="utf-8")
+    assert (linked / "src/app.py").read_text(encoding="utf-8") == "the user's unsaved work\n"
+    assert run_git(repo, "rev-parse", "main") == main_before
+    run_git(linked, "checkout", "--", "src/app.py")
+    assert finalize_task(ctx).to_state == "merged"
+    assert run_git(linked, "rev-parse", "HEAD") == run_git(repo, "rev-parse", "main") != main_before
+    assert run_git(repo, "rev-parse", "--abbrev-ref", "HEAD") == "feature"
+
+
 def test_a_base_checked_out_in_a_worktree_the_user_deleted_by_hand_merges_without_a_checkout(
     task: Any, ctx: Context, run_git: Any, tmp_path: Path
 ) -> None:

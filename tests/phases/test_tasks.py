@@ -126,3 +126,92 @@ def test_the_worktrees_dir_setting_places_worktrees_outside_the_repository(
     ctx = Context(load_config(git_repo, env={}), clock=clock)
     task = start(ctx, "Greet", "src/app.py")
     assert task.worktree == tmp_path / "trees" / task.ctx.task_id
+
+
+class BuggyWorker:
+    """A worker with a bug: every call raises something that is not a hub error."""
+
+    def generate(self, request: Any) -> Any:
+        raise RuntimeError("the worker has a bug")
+
+    def list_models(self) -> list[str]:
+        raise RuntimeError("the worker has a bug")
+
+    def check_health(self, models: list[str]) -> Any:
+        raise RuntimeError("the worker has a bug")
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_bug_in_one_tasks_phase_is_its_exit_1_and_the_other_tasks_still_advance_and_are_reported(
+    ctx: Context, git_repo: Path
+) -> None:
+    from dataclasses import replace
+
+    from structlog.testing import capture_logs
+
+    crashing = start(ctx, "Greet", "src/app.py")  # due: run-implementer, whose worker raises
+    passing = start(ctx, "Readme", "README.md")
+    to_pass(passing, {"README.md": "# demo, documented\n"})  # due: finalize-task, no worker
+    buggy = replace(ctx, worker_factory=lambda role: BuggyWorker())
+    with capture_logs() as logs:
+        outcome = run_next(buggy)
+    assert outcome.exit_code == 1
+    lines = outcome.message.splitlines()
+    assert f"{passing.ctx.task_id}: finalize-task: " in outcome.message
+    assert not passing.hand.contract.exists()  # merged and archived
+    assert (git_repo / "README.md").read_text(encoding="utf-8") == "# demo, documented\n"
+    assert f"{crashing.ctx.task_id}: run-implementer: RuntimeError: the worker has a bug" in lines
+    ran = {r["task_id"]: r for r in outcome.data["ran"]}
+    assert ran[passing.ctx.task_id]["to"] == "merged"
+    assert ran[crashing.ctx.task_id]["exit_code"] == 1
+    crashed = [e for e in logs if e["event"] == "next.phase_crashed"]
+    assert [(e["task"], e["log_level"], e.get("exc_info")) for e in crashed] == [
+        (crashing.ctx.task_id, "error", True)
+    ]
+
+
+def status_md_states(path: Path) -> dict[str, str]:
+    """Task id -> the state STATUS.md shows for it."""
+    import re
+
+    text = path.read_text(encoding="utf-8")
+    found = re.findall(r"^## ([^:\n]+):.*\n\n- State: `([a-z_]+)`", text, flags=re.MULTILINE)
+    return dict(found)
+
+
+def test_status_md_shows_both_tasks_final_states_when_two_transitions_race(ctx: Context) -> None:
+    # Each transition renders STATUS.md from every contract it reads; unlocked, the slower of two
+    # writers put back its older view of the other task.
+    import threading
+
+    from hub.contract import load as load_contract
+    from hub.machine import Event
+    from hub.phases.context import Run
+
+    ids = [
+        str(create(ctx, {"title": t, "requirements": ["r"], "target_file": "src/app.py"}).task_id)
+        for t in "AB"
+    ]
+    runs = [Run(ctx.for_task(i), load_contract(ctx.for_task(i).handoff.contract), "test") for i in ids]
+    barrier = threading.Barrier(2, timeout=30)
+    failures: list[BaseException] = []
+
+    def move(run: Run, event: Event) -> None:
+        try:
+            barrier.wait()
+            run.record(event)
+        except BaseException as exc:  # surfaced in the main thread below
+            failures.append(exc)
+
+    for round_no in range(100):
+        event = Event.LOCK_ACQUIRED if round_no % 2 == 0 else Event.INTERRUPTED
+        threads = [threading.Thread(target=move, args=(run, event)) for run in runs]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+        assert not failures, failures
+        expected = {run.task_id: str(run.contract["status"]) for run in runs}
+        assert status_md_states(ctx.handoff_root.status_file) == expected, f"round {round_no}"
