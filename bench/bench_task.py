@@ -416,6 +416,19 @@ def print_backend(result: dict[str, Any]) -> None:
     )
 
 
+def print_ratios(results: list[dict[str, Any]]) -> None:
+    """Each backend's one-process total against its own command-per-phase total (the baseline)."""
+    totals = {(r["backend"], r["driver"]): r["total"] for r in results}
+    lines = [
+        f"  {backend:<10} {totals[backend, 'until-idle'] / totals[backend, 'commands']:.2f}"
+        for backend in BACKENDS
+        if (backend, "commands") in totals and (backend, "until-idle") in totals
+    ]
+    if lines:
+        print("\nuntil-idle total / commands total (same backend)")
+        print("\n".join(lines))
+
+
 def print_section(title: str, values: dict[str, float]) -> None:
     print(f"\n{title}")
     for label, seconds in values.items():
@@ -480,6 +493,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     for result in report["backends"]:
         print_backend(result)
+    print_ratios(report["backends"])
     if args.no_breakdown:
         return 0
     print_section("start-up (median seconds of a fresh process)", report["startup"])
