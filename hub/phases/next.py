@@ -106,7 +106,8 @@ def run_until_idle(ctx: Context, go_on: Callable[[], bool] = lambda: True) -> Ou
     (`ctx.workers`) once instead of once per phase. Stops when a round runs nothing or changes nothing
     in the handoff folder, or when `go_on()` says so (the watcher stopping). A task whose phase failed
     (non-zero exit) is not run again here: its retry is the next trigger's, after the caller's back-off,
-    so a failing phase cannot spin. The first round is exactly `hub next` (its errors raise); later
+    so a failing phase cannot spin; nor is one whose phase went well but left it as it was (a merge
+    waiting on the user's checkout). The first round is exactly `hub next` (its errors raise); later
     rounds' errors end the run as their outcome. The exit code is the most severe of all phases run."""
     from hub.watch import fingerprint
 
@@ -115,6 +116,7 @@ def run_until_idle(ctx: Context, go_on: Callable[[], bool] = lambda: True) -> Ou
     last: Outcome | None = None
     while len(rounds) < MAX_ROUNDS and (not rounds or go_on()):
         before = fingerprint(ctx.config.handoff_dir)
+        marks = progress_marks(ctx)
         try:
             last = run_next(ctx, skip=failed)
         except HubError as exc:
@@ -127,6 +129,12 @@ def run_until_idle(ctx: Context, go_on: Callable[[], bool] = lambda: True) -> Ou
             break
         rounds.append(last)
         failed |= {str(p.get("task_id")) for p in ran if p.get("exit_code")}
+        # A phase can go well and still leave its task where it was, having rewritten its files: a merge
+        # waiting on the user's local changes saves the wait in the contract and STATUS.md. The folder's
+        # fingerprint moved, the task did not; running it again at once would only do the same again.
+        after = progress_marks(ctx)
+        still = {str(p.get("task_id")) for p in ran if not p.get("exit_code")}
+        failed |= {t for t in still if t in marks and after.get(t) == marks[t]}
         if fingerprint(ctx.config.handoff_dir) == before:
             break
     if not rounds:
@@ -140,6 +148,28 @@ def run_until_idle(ctx: Context, go_on: Callable[[], bool] = lambda: True) -> Ou
         f"{p.get('task_id')}: {(p.get('data') or {}).get('ran', p.get('phase'))}: {p['message']}" for p in ran
     ]
     return Outcome("next", message="\n".join(lines), exit_code=code, data={"ran": ran, "rounds": len(rounds)})
+
+
+def progress_marks(ctx: Context) -> dict[str, tuple[object, ...]]:
+    """Per task, what a phase that moves it on changes: its state, its attempt, its branch, its verdict,
+    its breaker's counters (a strike is a step towards a halt, so a retry after it is bounded); a task
+    whose contract cannot be read has none."""
+    from hub import contract as contract_mod
+
+    marks: dict[str, tuple[object, ...]] = {}
+    for task_id in ctx.handoff_root.task_ids():
+        try:
+            contract = contract_mod.load(ctx.for_task(task_id).handoff.contract)
+        except (ContractInvalid, OSError):
+            continue
+        marks[task_id] = (
+            contract["status"],
+            contract["attempt"],
+            contract["git"].get("task_branch"),
+            contract["handoff_data"].get("judge_verdict"),
+            tuple(sorted((contract.get("breaker") or {}).get("counters", {}).items())),
+        )
+    return marks
 
 
 def phases_run(outcome: Outcome) -> list[dict[str, Any]]:

@@ -139,3 +139,24 @@ def test_until_idle_does_not_run_a_failed_task_again_while_another_goes_on(
     assert (passing.ctx.task_id, "finalize-task") in ran
     assert outcome.exit_code == 75  # the most severe: the task another host holds
     assert held.contract()["status"] == "implementation_in_progress"
+
+
+def test_until_idle_does_not_retry_a_merge_waiting_on_the_users_checkout_while_another_task_goes_on(
+    task: TaskDriver, ctx: Context
+) -> None:
+    driver = type(task)
+    waiting = driver(ctx.for_task(task.new(title="Greet")))
+    waiting.to_review_complete("PASS")
+    (ctx.repo_root / "src/app.py").write_text("the user's unsaved work\n", encoding="utf-8")
+    other = driver(ctx.for_task(task.new(title="Docs", target="README.md")))
+    other.to_judge_review({"README.md": "# demo, documented\n"})
+    other.judge_report("PASS")
+
+    outcome = run_until_idle(ctx)
+
+    ran = [(p["task_id"], p["data"]["ran"]) for p in outcome.data["ran"]]
+    # Each round rewrote the waiting task's contract and STATUS.md: the folder changed, the task did not.
+    assert ran.count((waiting.ctx.task_id, "finalize-task")) == 1
+    assert (other.ctx.task_id, "finalize-task") in ran  # merged in the same run
+    assert outcome.exit_code == 0
+    assert waiting.contract()["handoff_data"]["merge_wait"].startswith("merge waits")
