@@ -7,8 +7,11 @@ FakeOllama; the judge is a command that passes.
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -129,3 +132,73 @@ def hub_env() -> dict[str, str]:
     import os
 
     return {k: v for k, v in os.environ.items() if not k.startswith("HUB_")} | {"HUB_LOG_FORMAT": "json"}
+
+
+def worker_server_pids(repo: Path) -> set[int]:
+    """The `hub worker serve` processes working in `repo` (a server inherits the hub's working folder)."""
+    found = set()
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes().split(b"\0")
+            cwd = os.readlink(proc / "cwd")
+        except OSError:
+            continue
+        if b"worker" in cmdline and b"serve" in cmdline and Path(cwd) == repo:
+            found.add(int(proc.name))
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8")
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def test_a_shared_worker_server_killed_mid_call_strikes_both_tasks_and_a_fresh_one_finishes_them(
+    git_repo: Path, hub: HubRunner, run_git: Callable[..., str]
+) -> None:
+    configure(git_repo, run_git)
+    with (git_repo / "hub.yaml").open("a", encoding="utf-8") as config:
+        config.write("ollama: {slots: 2}\n")  # both tasks' calls in flight on the one server at once
+    run_git(git_repo, "commit", "-qam", "two calls at once")
+    both_calling = threading.Barrier(2, timeout=60)
+    killed: list[int] = []
+
+    def crash_then_implement(body: dict[str, Any]) -> str:
+        if not killed:
+            try:
+                both_calling.wait()
+            except threading.BrokenBarrierError:
+                return "the other task never called"
+            with lock:
+                if not killed:
+                    (pid,) = worker_server_pids(git_repo)
+                    os.kill(pid, signal.SIGKILL)
+                    killed.append(pid)
+            return "the server died before this reached it"
+        return implement(body)
+
+    lock = threading.Lock()
+    with FakeOllama({IMPL: crash_then_implement, REV: lambda _b: PASS_REVIEW}) as fake:
+        env = {"OLLAMA_HOST": fake.url, "HUB_LOG_LEVEL": "DEBUG"}
+        for rel in TARGETS:
+            assert (
+                hub("new", "--title", f"Change {rel}", "--requirement", "r", "--target", rel).returncode == 0
+            )
+
+        done = hub("next", "--until-idle", "--json", env=env, timeout=240)
+
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert len(killed) == 1
+    messages = [p["message"] for p in json.loads(done.stdout)["data"]["ran"]]
+    strikes = [m for m in messages if m.startswith("strike 1 (error: MCPServerCrashed)")]
+    assert len(strikes) == 2, messages  # each task's call failed honestly, neither hung
+    for rel in TARGETS:
+        assert run_git(git_repo, "show", f"main:{rel}") == changed(rel).rstrip("\n")
+    spawned = [e["pid"] for e in events(done.stderr, "mcp.spawned")]
+    assert len(spawned) == 2 and killed[0] == spawned[0]  # the retries share one fresh server
+    assert not [pid for pid in spawned if alive(pid)]  # nothing left behind by the run
