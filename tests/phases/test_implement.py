@@ -151,8 +151,7 @@ def test_a_change_still_partly_refused_after_feedback_is_a_partial_change_stall_
 
 
 GREET_BLOCK = (
-    "<<<<<<< SEARCH\n"
-    '    return "hello " + name\n=======\n    return "hello, " + name\n>>>>>>> REPLACE\n'
+    '<<<<<<< SEARCH\n    return "hello " + name\n=======\n    return "hello, " + name\n>>>>>>> REPLACE\n'
 )
 FAREWEL_BLOCK = (  # misquotes the function's name: does not match
     "<<<<<<< SEARCH\n"
