@@ -53,9 +53,18 @@ def cli(ctx: click.Context, repo: Path | None, handoff: Path | None, log_format:
     """agent-hub: run coding tasks through local models, one restartable phase at a time."""
     ctx.obj = State(repo, handoff)
     if ctx.invoked_subcommand not in (None, "status", "log"):
-        from hub.log import configure
+        import os
+
+        from hub.config import mistyped_env
+        from hub.log import configure, get_logger
 
         configure(log_format, log_level)
+        for name, meant in mistyped_env(os.environ):
+            get_logger("hub.config").warning(
+                "config.mistyped_env",
+                variable=name,
+                detail=f"agent-hub reads no {name}; did you mean {meant}?",
+            )
 
 
 # --- setting up ---------------------------------------------------------------------------------------

@@ -200,6 +200,46 @@ class Config:
         raise ConfigError(f"{CONFIG_FILE}: workers: no worker server named '{name}' (configured: {known})")
 
 
+# Every HUB_* variable agent-hub reads, or sets for a judge command (README, "Configuration").
+ENV_NAMES = frozenset(
+    {
+        "HUB_HANDOFF_DIR",
+        "HUB_PROJECT",
+        "HUB_HALT_FILE",
+        "HUB_OPENAI_BASE_URL",
+        "HUB_JUDGE_COMMAND",
+        "HUB_MCP_TOKEN",
+        "HUB_SANDBOX",
+        "HUB_PARALLEL_TASKS",
+        "HUB_LOG_FORMAT",
+        "HUB_LOG_LEVEL",
+        "HUB_TEST_CRASH_AT",
+        "HUB_JUDGE_REPORT",
+        "HUB_REVIEW_REQUEST",
+        "HUB_TASK_ID",
+        "HUB_WATCH_INTERVAL",  # scripts/watcher.sh
+    }
+    | {f"HUB_{role.upper()}_{what}" for role in ROLES for what in ("MODEL", "BACKEND")}
+)
+
+
+def mistyped_env(env: Mapping[str, str]) -> list[tuple[str, str]]:
+    """(name, the name meant) for each HUB_* variable set that agent-hub does not read but that is a typo
+    away from one it does: ignored in silence, it would leave the person's setting unused. Other HUB_*
+    names are not ours to judge (GitHub's `hub` reads HUB_VERBOSE and HUB_PROTOCOL)."""
+    unknown = sorted(name for name in env if name.startswith("HUB_") and name not in ENV_NAMES)
+    if not unknown:
+        return []
+    import difflib
+
+    found = []
+    for name in unknown:
+        close = difflib.get_close_matches(name, sorted(ENV_NAMES), n=1, cutoff=0.8)
+        if close:
+            found.append((name, close[0]))
+    return found
+
+
 def normalize_ollama_host(value: str) -> str:
     """Accept OLLAMA_HOST the way Ollama does: `host`, `host:port`, or a URL."""
     value = value.strip().rstrip("/")
@@ -393,13 +433,8 @@ def _from_raw(
         ollama_hosts=_hosts(section("ollama"), source),
         worktrees_dir=_worktrees_dir(raw.get("worktrees_dir"), repo_root, source),
         keep_branches=_bool(raw.get("keep_branches", False), "keep_branches", source),
-        parallel_tasks=_positive_int(
-            int(env["HUB_PARALLEL_TASKS"])
-            if env.get("HUB_PARALLEL_TASKS", "").isdigit()
-            else limits.get("parallel_tasks", 2),
-            "limits.parallel_tasks",
-            source,
-        ),
+        parallel_tasks=_env_int(env, "HUB_PARALLEL_TASKS")
+        or _positive_int(limits.get("parallel_tasks", 2), "limits.parallel_tasks", source),
     )
 
 
@@ -476,6 +511,16 @@ def _bool(value: Any, key: str, source: str) -> bool:
     if not isinstance(value, bool):
         raise ConfigError(f"{source}: {key}: expected true or false")
     return value
+
+
+def _env_int(env: Mapping[str, str], name: str) -> int | None:
+    """A whole number >= 1 from the environment; None when unset; a ConfigError naming it when not one."""
+    value = env.get(name, "").strip()
+    if not value:
+        return None
+    if not value.isdigit() or int(value) < 1:
+        raise ConfigError(f"{name}={value!r} (environment): expected a whole number >= 1")
+    return int(value)
 
 
 def _positive_int(value: Any, key: str, source: str) -> int:

@@ -7,6 +7,7 @@ two roles is started once, and a server that starts is told apart from an Ollama
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from collections.abc import Callable, Mapping
@@ -98,7 +99,7 @@ def diagnose(
     """`hub doctor`: hub.yaml through the same validation every command runs, then the repository
     (git, `hub init`), then `run_doctor`. A hub.yaml that does not validate stops there: nothing else
     can be known without it."""
-    from hub.config import CONFIG_FILE, load_config
+    from hub.config import CONFIG_FILE, load_config, mistyped_env
     from hub.workspace import problems
 
     path = repo / CONFIG_FILE
@@ -112,6 +113,15 @@ def diagnose(
         return [Check(CONFIG_FILE, False, str(exc), fix)]
     seen = f"{path}: valid" if path.exists() else f"no {CONFIG_FILE}: the defaults apply"
     checks = [Check(CONFIG_FILE, True, seen)]
+    checks += [
+        Check(
+            "environment",
+            False,
+            f"{name} is set, but agent-hub reads no such variable",
+            f"did you mean {meant}?",
+        )
+        for name, meant in mistyped_env(os.environ if env is None else env)
+    ]
     found = problems(config)
     checks += [Check(p.check, False, p.detail, p.fix) for p in found]
     if not found:

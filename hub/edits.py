@@ -28,7 +28,7 @@ import os
 import re
 import stat
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import structlog
@@ -225,18 +225,107 @@ OUTPUT_TRUNCATED = (
 )
 
 
+# A search/replace block where it was written: (repo-relative path, SEARCH, REPLACE).
+Block = tuple[str, str, str]
+
+
 def apply_answer(
-    text: str, policy: Policy, *, default_path: str | None = None, done_reason: str = ""
+    text: str,
+    policy: Policy,
+    *,
+    default_path: str | None = None,
+    done_reason: str = "",
+    written: frozenset[Block] = frozenset(),
 ) -> tuple[ParseResult, ApplyResult]:
     """The implementer's path from a model's answer to written files. An answer the server cut off at
     its token limit (`done_reason` "length") is refused whole: its complete first blocks could land
-    while the rest of the change never comes."""
+    while the rest of the change never comes. Blocks in `written` (an earlier answer of this attempt
+    wrote them) that the answer sends again are left out: their SEARCH text is gone from the file, so
+    applied twice they would fail and fail the change with them."""
     if done_reason == "length":
         return ParseResult((), (OUTPUT_TRUNCATED,)), ApplyResult((), (), ())
     parsed = parse_edits(text, default_path=default_path)
+    if written:
+        parsed = _without(parsed, written, policy)
     if policy.max_files is not None:
         check_files_per_reply(parsed.edits, policy.max_files)
     return parsed, apply_edits(parsed.edits, policy)
+
+
+def written_blocks(parsed: ParseResult, result: ApplyResult, policy: Policy) -> frozenset[Block]:
+    """The search/replace blocks of an answer that are in the files now: those of an edit that was
+    written, but for the ones that failed."""
+    root = policy.repo_root.resolve()
+    changed = set(result.changed_files)
+    failed = {(f.path, f.search) for f in result.failed_blocks}
+    found: set[Block] = set()
+    for edit in parsed.edits:
+        if not edit.blocks:
+            continue
+        try:
+            rel = _check_path(_retarget(edit, policy, root), policy, root)
+        except EditError:
+            continue
+        if rel in changed:
+            found |= {(rel, b.search, b.replace) for b in edit.blocks if (rel, b.search) not in failed}
+    return frozenset(found)
+
+
+def _without(parsed: ParseResult, written: frozenset[Block], policy: Policy) -> ParseResult:
+    root = policy.repo_root.resolve()
+    edits = []
+    for edit in parsed.edits:
+        if edit.blocks:
+            try:
+                rel = _check_path(_retarget(edit, policy, root), policy, root)
+            except EditError:
+                rel = ""
+            blocks = tuple(b for b in edit.blocks if (rel, b.search, b.replace) not in written)
+            if len(blocks) < len(edit.blocks):
+                log.info("edits.sent_again", path=rel, blocks=len(edit.blocks) - len(blocks))
+                if not blocks and edit.content is None and edit.patch is None and not edit.delete:
+                    continue  # nothing left of this edit but what is already written
+                edit = replace(edit, blocks=blocks)
+        edits.append(edit)
+    return replace(parsed, edits=tuple(edits))
+
+
+def not_made_good(first: ApplyResult, retry: ParseResult, again: ApplyResult, policy: Policy) -> list[str]:
+    """What the first answer failed to write that the answer to the feedback did not write either. Per
+    file: a whole new file written covers it all; otherwise the retry must have written at least as many
+    blocks (or edits) there as failed the first time. A model that fixes one of two failed blocks and
+    says nothing of the other would otherwise pass half a change to review as if whole."""
+    root = policy.repo_root.resolve()
+    owed: dict[str, int] = {}
+    for failure in first.failed_blocks:
+        owed[failure.path] = owed.get(failure.path, 0) + 1
+    for refusal in first.refused:
+        if refusal.retry:
+            owed[refusal.path] = owed.get(refusal.path, 0) + 1
+    if not owed:
+        return []
+    changed = set(again.changed_files)
+    failed = {(f.path, f.search) for f in again.failed_blocks}
+    paid: dict[str, int] = {}
+    whole: set[str] = set()
+    for edit in retry.edits:
+        try:
+            rel = _check_path(_retarget(edit, policy, root), policy, root)
+        except EditError:
+            continue
+        if rel not in changed:
+            continue
+        if edit.content is not None or edit.patch is not None or edit.delete:
+            whole |= {rel, edit.path}
+        written = sum(1 for b in edit.blocks if (rel, b.search) not in failed)
+        for key in {rel, edit.path}:  # a refusal names the path as the answer wrote it
+            paid[key] = paid.get(key, 0) + max(written, 1)
+    return [
+        f"{path}: {count - paid.get(path, 0)} of the {count} edit(s) refused the first time were not sent "
+        "again"
+        for path, count in owed.items()
+        if path not in whole and paid.get(path, 0) < count
+    ]
 
 
 def answer_feedback(parsed: ParseResult, result: ApplyResult) -> str:

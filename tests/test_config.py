@@ -302,3 +302,28 @@ def test_the_readme_key_references_defaults_are_the_ones_an_empty_hub_yaml_gets(
     assert {key: documented[key] for key in actual} == {
         key: f"{value:g}" if isinstance(value, float) else str(value) for key, value in actual.items()
     }
+
+
+def test_a_hub_variable_a_typo_away_from_one_the_hub_reads_is_named_with_the_one_meant() -> None:
+    from hub.config import mistyped_env
+
+    env = {
+        "HUB_IMPLEMENTOR_MODEL": "qwen2.5-coder:32b",
+        "HUB_REVIEWER_MODEL": "llama3",
+        "HUB_PARALLEL_TASK": "3",
+        "HUB_IMPLEMENTER_MODEL": "right",  # read: not reported
+        "HUB_VERBOSE": "1",  # GitHub's `hub`: not ours to judge
+        "HUB_PROTOCOL": "https",
+        "OLLAMA_HOST": "gpu",
+    }
+    assert mistyped_env(env) == [
+        ("HUB_IMPLEMENTOR_MODEL", "HUB_IMPLEMENTER_MODEL"),
+        ("HUB_PARALLEL_TASK", "HUB_PARALLEL_TASKS"),
+        ("HUB_REVIEWER_MODEL", "HUB_LOCAL_REVIEWER_MODEL"),
+    ]
+
+
+@pytest.mark.parametrize("value", ["two", "0", "-1", "2.5"])
+def test_hub_parallel_tasks_that_is_no_whole_number_is_an_error_naming_it(tmp_path: Path, value: str) -> None:
+    with pytest.raises(ConfigError, match=f"HUB_PARALLEL_TASKS={value!r}.*whole number >= 1"):
+        load_config(tmp_path, env={"HUB_PARALLEL_TASKS": value})

@@ -259,3 +259,20 @@ def test_doctor_says_whether_acceptance_commands_are_sandboxed(tmp_path: Path) -
     required = replace(base, sandbox=SandboxSettings(SandboxMode.REQUIRED))
     failed = check_sandbox(required, which=lambda _: None)
     assert not failed.ok and "apt-get install -y bubblewrap" in (failed.fix or "")
+
+
+def test_hub_doctor_fails_a_mistyped_hub_variable_and_every_command_warns_of_it(
+    hub: HubRunner, scripted_ollama: FakeOllama
+) -> None:
+    env = {"OLLAMA_HOST": scripted_ollama.url, "HUB_IMPLEMENTOR_MODEL": "qwen2.5-coder:32b"}
+
+    done = hub("doctor", env=env)
+    other = hub("next", env=env)
+
+    assert done.returncode == 1
+    assert (
+        "FAIL  environment: HUB_IMPLEMENTOR_MODEL is set, but agent-hub reads no such variable" in done.stdout
+    )
+    assert "did you mean HUB_IMPLEMENTER_MODEL?" in done.stdout
+    warnings = [json.loads(line) for line in other.stderr.splitlines() if "config.mistyped_env" in line]
+    assert [w["variable"] for w in warnings] == ["HUB_IMPLEMENTOR_MODEL"], other.stderr

@@ -30,7 +30,7 @@ from hub.sandbox import Jail, SandboxUnavailable
 from hub.workers.base import Generation, Worker
 
 if TYPE_CHECKING:
-    from hub.edits import ApplyResult, ParseResult
+    from hub.edits import ApplyResult, Block, ParseResult, Policy
 
     # What an answer became: how it parsed, and what was written, refused or failed.
     Answer = tuple[ParseResult, ApplyResult]
@@ -122,15 +122,19 @@ class Attempt:
 
         feedback = answer_feedback(*result)
         if feedback:
+            from hub.edits import PARTIAL_CHANGE, not_made_good, unapplied, written_blocks
+
             retry = self._call(worker, prompt + "\n\n" + feedback, system, "block-feedback")
-            again = self._apply(retry)
+            # The blocks already written, sent again with the fixed ones, are not applied twice.
+            again = self._apply(retry, written=written_blocks(*result, self._policy()))
             if isinstance(again, Stall) and not self.applied_any:
                 return self._stall(again.reason, again.detail)
             # Some of the change is written and some is still refused after the one feedback round: a
             # change only partly made must not go on to review as if whole (issue 12).
-            from hub.edits import PARTIAL_CHANGE, unapplied
-
-            missing = unapplied(*result) if isinstance(again, Stall) else unapplied(*again)
+            if isinstance(again, Stall):
+                missing = unapplied(*result)
+            else:
+                missing = unapplied(*again) + not_made_good(result[1], *again, self._policy())
             if missing:
                 detail = "; ".join(missing)
                 if isinstance(again, Stall):
@@ -169,35 +173,43 @@ class Attempt:
         self.timings["first token"] = round(generation.first_token_seconds, 3)
         return generation
 
-    def _apply(self, generation: Generation, feedback_due: bool = False) -> Answer | Stall:
-        """Parse, check and write the edits; a Stall when nothing usable came of it. With `feedback_due`,
-        an answer whose edits were all refused for what the model can fix (SEARCH blocks that did not
-        match, content the pre-write check refused, a cut-off answer) is not yet a stall: the caller
-        feeds the reasons back to the model once."""
-        from hub.edits import OUTPUT_TRUNCATED, Policy, answer_feedback, apply_answer, check_reply
-        from hub.errors import EditError
+    def _policy(self) -> Policy:
+        """What the implementer's answer may write: the task's constraints, in its worktree."""
+        from hub.edits import Policy
         from hub.trust import control_paths
 
-        text = generation.text
-        if not text.strip():
-            return Stall("empty_output", "the model's answer was empty (after removing think blocks)")
         constraints = self.contract["constraints"]
-        allowed = list(constraints["allowed_paths"])
-        single = allowed[0] if len(allowed) == 1 and not any(c in allowed[0] for c in "*?[") else None
-        policy = Policy(
+        return Policy(
             control_paths=control_paths(self.config),
             max_files=self.config.max_changed_files,
             repo_root=self.run.worktree,
-            allowed_paths=tuple(allowed),
+            allowed_paths=tuple(constraints["allowed_paths"]),
             forbidden_paths=tuple(constraints["forbidden_paths"]),
             max_diff_lines=constraints.get("max_diff_lines"),
             delete_allowed=bool(constraints.get("delete_allowed", False)),
         )
+
+    def _apply(
+        self, generation: Generation, feedback_due: bool = False, written: frozenset[Block] = frozenset()
+    ) -> Answer | Stall:
+        """Parse, check and write the edits; a Stall when nothing usable came of it. With `feedback_due`,
+        an answer whose edits were all refused for what the model can fix (SEARCH blocks that did not
+        match, content the pre-write check refused, a cut-off answer) is not yet a stall: the caller
+        feeds the reasons back to the model once."""
+        from hub.edits import OUTPUT_TRUNCATED, answer_feedback, apply_answer, check_reply
+        from hub.errors import EditError
+
+        text = generation.text
+        if not text.strip():
+            return Stall("empty_output", "the model's answer was empty (after removing think blocks)")
+        policy = self._policy()
+        allowed = policy.allowed_paths
+        single = allowed[0] if len(allowed) == 1 and not any(c in allowed[0] for c in "*?[") else None
         # Bounded before anything is parsed or written: the whole reply, and the files it may touch.
         try:
             check_reply(text, self.config.max_reply_chars)
             parsed, result = apply_answer(
-                text, policy, default_path=single, done_reason=generation.done_reason
+                text, policy, default_path=single, done_reason=generation.done_reason, written=written
             )
         except EditError as exc:
             return Stall("reply_too_large", str(exc))

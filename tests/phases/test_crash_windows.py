@@ -37,6 +37,28 @@ def hub_killed_at(pipe: Pipeline, point: str, *args: str) -> None:
     assert done.returncode == -9, done.stderr
 
 
+def hub_killed_once_started(pipe: Pipeline, reader: int, *args: str) -> None:
+    """Run `hub ARGS` as a real process and SIGKILL it (the hub alone, not its children) once the FIFO
+    read end `reader` says "started"."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HUB_")}
+    env.update(OLLAMA_HOST=pipe.fake.url, HUB_LOG_FORMAT="json")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "hub", *args],
+        cwd=pipe.repo,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        ready, _, _ = select.select([reader], [], [], 60)
+        assert ready and os.read(reader, 100) == b"started\n"
+        assert proc.poll() is None  # still running its command
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)
+
+
 def to_pass(pipe: Pipeline) -> str:
     """A task with a PASS verdict, waiting for finalize-task."""
     pipe.fake.script(IMPL, whole_file("src/app.py", GREET_FIXED))
@@ -270,12 +292,12 @@ def test_an_acceptance_command_dies_with_the_hub_that_ran_it(pipe: Pipeline, tmp
     pipe.fake.script(IMPL, whole_file("src/app.py", GREET_FIXED), whole_file("src/app.py", GREET_FIXED))
     pipe.start(acceptance_commands=[command])
     try:
-        hub_killed_at(pipe, "acceptance:running", "run-implementer")
-        ready, _, _ = select.select([reader], [], [], 30)
-        assert ready and os.read(reader, 100) == b"started\n"
+        # Killed once the command runs: killed at the crash point instead (bwrap's die-with-parent armed,
+        # the command not yet started), the sandbox could die before the command said anything.
+        hub_killed_once_started(pipe, reader, "run-implementer")
 
-        # Dead with the hub (bwrap's die-with-parent), or, killed in the instant before bwrap armed
-        # it, ended by the next run, which also recovers the task.
+        # Dead with the hub (bwrap's die-with-parent), or ended by the next run, which also recovers
+        # the task.
         outcome = run_next(pipe.ctx)
 
         ready, _, _ = select.select([reader], [], [], 10)

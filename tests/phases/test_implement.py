@@ -150,6 +150,52 @@ def test_a_change_still_partly_refused_after_feedback_is_a_partial_change_stall_
     assert pipe.read("src/app.py") == FAREWELL_SOURCE
 
 
+GREET_BLOCK = (
+    '<<<<<<< SEARCH\n    return "hello " + name\n=======\n    return "hello, " + name\n>>>>>>> REPLACE\n'
+)
+FAREWEL_BLOCK = (  # misquotes the function's name: does not match
+    "<<<<<<< SEARCH\n"
+    'def farewel(person):\n    return "goodbye " + person\n=======\n'
+    'def farewell(name):\n    return "bye, " + name\n>>>>>>> REPLACE\n'
+)
+
+
+def test_blocks_already_written_that_the_answer_to_feedback_sends_again_are_not_applied_twice(
+    pipe: Pipeline,
+) -> None:
+    pipe.commit("a second function", {"src/app.py": FAREWELL_SOURCE})
+    # The whole answer again, its failed block fixed: the greet block's SEARCH is gone from the file now.
+    again = "src/app.py\n" + GREET_BLOCK + FAREWELL_FIXED.split("\n", 1)[1]
+    pipe.fake.script(IMPL, "src/app.py\n" + GREET_BLOCK + FAREWEL_BLOCK, again)
+    pipe.start()
+
+    assert pipe.implement().to_state == "pending_local_review"
+
+    expected = FAREWELL_SOURCE.replace('"hello "', '"hello, "').replace('"bye "', '"bye, "')
+    assert pipe.read("src/app.py") == expected
+
+
+def test_a_failed_block_the_answer_to_feedback_leaves_out_is_a_partial_change(pipe: Pipeline) -> None:
+    source = FAREWELL_SOURCE + '\n\ndef welcome(name):\n    return "welcome " + name\n'
+    pipe.commit("two more functions", {"src/app.py": source})
+    welcom_block = (  # misquoted too
+        "<<<<<<< SEARCH\n"
+        'def welcom(name):\n    return "welcome " + name\n=======\n'
+        'def welcome(name):\n    return "welcome, " + name\n>>>>>>> REPLACE\n'
+    )
+    # Two blocks fail; the answer to the feedback fixes one and says nothing of the other.
+    pipe.fake.script(IMPL, "src/app.py\n" + GREET_BLOCK + FAREWEL_BLOCK + welcom_block, FAREWELL_FIXED)
+    pipe.start()
+
+    outcome = pipe.implement()
+
+    assert outcome.to_state == "pending_implementer"
+    stall = pipe.contract()["handoff_data"]["stalls"][-1]
+    assert stall["reason"] == "partial_change"
+    assert "src/app.py: 1 of the 2 edit(s) refused the first time were not sent again" in stall["detail"]
+    assert pipe.read("src/app.py") == source  # the attempt's writes are stashed, not half kept
+
+
 def test_a_search_block_fixed_after_feedback_is_applied(pipe: Pipeline) -> None:
     wrong = (
         "src/app.py\n<<<<<<< SEARCH\n    return 'hello ' + nam\n=======\n    return 'x'\n>>>>>>> REPLACE\n"
