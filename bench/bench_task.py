@@ -10,7 +10,8 @@ the rules gate, the files. Two drivers:
   run-local-review, report-judge (a PASS written by hand), finalize-task;
 - `until-idle`: `hub new`, then one `hub next --until-idle` (what `hub watch` runs, and what cron can)
   takes the task to merged, the judge a configured command that passes at once. One process runs every
-  phase, so it pays its start-up, its imports and the worker server once. Backend `mcp` (the default) spawns `hub worker serve` over stdio in each model phase;
+  phase, so it pays its start-up, its imports and the worker server once. Backend `mcp` (the default)
+spawns `hub worker serve` over stdio in each model phase's process (once for the whole until-idle run);
 `mcp-http` reaches one long-lived `hub worker serve --transport http` started before the runs (the
 option for a machine that runs many tasks); `ollama` talks to the HTTP API directly. Medians over the runs.
 

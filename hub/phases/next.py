@@ -245,7 +245,10 @@ def run_concurrently(jobs: list[tuple[Context, str, Contract]], parallel: int) -
     """Each (task, phase) in a thread of its own, at most `parallel` at once; a phase's error becomes its
     outcome (with the error's exit code), so one task failing does not stop the others. An unexpected
     exception (a bug, an OSError outside a phase's own handling) is exit 1 for its task only; a
-    KeyboardInterrupt or SystemExit is no Exception and still stops everything."""
+    KeyboardInterrupt or SystemExit is no Exception and still stops the run, but only once the phases
+    already running in threads have finished (Python delivers it to the main thread alone): a Ctrl-C
+    during two tasks' model calls waits for those calls. `hub watch` SIGKILLs a child that does not go
+    (KILL_AFTER_SECONDS); the worker servers, in sessions of their own, exit when their stdin closes."""
     from concurrent.futures import ThreadPoolExecutor
 
     def one(job: tuple[Context, str, Contract]) -> Outcome:
