@@ -24,7 +24,8 @@ polling when events are unavailable or `--poll` is given, with a re-check every 
 for what only time changes (a judge's deadline). Changes the hub makes for its own bookkeeping (the lock
 files, the transition log, runs/, logs/, archive/, temp files) are ignored, and a phase that made no
 progress is not retried until something relevant changes or its back-off runs out, so a failing phase
-cannot spin.
+cannot spin. A child whose phases only waited (a task's lock busy, a merge waiting on the person's
+checkout) made no progress either, though it rewrote files: it is tried again every `--interval`.
 """
 
 from __future__ import annotations
@@ -138,6 +139,29 @@ class PhaseRun:
     exit_code: int
     seconds: float
     outcome: dict[str, Any]
+
+    @property
+    def phases(self) -> list[dict[str, Any]]:
+        """One dict per phase the child ran (several tasks, or rounds of --until-idle); [] if it said
+        nothing (it failed before printing an outcome)."""
+        ran = (self.outcome.get("data") or {}).get("ran")
+        if isinstance(ran, list) and len(ran) > 1 and all(isinstance(r, dict) for r in ran):
+            return ran
+        return [self.outcome] if self.outcome else []
+
+    @property
+    def only_waited(self) -> bool:
+        """Every phase it ran found its task's lock busy (75) or its merge waiting on the person's
+        checkout: the files it rewrote say so, they are not progress. Either is retried every interval,
+        not at once (a merge wait would otherwise run a child after child for hours) and not with a
+        growing back-off (the person's commit, which ends a merge wait, changes nothing we watch)."""
+        if not self.phases:
+            return self.exit_code == 75  # a busy lock refused before the phase said anything
+
+        def waited(phase: dict[str, Any]) -> bool:
+            return phase.get("exit_code", self.exit_code) == 75 or "merge_wait" in (phase.get("data") or {})
+
+        return all(waited(phase) for phase in self.phases)
 
 
 class _EventWaiter:
@@ -293,6 +317,7 @@ class Watcher:
             None  # (fingerprint after a phase that made no progress, retry at)
         )
         backoff = self.interval
+        waited = False  # the last child's phases only waited (a busy lock, a merge wait)
         burst = 0
         said = ""
         try:
@@ -309,7 +334,8 @@ class Watcher:
                 before = fingerprint(folder)
                 held_back = blocked is not None and blocked[0] == before and time.monotonic() < blocked[1]
                 if command is not None and held_back:
-                    command, why = None, f"{why} (retrying after a failure)"
+                    again = "checking again" if waited else "retrying after a failure"
+                    command, why = None, f"{why} ({again})"
                 if command is None:
                     if why != said:
                         log.info("watch.waiting", why=why)
@@ -327,7 +353,7 @@ class Watcher:
                 if self.stop.is_set():
                     break
                 after = fingerprint(folder)
-                if after != before and run.exit_code != 75:
+                if after != before and not run.only_waited:
                     blocked, backoff = None, self.interval
                     burst += 1
                     if burst >= MAX_BURST:
@@ -336,9 +362,10 @@ class Watcher:
                         waiter.wait(self.interval)
                     continue
                 # No progress: wait for something relevant to change, or for the back-off.
-                retry = self.interval if run.exit_code == 75 else backoff
+                waited = run.only_waited
+                retry = self.interval if waited else backoff
                 blocked = (after, time.monotonic() + retry)
-                if run.exit_code != 75:
+                if not run.only_waited:
                     backoff = min(backoff * 2, MAX_BACKOFF_SECONDS)
                 waiter.wait(retry)
         finally:
@@ -410,11 +437,9 @@ class Watcher:
             outcome = {"message": text.strip()[-500:]}
         if not isinstance(outcome, dict):
             outcome = {}
-        ran = (outcome.get("data") or {}).get("ran")
+        run = PhaseRun(command, code, seconds, outcome)
         # A child that ran several phases (several tasks, or rounds of --until-idle): a line for each.
-        entries: list[dict[str, Any]] = [outcome]
-        if isinstance(ran, list) and len(ran) > 1 and all(isinstance(r, dict) for r in ran):
-            entries = ran
+        entries = run.phases or [outcome]
         several = len(entries) > 1
         for entry in entries:
             self.phases_run += 1
@@ -431,7 +456,6 @@ class Watcher:
                 seconds=seconds,
                 message=entry.get("message") or failure or _exit_meaning(code),
             )
-        run = PhaseRun(command, code, seconds, outcome)
         if self.on_phase is not None:
             self.on_phase(run)
         return run

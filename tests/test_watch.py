@@ -277,6 +277,50 @@ def test_a_phase_that_makes_no_progress_is_retried_with_back_off(git_repo: Path,
     assert runs[1] - runs[0] >= 0.2 and runs[2] - runs[1] >= 0.4
 
 
+def test_a_merge_waiting_on_the_persons_checkout_is_retried_every_interval_not_at_once(
+    git_repo: Path, task: TaskDriver
+) -> None:
+    task.to_review_complete("PASS")  # finalize-task is due
+    status = git_repo / "_handoff" / "STATUS.md"
+    # What finalize-task does while the person's checkout holds changes: rewrites the task's files
+    # (progress to a fingerprint) and says the merge waits.
+    outcome = {"phase": "finalize-task", "exit_code": 0, "data": {"merge_wait": "merge waits: calc.py"}}
+    child = f"import time; open({str(status)!r}, 'w').write(str(time.time())); print({json.dumps(outcome)!r})"
+    runs: list[PhaseRun] = []
+    at: list[float] = []
+
+    def on_phase(run: PhaseRun) -> None:
+        runs.append(run)
+        at.append(time.monotonic())
+        if len(runs) == 3:
+            watcher.request_stop()
+
+    watcher = Watcher(git_repo, interval=0.3, hub_argv=[sys.executable, "-c", child], on_phase=on_phase)
+    thread = run_watcher(watcher)
+    thread.join(DEADLINE)
+
+    assert not thread.is_alive()
+    assert all(run.only_waited for run in runs)
+    assert at[1] - at[0] >= 0.3 and at[2] - at[1] >= 0.3
+
+
+def test_a_child_that_moved_a_task_but_met_a_busy_lock_has_made_progress() -> None:
+    moved = {"task_id": "a", "exit_code": 0, "data": {"ran": "run-implementer"}}
+    busy = {"task_id": "b", "exit_code": 75, "data": {"ran": "run-implementer"}}
+    waits = {"task_id": "c", "exit_code": 0, "data": {"ran": "finalize-task", "merge_wait": "..."}}
+
+    def run(code: int, *phases: dict[str, Any]) -> PhaseRun:
+        outcome = {"exit_code": code, "data": {"ran": list(phases)}} if len(phases) > 1 else phases[0]
+        return PhaseRun(["next"], code, 0.1, outcome)
+
+    assert not run(75, moved, busy).only_waited
+    assert run(75, busy, waits).only_waited
+    assert run(0, waits).only_waited
+    assert run(75, busy).only_waited
+    assert PhaseRun(["next"], 75, 0.1, {}).only_waited  # the lock refused before any outcome
+    assert not PhaseRun(["next"], 1, 0.1, {}).only_waited
+
+
 def test_polling_notices_a_new_task(git_repo: Path, task: TaskDriver) -> None:
     waiting = threading.Event()
     ran: list[PhaseRun] = []
