@@ -273,7 +273,7 @@ def next_(state: State, as_json: bool, until_idle: bool, stop_on_eof: bool) -> N
     from dataclasses import replace
 
     from hub.phases.next import run_next, run_until_idle
-    from hub.workers.bridge import WorkerPool
+    from hub.workers.pool import WorkerPool
 
     # The phases this process runs share their MCP worker servers: each is spawned once, not per phase.
     pool = WorkerPool()

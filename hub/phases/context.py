@@ -52,7 +52,7 @@ if TYPE_CHECKING:
     from git import Repo
 
     from hub.workers.base import ChatRequest, Generation, Worker
-    from hub.workers.bridge import WorkerPool
+    from hub.workers.pool import WorkerPool
 
 log = get_logger("hub.phase")
 T = TypeVar("T")
