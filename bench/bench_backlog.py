@@ -37,6 +37,8 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from _repo import commit_repo  # noqa: E402  (bench/, beside this script)
+
 from hub.testing import FakeOllama  # noqa: E402  (the checkout, not an installed copy)
 from hub.testing.gpu import SimulatedGPU  # noqa: E402
 
@@ -62,27 +64,12 @@ judge:
 SCRUBBED = ("OLLAMA_HOST", "GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE")
 
 
-def git(repo: Path, *args: str) -> None:
-    subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True)
-
-
 def make_repo(folder: Path, tasks: int, parallel: int, judge_seconds: float, backend: str) -> Path:
-    repo = folder / "repo"
-    (repo / "src").mkdir(parents=True)
-    git(repo, "init", "-q", "-b", "main")
-    git(repo, "config", "user.name", "Bench")
-    git(repo, "config", "user.email", "bench@example.invalid")
-    git(repo, "config", "commit.gpgsign", "false")
-    for n in range(tasks):
-        (repo / "src" / f"mod{n}.py").write_text(f"def value():\n    return {n}\n", encoding="utf-8")
     verdict = json.dumps({"verdict": "PASS", "blocking_issues": []})
     judge = f"sleep {judge_seconds:g} && echo {shlex.quote(verdict)}"
     text = HUB_YAML.format(impl=IMPL, rev=REV, parallel=parallel, judge=json.dumps(judge), backend=backend)
-    (repo / "hub.yaml").write_text(text, encoding="utf-8")
-    (repo / ".git" / "info" / "exclude").write_text("/_handoff/\n", encoding="utf-8")
-    git(repo, "add", "-A")
-    git(repo, "commit", "-q", "-m", "initial")
-    return repo
+    files = {f"src/mod{n}.py": f"def value():\n    return {n}\n" for n in range(tasks)}
+    return commit_repo(folder / "repo", {**files, "hub.yaml": text})
 
 
 def implement(body: dict[str, Any]) -> str:

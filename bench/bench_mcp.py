@@ -34,6 +34,8 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from _repo import commit_repo  # noqa: E402  (bench/, beside this script)
+
 from hub import rules  # noqa: E402  (the checkout, not an installed copy)
 from hub.log import configure  # noqa: E402
 
@@ -49,23 +51,9 @@ def ms(samples: list[float]) -> float:
     return round(statistics.median(samples) * 1000, 1)
 
 
-def git(repo: Path, *args: str) -> None:
-    subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True)
-
-
 def make_repo(path: Path, hub_yaml: str = "project: bench\n") -> Path:
-    path.mkdir(parents=True)
-    git(path, "init", "-q", "-b", "main")
-    git(path, "config", "user.name", "bench")
-    git(path, "config", "user.email", "bench@example.invalid")
-    git(path, "config", "commit.gpgsign", "false")
-    (path / "src").mkdir()
-    (path / "src" / "app.py").write_text('def greet(name):\n    return "hello " + name\n', encoding="utf-8")
-    (path / "hub.yaml").write_text(hub_yaml, encoding="utf-8")
-    (path / ".git" / "info" / "exclude").write_text("/_handoff/\n", encoding="utf-8")
-    git(path, "add", "-A")
-    git(path, "commit", "-q", "-m", "initial")
-    return path
+    app = 'def greet(name):\n    return "hello " + name\n'
+    return commit_repo(path, {"src/app.py": app, "hub.yaml": hub_yaml})
 
 
 # --- scan_code through MCP ------------------------------------------------------------------------------
@@ -193,18 +181,21 @@ judge:
         watcher = subprocess.Popen(
             argv, cwd=repo, env=env, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL
         )
-        hand = Context(load_config(repo, env={})).handoff
+        root = Context(load_config(repo, env={})).handoff_root
         try:
-            wait_until(lambda: hand.dir.is_dir(), 30)
+            wait_until(lambda: root.dir.is_dir(), 30)
             time.sleep(1.0)  # let the watcher settle into waiting
             for i in range(samples):
                 ctx = Context(load_config(repo, env={}))
-                create(ctx, {"title": f"Greet {i}", "requirements": ["a comma"], "target_file": "src/app.py"})
+                made = create(
+                    ctx, {"title": f"Greet {i}", "requirements": ["a comma"], "target_file": "src/app.py"}
+                )
                 due = time.perf_counter()  # the contract is on disk: due from here, as for `hub next` below
-                started = wait_until(lambda: hand.lock_owner.exists(), 60)
+                hand = ctx.for_task(str(made.task_id)).handoff  # the task's own folder, lock and contract
+                started = wait_until(lambda h=hand: h.lock_owner.exists(), 60)
                 latencies.append(started - due)
                 # Let the task run to its merge so the next sample starts from an idle watcher.
-                wait_until(lambda: not hand.contract.exists() and not hand.lock_owner.exists(), 120, 0.02)
+                wait_until(lambda h=hand: not h.contract.exists() and not h.lock_owner.exists(), 120, 0.02)
                 time.sleep(0.5)
         finally:
             watcher.terminate()
@@ -222,24 +213,22 @@ def bench_hub_next(work: Path, samples: int) -> float:
     from hub.phases.context import Context
     from hub.phases.setup import create
 
-    repo = make_repo(work / "next-direct")
-    ctx = Context(load_config(repo, env={}))
-    hand = ctx.handoff
     env = {**os.environ, "PYTHONPATH": str(REPO), "HUB_LOG_LEVEL": "WARNING"}
     latencies = []
     for i in range(samples):
+        # A repository per sample: the task set up here would otherwise be due again in the next.
+        repo = make_repo(work / f"next-direct-{i}")
+        ctx = Context(load_config(repo, env={}))
         outcome = create(
             ctx, {"title": f"Greet {i}", "requirements": ["a comma"], "target_file": "src/app.py"}
         )
+        hand = ctx.for_task(str(outcome.task_id)).handoff
         due = time.perf_counter()
         child = subprocess.Popen(
             [sys.executable, "-m", "hub", "next"], cwd=repo, env=env, stdout=subprocess.DEVNULL
         )
-        latencies.append(wait_until(lambda: hand.lock_owner.exists(), 60) - due)
+        latencies.append(wait_until(lambda h=hand: h.lock_owner.exists(), 60) - due)
         child.wait(timeout=60)
-        hand.contract.unlink()
-        git(repo, "checkout", "-q", "main")
-        git(repo, "branch", "-q", "-D", f"task/{outcome.task_id}")
     return ms(latencies)
 
 

@@ -28,6 +28,8 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from _repo import git, init_repo  # noqa: E402  (bench/, beside this script)
+
 from hub.config import load_config  # noqa: E402  (the checkout, not an installed copy)
 from hub.contract import load  # noqa: E402
 from hub.log import configure  # noqa: E402
@@ -46,10 +48,6 @@ def clean_env() -> dict[str, str]:
     return env
 
 
-def git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, text=True).stdout
-
-
 def hub(repo: Path, *args: str) -> float:
     started = time.perf_counter()
     done = subprocess.run([str(HUB), *args], cwd=repo, env=clean_env(), capture_output=True, text=True)
@@ -61,11 +59,7 @@ def hub(repo: Path, *args: str) -> float:
 
 def make_repo(folder: Path, files: int) -> Path:
     """`files` small Python modules in 50 packages, hub.yaml, one commit on main."""
-    repo = folder / "repo"
-    repo.mkdir()
-    git(repo, "init", "-q", "-b", "main")
-    with (repo / ".git" / "config").open("a", encoding="utf-8") as config:
-        config.write("[user]\n\tname = Bench\n\temail = bench@example.invalid\n[commit]\n\tgpgsign = false\n")
+    repo = init_repo(folder / "repo")
     for i in range(files - 1):
         path = repo / "src" / f"pkg{i % 50:02d}" / f"mod{i:04d}.py"
         path.parent.mkdir(parents=True, exist_ok=True)

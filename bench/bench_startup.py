@@ -22,6 +22,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from _repo import git, init_repo  # bench/, beside this script
+
 GOAL_MS = 150.0
 BIN = Path(sys.executable).parent
 HUB = BIN / "hub"
@@ -33,17 +35,9 @@ def clean_env() -> dict[str, str]:
     return env
 
 
-def git(repo: Path, *args: str) -> None:
-    subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True)
-
-
 def make_repo(folder: Path) -> Path:
     """A repository with hub.yaml committed and one task in pending_implementer."""
-    repo = folder / "repo"
-    repo.mkdir()
-    git(repo, "init", "-q", "-b", "main")
-    with (repo / ".git" / "config").open("a", encoding="utf-8") as config:
-        config.write("[user]\n\tname = Bench\n\temail = bench@example.invalid\n[commit]\n\tgpgsign = false\n")
+    repo = init_repo(folder / "repo")
     (repo / "app.py").write_text("print('hello')\n", encoding="utf-8")
     env = clean_env()
     subprocess.run([str(HUB), "init"], cwd=repo, check=True, capture_output=True, env=env)

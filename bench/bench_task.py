@@ -51,6 +51,8 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from _repo import commit_repo  # noqa: E402  (bench/, beside this script)
+
 from hub.testing import FakeOllama  # noqa: E402  (the checkout, not an installed copy)
 
 IMPL = "impl-model"
@@ -89,30 +91,14 @@ SCRUBBED = ("OLLAMA_HOST", "GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE")
 # --- a task, end to end -----------------------------------------------------------------------------------
 
 
-def git(repo: Path, *args: str) -> None:
-    subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True)
-
-
 def make_repo(folder: Path, backend: str, http_url: str = "", judge: bool = False) -> Path:
-    repo = folder / "repo"
-    (repo / "src").mkdir(parents=True)
-    git(repo, "init", "-q", "-b", "main")
-    git(repo, "config", "user.name", "Bench")
-    git(repo, "config", "user.email", "bench@example.invalid")
-    git(repo, "config", "commit.gpgsign", "false")
-    (repo / "src" / "app.py").write_text(APP_PY, encoding="utf-8")
-    (repo / "README.md").write_text("# bench\n", encoding="utf-8")
     worker = "hub-http" if backend == "mcp-http" else "hub"
     text = HUB_YAML.format(impl=IMPL, rev=REV, backend=backend.split("-")[0], worker=worker)
     if backend == "mcp-http":
         text += HTTP_WORKER_YAML.format(url=http_url)
     if judge:
         text += JUDGE_YAML.format(command=json.dumps(f"echo {shlex.quote(JUDGE_PASS)}"))
-    (repo / "hub.yaml").write_text(text, encoding="utf-8")
-    (repo / ".git" / "info" / "exclude").write_text("/_handoff/\n", encoding="utf-8")
-    git(repo, "add", "-A")
-    git(repo, "commit", "-q", "-m", "initial")
-    return repo
+    return commit_repo(folder / "repo", {"src/app.py": APP_PY, "README.md": "# bench\n", "hub.yaml": text})
 
 
 def hub_env(fake: FakeOllama) -> dict[str, str]:
