@@ -95,11 +95,13 @@ def hub(git_repo: Path) -> HubRunner:
         cwd: Path | None = None,
         env: Mapping[str, str] | None = None,
         timeout: float = 60,
+        stdin: int | None = None,
     ) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             [sys.executable, "-m", "hub", *args],
             cwd=cwd or git_repo,
             env=clean_env(env),
+            stdin=stdin,
             capture_output=True,
             text=True,
             timeout=timeout,

@@ -10,7 +10,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -110,28 +109,17 @@ def test_with_its_stdin_closed_a_watched_run_starts_no_second_round(
     configure(git_repo, run_git)
     assert hub("new", "--title", "Change", "--requirement", "r", "--target", "src/app.py").returncode == 0
     with FakeOllama({IMPL: implement, REV: lambda _b: PASS_REVIEW}) as fake:
-        env = {k: v for k, v in hub_env().items()} | {"OLLAMA_HOST": fake.url}
-        done = subprocess.run(
-            [sys.executable, "-m", "hub", "next", "--until-idle", "--stop-on-eof", "--json"],
-            cwd=git_repo,
-            env=env,
+        done = hub(
+            *("next", "--until-idle", "--stop-on-eof", "--json"),
+            env={"OLLAMA_HOST": fake.url},
             stdin=subprocess.DEVNULL,  # at its end already: what `hub watch` does when it stops
-            capture_output=True,
-            text=True,
             timeout=120,
-            check=False,
         )
 
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["data"]["ran"] == "setup-task"
     status = json.loads(hub("status", "--json").stdout)
     assert status["tasks"][0]["status"] == "pending_implementer"
-
-
-def hub_env() -> dict[str, str]:
-    import os
-
-    return {k: v for k, v in os.environ.items() if not k.startswith("HUB_")} | {"HUB_LOG_FORMAT": "json"}
 
 
 def worker_server_pids(repo: Path) -> set[int]:
