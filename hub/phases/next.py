@@ -103,19 +103,16 @@ def run_next(ctx: Context, skip: set[str] | None = None) -> Outcome:
 def run_until_idle(ctx: Context, go_on: Callable[[], bool] = lambda: True) -> Outcome:
     """`hub next` again while it moves tasks on: with a judge command configured, a task goes from
     set-up to merged in one process, which pays its start-up, its imports and its MCP worker servers
-    (`ctx.workers`) once instead of once per phase. Stops when a round runs nothing or changes nothing
-    in the handoff folder, or when `go_on()` says so (the watcher stopping). A task whose phase failed
+    (`ctx.workers`) once instead of once per phase. Stops when a round runs nothing, or when `go_on()`
+    says so (the watcher stopping). A task whose phase failed
     (non-zero exit) is not run again here: its retry is the next trigger's, after the caller's back-off,
     so a failing phase cannot spin; nor is one whose phase went well but left it as it was (a merge
     waiting on the user's checkout). The first round is exactly `hub next` (its errors raise); later
     rounds' errors end the run as their outcome. The exit code is the most severe of all phases run."""
-    from hub.watch import fingerprint
-
     rounds: list[Outcome] = []
     failed: set[str] = set()
     last: Outcome | None = None
     while len(rounds) < MAX_ROUNDS and (not rounds or go_on()):
-        before = fingerprint(ctx.config.handoff_dir)
         marks = progress_marks(ctx)
         try:
             last = run_next(ctx, skip=failed)
@@ -130,13 +127,12 @@ def run_until_idle(ctx: Context, go_on: Callable[[], bool] = lambda: True) -> Ou
         rounds.append(last)
         failed |= {str(p.get("task_id")) for p in ran if p.get("exit_code")}
         # A phase can go well and still leave its task where it was, having rewritten its files: a merge
-        # waiting on the user's local changes saves the wait in the contract and STATUS.md. The folder's
-        # fingerprint moved, the task did not; running it again at once would only do the same again.
+        # waiting on the user's local changes saves the wait in the contract and STATUS.md. Running it
+        # again at once would only do the same again. With every task that ran left out, the next round
+        # runs nothing and the run ends.
         after = progress_marks(ctx)
         still = {str(p.get("task_id")) for p in ran if not p.get("exit_code")}
         failed |= {t for t in still if t in marks and after.get(t) == marks[t]}
-        if fingerprint(ctx.config.handoff_dir) == before:
-            break
     if not rounds:
         assert last is not None
         return last  # nothing was due: the idle outcome, as `hub next` says it
