@@ -260,13 +260,8 @@ def written_blocks(parsed: ParseResult, result: ApplyResult, policy: Policy) -> 
     failed = {(f.path, f.search) for f in result.failed_blocks}
     found: set[Block] = set()
     for edit in parsed.edits:
-        if not edit.blocks:
-            continue
-        try:
-            rel = _check_path(_retarget(edit, policy, root), policy, root)
-        except EditError:
-            continue
-        if rel in changed:
+        rel = _target(edit, policy, root) if edit.blocks else None
+        if rel is not None and rel in changed:
             found |= {(rel, b.search, b.replace) for b in edit.blocks if (rel, b.search) not in failed}
     return frozenset(found)
 
@@ -276,10 +271,7 @@ def _without(parsed: ParseResult, written: frozenset[Block], policy: Policy) -> 
     edits = []
     for edit in parsed.edits:
         if edit.blocks:
-            try:
-                rel = _check_path(_retarget(edit, policy, root), policy, root)
-            except EditError:
-                rel = ""
+            rel = _target(edit, policy, root) or ""
             blocks = tuple(b for b in edit.blocks if (rel, b.search, b.replace) not in written)
             if len(blocks) < len(edit.blocks):
                 log.info("edits.sent_again", path=rel, blocks=len(edit.blocks) - len(blocks))
@@ -309,11 +301,8 @@ def not_made_good(first: ApplyResult, retry: ParseResult, again: ApplyResult, po
     paid: dict[str, int] = {}
     whole: set[str] = set()
     for edit in retry.edits:
-        try:
-            rel = _check_path(_retarget(edit, policy, root), policy, root)
-        except EditError:
-            continue
-        if rel not in changed:
+        rel = _target(edit, policy, root)
+        if rel is None or rel not in changed:
             continue
         if edit.content is not None or edit.patch is not None or edit.delete:
             whole |= {rel, edit.path}
@@ -449,6 +438,14 @@ def is_binary(text: str) -> bool:
         return False
     control = sum(1 for ch in text if (ord(ch) < 32 and ch not in "\t\n\r\f\x1b") or ch == "\ufffd")
     return control > len(text) // 10
+
+
+def _target(edit: FileEdit, policy: Policy, root: Path) -> str | None:
+    """The repo-relative path an edit writes, as `plan_edits` finds it; None when it is refused."""
+    try:
+        return _check_path(_retarget(edit, policy, root), policy, root)
+    except EditError:
+        return None
 
 
 def _retarget(edit: FileEdit, policy: Policy, root: Path) -> str:
