@@ -7,7 +7,7 @@ import os
 import re
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -207,12 +207,21 @@ def phase_lock(handoff: Handoff, phase: str, now: datetime) -> Iterator[None]:
     """
     from filelock import FileLock, Timeout
 
-    handoff.ensure()
+    if handoff.task_id is None:
+        handoff.ensure()
+    elif not handoff.task_dir.is_dir():
+        raise _gone(handoff)  # archived by a run that won the task, or never was: nothing is created
     lock = FileLock(str(handoff.lock_file), timeout=0, is_singleton=False)
     try:
         lock.acquire()
     except Timeout:
         raise LockBusy(f"another phase is running ({_owner_text(handoff)}); try later") from None
+    if handoff.task_id is not None and not handoff.contract.exists():
+        # Archived between the look and the lock: filelock made the folder again to hold its lock file.
+        # Leave no husk behind (runs() and `hub log` would read it in place of the archive).
+        lock.release()
+        _remove_husk(handoff)
+        raise _gone(handoff)
     try:
         # The owner goes in a file of its own: filelock truncates the lock file on open. No fsync: it is
         # for display only, and a phase started in the same instant as this one waits for it to appear.
@@ -225,6 +234,19 @@ def phase_lock(handoff: Handoff, phase: str, now: datetime) -> Iterator[None]:
         handoff.lock_owner.unlink(missing_ok=True)
         # Do not remove the lock file itself: https://github.com/tox-dev/py-filelock/issues/31
         lock.release()
+
+
+def _gone(handoff: Handoff) -> ContractInvalid:
+    # What loading the missing contract would raise: `hub next` takes it for a race it lost.
+    return ContractInvalid(str(handoff.contract), "$", "no such file")
+
+
+def _remove_husk(handoff: Handoff) -> None:
+    """Remove a task folder holding nothing but lock files; a folder with anything else stays."""
+    for leftover in (handoff.lock_file, handoff.lock_owner):
+        leftover.unlink(missing_ok=True)
+    with suppress(OSError):  # not empty (a person's or another run's files): not ours to remove
+        handoff.task_dir.rmdir()
 
 
 OWNER_WAIT_SECONDS = 0.5

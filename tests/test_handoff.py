@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from hub import handoff
 from hub.contract import load, new_contract, save
-from hub.errors import EXIT_LOCKED, InvalidTransition, LockBusy, exit_code_for
+from hub.errors import EXIT_LOCKED, ContractInvalid, InvalidTransition, LockBusy, exit_code_for
 from hub.handoff import Handoff, phase_lock, read_transitions, record
 from hub.machine import EVENTS, RESUMABLE_STATES, RESUME_EVENT, events_from
 
@@ -90,6 +90,32 @@ def test_the_lock_is_free_again_after_the_phase_even_when_it_raised(tmp_path: Pa
         assert handoff.lock_owner(hand)["phase"] == "b"  # type: ignore[index]
     assert handoff.lock_owner(hand) is None
     assert hand.lock_file.exists()  # filelock issue 31: the lock file itself stays
+
+
+def test_a_phase_on_an_archived_task_is_refused_and_makes_no_folder(tmp_path: Path) -> None:
+    # A `hub next` that lost the race: the winner archived the task between its look and its lock.
+    hand, contract = make_task(tmp_path / "_handoff")
+    (hand.task_dir / "runs").mkdir()
+    handoff.archive_task(Handoff(hand.dir), contract["task_id"])
+    with pytest.raises(ContractInvalid, match="no such file"), phase_lock(hand, "finalize-task", NOW):
+        pass
+    assert not hand.task_dir.exists()
+    assert hand.runs(contract["task_id"]) == hand.archive / contract["task_id"] / "runs"
+
+
+def test_a_folder_remade_only_to_hold_the_lock_is_removed_and_one_with_files_is_kept(tmp_path: Path) -> None:
+    # filelock makes a missing folder to hold its lock file: archived after the look, the task would
+    # leave an empty husk in tasks/ that runs() reads in place of the archive.
+    hand, _ = make_task(tmp_path / "_handoff")
+    hand.contract.unlink()
+    with pytest.raises(ContractInvalid, match="no such file"), phase_lock(hand, "finalize-task", NOW):
+        pass
+    assert not hand.task_dir.exists()
+    hand.ensure()
+    (hand.task_dir / "notes.txt").write_text("a person's\n", encoding="utf-8")
+    with pytest.raises(ContractInvalid), phase_lock(hand, "finalize-task", NOW):
+        pass
+    assert sorted(p.name for p in hand.task_dir.iterdir()) == ["notes.txt"]
 
 
 HOLDER = """
