@@ -200,14 +200,14 @@ def archive_merged(ctx: Context) -> Contract | None:
     from hub.phases.status import active_contract
 
     hand = ctx.handoff
-    with handoff.phase_lock(hand, "archive", ctx.clock()):
-        try:
+    try:
+        with handoff.phase_lock(hand, "archive", ctx.clock()):
             current = active_contract(ctx)
-        except ContractInvalid:
-            return None
-        if current is not None and current["status"] == MERGED:
-            if current["git"].get("task_branch"):
-                cleanup(Run(ctx, current, "archive"))
-            handoff.archive_task(ctx.handoff_root, str(current["task_id"]))
-            return None
-        return current
+            if current is not None and current["status"] == MERGED:
+                if current["git"].get("task_branch"):
+                    cleanup(Run(ctx, current, "archive"))
+                handoff.archive_task(ctx.handoff_root, str(current["task_id"]))
+                return None
+            return current
+    except ContractInvalid:
+        return None  # archived meanwhile by the run that held the lock (or unreadable: hub status says)

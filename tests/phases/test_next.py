@@ -9,6 +9,7 @@ import pytest
 
 from hub.errors import TaskHalted
 from hub.phases.context import Context
+from hub.phases.finalize import archive_merged
 from hub.phases.judge import report_judge
 from hub.phases.next import run_concurrently, run_next, run_until_idle
 from hub.phases.status import due_jobs
@@ -96,6 +97,33 @@ def test_a_next_that_lost_the_race_to_apply_a_pass_has_nothing_to_do(task: TaskD
     assert outcome.exit_code == 0
     assert "another run moved the task" in outcome.message
     assert task.contract()["status"] == "review_complete"
+
+
+def test_a_next_that_lost_the_race_to_a_finalize_has_nothing_to_do_and_leaves_no_folder(
+    task: TaskDriver, ctx: Context
+) -> None:
+    task.to_review_complete("PASS")
+    folder = task.hand.task_dir
+    jobs, _ = due_jobs(ctx)  # this run decides on finalize-task ...
+    assert [phase for _, phase, _ in jobs] == ["finalize-task"]
+    assert run_next(ctx).to_state == "merged"  # ... and another run merges and archives the task first
+
+    (outcome,) = run_concurrently(jobs, parallel=1)
+
+    assert outcome.exit_code == 0
+    assert outcome.message.startswith("nothing to do: another run moved the task")
+    assert not folder.exists()  # no husk left in tasks/ for the lock
+
+
+def test_archiving_a_merged_task_another_run_archived_meanwhile_is_nothing_to_do(
+    task: TaskDriver, ctx: Context
+) -> None:
+    task.to_review_complete("PASS")
+    bound = ctx.for_task(task.contract()["task_id"])
+    assert run_next(ctx).to_state == "merged"
+
+    assert archive_merged(bound) is None
+    assert not bound.handoff.task_dir.exists()
 
 
 def test_until_idle_goes_on_while_phases_move_the_task(task: TaskDriver, ctx: Context) -> None:
