@@ -53,18 +53,31 @@ class SimulatedGPU:
         self._loaded: OrderedDict[str, int | None] = OrderedDict()
 
     @contextmanager
-    def generation(self, model: str, num_ctx: int | None) -> Iterator[None]:
+    def generation(self, model: str, num_ctx: int | None) -> Iterator[Callable[[], None]]:
         """Hold a slot for one generation: load the model if it is not (evicting the least recently
-        used one beyond `max_loaded`), then generate."""
+        used one beyond `max_loaded`), then generate.
+
+        Yields `answered`, to call once the answer is known, before its last bytes go out: a client that
+        has read them may send its next request at once, before this handler's thread runs again, and
+        counting this request as still asked for until then would see two at once where the clients
+        never sent two."""
         with self._lock:
             self._requested += 1
             self.stats.max_requested = max(self.stats.max_requested, self._requested)
+        ended = False
+
+        def answered() -> None:
+            nonlocal ended
+            with self._lock:
+                if not ended:
+                    ended = True
+                    self._requested -= 1
+
         try:
             with self._generation(model, num_ctx):
-                yield
+                yield answered
         finally:
-            with self._lock:
-                self._requested -= 1
+            answered()
 
     @contextmanager
     def _generation(self, model: str, num_ctx: int | None) -> Iterator[None]:

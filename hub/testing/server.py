@@ -489,10 +489,14 @@ def _generate(h: _Handler, fake: FakeOllama, path: str, body: dict[str, Any] | N
     window = _window(fake, model, body, fmt)
     if fake.gpu is not None:
         options = body.get("options") if isinstance(body.get("options"), dict) else {}
-        with fake.gpu.generation(model, (options or {}).get("num_ctx")):
-            _answer(h, kind, fmt, body, reply, load_seconds, window)
+        with fake.gpu.generation(model, (options or {}).get("num_ctx")) as answered:
+            _answer(h, kind, fmt, body, reply, load_seconds, window, answered)
         return
     _answer(h, kind, fmt, body, reply, load_seconds, window)
+
+
+def _nothing() -> None:
+    pass
 
 
 def _answer(
@@ -503,24 +507,29 @@ def _answer(
     reply: Reply,
     load_seconds: float,
     window: ctxsim.Window | None,
+    answered: Callable[[], None] = _nothing,
 ) -> None:
+    """Send the reply; `answered()` just before its last bytes (SimulatedGPU.generation says why)."""
     # Unset (or null) means stream for Ollama's own API and do not stream for the OpenAI one.
     requested = body.get("stream")
     stream = kind.stream_default if requested is None else bool(requested)
     h._pause(load_seconds)
     fmt.load_seconds = load_seconds
     if window is not None and window.overflows and window.overflow in ("error", "llama_server"):
+        answered()
         h._send_json(400, kind.error_body(ctxsim.overflow_message(window), 400))
     elif window is not None and window.overflows and window.overflow == "empty_stream":
         h._start_chunked(fmt.content_type)
+        answered()
         h._end_chunked()
     elif reply.status != 200:
         h._pause(reply.first_token_delay)
+        answered()
         h._send_json(reply.status, kind.error_body(reply.error or default_error(reply.status), reply.status))
     elif stream:
-        _send_stream(h, fmt, reply)
+        _send_stream(h, fmt, reply, answered)
     else:
-        _send_whole(h, fmt, reply)
+        _send_whole(h, fmt, reply, answered)
 
 
 def continued(body: dict[str, Any], reply: Reply) -> Reply:
@@ -569,7 +578,7 @@ def _load_only(h: _Handler, fake: FakeOllama, model: str, body: dict[str, Any]) 
     h._send_json(200, reply)
 
 
-def _send_stream(h: _Handler, fmt: Format, reply: Reply) -> None:
+def _send_stream(h: _Handler, fmt: Format, reply: Reply, answered: Callable[[], None]) -> None:
     started = time.monotonic()
     if reply.early_headers:
         h._start_chunked(fmt.content_type)
@@ -608,6 +617,7 @@ def _send_stream(h: _Handler, fmt: Format, reply: Reply) -> None:
     if reply.truncate_line and not broke_line:
         whole = dumps(fmt.chunk("content", ""))
         h._chunk(fmt.line_raw(whole[: len(whole) // 2]))
+    answered()
     if reply.error:
         for line in fmt.failed_midstream():
             h._chunk(line)
@@ -619,7 +629,7 @@ def _send_stream(h: _Handler, fmt: Format, reply: Reply) -> None:
     h._end_chunked()
 
 
-def _send_whole(h: _Handler, fmt: Format, reply: Reply) -> None:
+def _send_whole(h: _Handler, fmt: Format, reply: Reply, answered: Callable[[], None]) -> None:
     started = time.monotonic()
     h._pause(reply.first_token_delay)
     total = sum(len(p) for _, p in fmt.pieces())
@@ -627,6 +637,7 @@ def _send_whole(h: _Handler, fmt: Format, reply: Reply) -> None:
         h._pause(reply.stall_seconds)
     if reply.drop_after_chars is not None:
         raise _Abort
+    answered()
     if reply.error:
         h._send_json(500, fmt.error_body(reply.error))
         return
