@@ -216,6 +216,12 @@ def phase_lock(handoff: Handoff, phase: str, now: datetime) -> Iterator[None]:
         lock.acquire()
     except Timeout:
         raise LockBusy(f"another phase is running ({_owner_text(handoff)}); try later") from None
+    except (FileNotFoundError, FileExistsError):
+        # filelock makes the folder (pathlib's mkdir: EEXIST, then not a folder) and opens the file in
+        # it: either fails when the folder is moved to the archive in between.
+        if handoff.task_id is None or handoff.task_dir.is_dir():
+            raise
+        raise _gone(handoff) from None
     if handoff.task_id is not None and not handoff.contract.exists():
         # Archived between the look and the lock: filelock made the folder again to hold its lock file.
         # Leave no husk behind (runs() and `hub log` would read it in place of the archive).

@@ -103,6 +103,24 @@ def test_a_phase_on_an_archived_task_is_refused_and_makes_no_folder(tmp_path: Pa
     assert hand.runs(contract["task_id"]) == hand.archive / contract["task_id"] / "runs"
 
 
+@pytest.mark.parametrize("error", [FileNotFoundError, FileExistsError])
+def test_a_task_archived_while_its_lock_is_opened_is_refused_as_archived(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, error: type[OSError]
+) -> None:
+    from filelock import FileLock
+
+    hand, contract = make_task(tmp_path / "_handoff")
+
+    def archived_meanwhile(_lock: FileLock) -> None:
+        handoff.archive_task(Handoff(hand.dir), contract["task_id"])
+        raise error(2, "moved while opening", str(hand.lock_file))
+
+    monkeypatch.setattr(FileLock, "acquire", archived_meanwhile)
+    with pytest.raises(ContractInvalid, match="no such file"), phase_lock(hand, "finalize-task", NOW):
+        pass
+    assert not hand.task_dir.exists()
+
+
 def test_a_folder_remade_only_to_hold_the_lock_is_removed_and_one_with_files_is_kept(tmp_path: Path) -> None:
     # filelock makes a missing folder to hold its lock file: archived after the look, the task would
     # leave an empty husk in tasks/ that runs() reads in place of the archive.
