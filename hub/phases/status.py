@@ -161,9 +161,13 @@ def next_step(ctx: Context) -> tuple[Contract | None, str | None, str]:
 
 
 def active_contract(ctx: Context) -> Contract | None:
-    if not ctx.handoff.contract.exists():
+    """The task's contract; None when there is none, or it was archived while being read."""
+    try:
+        return contract_mod.load(ctx.handoff.contract)
+    except ContractInvalid:
+        if ctx.handoff.contract.exists():
+            raise
         return None
-    return contract_mod.load(ctx.handoff.contract)
 
 
 def due_jobs(

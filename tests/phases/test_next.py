@@ -188,3 +188,22 @@ def test_until_idle_does_not_retry_a_merge_waiting_on_the_users_checkout_while_a
     assert (other.ctx.task_id, "finalize-task") in ran  # merged in the same run
     assert outcome.exit_code == 0
     assert waiting.contract()["handoff_data"]["merge_wait"].startswith("merge waits")
+
+
+def test_a_task_archived_while_next_reads_its_contract_is_no_halt(
+    task: TaskDriver, ctx: Context, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hub import contract as contract_mod
+    from hub import handoff
+
+    task.to_judge_review()
+    task_id = task.contract()["task_id"]
+    read = contract_mod.load
+
+    def archived_first(path: Any) -> Any:  # another run's finalize wins between the look and the read
+        handoff.archive_task(ctx.handoff_root, task_id)
+        monkeypatch.setattr(contract_mod, "load", read)
+        return read(path)
+
+    monkeypatch.setattr(contract_mod, "load", archived_first)
+    assert due_jobs(ctx) == ([], [])
