@@ -28,7 +28,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -48,6 +48,10 @@ from hub.phases.promote import next_proposal
 from hub.phases.setup import create, missing_task_field, task_fields
 from hub.phases.status import log_entries, status
 from hub.workspace import require_ready
+
+if TYPE_CHECKING:
+    from hub.config import Config
+    from hub.workers.pool import WorkerPool
 
 log = get_logger(__name__)
 
@@ -141,14 +145,17 @@ def tool_errors() -> Iterator[None]:
         raise ToolError(f"{type(exc).__name__}: {exc}") from None
 
 
-def build_server(repo_root: Path, handoff_dir: Path | None = None) -> MCPServer:
-    """The MCP server over one repository (config is re-read on every call, like the CLI)."""
+def build_server(
+    repo_root: Path, handoff_dir: Path | None = None, workers: WorkerPool | None = None
+) -> MCPServer:
+    """The MCP server over one repository (config is re-read on every call, like the CLI). With
+    `workers`, the phases its tools run share their MCP worker servers (`serve` passes one)."""
     server: MCPServer = MCPServer(SERVER_NAME, version=_version(), instructions=INSTRUCTIONS)
 
     def ctx(task_id: str | None = None) -> Context:
         config = load_config(repo_root, handoff_dir)
         require_ready(config)
-        return Context(config, task_id=task_id)
+        return Context(config, task_id=task_id, workers=workers)
 
     # --- pipeline ------------------------------------------------------------------------------------
 
@@ -635,15 +642,27 @@ def serve(
     port: int = DEFAULT_HTTP_PORT,
     token: str | None = None,
 ) -> None:
-    """Serve until stdin closes (stdio) or the process is stopped (http)."""
+    """Serve until stdin closes (stdio) or the process is stopped (http). The phases the tools run, for
+    as long as this serves, share their MCP worker servers: each is spawned once, not per phase."""
+    from hub.workers.pool import WorkerPool
+
     config = load_config(repo_root, handoff_dir)
-    server = build_server(repo_root, handoff_dir)
+    if transport not in ("stdio", "http"):
+        raise ConfigError(f"unknown transport '{transport}' (stdio or http)")
+    workers = WorkerPool()
+    try:
+        _serve(build_server(repo_root, handoff_dir, workers), config, transport, host, port, token)
+    finally:
+        workers.close()
+
+
+def _serve(
+    server: MCPServer, config: Config, transport: str, host: str, port: int, token: str | None
+) -> None:
     if transport == "stdio":
-        log.info("mcp.serve", transport="stdio", repo=str(repo_root))
+        log.info("mcp.serve", transport="stdio", repo=str(config.repo_root))
         server.run("stdio")
         return
-    if transport != "http":
-        raise ConfigError(f"unknown transport '{transport}' (stdio or http)")
     # Only the HTTP transport needs uvicorn; a stdio server's spawn-to-initialized time does not pay for it.
     import uvicorn
 

@@ -497,20 +497,26 @@ def test_every_tool_input_has_a_description_and_the_required_ones_are_marked(git
     assert all(p.get("description") for p in issue["properties"].values())
 
 
-def test_a_whole_task_driven_only_through_mcp_tools_over_stdio(git_repo: Path, run_git: Any) -> None:
+@pytest.mark.parametrize("backend", ["ollama", "mcp"])
+def test_a_whole_task_driven_only_through_mcp_tools_over_stdio(
+    git_repo: Path, run_git: Any, tmp_path: Path, backend: str
+) -> None:
     """An agent alone: create, next until the judge is due, read the review, submit the verdict, next to
-    merged. The model is FakeOllama; no other command runs in between."""
+    merged. The model is FakeOllama; no other command runs in between. With the `mcp` backend the
+    server's phases share one worker server."""
     from hub.testing import FakeOllama
 
     fixed = 'def greet(name):\n    return "hello, " + name\n'
     model = "qwen2.5-coder:7b"  # the default hub.yaml's model for both roles
     review = '```json\n{"passed": true, "critical": false, "issues": []}\n```'
-    with FakeOllama() as fake:
+    errlog = tmp_path / "server.log"
+    with FakeOllama() as fake, errlog.open("w", encoding="utf-8") as server_log:
         fake.script(model, f"src/app.py\n```python\n{fixed}```\n", review)
         extra = {
             "OLLAMA_HOST": fake.url,
-            "HUB_IMPLEMENTER_BACKEND": "ollama",
-            "HUB_LOCAL_REVIEWER_BACKEND": "ollama",
+            "HUB_LOG_LEVEL": "DEBUG",
+            "HUB_IMPLEMENTER_BACKEND": backend,
+            "HUB_LOCAL_REVIEWER_BACKEND": backend,
         }
 
         async def main() -> list[str]:
@@ -523,7 +529,7 @@ def test_a_whole_task_driven_only_through_mcp_tools_over_stdio(git_repo: Path, r
                 cwd=str(git_repo),
             )
             async with (
-                stdio_client(params) as (read, write),
+                stdio_client(params, errlog=server_log) as (read, write),
                 ClientSession(read, write, read_timeout_seconds=120.0) as session,
             ):
                 await session.initialize()
@@ -555,3 +561,6 @@ def test_a_whole_task_driven_only_through_mcp_tools_over_stdio(git_repo: Path, r
         ran = anyio.run(main)
     assert ran == ["setup-task", "run-implementer", "run-local-review", "finalize-task"]
     assert run_git(git_repo, "show", "main:src/app.py") == fixed.rstrip("\n")
+    spawned = [line for line in errlog.read_text(encoding="utf-8").splitlines() if '"mcp.spawned"' in line]
+    # Two model phases, each its own tool call: one worker server for both, stopped with the server.
+    assert len(spawned) == (1 if backend == "mcp" else 0)
