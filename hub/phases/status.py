@@ -284,6 +284,16 @@ def task_view(ctx: Context) -> TaskView:
     }
 
 
+def _view_unless_archived(ctx: Context) -> TaskView | None:
+    """task_view, or None for a task archived since it was listed (another run merged it meanwhile)."""
+    try:
+        return task_view(ctx)
+    except ContractInvalid:
+        if ctx.handoff.contract.exists():
+            raise
+        return None
+
+
 def status(ctx: Context) -> StatusDoc:
     """Everything `hub status` shows, as one JSON-able document: `{"tasks": [...]}` (one task with
     `--task`), the handoff folder, and what runs when no task is active."""
@@ -296,7 +306,7 @@ def status(ctx: Context) -> StatusDoc:
             f"no task {ctx.task_id} in flight{archived}; tasks: {', '.join(root.task_ids()) or 'none'}"
         )
     ids = [ctx.task_id] if ctx.task_id else root.task_ids()
-    tasks = [task_view(ctx.for_task(task_id)) for task_id in ids]
+    tasks = [view for view in (_view_unless_archived(ctx.for_task(task_id)) for task_id in ids) if view]
     doc: StatusDoc = {"handoff": str(root.dir), "tasks": tasks}
     if not tasks:
         doc["next"] = idle_next(ctx)

@@ -198,3 +198,22 @@ def test_status_names_the_proposal_hub_next_blocks_as_blocked_not_as_promoted(ct
         assert run_next(ctx).message == f"backlog task {backlog_id} blocked: {reason}"
         assert not ctx.handoff.contract.exists()
     assert status(ctx)["next"].startswith("nothing: no proposals in the backlog")
+
+
+def test_status_leaves_out_a_task_archived_while_it_is_read(
+    task: TaskDriver, ctx: Context, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hub import contract as contract_mod
+    from hub import handoff
+
+    task.to_judge_review()
+    task_id = task.contract()["task_id"]
+    read = contract_mod.load
+
+    def archived_first(path: Any) -> Any:  # another run's finalize wins between the listing and the read
+        handoff.archive_task(ctx.handoff_root, task_id)
+        monkeypatch.setattr(contract_mod, "load", read)
+        return read(path)
+
+    monkeypatch.setattr(contract_mod, "load", archived_first)
+    assert status(ctx)["tasks"] == []
