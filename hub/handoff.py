@@ -131,6 +131,11 @@ class Handoff:
         # Per task: several tasks' acceptance commands run at once, each in its own sandbox.
         return self.task_dir / ".sandbox.pid"
 
+    @property
+    def judge_pid(self) -> Path:
+        # The judge command's process group while it runs (hub.leftovers).
+        return self.task_dir / ".judge.pid"
+
     def runs(self, task_id: str) -> Path:
         """A task's provenance records: in its folder while it lives, in the archive after."""
         # A task id from outside (hub_log over MCP, --task) must name a folder inside tasks/, nothing else.

@@ -16,7 +16,7 @@ from typing import IO, TYPE_CHECKING
 if TYPE_CHECKING:
     from hub.contract import AcceptanceResult
 
-from hub.atomic import write_atomic
+from hub import leftovers
 from hub.config import Config
 from hub.faults import crash_point
 from hub.log import get_logger
@@ -66,7 +66,8 @@ def run_command(
     """Run one shell command (in `jail` when given); on timeout kill its whole process group, so no child
     outlives it. In the sandbox the command also has a PID namespace of its own: killing bwrap ends
     every process in it, even one that left the process group with setsid. `pidfile` records the
-    sandbox's init while it runs, for `reap_leftover` should the hub be killed meanwhile."""
+    sandbox's init while it runs, for the next phase to end (hub.leftovers) should the hub be killed meanwhile:
+    bwrap arms its die-with-parent only after it has forked, and unsandboxed nothing dies with the hub."""
     started = time.perf_counter()
     sandboxed = jail is not None and jail.sandboxed
     # bwrap writes to --info-fd once the sandbox stands (its die-with-parent armed) and closes it: until
@@ -154,15 +155,8 @@ def jail_for(config: Config, work_root: Path | None = None) -> Jail:
     return jail
 
 
-def _start_time(pid: int) -> str | None:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text(encoding="utf-8").rsplit(")", 1)[1].split()[19]
-    except (OSError, IndexError):
-        return None
-
-
 def _remember(pidfile: Path | None, info: bytes) -> None:
-    """Record the sandbox's init (its host pid and start time) while the command runs."""
+    """Record the sandbox's init (its host pid), or the unsandboxed command's group, while it runs."""
     if pidfile is None:
         return
     try:
@@ -170,31 +164,4 @@ def _remember(pidfile: Path | None, info: bytes) -> None:
         pid = int(data["child-pid"])
     except (ValueError, KeyError, TypeError):
         return
-    write_atomic(
-        pidfile, json.dumps({"pid": pid, "start": _start_time(pid), "group": bool(data.get("group"))})
-    )
-
-
-def reap_leftover(pidfile: Path) -> bool:
-    """Kill a command a killed hub left running, if it is still that process (same start time). In the
-    sandbox: bwrap arms its own die-with-parent only after it has forked, so a hub killed in that
-    instant leaves it behind; killing its init ends its whole PID namespace. Unsandboxed: nothing dies
-    with the hub, and the command's process group is killed here. True if one was killed."""
-    try:
-        recorded = json.loads(pidfile.read_text(encoding="utf-8"))
-        pid, start = int(recorded["pid"]), recorded["start"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return False
-    killed = False
-    if start is not None and _start_time(pid) == start:
-        try:
-            if recorded.get("group"):
-                os.killpg(pid, signal.SIGKILL)
-            else:
-                os.kill(pid, signal.SIGKILL)
-            killed = True
-            log.warning("acceptance.reaped", pid=pid, why="left running by a killed hub")
-        except ProcessLookupError:
-            pass
-    pidfile.unlink(missing_ok=True)
-    return killed
+    leftovers.remember(pidfile, pid, group=bool(data.get("group")))

@@ -610,10 +610,11 @@ def running(ctx: Context, phase: str, accepts: AbstractSet[str]) -> Iterator[Run
         contract = contract_mod.load(hand.contract)
         run = Run(ctx, contract, phase)
         recovered = False
-        if hand.sandbox_pid.exists():
-            from hub.phases.acceptance import reap_leftover
+        for pidfile in (hand.sandbox_pid, hand.judge_pid):  # what a killed hub left running
+            if pidfile.exists():
+                from hub import leftovers
 
-            reap_leftover(hand.sandbox_pid)
+                leftovers.reap(pidfile)
         with halt_on_git_failure(run):
             if contract["git"].get("task_branch"):
                 from hub import gitops

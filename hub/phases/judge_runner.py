@@ -32,10 +32,11 @@ from dataclasses import dataclass, field, replace
 from typing import Any, TypedDict
 
 from hub import contract as contract_mod
-from hub import handoff, provenance
+from hub import handoff, leftovers, provenance
 from hub.atomic import write_atomic
 from hub.contract import JudgeReport
 from hub.errors import ConfigError, ContractInvalid, HubError, WorkerError, WrongState
+from hub.faults import crash_point
 from hub.log import get_logger
 from hub.machine import JUDGE_REVIEW_IN_PROGRESS, PENDING_JUDGE_REVIEW, Event
 from hub.phases.context import Context, Outcome, Run, bind, pre_phase_trip, running
@@ -192,6 +193,10 @@ def _run_command(run: Run, command: str, request: str, seconds: float) -> JudgeR
         errors="replace",
         start_new_session=True,
     )
+    # Nothing kills the group if the hub is SIGKILLed: the next phase of the task does (hub.leftovers),
+    # before it starts a judge of its own.
+    leftovers.remember(hand.judge_pid, proc.pid, group=True)
+    crash_point("judge:running")
     timed_out = False
     try:
         try:
@@ -203,6 +208,7 @@ def _run_command(run: Run, command: str, request: str, seconds: float) -> JudgeR
     finally:
         # Also on KeyboardInterrupt (the watcher stopping us): no judge outlives its phase.
         _kill_group(proc)
+        hand.judge_pid.unlink(missing_ok=True)
     record.update(
         exit_code=proc.returncode, stdout_tail=stdout[-TAIL_CHARS:], stderr_tail=stderr[-TAIL_CHARS:]
     )

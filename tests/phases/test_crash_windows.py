@@ -4,6 +4,7 @@ killed git leaves, made on purpose), then recovered by `hub next` alone."""
 
 from __future__ import annotations
 
+import json
 import os
 import select
 import subprocess
@@ -363,5 +364,39 @@ def test_a_control_file_created_by_a_command_whose_hub_was_killed_is_removed_by_
 
         assert not (pipe.worktree / "prompts").exists()
         assert outcome.to_state == "pending_local_review"
+    finally:
+        os.close(reader)
+
+
+def test_a_judge_command_left_by_a_killed_hub_is_ended_before_the_next_judge_runs(
+    pipe: Pipeline, tmp_path: Path
+) -> None:
+    # The judge command runs in a session of its own and nothing of it dies with a SIGKILLed hub: left
+    # alone it would go on judging beside the judge the recovered task starts.
+    fifo = tmp_path / "alive"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    verdict = '{"verdict": "PASS", "summary": "fine", "blocking_issues": []}'
+    first_run = f"exec 3>{fifo}; echo started >&3; sleep 45"
+    command = (
+        f"if [ -e {tmp_path}/ran ]; then echo '{verdict}'; exit 0; fi; touch {tmp_path}/ran; {first_run}"
+    )
+    pipe.configure(extra_yaml=f"judge:\n  command: {json.dumps(command)}\n")
+    pipe.fake.script(IMPL, whole_file("src/app.py", GREET_FIXED))
+    pipe.fake.script(REV, PASS_REVIEW)
+    pipe.start()
+    pipe.implement()
+    pipe.review()
+    try:
+        hub_killed_at(pipe, "judge:running", "run-judge")
+        ready, _, _ = select.select([reader], [], [], 30)
+        assert ready and os.read(reader, 100) == b"started\n"  # the first judge lives on
+
+        outcome = run_next(pipe.ctx)
+
+        ready, _, _ = select.select([reader], [], [], 10)
+        assert ready and os.read(reader, 100) == b""  # ended by the next run, before its own judge
+        assert (outcome.data["ran"], outcome.to_state) == ("run-judge", "review_complete")
+        assert not pipe.ctx.handoff.judge_pid.exists()
     finally:
         os.close(reader)
