@@ -56,6 +56,22 @@ def git(repo: Path, *args: str) -> str:
     return done.stdout.strip()
 
 
+def archived_at_the_next_read(monkeypatch: pytest.MonkeyPatch, ctx: Context, task_id: str) -> None:
+    """The next contract read finds the task archived first: another run's finalize won the task
+    between the caller's look and its read."""
+    from hub import contract as contract_mod
+    from hub import handoff
+
+    read = contract_mod.load
+
+    def archived_first(path: Path) -> Contract:
+        handoff.archive_task(ctx.handoff_root, task_id)
+        monkeypatch.setattr(contract_mod, "load", read)
+        return read(path)
+
+    monkeypatch.setattr(contract_mod, "load", archived_first)
+
+
 class Clock:
     """Real time to the second, so the contract's deadlines look current; tests never need to move it."""
 

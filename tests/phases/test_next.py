@@ -14,6 +14,8 @@ from hub.phases.judge import report_judge
 from hub.phases.next import run_concurrently, run_next, run_until_idle
 from hub.phases.status import due_jobs
 
+from .conftest import archived_at_the_next_read
+
 if TYPE_CHECKING:
     # The fixtures' types (tests/conftest.py); pytest loads conftest, tests never import it.
     from conftest import TaskDriver
@@ -193,17 +195,6 @@ def test_until_idle_does_not_retry_a_merge_waiting_on_the_users_checkout_while_a
 def test_a_task_archived_while_next_reads_its_contract_is_no_halt(
     task: TaskDriver, ctx: Context, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from hub import contract as contract_mod
-    from hub import handoff
-
     task.to_judge_review()
-    task_id = task.contract()["task_id"]
-    read = contract_mod.load
-
-    def archived_first(path: Any) -> Any:  # another run's finalize wins between the look and the read
-        handoff.archive_task(ctx.handoff_root, task_id)
-        monkeypatch.setattr(contract_mod, "load", read)
-        return read(path)
-
-    monkeypatch.setattr(contract_mod, "load", archived_first)
+    archived_at_the_next_read(monkeypatch, ctx, task.contract()["task_id"])
     assert due_jobs(ctx) == ([], [])

@@ -16,6 +16,8 @@ from hub.handoff import phase_lock
 from hub.phases.context import Context
 from hub.phases.status import due, log_entries, status
 
+from .conftest import archived_at_the_next_read
+
 if TYPE_CHECKING:
     # The fixtures' types (tests/conftest.py); pytest loads conftest, tests never import it.
     from conftest import TaskDriver
@@ -203,17 +205,6 @@ def test_status_names_the_proposal_hub_next_blocks_as_blocked_not_as_promoted(ct
 def test_status_leaves_out_a_task_archived_while_it_is_read(
     task: TaskDriver, ctx: Context, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from hub import contract as contract_mod
-    from hub import handoff
-
     task.to_judge_review()
-    task_id = task.contract()["task_id"]
-    read = contract_mod.load
-
-    def archived_first(path: Any) -> Any:  # another run's finalize wins between the listing and the read
-        handoff.archive_task(ctx.handoff_root, task_id)
-        monkeypatch.setattr(contract_mod, "load", read)
-        return read(path)
-
-    monkeypatch.setattr(contract_mod, "load", archived_first)
+    archived_at_the_next_read(monkeypatch, ctx, task.contract()["task_id"])
     assert status(ctx)["tasks"] == []
