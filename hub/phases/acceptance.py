@@ -66,8 +66,9 @@ def run_command(
     """Run one shell command (in `jail` when given); on timeout kill its whole process group, so no child
     outlives it. In the sandbox the command also has a PID namespace of its own: killing bwrap ends
     every process in it, even one that left the process group with setsid. `pidfile` records the
-    sandbox's init while it runs, for the next phase to end (hub.leftovers) should the hub be killed meanwhile:
-    bwrap arms its die-with-parent only after it has forked, and unsandboxed nothing dies with the hub."""
+    sandbox's init (unsandboxed: the command's group) while it runs, for the task's next phase to end
+    should the hub be killed meanwhile (hub.leftovers): bwrap arms its die-with-parent only after it has
+    forked, and unsandboxed nothing dies with the hub."""
     started = time.perf_counter()
     sandboxed = jail is not None and jail.sandboxed
     # bwrap writes to --info-fd once the sandbox stands (its die-with-parent armed) and closes it: until
