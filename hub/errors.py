@@ -35,6 +35,7 @@ EXIT_USAGE = 2
 EXIT_WRONG_STATE = 3
 EXIT_HALTED = 4
 EXIT_LOCKED = 75
+EXIT_INTERRUPTED = 130  # 128 + SIGINT: `hub next` stopped by a second Ctrl-C
 
 
 class HubError(Exception):

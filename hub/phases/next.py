@@ -12,6 +12,7 @@ from hub.contract import Contract
 from hub.errors import (
     EXIT_ERROR,
     EXIT_HALTED,
+    EXIT_INTERRUPTED,
     EXIT_LOCKED,
     EXIT_OK,
     EXIT_USAGE,
@@ -240,11 +241,11 @@ def severity(code: int) -> int:
 def run_concurrently(jobs: list[tuple[Context, str, Contract]], parallel: int) -> list[Outcome]:
     """Each (task, phase) in a thread of its own, at most `parallel` at once; a phase's error becomes its
     outcome (with the error's exit code), so one task failing does not stop the others. An unexpected
-    exception (a bug, an OSError outside a phase's own handling) is exit 1 for its task only; a
-    KeyboardInterrupt or SystemExit is no Exception and still stops the run, but only once the phases
-    already running in threads have finished (Python delivers it to the main thread alone): a Ctrl-C
-    during two tasks' model calls waits for those calls. `hub watch` SIGKILLs a child that does not go
-    (KILL_AFTER_SECONDS); the worker servers, in sessions of their own, exit when their stdin closes."""
+    exception (a bug, an OSError outside a phase's own handling) is exit 1 for its task only.
+
+    A Ctrl-C (KeyboardInterrupt) reaches the main thread alone, and a phase in a thread cannot be
+    interrupted: the phases not started are dropped and the running ones finished (`_interrupted`), and
+    a second Ctrl-C stops the process at once."""
     from concurrent.futures import ThreadPoolExecutor
 
     def one(job: tuple[Context, str, Contract]) -> Outcome:
@@ -267,5 +268,36 @@ def run_concurrently(jobs: list[tuple[Context, str, Contract]], parallel: int) -
 
     if len(jobs) <= 1 or parallel <= 1:
         return [one(job) for job in jobs]
-    with ThreadPoolExecutor(max_workers=min(parallel, len(jobs)), thread_name_prefix="hub-next") as pool:
-        return list(pool.map(one, jobs))
+    pool = ThreadPoolExecutor(max_workers=min(parallel, len(jobs)), thread_name_prefix="hub-next")
+    futures = [pool.submit(one, job) for job in jobs]
+    try:
+        return [future.result() for future in futures]
+    except KeyboardInterrupt:
+        pool.shutdown(wait=False, cancel_futures=True)
+        _interrupted(futures)
+        raise
+    finally:
+        pool.shutdown(wait=True)
+
+
+def _interrupted(futures: list[Any]) -> None:
+    """After a Ctrl-C: wait for the phases running in threads, or on a second Ctrl-C stop the process
+    now, as a SIGKILL would. Every phase is built to be killed anywhere (a later run recovers its task:
+    the interrupted attempt recorded, its work kept, a judge command or sandbox it left ended), and a
+    person pressing Ctrl-C twice should not wait minutes for model calls."""
+    import os
+    import sys
+    from concurrent.futures import wait
+
+    running = sum(not future.done() for future in futures)
+    log.warning(
+        "next.interrupted",
+        running=running,
+        note="waiting for the running phases to finish; Ctrl-C again stops now (the next run recovers them)",
+    )
+    try:
+        wait(futures)
+    except KeyboardInterrupt:
+        log.warning("next.stopped_now", running=sum(not future.done() for future in futures))
+        sys.stderr.flush()
+        os._exit(EXIT_INTERRUPTED)

@@ -1,0 +1,118 @@
+"""Ctrl-C to a `hub next` running several tasks' phases: the first waits for them, a second stops now.
+
+Real subprocesses of the CLI against a FakeOllama whose first answers take longer than the test waits.
+"""
+
+from __future__ import annotations
+
+import json
+import select
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from hub.testing import FakeOllama, Reply
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from conftest import HubRunner
+
+IMPL, REV = "impl-model", "rev-model"
+TARGETS = ("src/app.py", "src/other.py")
+WAIT = 30.0  # a bound on every wait below
+
+
+CHANGED = {"src/app.py": 'def greet(name):\n    return "hello, " + name\n', "src/other.py": "VALUE = 1\n"}
+
+
+def answer(rel: str) -> str:
+    return f"{rel}\n```python\n{CHANGED[rel]}```\n"
+
+
+def read_until(proc: subprocess.Popen[str], event: str, seen: list[str]) -> None:
+    """Read the process's JSON log lines until one with `event` (bounded by WAIT)."""
+    assert proc.stderr is not None
+    deadline = time.monotonic() + WAIT
+    while not any(f'"{event}"' in line for line in seen):
+        ready, _, _ = select.select([proc.stderr], [], [], max(0.0, deadline - time.monotonic()))
+        assert ready, f"no {event} in the log within {WAIT} s: {seen[-5:]}"
+        line = proc.stderr.readline()
+        assert line, f"the process ended before {event}: {seen[-5:]}"
+        seen.append(line)
+
+
+def test_a_second_ctrl_c_stops_a_hub_next_waiting_on_model_calls_and_the_next_run_recovers_both(
+    git_repo: Path, hub: HubRunner, run_git: Callable[..., str]
+) -> None:
+    (git_repo / "src" / "other.py").write_text("VALUE = 0\n", encoding="utf-8")
+    (git_repo / "hub.yaml").write_text(
+        f"""project: demo
+roles:
+  implementer: {{model: {IMPL}, backend: ollama, timeouts: {{first_token: 300, total: 600}}}}
+  local_reviewer: {{model: {REV}, backend: ollama}}
+ollama: {{slots: 2}}
+""",
+        encoding="utf-8",
+    )
+    run_git(git_repo, "add", "-A")
+    run_git(git_repo, "commit", "-q", "-m", "configure the hub")
+    calls: list[str] = []
+
+    def implement(body: dict[str, Any]) -> Reply | str:
+        prompt = body["messages"][-1]["content"]
+        calls.append(prompt)
+        target = next(rel for rel in TARGETS if f"### {rel}" in prompt)
+        # The first two answers take minutes, as a 32B model's may; the recovered tasks' come at once.
+        return Reply(answer(target), first_token_delay=300) if len(calls) <= 2 else answer(target)
+
+    with FakeOllama({IMPL: implement}) as fake:
+        env = {"OLLAMA_HOST": fake.url, "HUB_LOG_LEVEL": "INFO"}
+        for rel in TARGETS:
+            assert (
+                hub("new", "--title", f"Change {rel}", "--requirement", "r", "--target", rel).returncode == 0
+            )
+        assert hub("next", env=env).returncode == 0  # both set up
+
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "hub", "next"],
+            cwd=git_repo,
+            env={**_env(), **env},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        seen: list[str] = []
+        try:
+            deadline = time.monotonic() + WAIT
+            while len(calls) < 2 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert len(calls) == 2  # both implementers wait on the model
+
+            proc.send_signal(signal.SIGINT)
+            read_until(proc, "next.interrupted", seen)
+            assert proc.poll() is None  # the first Ctrl-C waits for the running phases
+            proc.send_signal(signal.SIGINT)
+            assert proc.wait(timeout=WAIT) == 130
+            read_until(proc, "next.stopped_now", seen)
+        finally:
+            proc.kill()
+            proc.communicate()
+
+        # Nothing lost: the next run recovers both tasks and runs their implementers again.
+        again = hub("next", env=env, timeout=120)
+    assert again.returncode == 0, again.stderr[-2000:]
+    tasks = json.loads(hub("status", "--json").stdout)["tasks"]
+    assert [t["status"] for t in tasks] == ["pending_local_review"] * 2
+    for t in tasks:
+        events = [h["event"] for h in t["last_transitions"]]
+        assert "interrupted" in events, events
+
+
+def _env() -> dict[str, str]:
+    import os
+
+    return {k: v for k, v in os.environ.items() if not k.startswith("HUB_")} | {"HUB_LOG_FORMAT": "json"}
