@@ -273,14 +273,13 @@ def run_concurrently(jobs: list[tuple[Context, str, Contract]], parallel: int) -
     try:
         return [future.result() for future in futures]
     except KeyboardInterrupt:
-        pool.shutdown(wait=False, cancel_futures=True)
-        _interrupted(futures)
+        _interrupted(pool, futures)
         raise
     finally:
         pool.shutdown(wait=True)
 
 
-def _interrupted(futures: list[Any]) -> None:
+def _interrupted(pool: Any, futures: list[Any]) -> None:
     """After a Ctrl-C: wait for the phases running in threads, or on a second Ctrl-C stop the process
     now, as a SIGKILL would. Every phase is built to be killed anywhere (a later run recovers its task:
     the interrupted attempt recorded, its work kept, a judge command or sandbox it left ended), and a
@@ -289,13 +288,13 @@ def _interrupted(futures: list[Any]) -> None:
     import sys
     from concurrent.futures import wait
 
-    running = sum(not future.done() for future in futures)
-    log.warning(
-        "next.interrupted",
-        running=running,
-        note="waiting for the running phases to finish; Ctrl-C again stops now (the next run recovers them)",
-    )
-    try:
+    try:  # from the first line: a second Ctrl-C may come at any moment from here on
+        pool.shutdown(wait=False, cancel_futures=True)
+        log.warning(
+            "next.interrupted",
+            running=sum(not future.done() for future in futures),
+            note="waiting for the running phases to finish; Ctrl-C again stops now (the next run recovers them)",
+        )
         wait(futures)
     except KeyboardInterrupt:
         log.warning("next.stopped_now", running=sum(not future.done() for future in futures))
