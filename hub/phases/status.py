@@ -12,7 +12,7 @@ from typing import Any, NotRequired, Required, TypedDict
 from hub import contract as contract_mod
 from hub import handoff
 from hub.contract import Breaker, Contract, HistoryEntry, Lease, RoleCost, ServerWait, Verdict, parse_iso
-from hub.errors import ContractInvalid, TaskHalted
+from hub.errors import ContractInvalid, HubError, LockBusy, TaskHalted
 from hub.log import get_logger
 from hub.machine import (
     ERIK_CONSULTATION,
@@ -151,7 +151,12 @@ def next_step(ctx: Context) -> tuple[Contract | None, str | None, str]:
     if contract is not None and contract["status"] == MERGED:
         from hub.phases.finalize import archive_merged
 
-        contract = archive_merged(ctx)
+        try:
+            contract = archive_merged(ctx)
+        except LockBusy:
+            # The finalize that merged it still holds the task (removing its worktree, then archiving):
+            # nothing to do here, and no reason to stop the other tasks' phases.
+            return contract, None, "merged: the run that merged it is archiving it"
     if contract is not None and contract["status"] == ERIK_CONSULTATION:
         raise TaskHalted(
             f"task {contract['task_id']} is halted: read {ctx.handoff.halt_report}, then `hub resume`"
@@ -294,19 +299,26 @@ def _view_unless_archived(ctx: Context) -> TaskView | None:
         return None
 
 
+def _not_in_flight(ctx: Context) -> HubError:
+    from hub.errors import TaskChoice
+
+    root = ctx.handoff_root
+    archived = " (finished: see archive/)" if (root.archive / str(ctx.task_id)).is_dir() else ""
+    return TaskChoice(
+        f"no task {ctx.task_id} in flight{archived}; tasks: {', '.join(root.task_ids()) or 'none'}"
+    )
+
+
 def status(ctx: Context) -> StatusDoc:
     """Everything `hub status` shows, as one JSON-able document: `{"tasks": [...]}` (one task with
     `--task`), the handoff folder, and what runs when no task is active."""
     root = ctx.handoff_root
     if ctx.task_id and not ctx.handoff.contract.exists():
-        from hub.errors import TaskChoice
-
-        archived = " (finished: see archive/)" if (root.archive / ctx.task_id).is_dir() else ""
-        raise TaskChoice(
-            f"no task {ctx.task_id} in flight{archived}; tasks: {', '.join(root.task_ids()) or 'none'}"
-        )
+        raise _not_in_flight(ctx)
     ids = [ctx.task_id] if ctx.task_id else root.task_ids()
     tasks = [view for view in (_view_unless_archived(ctx.for_task(task_id)) for task_id in ids) if view]
+    if ctx.task_id and not tasks:
+        raise _not_in_flight(ctx)  # archived since the look above
     doc: StatusDoc = {"handoff": str(root.dir), "tasks": tasks}
     if not tasks:
         doc["next"] = idle_next(ctx)
@@ -348,7 +360,6 @@ def write_status(ctx: Context) -> None:
     from filelock import FileLock, Timeout
 
     from hub.atomic import write_atomic
-    from hub.errors import HubError
 
     root = ctx.handoff_root
     root.dir.mkdir(parents=True, exist_ok=True)

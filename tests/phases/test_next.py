@@ -102,19 +102,45 @@ def test_a_next_that_lost_the_race_to_apply_a_pass_has_nothing_to_do(task: TaskD
 
 
 def test_a_next_that_lost_the_race_to_a_finalize_has_nothing_to_do_and_leaves_no_folder(
-    task: TaskDriver, ctx: Context
+    task: TaskDriver, ctx: Context, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from hub import handoff
+
     task.to_review_complete("PASS")
     folder = task.hand.task_dir
-    jobs, _ = due_jobs(ctx)  # this run decides on finalize-task ...
+    jobs, _ = due_jobs(ctx)  # this run decides on finalize-task, finds the task, goes for its lock ...
     assert [phase for _, phase, _ in jobs] == ["finalize-task"]
-    assert run_next(ctx).to_state == "merged"  # ... and another run merges and archives the task first
+    lock = handoff.phase_lock
 
+    def merged_first(*args: Any) -> Any:  # ... and another run merges and archives it just before
+        monkeypatch.setattr(handoff, "phase_lock", lock)
+        assert run_next(ctx).to_state == "merged"
+        return lock(*args)
+
+    monkeypatch.setattr(handoff, "phase_lock", merged_first)
     (outcome,) = run_concurrently(jobs, parallel=1)
 
     assert outcome.exit_code == 0
     assert outcome.message.startswith("nothing to do: another run moved the task")
     assert not folder.exists()  # no husk left in tasks/ for the lock
+
+
+def test_a_merged_task_its_finalize_is_still_archiving_stops_no_other_task(
+    task: TaskDriver, ctx: Context, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hub.phases import finalize
+
+    task.to_review_complete("PASS")
+    seen = []
+    remove_worktree = finalize.cleanup
+
+    def look_meanwhile(run: Any) -> None:  # another `hub next` looks while the merge's run holds the task
+        seen.append(due_jobs(ctx))
+        remove_worktree(run)
+
+    monkeypatch.setattr(finalize, "cleanup", look_meanwhile)
+    assert run_next(ctx).to_state == "merged"
+    assert seen == [([], [])]  # nothing due, nothing halted; before, LockBusy stopped that whole run
 
 
 def test_archiving_a_merged_task_another_run_archived_meanwhile_is_nothing_to_do(

@@ -208,3 +208,15 @@ def test_status_leaves_out_a_task_archived_while_it_is_read(
     task.to_judge_review()
     archived_at_the_next_read(monkeypatch, ctx, task.contract()["task_id"])
     assert status(ctx)["tasks"] == []
+
+
+def test_status_of_a_named_task_archived_while_it_is_read_says_where_it_went(
+    task: TaskDriver, ctx: Context, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hub.errors import TaskChoice
+
+    task.to_judge_review()
+    task_id = task.contract()["task_id"]
+    archived_at_the_next_read(monkeypatch, ctx, task_id)
+    with pytest.raises(TaskChoice, match=f"no task {task_id} in flight \\(finished: see archive/\\)"):
+        status(ctx.for_task(task_id))
