@@ -220,14 +220,16 @@ def phase_lock(handoff: Handoff, phase: str, now: datetime) -> Iterator[None]:
     try:
         lock.acquire()
     except Timeout:
+        if _archived(handoff):  # the lock of a husk another loser made and a third removed
+            raise _gone(handoff) from None
         raise LockBusy(f"another phase is running ({_owner_text(handoff)}); try later") from None
     except (FileNotFoundError, FileExistsError):
         # filelock makes the folder (pathlib's mkdir: EEXIST, then not a folder) and opens the file in
         # it: either fails when the folder is moved to the archive in between.
-        if handoff.task_id is None or handoff.task_dir.is_dir():
+        if not _archived(handoff):
             raise
         raise _gone(handoff) from None
-    if handoff.task_id is not None and not handoff.contract.exists():
+    if _archived(handoff):
         # Archived between the look and the lock: filelock made the folder again to hold its lock file.
         # Leave no husk behind (runs() and `hub log` would read it in place of the archive).
         lock.release()
@@ -245,6 +247,12 @@ def phase_lock(handoff: Handoff, phase: str, now: datetime) -> Iterator[None]:
         handoff.lock_owner.unlink(missing_ok=True)
         # Do not remove the lock file itself: https://github.com/tox-dev/py-filelock/issues/31
         lock.release()
+
+
+def _archived(handoff: Handoff) -> bool:
+    """A task's contract gone from its folder: archived by the run that won it (the contract is only
+    ever replaced atomically, so a live task's never goes missing)."""
+    return handoff.task_id is not None and not handoff.contract.exists()
 
 
 def _gone(handoff: Handoff) -> ContractInvalid:

@@ -29,8 +29,9 @@ def start_time(pid: int) -> str | None:
 
 
 def remember(pidfile: Path, pid: int, group: bool) -> None:
-    """Record `pid` (the leader of its own process group when `group`) and its start time."""
-    write_atomic(pidfile, json.dumps({"pid": pid, "start": start_time(pid), "group": group}))
+    """Record `pid` (the leader of its own process group when `group`), its start time and the host."""
+    record = {"pid": pid, "start": start_time(pid), "group": group, "host": os.uname().nodename}
+    write_atomic(pidfile, json.dumps(record))
 
 
 def reap(pidfile: Path) -> bool:
@@ -39,10 +40,14 @@ def reap(pidfile: Path) -> bool:
     try:
         recorded = json.loads(pidfile.read_text(encoding="utf-8"))
         pid, start = int(recorded["pid"]), recorded["start"]
-    except (OSError, ValueError, KeyError, TypeError):
+    except OSError:
+        return False
+    except (ValueError, KeyError, TypeError):
+        pidfile.unlink(missing_ok=True)  # names nothing it could be sure of: nothing is killed
         return False
     killed = False
-    if start is not None and start_time(pid) == start:
+    here = recorded.get("host", os.uname().nodename) == os.uname().nodename  # a pid means nothing elsewhere
+    if here and start is not None and start_time(pid) == start:
         try:
             if recorded.get("group"):
                 os.killpg(pid, signal.SIGKILL)
@@ -52,5 +57,9 @@ def reap(pidfile: Path) -> bool:
             log.warning("leftover.reaped", pid=pid, file=pidfile.name, why="left running by a killed hub")
         except ProcessLookupError:
             pass
+        except PermissionError:
+            # Another user's (a hub once run under sudo): not ours to end, and no reason to fail every
+            # later phase of the task over it.
+            log.warning("leftover.not_permitted", pid=pid, file=pidfile.name)
     pidfile.unlink(missing_ok=True)
     return killed

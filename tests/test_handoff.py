@@ -121,6 +121,28 @@ def test_a_task_archived_while_its_lock_is_opened_is_refused_as_archived(
     assert not hand.task_dir.exists()
 
 
+@pytest.mark.parametrize("error", ["timeout", "not found"])
+def test_a_task_archived_while_another_loser_holds_a_remade_folder_is_refused_as_archived(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, error: str
+) -> None:
+    # Three runs lose the race: the second remade the folder for its lock (and holds it, or the third
+    # removed it again) while this one opened it.
+    from filelock import FileLock, Timeout
+
+    hand, contract = make_task(tmp_path / "_handoff")
+
+    def archived_and_remade(_lock: FileLock) -> None:
+        handoff.archive_task(Handoff(hand.dir), contract["task_id"])
+        hand.ensure()
+        if error == "timeout":
+            raise Timeout(str(hand.lock_file))
+        raise FileNotFoundError(2, "removed while opening", str(hand.lock_file))
+
+    monkeypatch.setattr(FileLock, "acquire", archived_and_remade)
+    with pytest.raises(ContractInvalid, match="no such file"), phase_lock(hand, "finalize-task", NOW):
+        pass
+
+
 def test_a_folder_remade_only_to_hold_the_lock_is_removed_and_one_with_files_is_kept(tmp_path: Path) -> None:
     # filelock makes a missing folder to hold its lock file: archived after the look, the task would
     # leave an empty husk in tasks/ that runs() reads in place of the archive.

@@ -193,21 +193,30 @@ def _run_command(run: Run, command: str, request: str, seconds: float) -> JudgeR
         errors="replace",
         start_new_session=True,
     )
-    # Nothing kills the group if the hub is SIGKILLed: the next phase of the task does (hub.leftovers),
-    # before it starts a judge of its own.
-    leftovers.remember(hand.judge_pid, proc.pid, group=True)
-    crash_point("judge:running")
     timed_out = False
     try:
+        # Nothing kills the group if the hub is SIGKILLed: the next phase of the task does
+        # (hub.leftovers), before it starts a judge of its own. Inside the try: a pid file that cannot be
+        # written (a full disk) must not leave the judge running beside the halt it causes.
+        leftovers.remember(hand.judge_pid, proc.pid, group=True)
+        crash_point("judge:running")
         try:
             stdout, stderr = proc.communicate(request, timeout=seconds)
         except subprocess.TimeoutExpired:
             timed_out = True
             _kill_group(proc)
             stdout, stderr = proc.communicate()
-    finally:
-        # Also on KeyboardInterrupt (the watcher stopping us): no judge outlives its phase.
+    except BaseException:
+        # KeyboardInterrupt (the watcher stopping us), or the pid file unwritable: no judge outlives its
+        # phase, and its pipes, never read to their end, are closed.
         _kill_group(proc)
+        for stream in (proc.stdin, proc.stdout, proc.stderr):
+            if stream is not None:
+                stream.close()
+        proc.wait()
+        raise
+    finally:
+        _kill_group(proc)  # what the judge left in its group, if it exited by itself
         hand.judge_pid.unlink(missing_ok=True)
     record.update(
         exit_code=proc.returncode, stdout_tail=stdout[-TAIL_CHARS:], stderr_tail=stderr[-TAIL_CHARS:]

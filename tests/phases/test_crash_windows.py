@@ -400,3 +400,35 @@ def test_a_judge_command_left_by_a_killed_hub_is_ended_before_the_next_judge_run
         assert not pipe.ctx.handoff.judge_pid.exists()
     finally:
         os.close(reader)
+
+
+def test_a_judge_whose_pid_file_cannot_be_written_is_ended_with_the_phase(
+    pipe: Pipeline, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hub import leftovers
+    from hub.phases.judge_runner import run_judge
+
+    fifo = tmp_path / "alive"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    command = f"exec 3>{fifo}; echo started >&3; sleep 45"
+    pipe.configure(extra_yaml=f"judge:\n  command: {json.dumps(command)}\n")
+    pipe.fake.script(IMPL, whole_file("src/app.py", GREET_FIXED))
+    pipe.fake.script(REV, PASS_REVIEW)
+    pipe.start()
+    pipe.implement()
+    pipe.review()
+
+    def disk_full(*_args: object, **_kwargs: object) -> None:
+        ready, _, _ = select.select([reader], [], [], 30)  # once the judge runs
+        assert ready and os.read(reader, 100) == b"started\n"
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(leftovers, "remember", disk_full)
+    try:
+        with pytest.raises(TaskHalted, match="os_error"):
+            run_judge(pipe.ctx)
+        ready, _, _ = select.select([reader], [], [], 10)
+        assert ready and os.read(reader, 100) == b""  # the judge ended with its phase
+    finally:
+        os.close(reader)
