@@ -368,6 +368,17 @@ def test_a_control_file_created_by_a_command_whose_hub_was_killed_is_removed_by_
         os.close(reader)
 
 
+def awaiting_judge(pipe: Pipeline, judge_command: str) -> None:
+    """A task passed by the local review, waiting for `judge_command`."""
+    pipe.configure(extra_yaml=f"judge:\n  command: {json.dumps(judge_command)}\n")
+    pipe.fake.script(IMPL, whole_file("src/app.py", GREET_FIXED))
+    pipe.fake.script(REV, PASS_REVIEW)
+    pipe.start()
+    pipe.implement()
+    pipe.review()
+    assert pipe.contract()["status"] == "pending_judge_review"
+
+
 def test_a_judge_command_left_by_a_killed_hub_is_ended_before_the_next_judge_runs(
     pipe: Pipeline, tmp_path: Path
 ) -> None:
@@ -381,12 +392,7 @@ def test_a_judge_command_left_by_a_killed_hub_is_ended_before_the_next_judge_run
     command = (
         f"if [ -e {tmp_path}/ran ]; then echo '{verdict}'; exit 0; fi; touch {tmp_path}/ran; {first_run}"
     )
-    pipe.configure(extra_yaml=f"judge:\n  command: {json.dumps(command)}\n")
-    pipe.fake.script(IMPL, whole_file("src/app.py", GREET_FIXED))
-    pipe.fake.script(REV, PASS_REVIEW)
-    pipe.start()
-    pipe.implement()
-    pipe.review()
+    awaiting_judge(pipe, command)
     try:
         hub_killed_at(pipe, "judge:running", "run-judge")
         ready, _, _ = select.select([reader], [], [], 30)
@@ -412,12 +418,7 @@ def test_a_judge_whose_pid_file_cannot_be_written_is_ended_with_the_phase(
     os.mkfifo(fifo)
     reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
     command = f"exec 3>{fifo}; echo started >&3; sleep 45"
-    pipe.configure(extra_yaml=f"judge:\n  command: {json.dumps(command)}\n")
-    pipe.fake.script(IMPL, whole_file("src/app.py", GREET_FIXED))
-    pipe.fake.script(REV, PASS_REVIEW)
-    pipe.start()
-    pipe.implement()
-    pipe.review()
+    awaiting_judge(pipe, command)
 
     def disk_full(*_args: object, **_kwargs: object) -> None:
         ready, _, _ = select.select([reader], [], [], 30)  # once the judge runs
