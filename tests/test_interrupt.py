@@ -24,6 +24,12 @@ if TYPE_CHECKING:
 IMPL, REV = "impl-model", "rev-model"
 TARGETS = ("src/app.py", "src/other.py")
 WAIT = 30.0  # a bound on every wait below
+# `hub` as started at a terminal, where Ctrl-C raises KeyboardInterrupt: a test run started in the
+# background by a non-interactive shell (CI) inherits SIGINT ignored, and Python then leaves it so.
+AS_AT_A_TERMINAL = (
+    "import runpy, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+    "sys.argv[0] = 'hub'; runpy.run_module('hub', run_name='__main__')"
+)
 
 
 CHANGED = {"src/app.py": 'def greet(name):\n    return "hello, " + name\n', "src/other.py": "VALUE = 1\n"}
@@ -78,7 +84,7 @@ ollama: {{slots: 2}}
         assert hub("next", env=env).returncode == 0  # both set up
 
         proc = subprocess.Popen(
-            [sys.executable, "-m", "hub", "next"],
+            [sys.executable, "-c", AS_AT_A_TERMINAL, "next"],
             cwd=git_repo,
             env={**_env(), **env},
             stdout=subprocess.DEVNULL,
