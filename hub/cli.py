@@ -275,6 +275,12 @@ def next_(state: State, as_json: bool, until_idle: bool, stop_on_eof: bool) -> N
     from hub.phases.next import run_next, run_until_idle
     from hub.workers.pool import WorkerPool
 
+    if stop_on_eof:
+        import signal
+
+        # Run by `hub watch`, whose SIGINT is how it interrupts us (after its grace): take it even when
+        # started with SIGINT ignored, as a watcher run in the background by a script passes on.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     # The phases this process runs share their MCP worker servers: each is spawned once, not per phase.
     pool = WorkerPool()
     ctx = replace(state.context(), workers=pool)

@@ -122,3 +122,43 @@ def _env() -> dict[str, str]:
     import os
 
     return {k: v for k, v in os.environ.items() if not k.startswith("HUB_")} | {"HUB_LOG_FORMAT": "json"}
+
+
+def test_a_watched_child_takes_the_watchers_sigint_even_when_started_with_it_ignored(
+    git_repo: Path, hub: HubRunner
+) -> None:
+    # A watcher started in the background by a script (nohup hub watch &) passes SIGINT ignored on to
+    # its children: its SIGINT after the grace did nothing, and only the SIGKILL 10 s later ended them.
+    calls: list[str] = []
+
+    def slow(_body: dict[str, Any]) -> Reply:
+        calls.append("call")
+        return Reply(answer("src/app.py"), first_token_delay=300)
+
+    (git_repo / "hub.yaml").write_text(
+        f"project: demo\nroles:\n  implementer: {{model: {IMPL}, backend: ollama}}\n", encoding="utf-8"
+    )
+    with FakeOllama({IMPL: slow}) as fake:
+        env = {"OLLAMA_HOST": fake.url}
+        assert hub("new", "--title", "Change", "--requirement", "r", "--target", "src/app.py").returncode == 0
+        assert hub("next", env=env).returncode == 0  # set up
+        child = f"trap '' INT; exec {sys.executable} -m hub next --until-idle --stop-on-eof"
+        proc = subprocess.Popen(
+            ["bash", "-c", child],
+            cwd=git_repo,
+            env={**_env(), **env},
+            stdin=subprocess.PIPE,  # as the watcher's children have it
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            deadline = time.monotonic() + WAIT
+            while not calls and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert calls  # the implementer waits on the model
+
+            proc.send_signal(signal.SIGINT)
+            assert proc.wait(timeout=WAIT) == 1  # interrupted ("aborted"); the next run recovers the task
+        finally:
+            proc.kill()
+            proc.communicate()
