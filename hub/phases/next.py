@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hub.contract import Contract
 from hub.errors import (
@@ -26,6 +26,9 @@ from hub.errors import (
 from hub.log import get_logger
 from hub.phases.context import Context, Outcome
 from hub.phases.status import due_jobs, idle_reason, next_step
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future, ThreadPoolExecutor
 
 log = get_logger("hub.next")
 
@@ -279,7 +282,7 @@ def run_concurrently(jobs: list[tuple[Context, str, Contract]], parallel: int) -
         pool.shutdown(wait=True)
 
 
-def _interrupted(pool: Any, futures: list[Any]) -> None:
+def _interrupted(pool: ThreadPoolExecutor, futures: list[Future[Outcome]]) -> None:
     """After a Ctrl-C: wait for the phases running in threads, or on a second Ctrl-C stop the process
     now, as a SIGKILL would. Every phase is built to be killed anywhere (a later run recovers its task:
     the interrupted attempt recorded, its work kept, a judge command or sandbox it left ended), and a
