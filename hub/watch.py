@@ -49,17 +49,8 @@ from hub.log import get_logger
 
 log = get_logger("hub.watch")
 
-IGNORED_NAMES = frozenset(
-    {
-        ".hub.lock",
-        ".hub.lock.owner",
-        ".backlog.lock",
-        ".status.lock",
-        "transition.ndjson",
-        "transition.ndjson.1",
-        "README.md",
-    }
-)
+# Bookkeeping at the top of the folder; dotfiles (locks, owner and pid files, temps) are ignored anyway.
+IGNORED_NAMES = frozenset({"transition.ndjson", "transition.ndjson.1", "README.md"})
 IGNORED_DIRS = frozenset({"runs", "logs", "archive"})
 POLL_SECONDS = 0.5
 STEP_MS = 20  # watchfiles yields once no new change has come for this long

@@ -193,28 +193,14 @@ def test_the_simulated_gpu_counts_a_load_for_every_switch_and_a_changed_num_ctx(
 def test_the_simulated_gpu_counts_a_call_as_asked_for_until_its_answer_is_known_not_until_sent() -> None:
     # A client that has read the last bytes may send its next call before the server's thread for the
     # first runs again: that is one call at a time, and must not count as two.
-    gpu = SimulatedGPU(slots=1)
-
-    def another_call() -> None:
-        with gpu.generation("coder", None):
-            pass
-
-    def until(counted: int) -> None:  # the other call is counted at once, then waits for the slot
-        deadline = time.monotonic() + WAIT
-        while gpu._requested < counted and time.monotonic() < deadline:
-            time.sleep(0.001)
+    gpu = SimulatedGPU(slots=2)  # two slots: the second call runs while the first's handler is open
 
     with gpu.generation("coder", None) as answered:
         answered()
-        after_the_answer = threading.Thread(target=another_call)
-        after_the_answer.start()
-        until(1)
-    after_the_answer.join(WAIT)
+        with gpu.generation("coder", None):  # sent once the first's answer is out
+            pass
     assert gpu.stats.max_requested == 1 and gpu.stats.generations == 2
 
-    with gpu.generation("coder", None):  # no answer yet: a call sent now is a second one at once
-        before_the_answer = threading.Thread(target=another_call)
-        before_the_answer.start()
-        until(2)
-    before_the_answer.join(WAIT)
+    with gpu.generation("coder", None), gpu.generation("coder", None):  # no answer yet: two at once
+        pass
     assert gpu.stats.max_requested == 2

@@ -10,6 +10,7 @@ import select
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -67,10 +68,12 @@ ollama: {{slots: 2}}
     run_git(git_repo, "add", "-A")
     run_git(git_repo, "commit", "-q", "-m", "configure the hub")
     calls: list[str] = []
+    asked = threading.Semaphore(0)  # released as each call reaches the model
 
     def implement(body: dict[str, Any]) -> Reply | str:
         prompt = body["messages"][-1]["content"]
         calls.append(prompt)
+        asked.release()
         target = next(rel for rel in TARGETS if f"### {rel}" in prompt)
         # The first two answers take minutes, as a 32B model's may; the recovered tasks' come at once.
         return Reply(answer(target), first_token_delay=300) if len(calls) <= 2 else answer(target)
@@ -93,10 +96,8 @@ ollama: {{slots: 2}}
         )
         seen: list[str] = []
         try:
-            deadline = time.monotonic() + WAIT
-            while len(calls) < 2 and time.monotonic() < deadline:
-                time.sleep(0.05)
-            assert len(calls) == 2  # both implementers wait on the model
+            # Both implementers wait on the model.
+            assert asked.acquire(timeout=WAIT) and asked.acquire(timeout=WAIT)
 
             proc.send_signal(signal.SIGINT)
             read_until(proc, "next.interrupted", seen)
@@ -129,10 +130,10 @@ def test_a_watched_child_takes_the_watchers_sigint_even_when_started_with_it_ign
 ) -> None:
     # A watcher started in the background by a script (nohup hub watch &) passes SIGINT ignored on to
     # its children: its SIGINT after the grace did nothing, and only the SIGKILL 10 s later ended them.
-    calls: list[str] = []
+    asked = threading.Semaphore(0)
 
     def slow(_body: dict[str, Any]) -> Reply:
-        calls.append("call")
+        asked.release()
         return Reply(answer("src/app.py"), first_token_delay=300)
 
     (git_repo / "hub.yaml").write_text(
@@ -152,10 +153,7 @@ def test_a_watched_child_takes_the_watchers_sigint_even_when_started_with_it_ign
             stderr=subprocess.DEVNULL,
         )
         try:
-            deadline = time.monotonic() + WAIT
-            while not calls and time.monotonic() < deadline:
-                time.sleep(0.05)
-            assert calls  # the implementer waits on the model
+            assert asked.acquire(timeout=WAIT)  # the implementer waits on the model
 
             proc.send_signal(signal.SIGINT)
             assert proc.wait(timeout=WAIT) == 1  # interrupted ("aborted"); the next run recovers the task
