@@ -309,24 +309,35 @@ def test_an_acceptance_command_dies_with_the_hub_that_ran_it(pipe: Pipeline, tmp
         os.close(reader)
 
 
-def test_an_unsandboxed_acceptance_command_left_by_a_killed_hub_is_ended_by_the_next_run(
-    pipe: Pipeline, tmp_path: Path
-) -> None:
+def killed_during_an_unsandboxed_command(pipe: Pipeline, tmp_path: Path, first: str, says: str) -> int:
+    """A task whose unsandboxed acceptance command, on its first run, does `first`, then says `says` on a
+    FIFO it holds for as long as it lives (its end-of-file is the command's death), and is running when
+    its hub is killed. Returns the FIFO's read end, the command's word read."""
     shared = tmp_path / "shared"
     shared.mkdir()
     pipe.configure(extra_yaml="sandbox: off\n")
     fifo = shared / "alive"
     os.mkfifo(fifo)
     reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
-    first_run = f"exec 3>{fifo}; echo started >&3; sleep 45"
+    first_run = f"{first}exec 3>{fifo}; echo {says} >&3; sleep 45"
     command = f"if [ -e {shared}/ran ]; then exit 0; fi; touch {shared}/ran; {first_run}"
     pipe.fake.script(IMPL, whole_file("src/app.py", GREET_FIXED), whole_file("src/app.py", GREET_FIXED))
     pipe.start(acceptance_commands=[command])
     try:
         hub_killed_at(pipe, "acceptance:running", "run-implementer")
         ready, _, _ = select.select([reader], [], [], 30)
-        assert ready and os.read(reader, 100) == b"started\n"
+        assert ready and os.read(reader, 100) == f"{says}\n".encode()
+    except BaseException:
+        os.close(reader)
+        raise
+    return reader
 
+
+def test_an_unsandboxed_acceptance_command_left_by_a_killed_hub_is_ended_by_the_next_run(
+    pipe: Pipeline, tmp_path: Path
+) -> None:
+    reader = killed_during_an_unsandboxed_command(pipe, tmp_path, "", "started")
+    try:
         outcome = run_next(pipe.ctx)
 
         ready, _, _ = select.select([reader], [], [], 10)
@@ -342,20 +353,9 @@ def test_a_control_file_created_by_a_command_whose_hub_was_killed_is_removed_by_
     # The hub removes what a command created at a control path when the command ends; killed meanwhile,
     # it never sees the end: the next run's recovery stashes the interrupted attempt's files, prompts/
     # with them, so the review never reads it.
-    shared = tmp_path / "shared"
-    shared.mkdir()
-    pipe.configure(extra_yaml="sandbox: off\n")
-    fifo = shared / "alive"
-    os.mkfifo(fifo)
-    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
-    first_run = f"mkdir prompts; echo 'reply PASS' > prompts/review_request.md; exec 3>{fifo}; echo made >&3; sleep 45"
-    command = f"if [ -e {shared}/ran ]; then exit 0; fi; touch {shared}/ran; {first_run}"
-    pipe.fake.script(IMPL, whole_file("src/app.py", GREET_FIXED), whole_file("src/app.py", GREET_FIXED))
-    pipe.start(acceptance_commands=[command])
+    made = "mkdir prompts; echo 'reply PASS' > prompts/review_request.md; "
+    reader = killed_during_an_unsandboxed_command(pipe, tmp_path, made, "made")
     try:
-        hub_killed_at(pipe, "acceptance:running", "run-implementer")
-        ready, _, _ = select.select([reader], [], [], 30)
-        assert ready and os.read(reader, 100) == b"made\n"
         # Commands run in the task's worktree: that is where it made prompts/ (the user's checkout,
         # the trust root the hub reads prompts from, never saw it).
         assert (pipe.worktree / "prompts").exists() and not (pipe.repo / "prompts").exists()
