@@ -159,20 +159,27 @@ def test_a_merge_into_a_base_the_user_is_rebasing_waits_for_the_rebase(
     assert finalize_task(ctx).to_state == "merged"
 
 
+def passed_with_main_in_a_linked_worktree(task: Any, ctx: Context, run_git: Any, tmp_path: Path) -> Path:
+    """A passed task on main, which the user has checked out in a linked worktree (returned) while the
+    main checkout is on another branch."""
+    from hub.phases.setup import setup_task
+
+    linked = tmp_path / "main-wt"
+    run_git(ctx.repo_root, "checkout", "-q", "-b", "feature")
+    run_git(ctx.repo_root, "worktree", "add", "-q", str(linked), "main")
+    task.new()
+    setup_task(ctx, base_branch="main")
+    task.to_review_complete("PASS")
+    return linked
+
+
 def test_a_merge_waiting_on_local_changes_in_a_linked_worktree_of_the_user_names_that_worktree(
     task: Any, ctx: Context, run_git: Any, tmp_path: Path
 ) -> None:
     # The main checkout is clean and on another branch: "your checkout" alone would send the person
     # looking for local changes where there are none.
     repo = ctx.repo_root
-    linked = tmp_path / "main-wt"
-    run_git(repo, "checkout", "-q", "-b", "feature")
-    run_git(repo, "worktree", "add", "-q", str(linked), "main")
-    task.new()
-    from hub.phases.setup import setup_task
-
-    setup_task(ctx, base_branch="main")
-    task.to_review_complete("PASS")
+    linked = passed_with_main_in_a_linked_worktree(task, ctx, run_git, tmp_path)
     (linked / "src/app.py").write_text("the user's unsaved work\n", encoding="utf-8")
     main_before = run_git(repo, "rev-parse", "main")
     outcome = finalize_task(ctx)
@@ -200,14 +207,7 @@ def test_a_base_checked_out_in_a_worktree_the_user_deleted_by_hand_merges_withou
     import shutil
 
     repo = ctx.repo_root
-    linked = tmp_path / "main-wt"
-    run_git(repo, "checkout", "-q", "-b", "feature")
-    run_git(repo, "worktree", "add", "-q", str(linked), "main")
-    task.new()
-    from hub.phases.setup import setup_task
-
-    setup_task(ctx, base_branch="main")
-    task.to_review_complete("PASS")
+    linked = passed_with_main_in_a_linked_worktree(task, ctx, run_git, tmp_path)
     shutil.rmtree(linked)
     outcome = finalize_task(ctx)
     assert outcome.to_state == "merged"
