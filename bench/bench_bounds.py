@@ -3,7 +3,7 @@
     .venv/bin/python bench/bench_bounds.py [--runs N]
 
 tree-sitter-python parses a run of whole-line comments in quadratic time (issue 11: 2,000 lines 2 s,
-8,000 lines 28 s; a 50 MB reply held run-local-review for 1,069 s). `hub.code` blanks them first. The
+8,000 lines 28 s; a 50 MB reply held run-local-review for 1,069 s). `hub.review.code` blanks them first. The
 median time of `syntax_errors` on 2,000 and 32,000 comment lines, and their ratio: linear is ~16.
 """
 
@@ -14,7 +14,7 @@ import statistics
 import time
 from collections.abc import Sequence
 
-from hub.code import syntax_errors
+from hub.review.code import syntax_errors
 
 
 def median_ms(lines: int, runs: int) -> float:

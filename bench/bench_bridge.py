@@ -28,7 +28,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from hub.config import WorkerServer  # noqa: E402  (the checkout, not an installed copy)
+from hub.core.config import WorkerServer  # noqa: E402  (the checkout, not an installed copy)
 from hub.testing import FakeOllama  # noqa: E402
 from hub.workers.base import ChatRequest  # noqa: E402
 
@@ -158,7 +158,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--json", action="store_true", help="print the results as one JSON document")
     args = parser.parse_args(argv)
 
-    from hub.log import configure
+    from hub.core.log import configure
 
     configure("console", "WARNING")  # library DEBUG lines would swamp the table
     results: dict[str, Any] = {"cpus": os.cpu_count(), "calls": [], "spawns": []}

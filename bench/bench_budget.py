@@ -27,8 +27,8 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from hub.errors import WorkerUnavailable  # noqa: E402  (the checkout, not an installed copy)
-from hub.log import configure  # noqa: E402
+from hub.core.errors import WorkerUnavailable  # noqa: E402  (the checkout, not an installed copy)
+from hub.core.log import configure  # noqa: E402
 from hub.testing import FakeOllama  # noqa: E402
 from hub.testing.context import default_tokenizer  # noqa: E402
 from hub.workers import budget, outage  # noqa: E402

@@ -2,7 +2,7 @@
 
     python bench/bench_edits.py [--base REV] [--verbose]
 
-Each case's reply goes through the implementer's path (hub.edits: parse, plan, pre-write check, write)
+Each case's reply goes through the implementer's path (hub.edits.apply: parse, plan, pre-write check, write)
 in a fresh folder holding the case's original files; the files afterwards are scored accepted (exactly
 the expected files), refused (nothing written), wrong or destroyed. "Before" runs the same corpus
 through the edit code of REV (default: the commit issue 12 started from), extracted with `git archive`
@@ -26,8 +26,8 @@ BASE = "a553119"  # main when issue 12 began: the "before" parser
 
 
 def run_case(case: object, folder: Path) -> dict[str, str | None]:
-    """Apply the case's reply with whatever `hub.edits` is importable; the case's files afterwards."""
-    from hub import edits
+    """Apply the case's reply with whatever `hub.edits.apply` is importable; the case's files afterwards."""
+    from hub.edits.apply import apply as edits
     from hub.testing.corpus import Case
     from hub.workers.base import split_thinking
 

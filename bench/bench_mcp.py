@@ -5,7 +5,7 @@
 Two measurements:
 - `scan_code` on a 300-line Python file through `hub mcp serve` over stdio (the official client, one
   session, the call round trip only), against `ast-grep scan` run directly on the same file with the same
-  rules (a process per scan, as a person or script would run it), and against `hub.rules.scan_code`
+  rules (a process per scan, as a person or script would run it), and against `hub.review.rules.scan_code`
   called in process (the function the tool wraps). Medians in milliseconds.
 - The time from a contract becoming due (TASK_CONTRACT.json written atomically) to `hub watch` starting
   its phase (the phase taking the handoff lock), with file-system events and with `--poll`; each sample
@@ -36,8 +36,8 @@ if str(REPO) not in sys.path:
 
 from _repo import commit_repo  # noqa: E402  (bench/, beside this script)
 
-from hub import rules  # noqa: E402  (the checkout, not an installed copy)
-from hub.log import configure  # noqa: E402
+from hub.core.log import configure  # noqa: E402
+from hub.review import rules  # noqa: E402  (the checkout, not an installed copy)
 
 JUDGE_PASS = (
     "import json, os, sys\n"
@@ -149,7 +149,7 @@ def wait_until(predicate: Any, seconds: float, step: float = 0.001) -> float:
 
 
 def bench_watch(work: Path, samples: int, poll: bool) -> dict[str, Any]:
-    from hub.config import load_config
+    from hub.core.config import load_config
     from hub.phases.context import Context
     from hub.phases.setup import create
     from hub.testing import FakeOllama
@@ -209,7 +209,7 @@ judge:
 
 def bench_hub_next(work: Path, samples: int) -> float:
     """The floor under the watcher's figure: `hub next` spawned by hand on a due contract, to its lock."""
-    from hub.config import load_config
+    from hub.core.config import load_config
     from hub.phases.context import Context
     from hub.phases.setup import create
 
@@ -265,7 +265,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     print(f"scan_code on {scan['lines']} lines (median of {scan['repeat']}):")
     print(f"  through hub mcp serve (stdio)  {scan['scan_code_via_mcp_ms']:8.1f} ms")
     print(f"  ast-grep scan run directly     {scan['ast_grep_cli_direct_ms']:8.1f} ms")
-    print(f"  hub.rules.scan_code in process {scan['scan_code_in_process_ms']:8.1f} ms")
+    print(f"  hub.review.rules.scan_code in process {scan['scan_code_in_process_ms']:8.1f} ms")
     print(f"  (server spawn to initialized   {scan['mcp_server_spawn_to_initialized_ms']:8.1f} ms, once)")
     for w in results["watch"]:
         print(

@@ -30,13 +30,13 @@ if str(REPO) not in sys.path:
 
 from _repo import git, init_repo  # noqa: E402  (bench/, beside this script)
 
-from hub.config import load_config  # noqa: E402  (the checkout, not an installed copy)
-from hub.contract import load  # noqa: E402
-from hub.log import configure  # noqa: E402
+from hub.core.config import load_config  # noqa: E402  (the checkout, not an installed copy)
+from hub.core.log import configure  # noqa: E402
 from hub.phases.context import Context, Run  # noqa: E402
 from hub.phases.finalize import finalize_task  # noqa: E402
 from hub.phases.judge import enter_judge_review, report_judge  # noqa: E402
 from hub.phases.setup import create, setup_task  # noqa: E402
+from hub.state.contract import load  # noqa: E402
 
 HUB = Path(sys.executable).parent / "hub"
 PHASES = ("setup-task", "report-judge", "finalize-task")

@@ -27,8 +27,8 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from hub import rules  # noqa: E402  (the checkout, not an installed copy)
-from hub.log import configure  # noqa: E402
+from hub.core.log import configure  # noqa: E402
+from hub.review import rules  # noqa: E402  (the checkout, not an installed copy)
 
 CHANGED_MODULES = ("json/decoder.py", "shlex.py", "textwrap.py", "fnmatch.py", "glob.py")
 

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from hub.phases.acceptance import run_command
-from hub.sandbox import SandboxMode, SandboxSettings, availability, prepare
+from hub.safety.sandbox import SandboxMode, SandboxSettings, availability, prepare
 
 GOAL_MS = 50.0
 COMMANDS = {"true": "true", "python": f"{shlex.quote(sys.executable)} -c 'print(1)'"}

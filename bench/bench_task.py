@@ -21,7 +21,7 @@ Then where the time goes (unless --no-breakdown):
 - the worker server: spawn + MCP initialize + tools/list, then one health check and one generation;
 - inside the two model phases, in-process (backend ollama): cumulative seconds of git, the rules gate,
   the syntax check, the model calls, provenance and contract writes (cProfile);
-- the rules gate (`hub.rules.scan_paths`) on the task's changed files, against `ast-grep scan` directly
+- the rules gate (`hub.review.rules.scan_paths`) on the task's changed files, against `ast-grep scan` directly
   on the same file with the same rules. The gate on a large tree is bench/bench_rules.py.
 """
 
@@ -273,7 +273,7 @@ def import_groups(importtime: str, top: int = 10) -> dict[str, float]:
 
 def worker_server(fake: FakeOllama, repeat: int) -> dict[str, float]:
     """What one model phase pays for the worker server: start, one health check, one call, stop."""
-    from hub.config import WorkerServer
+    from hub.core.config import WorkerServer
     from hub.workers.base import ChatRequest
     from hub.workers.bridge import WorkerClient
 
@@ -297,24 +297,24 @@ def worker_server(fake: FakeOllama, repeat: int) -> dict[str, float]:
 
 # Functions whose cumulative time is attributed, in the order shown; (label, file suffix, function name).
 PROFILE_BUCKETS = (
-    ("git (gitops: checkout, checkpoint, diff, stash)", "hub/gitops.py", None),
-    ("rules gate (scan_paths: ast-grep)", "hub/rules.py", "scan_paths"),
-    ("syntax check + outline (tree-sitter)", "hub/code.py", None),
+    ("git (gitops: checkout, checkpoint, diff, stash)", "hub/repo/gitops.py", None),
+    ("rules gate (scan_paths: ast-grep)", "hub/review/rules.py", "scan_paths"),
+    ("syntax check + outline (tree-sitter)", "hub/review/code.py", None),
     ("model calls (generate)", "hub/workers/ollama.py", "generate"),
     ("health check (/api/tags)", "hub/workers/ollama.py", "check_health"),
     ("OllamaProvider() (an httpx.Client: its SSL context)", "hub/workers/ollama.py", "__init__"),
-    ("edits parse + apply", "hub/edits.py", None),
-    ("edits parse + apply", "hub/edit_parse.py", None),
-    ("provenance records", "hub/provenance.py", "write_record"),
-    ("contract + transition writes", "hub/handoff.py", "record"),
-    ("contract + transition writes", "hub/contract.py", "save"),
+    ("edits parse + apply", "hub/edits/apply.py", None),
+    ("edits parse + apply", "hub/edits/parse.py", None),
+    ("provenance records", "hub/state/provenance.py", "write_record"),
+    ("contract + transition writes", "hub/state/handoff.py", "record"),
+    ("contract + transition writes", "hub/state/contract.py", "save"),
     ("REVIEW_REQUEST.md", "hub/phases/judge.py", "write_review_request"),
 )
 
 
 def in_process_profile(fake: FakeOllama) -> dict[str, dict[str, float]]:
     """cProfile of run-implementer and run-local-review in one process (backend ollama), by bucket."""
-    from hub.config import load_config
+    from hub.core.config import load_config
     from hub.phases.context import Context
     from hub.phases.implement import run_implementer
     from hub.phases.review import run_local_review
@@ -353,7 +353,7 @@ def buckets(stats: pstats.Stats) -> dict[str, float]:
 
 
 def rules_gate(repeat: int) -> dict[str, float]:
-    from hub import rules
+    from hub.review import rules
 
     with tempfile.TemporaryDirectory(prefix="hub-bench-rules-") as tmp:
         repo = make_repo(Path(tmp), "ollama")
@@ -375,7 +375,7 @@ def rules_gate(repeat: int) -> dict[str, float]:
         rules.scan_paths(repo, ["src/app.py"])
         direct()
         return {
-            "hub.rules.scan_paths on the changed file": median_seconds(
+            "hub.review.rules.scan_paths on the changed file": median_seconds(
                 lambda: rules.scan_paths(repo, ["src/app.py"]), repeat
             ),
             "ast-grep scan directly, same file and rules": median_seconds(direct, repeat),
@@ -424,7 +424,7 @@ def print_section(title: str, values: dict[str, float]) -> None:
 
 @contextmanager
 def quiet_logs() -> Iterator[None]:
-    from hub.log import configure
+    from hub.core.log import configure
 
     configure("json", "WARNING")
     yield

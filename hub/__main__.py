@@ -1,3 +1,3 @@
-from hub.cli import main
+from hub.faces.cli import main
 
 main()

@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 
-from hub import handoff
-from hub.config import CONFIG_FILE, load_config
-from hub.contract import Contract, now_utc
-from hub.contract import load as load_contract
+from hub.core.config import CONFIG_FILE, load_config
 from hub.phases.context import Context, Run
+from hub.state import handoff
+from hub.state.contract import Contract, now_utc
+from hub.state.contract import load as load_contract
 
 APP_PY = 'def greet(name):\n    return "hello " + name\n'
 # Variables that would make a test depend on the machine it runs on.
@@ -57,7 +57,7 @@ class Clock:
 def make_repo(path: Path, files: Mapping[str, str] | None = None) -> Path:
     """A git repo on `main` with one commit holding `files` (default: README.md and src/app.py) and
     hub.yaml, and _handoff/ excluded the way `hub init` does it."""
-    from hub.config import default_yaml
+    from hub.core.config import default_yaml
 
     path.mkdir(parents=True, exist_ok=True)
     git(path, "init", "-q", "-b", "main")

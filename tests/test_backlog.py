@@ -11,12 +11,12 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from hub import backlog
-from hub.contract import iso
-from hub.errors import ContractInvalid, WrongState
+from hub.core.errors import ContractInvalid, WrongState
 from hub.phases.context import Context
 from hub.phases.next import run_next
 from hub.phases.promote import promote_next
+from hub.state import backlog
+from hub.state.contract import iso
 
 if TYPE_CHECKING:
     # The fixtures' types (tests/conftest.py); pytest loads conftest, tests never import it.

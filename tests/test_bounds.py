@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from hub.config import load_config
-from hub.errors import ConfigError, ContractInvalid, RuleError
-from hub.handoff import Handoff
+from hub.core.config import load_config
+from hub.core.errors import ConfigError, ContractInvalid, RuleError
+from hub.state.handoff import Handoff
 
 
 def no_traceback(done: Any) -> None:
@@ -96,7 +96,7 @@ def test_a_halt_file_outside_the_handoff_folder_is_refused(tmp_path: Path, name:
 
 
 def test_remove_rule_never_deletes_outside_the_repository(tmp_path: Path) -> None:
-    from hub import rules
+    from hub.review import rules
 
     repo, outside = tmp_path / "repo", tmp_path / "outside"
     repo.mkdir()

@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from hub.handoff import phase_lock
 from hub.phases.context import Context
+from hub.state.handoff import phase_lock
 
 if TYPE_CHECKING:
     # The fixtures' types (tests/conftest.py); pytest loads conftest, tests never import it.
@@ -261,8 +261,8 @@ def test_bad_input_exits_1_or_3_naming_file_and_field_and_changes_no_file_or_bra
 RACER = """
 import os, sys
 import filelock, structlog, yaml
-import hub.config, hub.phases.judge, hub.phases.setup
-from hub.cli import main
+import hub.core.config, hub.phases.judge, hub.phases.setup
+from hub.faces.cli import main
 os.write(int(sys.argv[1]), b"r")
 os.read(0, 1)
 main(sys.argv[2:])

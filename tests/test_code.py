@@ -1,10 +1,10 @@
-"""hub.code: tree-sitter outlines and syntax errors for each supported language."""
+"""hub.review.code: tree-sitter outlines and syntax errors for each supported language."""
 
 from __future__ import annotations
 
 import pytest
 
-from hub.code import Outline, Symbol, SyntaxIssue, language_for, outline, render_outline, syntax_errors
+from hub.review.code import Outline, Symbol, SyntaxIssue, language_for, outline, render_outline, syntax_errors
 
 
 def fn(name: str, start: int, end: int) -> Symbol:

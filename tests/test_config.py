@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from hub.config import ConfigError, default_yaml, load_config, normalize_ollama_host
+from hub.core.config import ConfigError, default_yaml, load_config, normalize_ollama_host
 
 
 def write(repo: Path, text: str, age_seconds: float = 10.0) -> Path:
@@ -50,7 +50,7 @@ def test_the_default_hub_yaml_loads_with_every_role_on_the_hub_worker(tmp_path: 
 
 
 def test_hub_init_writes_the_num_ctx_the_readme_shows() -> None:
-    from hub.config import DEFAULT_NUM_CTX
+    from hub.core.config import DEFAULT_NUM_CTX
 
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
     assert f"{{num_ctx: {DEFAULT_NUM_CTX}}}" in readme
@@ -58,7 +58,7 @@ def test_hub_init_writes_the_num_ctx_the_readme_shows() -> None:
 
 
 def test_a_typical_source_file_and_its_whole_file_answer_fit_the_default_window() -> None:
-    from hub.config import DEFAULT_NUM_CTX, DEFAULT_NUM_PREDICT
+    from hub.core.config import DEFAULT_NUM_CTX, DEFAULT_NUM_PREDICT
     from hub.workers import budget
 
     source = (Path(__file__).resolve().parents[1] / "hub" / "phases" / "implement.py").read_text(
@@ -178,7 +178,7 @@ def test_the_task_settings_parallel_tasks_slots_hosts_worktrees_and_branches(tmp
 
 
 def test_the_schema_forms_other_keys_will_need_check_what_they_should() -> None:
-    from hub.config_schema import AnyOf, Bool, Int, ListOf, Map, Str
+    from hub.core.config_schema import AnyOf, Bool, Int, ListOf, Map, Str
 
     sandbox = AnyOf((Str(choices=("auto", "required", "off")), Bool(), Map({"network": Bool()})))
     assert sandbox.check("off", ("sandbox",)) == [] and sandbox.check(False, ("sandbox",)) == []
@@ -265,7 +265,7 @@ def readme_key_table() -> list[list[str]]:
 
 
 def test_the_readme_key_reference_lists_every_schema_key_with_its_type() -> None:
-    from hub.config_schema import reference
+    from hub.core.config_schema import reference
 
     listed = [(key.strip("`"), form) for key, form, *_ in readme_key_table()]
     rows = "\n".join(f"| `{key}` | {form} | DEFAULT | MEANING |" for key, form in reference())
@@ -305,7 +305,7 @@ def test_the_readme_key_references_defaults_are_the_ones_an_empty_hub_yaml_gets(
 
 
 def test_a_hub_variable_a_typo_away_from_one_the_hub_reads_is_named_with_the_one_meant() -> None:
-    from hub.config import mistyped_env
+    from hub.core.config import mistyped_env
 
     env = {
         "HUB_IMPLEMENTOR_MODEL": "qwen2.5-coder:32b",

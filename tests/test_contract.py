@@ -18,8 +18,9 @@ from typing import Any
 
 import pytest
 
-from hub import contract as contract_mod
-from hub.contract import (
+from hub.core.errors import ContractInvalid, exit_code_for
+from hub.state import contract as contract_mod
+from hub.state.contract import (
     judge_report_from_markdown,
     load,
     make_task_id,
@@ -29,7 +30,6 @@ from hub.contract import (
     validate,
     validate_judge_report,
 )
-from hub.errors import ContractInvalid, exit_code_for
 
 NOW = datetime(2026, 3, 14, 9, 26, 53, tzinfo=UTC)
 

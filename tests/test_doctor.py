@@ -10,8 +10,9 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from hub.config import Config, JudgeConfig, RoleConfig, WorkerServer
-from hub.doctor import (
+from hub.core.config import Config, JudgeConfig, RoleConfig, WorkerServer
+from hub.core.errors import MCPServerCrashed
+from hub.faces.doctor import (
     Check,
     check_ast_grep,
     check_git,
@@ -21,7 +22,6 @@ from hub.doctor import (
     render_models,
     run_doctor,
 )
-from hub.errors import MCPServerCrashed
 from hub.testing import FakeOllama
 from hub.workers.base import Health
 
@@ -124,7 +124,7 @@ def test_a_missing_model_fails_with_the_pull_command_as_fix_naming_only_the_role
 
 
 def test_doctor_checks_ast_grep_where_the_scans_find_it(tmp_path: Path) -> None:
-    from hub.rules import ast_grep_binary
+    from hub.review.rules import ast_grep_binary
 
     on_path = str(tmp_path / "elsewhere" / "ast-grep")
     check = check_ast_grep(which=lambda name: on_path)
@@ -246,8 +246,8 @@ def test_hub_doctor_exits_1_naming_the_fix_when_ollama_is_down(hub: HubRunner) -
 
 
 def test_doctor_says_whether_acceptance_commands_are_sandboxed(tmp_path: Path) -> None:
-    from hub.doctor import check_sandbox
-    from hub.sandbox import SandboxMode, SandboxSettings
+    from hub.faces.doctor import check_sandbox
+    from hub.safety.sandbox import SandboxMode, SandboxSettings
 
     base = config(tmp_path)
     found = check_sandbox(base)

@@ -1,10 +1,10 @@
-"""hub.edit_check.judge: what a planned file may not become, decided before anything is written."""
+"""hub.edits.check.judge: what a planned file may not become, decided before anything is written."""
 
 from __future__ import annotations
 
 import pytest
 
-from hub.edit_check import is_elision, judge
+from hub.edits.check import is_elision, judge
 
 CALC = "def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return a - b\n"
 

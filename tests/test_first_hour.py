@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from hub.config import default_yaml
+from hub.core.config import default_yaml
 
 Snapshot = Callable[[Path], dict[str, bytes]]
 
@@ -141,7 +141,7 @@ def state_of(repo: Path) -> dict[str, Any]:
 def run_in_process(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
     """`hub ARGV` through the same entry point as the console script; any uncaught exception (a
     traceback for the user) fails the test by propagating."""
-    from hub.cli import main
+    from hub.faces.cli import main
 
     with pytest.raises(SystemExit) as done:
         main(argv)
@@ -333,7 +333,7 @@ def test_init_then_the_same_commands_work(hub: Any, tmp_path: Path, run_git: Any
 
 
 def test_the_default_hub_yaml_passes_its_own_schema(tmp_path: Path) -> None:
-    from hub.config import load_config
+    from hub.core.config import load_config
 
     (tmp_path / "hub.yaml").write_text(default_yaml("p"), encoding="utf-8")
     assert load_config(tmp_path, env={}).project == "p"
@@ -342,7 +342,7 @@ def test_the_default_hub_yaml_passes_its_own_schema(tmp_path: Path) -> None:
 def test_every_key_the_readme_shows_is_in_the_schema() -> None:
     import yaml
 
-    from hub import config_schema
+    from hub.core import config_schema
 
     readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
     block = readme.split("## Configuration: `hub.yaml`", 1)[1].split("```yaml\n", 1)[1].split("```", 1)[0]
@@ -469,7 +469,7 @@ def test_the_halt_files_command_as_written_is_refused_and_one_leading_nowhere_to
 ) -> None:
     import shlex
 
-    from hub.breakers import Trip
+    from hub.state.breakers import Trip
 
     task.new()
     task.setup()

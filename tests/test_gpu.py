@@ -1,4 +1,4 @@
-"""The GPU gate (hub/gpu.py) and FakeOllama's simulated GPU: slots, the loaded model first, loads."""
+"""The GPU gate (hub/workers/gpu.py) and FakeOllama's simulated GPU: slots, the loaded model first, loads."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from hub.errors import WorkerTimeout
-from hub.gpu import Gate, Host, Loaded, order_hosts, should_defer
+from hub.core.errors import WorkerTimeout
 from hub.testing import FakeOllama
 from hub.testing.gpu import SimulatedGPU
+from hub.workers.gpu import Gate, Host, Loaded, order_hosts, should_defer
 
 WAIT = 30.0  # a bound on every wait below, never a sleep
 

@@ -17,11 +17,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hub import handoff
-from hub.contract import load, new_contract, save
-from hub.errors import EXIT_LOCKED, ContractInvalid, InvalidTransition, LockBusy, exit_code_for
-from hub.handoff import Handoff, phase_lock, read_transitions, record
-from hub.machine import EVENTS, RESUMABLE_STATES, RESUME_EVENT, events_from
+from hub.core.errors import EXIT_LOCKED, ContractInvalid, InvalidTransition, LockBusy, exit_code_for
+from hub.state import handoff
+from hub.state.contract import load, new_contract, save
+from hub.state.handoff import Handoff, phase_lock, read_transitions, record
+from hub.state.machine import EVENTS, RESUMABLE_STATES, RESUME_EVENT, events_from
 
 NOW = datetime(2026, 5, 1, 12, 0, 0, tzinfo=UTC)
 
@@ -162,7 +162,7 @@ HOLDER = """
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
-from hub.handoff import Handoff, phase_lock
+from hub.state.handoff import Handoff, phase_lock
 with phase_lock(Handoff(Path(sys.argv[1])), "holder", datetime.now(UTC)):
     print("held", flush=True)
     sys.stdin.read()
@@ -457,7 +457,7 @@ def test_a_save_removes_temp_files_that_killed_saves_left_a_while_ago(tmp_path: 
 def test_tasks_appending_at_once_across_a_rotation_lose_no_line(fast_tmp: Path) -> None:
     import threading
 
-    from hub.handoff import ROTATE_BYTES, append_transition
+    from hub.state.handoff import ROTATE_BYTES, append_transition
 
     hand = Handoff(fast_tmp / "_handoff")
     hand.ensure()

@@ -1,4 +1,4 @@
-"""hub.leftovers: what a killed hub left running is ended by the task's next phase, and nothing else is."""
+"""hub.repo.leftovers: what a killed hub left running is ended by the task's next phase, and nothing else is."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from hub import leftovers
+from hub.repo import leftovers
 
 
 @pytest.fixture

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from hub import machine
-from hub.errors import EXIT_WRONG_STATE, InvalidTransition, WrongState, exit_code_for
-from hub.machine import (
+from hub.core.errors import EXIT_WRONG_STATE, InvalidTransition, WrongState, exit_code_for
+from hub.state import machine
+from hub.state.machine import (
     ERIK_CONSULTATION,
     EVENTS,
     HALT_EVENT,
@@ -46,7 +46,7 @@ PLAN_EDGES = {
 }
 
 
-# Edges the table adds to the plan, each explained in hub/machine.py.
+# Edges the table adds to the plan, each explained in hub/state/machine.py.
 EXTRA_EDGES = {
     ("pending_implementer", "fail_disagree"): "pending_rebuttal",
     ("pending_local_review", "stall"): "pending_local_review",

@@ -19,9 +19,9 @@ import anyio
 import httpx
 import pytest
 
-from hub.breakers import Trip
-from hub.errors import ConfigError
-from hub.mcp_server import TOOL_NAMES, build_server, http_app
+from hub.core.errors import ConfigError
+from hub.faces.mcp_server import TOOL_NAMES, build_server, http_app
+from hub.state.breakers import Trip
 
 if TYPE_CHECKING:
     # The fixtures' types (tests/conftest.py); pytest loads conftest, tests never import it.

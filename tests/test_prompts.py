@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from hub import prompts
+from hub.phases import prompts
 from hub.phases.implement import build_prompt, file_section
 
 if TYPE_CHECKING:
@@ -115,7 +115,7 @@ def test_the_review_request_fills_every_placeholder(task: TaskDriver) -> None:
 
 
 def test_a_repositorys_template_that_is_not_utf8_is_a_config_error_naming_it(tmp_path: Path) -> None:
-    from hub.errors import ConfigError
+    from hub.core.errors import ConfigError
 
     (tmp_path / "prompts").mkdir()
     (tmp_path / "prompts" / "implementer.md").write_bytes(b"caf\xe9 ${task_id}\n")

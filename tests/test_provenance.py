@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from hub.handoff import Handoff, set_aside
-from hub.provenance import REDACTED, read_records, redact, write_record
+from hub.state.handoff import Handoff, set_aside
+from hub.state.provenance import REDACTED, read_records, redact, write_record
 from hub.testing import FakeOllama
 
 KEY = "sk-live-0123456789abcdefABCDEF"
@@ -179,11 +179,11 @@ def test_a_run_records_its_model_call_diff_and_command_and_hub_log_lists_them(
 
 
 def test_log_lists_a_model_call_between_the_transitions_around_it_within_one_second(tmp_path: Path) -> None:
-    from hub.config import load_config
-    from hub.contract import new_contract, save
-    from hub.handoff import record
+    from hub.core.config import load_config
     from hub.phases.context import Context
     from hub.phases.status import log_entries
+    from hub.state.contract import new_contract, save
+    from hub.state.handoff import record
 
     ctx = Context(load_config(tmp_path, handoff_dir=tmp_path / "_handoff", env={}), clock=lambda: NOW)
     hand = ctx.handoff

@@ -17,15 +17,16 @@ from typing import Any
 import pytest
 import yaml
 
-from hub import rules, rules_catalog
-from hub.errors import RuleError
-from hub.rules import Finding
+from hub.core.errors import RuleError
+from hub.review import catalog as rules_catalog
+from hub.review import rules
+from hub.review.rules import Finding
 
 REPO = Path(__file__).resolve().parents[1]
 RULE_TESTS = REPO / "tests" / "rules"
 PACKAGED_TESTS = RULE_TESTS / "rule-tests"
 CATALOG_TESTS = RULE_TESTS / "catalog-tests"
-CATALOG_RULES = REPO / "hub" / "catalog" / "rules"
+CATALOG_RULES = REPO / "hub" / "review" / "community" / "rules"
 
 PROJECT_RULE = """\
 id: no-print
@@ -380,9 +381,9 @@ def test_validate_rule_returns_the_parsed_rule() -> None:
 
 
 def test_catalog_index_matches_its_rule_files() -> None:
-    shipped = json.loads((REPO / "hub" / "catalog" / "index.json").read_text(encoding="utf-8"))
+    shipped = json.loads((REPO / "hub" / "review" / "community" / "index.json").read_text(encoding="utf-8"))
     assert shipped == rules_catalog.build_index(), (
-        "regenerate with: .venv/bin/python -c 'from hub.rules_catalog import write_index; write_index()'"
+        "regenerate with: .venv/bin/python -c 'from hub.review.catalog import write_index; write_index()'"
     )
     assert 10 <= len(shipped["rules"]) <= 20
     assert len({e["language"] for e in shipped["rules"]}) >= 5

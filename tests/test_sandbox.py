@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from hub.phases.acceptance import CAPTURE, run_command
-from hub.sandbox import Jail, SandboxMode, SandboxSettings, SandboxUnavailable, availability, prepare
+from hub.safety.sandbox import Jail, SandboxMode, SandboxSettings, SandboxUnavailable, availability, prepare
 
 PY = shlex.quote(sys.executable)
 

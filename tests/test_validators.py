@@ -1,12 +1,12 @@
-"""The generated schema validators must match the schemas in hub/contract.py."""
+"""The generated schema validators must match the schemas in hub/state/contract.py."""
 
 import copy
 
 import fastjsonschema
 import pytest
 
-from hub import _validate_contract, _validate_judge, contract
-from hub.errors import ContractInvalid
+from hub.core.errors import ContractInvalid
+from hub.state import _validate_contract, _validate_judge, contract
 
 
 def test_generated_validators_are_current_so_run_time_compiling_is_never_needed():

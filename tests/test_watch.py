@@ -19,13 +19,13 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from hub import handoff
-from hub.backlog import add_tasks
-from hub.breakers import Trip
-from hub.contract import now_utc
+from hub.faces.watch import PhaseRun, Watcher, decide, relevant
 from hub.phases.context import Context
+from hub.state import handoff
+from hub.state.backlog import add_tasks
+from hub.state.breakers import Trip
+from hub.state.contract import now_utc
 from hub.testing import FakeOllama, Reply
-from hub.watch import PhaseRun, Watcher, decide, relevant
 
 if TYPE_CHECKING:
     # The fixtures' types (tests/conftest.py); pytest loads conftest, tests never import it.

@@ -1,4 +1,4 @@
-"""Running the contract's acceptance commands: in the sandbox (`hub.sandbox`), each in its own process
+"""Running the contract's acceptance commands: in the sandbox (`hub.safety.sandbox`), each in its own process
 group, with a timeout that kills the whole tree."""
 
 from __future__ import annotations
@@ -14,14 +14,14 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from hub.contract import AcceptanceResult
+    from hub.state.contract import AcceptanceResult
 
-from hub import leftovers
-from hub.config import Config
-from hub.faults import crash_point
-from hub.log import get_logger
-from hub.sandbox import Jail, absent, prepare, remove_created
-from hub.trust import control_paths
+from hub.core.config import Config
+from hub.core.faults import crash_point
+from hub.core.log import get_logger
+from hub.repo import leftovers
+from hub.safety.sandbox import Jail, absent, prepare, remove_created
+from hub.safety.trust import control_paths
 
 log = get_logger("hub.phase")
 
@@ -67,7 +67,7 @@ def run_command(
     outlives it. In the sandbox the command also has a PID namespace of its own: killing bwrap ends
     every process in it, even one that left the process group with setsid. `pidfile` records the
     sandbox's init (unsandboxed: the command's group) while it runs, for the task's next phase to end
-    should the hub be killed meanwhile (hub.leftovers): bwrap arms its die-with-parent only after it has
+    should the hub be killed meanwhile (hub.repo.leftovers): bwrap arms its die-with-parent only after it has
     forked, and unsandboxed nothing dies with the hub."""
     started = time.perf_counter()
     sandboxed = jail is not None and jail.sandboxed

@@ -16,12 +16,8 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from hub import contract as contract_mod
-from hub import handoff
-from hub.breakers import Trip
-from hub.config import Config
-from hub.contract import Contract, Lease, TaskRefs, iso, now_utc, parse_iso, task_refs
-from hub.errors import (
+from hub.core.config import Config
+from hub.core.errors import (
     EXIT_HALTED,
     DirtyWorkTree,
     GitError,
@@ -32,8 +28,12 @@ from hub.errors import (
     TaskHalted,
     WrongState,
 )
-from hub.log import get_logger
-from hub.machine import (
+from hub.core.log import get_logger
+from hub.state import contract as contract_mod
+from hub.state import handoff
+from hub.state.breakers import Trip
+from hub.state.contract import Contract, Lease, TaskRefs, iso, now_utc, parse_iso, task_refs
+from hub.state.machine import (
     ERIK_CONSULTATION,
     HALT_EVENT,
     IMPLEMENTATION_IN_PROGRESS,
@@ -160,7 +160,7 @@ class Run:
         """The user's own checkout: the trust root (hub.yaml, prompts, rules). Never switched, stashed or
         committed to; only a merge lands in it, through git's own merge."""
         if self._user_repo is None:
-            from hub import gitops
+            from hub.repo import gitops
 
             self._user_repo = gitops.open_repo(self.ctx.repo_root)
         return self._user_repo
@@ -176,7 +176,7 @@ class Run:
         """The task's worktree (recreated from its branch if someone deleted it); before setup-task, the
         user's checkout, read only."""
         if self._repo is None:
-            from hub import gitops
+            from hub.repo import gitops
 
             branch = self.contract["git"].get("task_branch")
             if not branch:
@@ -249,8 +249,8 @@ class Run:
         branch = self.contract["git"].get("task_branch")
         if not branch:
             return None
-        from hub import gitops
-        from hub.trust import control_paths
+        from hub.repo import gitops
+        from hub.safety.trust import control_paths
 
         return gitops.checkpoint(
             self.repo,
@@ -293,7 +293,7 @@ class Run:
         """One model call for `role`, an outage waited out (`wait_for_server`). Whatever happens, its
         tokens and seconds go into the contract's cost and the call into runs/<task_id>/ as a
         provenance record; a call the server counted and read whole calibrates the model's estimate."""
-        from hub.provenance import write_record
+        from hub.state.provenance import write_record
         from hub.workers.bridge import observe_call
 
         left = self.remaining(f"the {role} model call ({purpose or 'call'})")
@@ -377,9 +377,9 @@ class Run:
         )
 
     def _generate_in_slot(self, worker: Worker, role: str, request: ChatRequest) -> Generation:
-        """The call itself, holding a slot of a model server (hub/gpu.py): never more calls at once per
+        """The call itself, holding a slot of a model server (hub/workers/gpu.py): never more calls at once per
         server than its slots; the wait is bounded by the role's total clock."""
-        from hub import gpu
+        from hub.workers import gpu
 
         config = self.ctx.config
         servers = config.model_servers()
@@ -425,7 +425,7 @@ class Run:
 
 
 def worktree_path(ctx: Context, user_repo: Repo, task_id: str) -> Path:
-    from hub import gitops
+    from hub.repo import gitops
 
     return (ctx.config.worktrees_dir or gitops.default_worktrees_dir(user_repo)) / task_id
 
@@ -612,12 +612,12 @@ def running(ctx: Context, phase: str, accepts: AbstractSet[str]) -> Iterator[Run
         recovered = False
         for pidfile in (hand.sandbox_pid, hand.judge_pid):  # what a killed hub left running
             if pidfile.exists():
-                from hub import leftovers
+                from hub.repo import leftovers
 
                 leftovers.reap(pidfile)
         with halt_on_git_failure(run):
             if contract["git"].get("task_branch"):
-                from hub import gitops
+                from hub.repo import gitops
 
                 # A git killed with a phase leaves locks or a half-done merge: every later run failed.
                 # The task's git runs in its worktree; the user's checkout is theirs (a merge of their
@@ -659,7 +659,7 @@ def halt_on_git_failure(run: Run) -> Iterator[None]:
     """A git failure or an OS error in a phase halts the task, naming it, instead of failing the same
     way on every later run (an unborn repository, a deleted or mid-merge task branch, a name too long
     for the file system). A dirty tree and a merge conflict keep their own handling."""
-    from hub.gitops import MergeConflict
+    from hub.repo.gitops import MergeConflict
 
     try:
         yield
@@ -687,15 +687,15 @@ def recover(run: Run) -> None:
     if holder and not same_host and expires and parse_iso(expires) > run.now:
         raise LockBusy(f"task {run.task_id} is held by {holder} on another host until {expires}")
     if _committed_before_kill(run):
-        from hub import gitops
         from hub.phases.implement import finish_code_written
+        from hub.repo import gitops
 
         finish_code_written(run, gitops.head_commit(run.repo))
         log.warning("recovered", task=run.task_id, reason="the attempt was killed after its commit: finished")
         return
     stash_name = None
     if contract["status"] == IMPLEMENTATION_IN_PROGRESS and contract["git"].get("task_branch"):
-        from hub import gitops
+        from hub.repo import gitops
 
         stash_name = gitops.stash(run.repo, f"{run.task_id}/attempt-{contract['attempt']}-interrupted")
     run.bump("interruptions")
@@ -717,7 +717,7 @@ def _committed_before_kill(run: Run) -> bool:
         return False
     if marker["attempt"] != contract["attempt"]:
         return False
-    from hub import gitops
+    from hub.repo import gitops
 
     scope = contract["constraints"]["allowed_paths"] or None
     dirty = gitops.dirty_files(run.repo)
@@ -725,7 +725,7 @@ def _committed_before_kill(run: Run) -> bool:
 
 
 def pre_phase_trip(run: Run) -> Trip | None:
-    from hub import breakers
+    from hub.state import breakers
 
     return breakers.before_phase(run.contract, run.now)
 
@@ -733,7 +733,7 @@ def pre_phase_trip(run: Run) -> Trip | None:
 def require_setup(run: Run) -> TaskRefs:
     """The task's git refs; GitError (which halts the task) when its branch was deleted meanwhile."""
     refs = task_refs(run.contract)
-    from hub import gitops
+    from hub.repo import gitops
 
     if not gitops.branch_exists(run.user_repo, refs.task_branch):
         base = refs.base_commit or "the base commit"

@@ -2,22 +2,9 @@
 
 from __future__ import annotations
 
-from hub import gitops, handoff
-from hub.breakers import Trip
-from hub.contract import Contract, Verdict, iso, task_refs
-from hub.errors import ContractInvalid, WrongState
-from hub.faults import crash_point
-from hub.gitops import MergeConflict, MergeRefused
-from hub.log import get_logger
-from hub.machine import (
-    ERIK_CONSULTATION,
-    MERGED,
-    PENDING_IMPLEMENTER,
-    PENDING_JUDGE_REVIEW,
-    RESUMABLE_STATES,
-    REVIEW_COMPLETE,
-    Event,
-)
+from hub.core.errors import ContractInvalid, WrongState
+from hub.core.faults import crash_point
+from hub.core.log import get_logger
 from hub.phases.context import (
     RESUME_TARGETS,
     Context,
@@ -29,6 +16,20 @@ from hub.phases.context import (
     running,
 )
 from hub.phases.judge import write_review_request
+from hub.repo import gitops
+from hub.repo.gitops import MergeConflict, MergeRefused
+from hub.state import handoff
+from hub.state.breakers import Trip
+from hub.state.contract import Contract, Verdict, iso, task_refs
+from hub.state.machine import (
+    ERIK_CONSULTATION,
+    MERGED,
+    PENDING_IMPLEMENTER,
+    PENDING_JUDGE_REVIEW,
+    RESUMABLE_STATES,
+    REVIEW_COMPLETE,
+    Event,
+)
 
 log = get_logger(__name__)
 

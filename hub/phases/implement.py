@@ -14,23 +14,25 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hub import breakers, gitops, prompts
-from hub.backlog import notes_for_prompt
-from hub.breakers import Trip
-from hub.contract import Contract, Verdict, task_refs
-from hub.errors import ContextOverflow, WorkerError
-from hub.faults import crash_point
-from hub.log import get_logger
-from hub.machine import PENDING_IMPLEMENTER, TIMEOUT_IMPLEMENTER, Event
+from hub.core.errors import ContextOverflow, WorkerError
+from hub.core.faults import crash_point
+from hub.core.log import get_logger
+from hub.phases import prompts
 from hub.phases.acceptance import CommandResult, jail_for, run_command
 from hub.phases.context import Context, Outcome, Run, pre_phase_trip, require_setup, running
 from hub.phases.stall import Stall, implementer_stall, model_unavailable, strike, worker_failure
-from hub.provenance import write_record
-from hub.sandbox import Jail, SandboxUnavailable
+from hub.repo import gitops
+from hub.safety.sandbox import Jail, SandboxUnavailable
+from hub.state import breakers
+from hub.state.backlog import notes_for_prompt
+from hub.state.breakers import Trip
+from hub.state.contract import Contract, Verdict, task_refs
+from hub.state.machine import PENDING_IMPLEMENTER, TIMEOUT_IMPLEMENTER, Event
+from hub.state.provenance import write_record
 from hub.workers.base import Generation, Worker
 
 if TYPE_CHECKING:
-    from hub.edits import ApplyResult, Block, ParseResult, Policy
+    from hub.edits.apply import ApplyResult, Block, ParseResult, Policy
 
     # What an answer became: how it parsed, and what was written, refused or failed.
     Answer = tuple[ParseResult, ApplyResult]
@@ -118,11 +120,11 @@ class Attempt:
         result = self._apply(generation, feedback_due=True)
         if isinstance(result, Stall):
             return self._stall(result.reason, result.detail)
-        from hub.edits import answer_feedback
+        from hub.edits.apply import answer_feedback
 
         feedback = answer_feedback(*result)
         if feedback:
-            from hub.edits import PARTIAL_CHANGE, not_made_good, unapplied, written_blocks
+            from hub.edits.apply import PARTIAL_CHANGE, not_made_good, unapplied, written_blocks
 
             retry = self._call(worker, prompt + "\n\n" + feedback, system, "block-feedback")
             # The blocks already written, sent again with the fixed ones, are not applied twice.
@@ -175,8 +177,8 @@ class Attempt:
 
     def _policy(self) -> Policy:
         """What the implementer's answer may write: the task's constraints, in its worktree."""
-        from hub.edits import Policy
-        from hub.trust import control_paths
+        from hub.edits.apply import Policy
+        from hub.safety.trust import control_paths
 
         constraints = self.contract["constraints"]
         return Policy(
@@ -196,8 +198,8 @@ class Attempt:
         an answer whose edits were all refused for what the model can fix (SEARCH blocks that did not
         match, content the pre-write check refused, a cut-off answer) is not yet a stall: the caller
         feeds the reasons back to the model once."""
-        from hub.edits import OUTPUT_TRUNCATED, answer_feedback, apply_answer, check_reply
-        from hub.errors import EditError
+        from hub.core.errors import EditError
+        from hub.edits.apply import OUTPUT_TRUNCATED, answer_feedback, apply_answer, check_reply
 
         text = generation.text
         if not text.strip():
@@ -437,7 +439,7 @@ def build_prompt(run: Run, outlines: bool = False) -> str:
     files_root = run.worktree if run.worktree.is_dir() else run.ctx.repo_root
     paths = list(dict.fromkeys(p for p in [spec.get("target_file"), *spec.get("source_files", [])] if p))
     example = spec.get("target_file") or (paths[0] if paths else "path/to/file.py")
-    from hub.code import language_for
+    from hub.review.code import language_for
 
     forbidden = constraints["forbidden_paths"]
     # Templates from the trust root (the user's checkout), never from the task's files.
@@ -466,7 +468,7 @@ def build_prompt(run: Run, outlines: bool = False) -> str:
 
 
 def file_section(repo_root: Path, rel: str) -> str:
-    from hub.code import language_for, outline, render_outline
+    from hub.review.code import language_for, outline, render_outline
 
     path = repo_root / rel
     if not path.resolve().is_relative_to(repo_root.resolve()):
@@ -487,7 +489,7 @@ def file_section(repo_root: Path, rel: str) -> str:
 
 def outline_section(repo_root: Path, rel: str) -> str:
     """A source file as its outline (functions, classes, imports): what fits when the whole does not."""
-    from hub.code import outline, render_outline
+    from hub.review.code import outline, render_outline
 
     path = repo_root / rel
     if not path.is_file():

@@ -6,13 +6,15 @@ import json
 from datetime import timedelta
 from pathlib import Path
 
-from hub import breakers, gitops, handoff
-from hub import contract as contract_mod
-from hub.breakers import Trip
-from hub.contract import Contract, JudgeReport, Verdict, iso, parse_iso, task_refs
-from hub.errors import ContractInvalid, WrongState
-from hub.log import get_logger
-from hub.machine import (
+from hub.core.errors import ContractInvalid, WrongState
+from hub.core.log import get_logger
+from hub.phases.context import Context, Outcome, Run, running
+from hub.repo import gitops
+from hub.state import breakers, handoff
+from hub.state import contract as contract_mod
+from hub.state.breakers import Trip
+from hub.state.contract import Contract, JudgeReport, Verdict, iso, parse_iso, task_refs
+from hub.state.machine import (
     JUDGE_REVIEW_IN_PROGRESS,
     PENDING_IMPLEMENTER,
     PENDING_JUDGE_REVIEW,
@@ -21,7 +23,6 @@ from hub.machine import (
     TIMEOUT_JUDGE,
     Event,
 )
-from hub.phases.context import Context, Outcome, Run, running
 
 log = get_logger("hub.phase")
 
@@ -63,7 +64,7 @@ def report_is_fresh(run: Run, path: Path) -> bool:
 
 
 def write_review_request(run: Run, diff: str | None = None) -> Path:
-    from hub.prompts import render_review_request
+    from hub.phases.prompts import render_review_request
 
     contract = run.contract
     base, branch = contract["git"].get("base_commit"), contract["git"].get("task_branch")

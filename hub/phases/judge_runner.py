@@ -31,14 +31,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, TypedDict
 
-from hub import contract as contract_mod
-from hub import handoff, leftovers, provenance
-from hub.atomic import write_atomic
-from hub.contract import JudgeReport
-from hub.errors import ConfigError, ContractInvalid, HubError, WorkerError, WrongState
-from hub.faults import crash_point
-from hub.log import get_logger
-from hub.machine import JUDGE_REVIEW_IN_PROGRESS, PENDING_JUDGE_REVIEW, Event
+from hub.core.atomic import write_atomic
+from hub.core.errors import ConfigError, ContractInvalid, HubError, WorkerError, WrongState
+from hub.core.faults import crash_point
+from hub.core.log import get_logger
 from hub.phases.context import Context, Outcome, Run, bind, pre_phase_trip, running
 from hub.phases.judge import (
     apply_verdict,
@@ -50,6 +46,11 @@ from hub.phases.judge import (
     write_review_request,
 )
 from hub.phases.stall import Stall, worker_failure
+from hub.repo import leftovers
+from hub.state import contract as contract_mod
+from hub.state import handoff, provenance
+from hub.state.contract import JudgeReport
+from hub.state.machine import JUDGE_REVIEW_IN_PROGRESS, PENDING_JUDGE_REVIEW, Event
 
 log = get_logger(__name__)
 
@@ -196,7 +197,7 @@ def _run_command(run: Run, command: str, request: str, seconds: float) -> JudgeR
     timed_out = False
     try:
         # Nothing kills the group if the hub is SIGKILLed: the next phase of the task does
-        # (hub.leftovers), before it starts a judge of its own. Inside the try: a pid file that cannot be
+        # (hub.repo.leftovers), before it starts a judge of its own. Inside the try: a pid file that cannot be
         # written (a full disk) must not leave the judge running beside the halt it causes.
         leftovers.remember(hand.judge_pid, proc.pid, group=True)
         crash_point("judge:running")

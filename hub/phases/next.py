@@ -8,8 +8,7 @@ import importlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from hub.contract import Contract
-from hub.errors import (
+from hub.core.errors import (
     EXIT_ERROR,
     EXIT_HALTED,
     EXIT_INTERRUPTED,
@@ -23,9 +22,10 @@ from hub.errors import (
     WrongState,
     exit_code_for,
 )
-from hub.log import get_logger
+from hub.core.log import get_logger
 from hub.phases.context import Context, Outcome
 from hub.phases.status import due_jobs, idle_reason, next_step
+from hub.state.contract import Contract
 
 if TYPE_CHECKING:
     from concurrent.futures import Future, ThreadPoolExecutor
@@ -154,7 +154,7 @@ def progress_marks(ctx: Context) -> dict[str, tuple[object, ...]]:
     """Per task, what a phase that moves it on changes: its state, its attempt, its branch, its verdict,
     its breaker's counters (a strike is a step towards a halt, so a retry after it is bounded); a task
     whose contract cannot be read has none."""
-    from hub import contract as contract_mod
+    from hub.state import contract as contract_mod
 
     marks: dict[str, tuple[object, ...]] = {}
     for task_id in ctx.handoff_root.task_ids():

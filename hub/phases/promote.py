@@ -5,12 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from hub import backlog
-from hub.contract import TaskFields
-from hub.errors import ConfigError
-from hub.log import get_logger
+from hub.core.errors import ConfigError
+from hub.core.log import get_logger
 from hub.phases.context import Context, Outcome
 from hub.phases.setup import check_task_paths, create
+from hub.state import backlog
+from hub.state.contract import TaskFields
 
 log = get_logger(__name__)
 

@@ -13,17 +13,18 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypedDict
 
-from hub import gitops, prompts
-from hub.breakers import Trip
-from hub.contract import Issue, task_refs
-from hub.errors import (
+from hub.core.errors import (
     RuleError,
     WorkerError,
 )
-from hub.machine import PENDING_LOCAL_REVIEW, Event
+from hub.phases import prompts
 from hub.phases.context import Context, Outcome, Run, pre_phase_trip, require_setup, running
 from hub.phases.judge import enter_judge_review
 from hub.phases.stall import Stall, model_unavailable, review_stall, worker_failure
+from hub.repo import gitops
+from hub.state.breakers import Trip
+from hub.state.contract import Issue, task_refs
+from hub.state.machine import PENDING_LOCAL_REVIEW, Event
 
 if TYPE_CHECKING:
     from hub.workers.base import Worker
@@ -178,8 +179,8 @@ class Review:
 
     def _static(self) -> list[Issue] | Outcome:
         """ast-grep rules and tree-sitter syntax errors; a blocking finding halts at once."""
-        from hub.code import syntax_errors
-        from hub.rules import is_blocking, scan_paths
+        from hub.review.code import syntax_errors
+        from hub.review.rules import is_blocking, scan_paths
 
         issues: list[Issue] = []
         try:

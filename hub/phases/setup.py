@@ -5,14 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
-from hub import contract as contract_mod
-from hub import gitops
-from hub.config import CONFIG_FILE, default_yaml
-from hub.contract import Contract, TaskFields
-from hub.errors import ConfigError, GitError, WrongState
-from hub.handoff import write_report
-from hub.machine import PENDING_IMPLEMENTER
+from hub.core.config import CONFIG_FILE, default_yaml
+from hub.core.errors import ConfigError, GitError, WrongState
 from hub.phases.context import Context, Outcome, running, worktree_path
+from hub.repo import gitops
+from hub.state import contract as contract_mod
+from hub.state.contract import Contract, TaskFields
+from hub.state.handoff import write_report
+from hub.state.machine import PENDING_IMPLEMENTER
 
 if TYPE_CHECKING:
     from git import Repo
@@ -216,7 +216,7 @@ def create(
 def _budget_warning(ctx: Context, contract: Contract) -> str | None:
     """The context-budget warning for a task's files (see implement.budget_warning); a file that
     cannot be read or a bad config never stops `hub new` here: the phases report those."""
-    from hub.errors import HubError
+    from hub.core.errors import HubError
     from hub.phases.implement import budget_warning
 
     try:

@@ -5,10 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from hub import gitops, handoff
-from hub.breakers import Trip
-from hub.contract import StallRecord, iso
-from hub.errors import (
+from hub.core.errors import (
     ContextOverflow,
     ModelNotFound,
     PhaseTimeout,
@@ -16,8 +13,12 @@ from hub.errors import (
     WorkerTimeout,
     WorkerUnavailable,
 )
-from hub.machine import IMPLEMENTATION_IN_PROGRESS, Event
 from hub.phases.context import Outcome, Run
+from hub.repo import gitops
+from hub.state import handoff
+from hub.state.breakers import Trip
+from hub.state.contract import StallRecord, iso
+from hub.state.machine import IMPLEMENTATION_IN_PROGRESS, Event
 
 if TYPE_CHECKING:
     from hub.workers.base import Health, Worker

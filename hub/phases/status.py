@@ -9,12 +9,22 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, NotRequired, Required, TypedDict
 
-from hub import contract as contract_mod
-from hub import handoff
-from hub.contract import Breaker, Contract, HistoryEntry, Lease, RoleCost, ServerWait, Verdict, parse_iso
-from hub.errors import ContractInvalid, HubError, LockBusy, TaskHalted
-from hub.log import get_logger
-from hub.machine import (
+from hub.core.errors import ContractInvalid, HubError, LockBusy, TaskHalted
+from hub.core.log import get_logger
+from hub.phases.context import Context, resume_targets
+from hub.state import contract as contract_mod
+from hub.state import handoff
+from hub.state.contract import (
+    Breaker,
+    Contract,
+    HistoryEntry,
+    Lease,
+    RoleCost,
+    ServerWait,
+    Verdict,
+    parse_iso,
+)
+from hub.state.machine import (
     ERIK_CONSULTATION,
     IMPLEMENTATION_IN_PROGRESS,
     JUDGE_REVIEW_IN_PROGRESS,
@@ -27,7 +37,6 @@ from hub.machine import (
     TIMEOUT_IMPLEMENTER,
     TIMEOUT_JUDGE,
 )
-from hub.phases.context import Context, resume_targets
 
 log = get_logger("hub.status")
 
@@ -300,7 +309,7 @@ def _view_unless_archived(ctx: Context) -> TaskView | None:
 
 
 def _not_in_flight(ctx: Context) -> HubError:
-    from hub.errors import TaskChoice
+    from hub.core.errors import TaskChoice
 
     root = ctx.handoff_root
     archived = " (finished: see archive/)" if (root.archive / str(ctx.task_id)).is_dir() else ""
@@ -359,7 +368,7 @@ def write_status(ctx: Context) -> None:
     before it began."""
     from filelock import FileLock, Timeout
 
-    from hub.atomic import write_atomic
+    from hub.core.atomic import write_atomic
 
     root = ctx.handoff_root
     root.dir.mkdir(parents=True, exist_ok=True)
@@ -380,7 +389,7 @@ def idle_next(ctx: Context) -> str:
     """What `hub next` does with no active task: promote a ready backlog proposal (or block it, by the
     same decision promotion makes; it asks git only to name the closest file to a missing one), or
     nothing (then say how to start one, rather than suggest promoting a backlog that is empty)."""
-    from hub.backlog import peek_next, proposal_to_fields
+    from hub.state.backlog import peek_next, proposal_to_fields
 
     entry, why = peek_next(ctx.handoff)
     if entry is not None:
@@ -400,7 +409,7 @@ def log_entries(ctx: Context, task_id: str | None = None) -> list[LogEntry]:
         {"kind": "transition", **line} for line in handoff.read_transitions(ctx.handoff, task_id)
     ]
     if task_id:
-        from hub.provenance import read_records
+        from hub.state.provenance import read_records
 
         entries += [{"kind": "run", **record} for record in read_records(ctx.handoff, task_id)]
         entries.sort(key=lambda e: (str(e.get("timestamp", "")), int(e.get("at_ns") or 0)))

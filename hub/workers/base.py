@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
-from hub.errors import WorkerError
+from hub.core.errors import WorkerError
 
 THINK_RE = re.compile(r"<think>(.*?)(?:</think>|\Z)", re.DOTALL | re.IGNORECASE)
 # Not after a backtick or quote: prose may name the tag (`<think>`) without opening anything.

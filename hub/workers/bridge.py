@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from hub.errors import (
+from hub.core.errors import (
     ContextOverflow,
     MalformedStream,
     MCPError,
@@ -52,7 +52,7 @@ from hub.workers.base import (
 )
 
 if TYPE_CHECKING:
-    from hub.config import Config, RoleConfig, WorkerServer
+    from hub.core.config import Config, RoleConfig, WorkerServer
     from hub.workers.mcp_client import MCPClient, ToolResult
 
 log = structlog.get_logger(__name__)
@@ -419,7 +419,7 @@ def make_worker(config: Config, role: str | RoleConfig) -> Worker:
         from hub.workers.openai import OpenAIProvider
 
         return OpenAIProvider(config.openai_base_url, config.openai_api_key)
-    from hub.errors import ConfigError
+    from hub.core.errors import ConfigError
 
     raise ConfigError(f"roles.{role_config.name}.backend: unknown backend '{role_config.backend}'")
 

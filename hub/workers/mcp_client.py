@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from hub.errors import MCPError, MCPServerCrashed, MCPTimeoutError
+from hub.core.errors import MCPError, MCPServerCrashed, MCPTimeoutError
 
 if TYPE_CHECKING:
     from types import TracebackType
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from anyio.abc import Process
     from mcp import ClientSession
 
-    from hub.config import WorkerServer
+    from hub.core.config import WorkerServer
 
 log = structlog.get_logger(__name__)
 

@@ -22,8 +22,8 @@ from typing import Any
 import httpx
 import structlog
 
-from hub.config import normalize_ollama_host
-from hub.errors import (
+from hub.core.config import normalize_ollama_host
+from hub.core.errors import (
     ContextOverflow,
     MalformedStream,
     ModelNotFound,

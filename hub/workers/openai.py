@@ -12,7 +12,7 @@ from typing import Any
 
 import httpx
 
-from hub.errors import MalformedStream, WorkerUnavailable
+from hub.core.errors import MalformedStream, WorkerUnavailable
 from hub.workers.base import ChatRequest, Generation, Health, check_health
 from hub.workers.streaming import StreamState, Watchdog, error_text, shown, stream_generation
 
@@ -47,7 +47,7 @@ class OpenAIProvider:
         self._watchdog = Watchdog()
 
     def generate(self, request: ChatRequest) -> Generation:
-        """Stream one chat completion; raises the WorkerError leaves (see hub/errors.py)."""
+        """Stream one chat completion; raises the WorkerError leaves (see hub/core/errors.py)."""
         payload: dict[str, Any] = {
             "model": request.model,
             "messages": request.messages(),

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
-from hub.errors import WorkerUnavailable
+from hub.core.errors import WorkerUnavailable
 
 T = TypeVar("T")
 

@@ -10,7 +10,7 @@ import threading
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from hub.config import Config, RoleConfig
+    from hub.core.config import Config, RoleConfig
     from hub.workers.base import ChatRequest, Generation, Health, Worker
     from hub.workers.bridge import WorkerClient
 

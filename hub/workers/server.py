@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from hub.errors import ContextOverflow, ModelNotFound, WorkerError, WorkerTimeout
+from hub.core.errors import ContextOverflow, ModelNotFound, WorkerError, WorkerTimeout
 from hub.workers.base import ChatRequest, Generation
 
 if TYPE_CHECKING:
@@ -268,8 +268,8 @@ def serve(
     ollama_host: str | None = None,
 ) -> None:
     """Run the worker server until stdin closes (stdio) or the process is stopped (http, sse)."""
-    from hub.config import normalize_ollama_host
-    from hub.log import configure
+    from hub.core.config import normalize_ollama_host
+    from hub.core.log import configure
     from hub.workers.ollama import OllamaProvider
 
     if transport == "stdio":

@@ -33,7 +33,7 @@ from typing import Any
 import httpx
 import structlog
 
-from hub.errors import (
+from hub.core.errors import (
     ContextOverflow,
     ModelNotFound,
     WorkerError,

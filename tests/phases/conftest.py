@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 
-from hub.config import load_config
-from hub.contract import Contract, now_utc
-from hub.contract import load as load_contract
+from hub.core.config import load_config
 from hub.phases.context import Context, Outcome
-from hub.provenance import read_records
+from hub.state.contract import Contract, now_utc
+from hub.state.contract import load as load_contract
+from hub.state.provenance import read_records
 from hub.testing import FakeOllama
 
 IMPL = "impl-model"
@@ -59,8 +59,8 @@ def git(repo: Path, *args: str) -> str:
 def archived_at_the_next_read(monkeypatch: pytest.MonkeyPatch, ctx: Context, task_id: str) -> None:
     """The next contract read finds the task archived first: another run's finalize won the task
     between the caller's look and its read."""
-    from hub import contract as contract_mod
-    from hub import handoff
+    from hub.state import contract as contract_mod
+    from hub.state import handoff
 
     read = contract_mod.load
 

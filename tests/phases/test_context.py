@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from hub.breakers import Trip
-from hub.machine import RESUMABLE_STATES
 from hub.phases.context import NOTE_PLACEHOLDER, Context, Outcome, resume_command, suggested_resume_state
+from hub.state.breakers import Trip
+from hub.state.machine import RESUMABLE_STATES
 
 if TYPE_CHECKING:
     # The fixtures' types (tests/conftest.py); pytest loads conftest, tests never import it.

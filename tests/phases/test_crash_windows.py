@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from hub.contract import now_utc
-from hub.errors import TaskHalted
+from hub.core.errors import TaskHalted
 from hub.phases.context import Context
 from hub.phases.next import run_next
+from hub.state.contract import now_utc
 
 from .conftest import GREET_FIXED, IMPL, PASS_REVIEW, REV, Pipeline, git, whole_file
 
@@ -140,7 +140,7 @@ def test_a_kill_after_pass_before_archiving_is_archived_not_overwritten(pipe: Pi
 def leave_git_locks(worktree: Path, branch: str) -> list[Path]:
     """What a git killed mid-commit in the task's worktree leaves: its index lock, its HEAD's and the
     branch ref's (refs are shared by every worktree)."""
-    from hub.gitops import git_dirs
+    from hub.repo.gitops import git_dirs
 
     dirs = git_dirs(worktree)
     assert dirs is not None
@@ -411,8 +411,8 @@ def test_a_judge_command_left_by_a_killed_hub_is_ended_before_the_next_judge_run
 def test_a_judge_whose_pid_file_cannot_be_written_is_ended_with_the_phase(
     pipe: Pipeline, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from hub import leftovers
     from hub.phases.judge_runner import run_judge
+    from hub.repo import leftovers
 
     fifo = tmp_path / "alive"
     os.mkfifo(fifo)

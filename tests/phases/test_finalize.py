@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from hub.config import load_config
-from hub.errors import TaskHalted, WrongState
+from hub.core.config import load_config
+from hub.core.errors import TaskHalted, WrongState
 from hub.phases.context import Context
 from hub.phases.finalize import finalize_task, resume
 

@@ -574,13 +574,13 @@ def test_a_repositorys_own_implementer_prompt_is_what_the_model_sees(pipe: Pipel
 
 @pytest.mark.parametrize("state", ["pending_local_review", "erik_consultation"])
 def test_run_implementer_refuses_a_task_in_another_state(pipe: Pipeline, state: str) -> None:
-    from hub.errors import TaskHalted, WrongState
+    from hub.core.errors import TaskHalted, WrongState
 
     pipe.fake.script(IMPL, whole_file("src/app.py", GREET_FIXED), "")
     pipe.start()
     pipe.implement()
     if state == "erik_consultation":
-        from hub import handoff
+        from hub.state import handoff
 
         handoff.record(pipe.ctx.handoff, pipe.contract(), "circuit_breaker_halt", pipe.ctx.clock())
     requests = len(pipe.fake.chat_requests(IMPL))

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from hub.errors import ContractInvalid, TaskHalted, WrongState, exit_code_for
+from hub.core.errors import ContractInvalid, TaskHalted, WrongState, exit_code_for
 from hub.phases.context import Context
 from hub.phases.judge import rebut, report_judge, timeout_judge
 

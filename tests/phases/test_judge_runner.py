@@ -13,12 +13,12 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from hub import contract as contract_mod
-from hub.config import JudgeConfig
-from hub.errors import ContractInvalid, WorkerTimeout, WrongState
+from hub.core.config import JudgeConfig
+from hub.core.errors import ContractInvalid, WorkerTimeout, WrongState
 from hub.phases.context import Context
 from hub.phases.judge_runner import extract_report, read_review_request, run_judge, submit_verdict
-from hub.provenance import read_records
+from hub.state import contract as contract_mod
+from hub.state.provenance import read_records
 from hub.workers.base import ChatRequest, Generation, Health
 
 if TYPE_CHECKING:
@@ -234,7 +234,7 @@ def test_a_model_judge_that_answers_without_a_report_is_asked_again(ctx: Context
 
 
 def test_run_judge_without_a_judge_says_how_to_configure_one(ctx: Context, task: TaskDriver) -> None:
-    from hub.errors import ConfigError
+    from hub.core.errors import ConfigError
 
     task.to_judge_review()
     with pytest.raises(ConfigError, match=r"judge\.command"):

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from hub.errors import TaskHalted
+from hub.core.errors import TaskHalted
 from hub.phases.context import Context
 from hub.phases.finalize import archive_merged
 from hub.phases.judge import report_judge
@@ -104,7 +104,7 @@ def test_a_next_that_lost_the_race_to_apply_a_pass_has_nothing_to_do(task: TaskD
 def test_a_next_that_lost_the_race_to_a_finalize_has_nothing_to_do_and_leaves_no_folder(
     task: TaskDriver, ctx: Context, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from hub import handoff
+    from hub.state import handoff
 
     task.to_review_complete("PASS")
     folder = task.hand.task_dir

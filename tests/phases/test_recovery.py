@@ -19,15 +19,15 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from hub import breakers
-from hub.contract import iso
-from hub.contract import load as load_contract
-from hub.errors import LockBusy
-from hub.handoff import read_transitions
-from hub.machine import PENDING_IMPLEMENTER, TABLE
+from hub.core.errors import LockBusy
 from hub.phases.context import Context, running
 from hub.phases.judge import report_judge
 from hub.phases.setup import setup_task
+from hub.state import breakers
+from hub.state.contract import iso
+from hub.state.contract import load as load_contract
+from hub.state.handoff import read_transitions
+from hub.state.machine import PENDING_IMPLEMENTER, TABLE
 
 if TYPE_CHECKING:
     # The fixtures' types (tests/conftest.py); pytest loads conftest, tests never import it.

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from hub.errors import TaskHalted, WrongState, exit_code_for
+from hub.core.errors import TaskHalted, WrongState, exit_code_for
 from hub.phases.context import Context
 from hub.phases.finalize import finalize_task, resume
 from hub.phases.judge import report_judge
@@ -77,7 +77,7 @@ def test_resume_refuses_a_state_that_leads_nowhere_naming_those_that_do_and_chan
 def test_the_note_placeholder_of_the_halt_file_is_refused_and_changes_nothing(
     task: Any, ctx: Context
 ) -> None:
-    from hub.errors import HubError
+    from hub.core.errors import HubError
     from hub.phases.context import NOTE_PLACEHOLDER
 
     halted(task, ctx)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hub import handoff
+from hub.state import handoff
 from hub.testing import Reply
 
 from .conftest import GREET_FIXED, IMPL, Pipeline, whole_file

@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from hub.contract import iso, new_contract
-from hub.handoff import phase_lock
 from hub.phases.context import Context
 from hub.phases.status import due, log_entries, status
+from hub.state.contract import iso, new_contract
+from hub.state.handoff import phase_lock
 
 from .conftest import archived_at_the_next_read
 
@@ -140,7 +140,7 @@ def test_status_lists_every_task_and_what_each_needs_from_a_person(task: Any, ct
     assert by_id[second]["next"]["phase"] == "setup-task" and by_id[second]["needs_person"] is None
     assert "a verdict" in by_id[first]["needs_person"]
     assert [t["task_id"] for t in status(ctx.for_task(second))["tasks"]] == [second]
-    from hub.errors import TaskChoice
+    from hub.core.errors import TaskChoice
 
     with pytest.raises(TaskChoice, match="no task nope in flight"):
         status(ctx.for_task("nope"))
@@ -151,7 +151,7 @@ def test_the_command_status_names_as_next_runs_when_several_tasks_are_in_flight(
 ) -> None:
     # Without --task a phase command exits 2 once two tasks fit; the command shown must be the one to run.
     first = task.new()
-    from hub.cli import render_status
+    from hub.faces.cli import render_status
     from hub.phases.setup import create
     from hub.phases.status import render_status_md
 
@@ -166,8 +166,8 @@ def test_the_command_status_names_as_next_runs_when_several_tasks_are_in_flight(
 def test_with_no_task_and_an_empty_backlog_status_says_how_to_start_instead_of_promoting(
     ctx: Context, task: Any
 ) -> None:
-    from hub import backlog
     from hub.phases.status import status
+    from hub.state import backlog
 
     assert status(ctx)["next"].startswith("nothing: no proposals in the backlog; start a task: hub new")
     later = "# Later\n\nTarget: src/app.py\n\n## Requirements\n\n- r\n"
@@ -178,8 +178,8 @@ def test_with_no_task_and_an_empty_backlog_status_says_how_to_start_instead_of_p
 
 
 def test_status_names_the_proposal_hub_next_blocks_as_blocked_not_as_promoted(ctx: Context) -> None:
-    from hub import backlog
     from hub.phases.next import run_next
+    from hub.state import backlog
 
     backlog.add_tasks(
         ctx,
@@ -213,7 +213,7 @@ def test_status_leaves_out_a_task_archived_while_it_is_read(
 def test_status_of_a_named_task_archived_while_it_is_read_says_where_it_went(
     task: TaskDriver, ctx: Context, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from hub.errors import TaskChoice
+    from hub.core.errors import TaskChoice
 
     task.to_judge_review()
     task_id = task.contract()["task_id"]

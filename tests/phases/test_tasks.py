@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from hub.config import load_config
+from hub.core.config import load_config
 from hub.phases.context import Context
 from hub.phases.finalize import finalize_task
 from hub.phases.next import run_next
@@ -186,9 +186,9 @@ def test_status_md_shows_both_tasks_final_states_when_two_transitions_race(ctx: 
     # writers put back its older view of the other task.
     import threading
 
-    from hub.contract import load as load_contract
-    from hub.machine import Event
     from hub.phases.context import Run
+    from hub.state.contract import load as load_contract
+    from hub.state.machine import Event
 
     ids = [
         str(create(ctx, {"title": t, "requirements": ["r"], "target_file": "src/app.py"}).task_id)

@@ -27,7 +27,7 @@ def forging_command(target: str) -> str:
 def start_forging(pipe: Pipeline, absolute: bool) -> None:
     """A task whose acceptance command writes a PASS where its judge report goes: the absolute path, or
     the path relative to where commands run (the task's worktree)."""
-    from hub import contract as contract_mod
+    from hub.state import contract as contract_mod
 
     pipe.start()
     report = pipe.ctx.handoff.judge_report_json
@@ -78,7 +78,7 @@ def test_a_report_forged_before_the_review_request_is_set_aside_and_never_applie
 
 
 def test_a_report_older_than_the_review_request_is_refused_by_report_judge(pipe: Pipeline) -> None:
-    from hub.errors import ContractInvalid
+    from hub.core.errors import ContractInvalid
     from hub.phases.judge import report_judge
 
     pipe.fake.script(IMPL, whole_file("src/app.py", GREET_FIXED))
@@ -239,8 +239,8 @@ def test_prompts_come_from_the_trust_root_never_from_the_tasks_files(pipe: Pipel
 
 def test_sgconfig_util_folders_are_control_files_like_its_rule_folders(tmp_path: Path) -> None:
     # Rules may `matches:` a util rule: a model rewriting the util to match nothing silences the rule.
-    from hub.config import load_config
-    from hub.trust import control_paths
+    from hub.core.config import load_config
+    from hub.safety.trust import control_paths
 
     (tmp_path / "sgconfig.yml").write_text("ruleDirs: [rules]\nutilDirs: [lint/utils]\n", encoding="utf-8")
     (tmp_path / "rules").mkdir()

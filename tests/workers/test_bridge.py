@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from hub.config import Config, RoleConfig, Timeouts, WorkerServer
-from hub.errors import (
+from hub.core.config import Config, RoleConfig, Timeouts, WorkerServer
+from hub.core.errors import (
     ConfigError,
     ContextOverflow,
     MalformedStream,

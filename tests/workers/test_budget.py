@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from hub.errors import ContextOverflow, WorkerTimeout, WorkerUnavailable
+from hub.core.errors import ContextOverflow, WorkerTimeout, WorkerUnavailable
 from hub.testing import FakeOllama, Reply
 from hub.testing.context import default_tokenizer
 from hub.workers import budget
@@ -345,7 +345,7 @@ def test_npm_fetch_failed_at_its_300_s_limit_is_a_timeout_and_at_once_an_outage(
 def test_a_low_count_for_a_prompt_whose_prefix_an_earlier_process_sent_is_a_cache_hit_not_a_cut(
     tmp_path: Path,
 ) -> None:
-    from hub.config import load_config
+    from hub.core.config import load_config
     from hub.workers.base import Generation
     from hub.workers.bridge import observe_call
 

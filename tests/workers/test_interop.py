@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from hub.config import WorkerServer
-from hub.errors import ContextOverflow, ModelNotFound, WorkerError, WorkerTimeout, WorkerUnavailable
+from hub.core.config import WorkerServer
+from hub.core.errors import ContextOverflow, ModelNotFound, WorkerError, WorkerTimeout, WorkerUnavailable
 from hub.testing import FakeOllama, Reply
 from hub.workers.base import ChatRequest
 from hub.workers.bridge import NPM_DIALECT, WorkerClient
@@ -143,8 +143,8 @@ def test_npm_ollama_mcp_prompts_are_kept_within_ollamas_default_window(
 def test_doctor_warns_what_npm_ollama_mcp_drops(
     fake: FakeOllama, node_server: Callable[[str], Path], tmp_path: Path
 ) -> None:
-    from hub.config import load_config
-    from hub.doctor import run_doctor
+    from hub.core.config import load_config
+    from hub.faces.doctor import run_doctor
 
     fake.add_model("npm-doc")
     entry = node_server("ollama-mcp")

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from hub.errors import MCPError, MCPServerCrashed, MCPTimeoutError
+from hub.core.errors import MCPError, MCPServerCrashed, MCPTimeoutError
 from hub.testing import FakeOllama, Reply
 from hub.workers.mcp_client import MCPClient
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import structlog
 
-from hub.errors import (
+from hub.core.errors import (
     ContextOverflow,
     MalformedStream,
     ModelNotFound,

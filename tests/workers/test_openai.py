@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from hub.errors import (
+from hub.core.errors import (
     ContextOverflow,
     MalformedStream,
     ModelNotFound,

@@ -9,7 +9,7 @@ import signal
 import subprocess
 import sys
 
-from hub.errors import ContextOverflow, ModelNotFound, WorkerTimeout
+from hub.core.errors import ContextOverflow, ModelNotFound, WorkerTimeout
 from hub.workers.base import ChatRequest, Generation
 from hub.workers.server import chat_request, error_result, flatten_messages, run_result
 

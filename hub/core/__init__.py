@@ -1,0 +1,2 @@
+"""The ground floor: configuration (hub.yaml and its schema), the error tree, logging, atomic writes,
+crash points for the tests. Imports nothing of hub above it; every other package may import it."""

@@ -1,0 +1,593 @@
+"""`hub.yaml` plus the environment, read once into one frozen `Config`.
+
+Precedence: explicit arguments (CLI flags) > environment (`OLLAMA_HOST`, `HUB_*`) > hub.yaml > defaults.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from hub.core.config_schema import BACKENDS, ROLES, TRANSPORTS
+from hub.core.errors import ConfigError
+
+# The one default of the changed-files breaker: hub.yaml's limits.max_changed_files overrides it.
+DEFAULT_MAX_CHANGED_FILES = 20
+
+
+class SandboxMode(StrEnum):
+    AUTO = "auto"
+    REQUIRED = "required"
+    OFF = "off"
+
+
+@dataclass(frozen=True)
+class SandboxSettings:
+    """`sandbox:` in hub.yaml: a mode, or a mapping `{mode, network, writable_paths}`."""
+
+    mode: SandboxMode = SandboxMode.AUTO
+    network: bool = False
+    writable_paths: tuple[Path, ...] = ()
+
+
+CONFIG_FILE = "hub.yaml"
+__all__ = ["BACKENDS", "CONFIG_FILE", "ROLES", "TRANSPORTS", "Config", "ConfigError", "load_config"]
+
+DEFAULT_MODEL = "qwen2.5-coder:7b"
+HALT_NAME = re.compile(r"[A-Za-z0-9._-]{1,100}")
+# The README's value: a typical source file (~20 KB, ~5,300 estimated tokens), the instructions and a
+# whole-file answer (num_predict 6144) fit; 8192 did not hold a 46 KB file or its answer.
+DEFAULT_NUM_CTX = 16384
+# Room kept for each role's answer (Ollama's num_predict): the implementer writes whole files.
+DEFAULT_NUM_PREDICT = {"implementer": 6144, "local_reviewer": 2048, "judge": 4096}
+DEFAULT_SERVER_WAIT_MINUTES = 30.0
+DEFAULT_LOAD_SECONDS = 600.0
+# The window Ollama uses when a worker cannot pass num_ctx (npm ollama-mcp): its default.
+DEFAULT_SERVER_NUM_CTX = 4096
+
+DEFAULT_YAML = """\
+# agent-hub configuration. Environment variables (OLLAMA_HOST, HUB_*) override these values.
+project: {project}
+
+ollama:
+  host: http://127.0.0.1:11434
+
+# Which model plays each role, and how it is reached:
+#   backend: mcp    -> through an MCP worker server (below), the default
+#   backend: ollama -> straight to Ollama's HTTP API
+#   backend: openai -> an OpenAI-compatible /v1/chat/completions server (vLLM, llama.cpp, LM Studio)
+# Timeouts are seconds: loading the model (its own clock), then to the first token, the longest gap
+# between tokens (a stall), and in total. num_predict is the room kept for the answer in num_ctx.
+roles:
+  implementer:
+    model: {model}
+    backend: mcp
+    worker: hub
+    timeouts: {{load: 600, first_token: 180, stall: 60, total: 900}}
+    num_predict: 6144
+  local_reviewer:
+    model: {model}
+    backend: mcp
+    worker: hub
+    timeouts: {{load: 600, first_token: 180, stall: 60, total: 600}}
+    num_predict: 2048
+  judge:
+    model: {model}
+
+# num_ctx is fixed per model: a value that changes between calls makes Ollama reload the model.
+models:
+  {model}:
+    num_ctx: {num_ctx}
+
+# MCP worker servers. "hub" is this package's own (`hub worker serve`).
+# npm ollama-mcp 2.x works too:  {{name: npm, transport: stdio, command: [npx, -y, ollama-mcp@2]}}
+workers:
+  - name: hub
+    transport: stdio
+    command: [{python}, -m, hub, worker, serve]
+
+# The judge: a command given REVIEW_REQUEST.md on stdin (e.g. "claude -p ..."), or a model (backend).
+judge:
+  command: null
+  backend: null
+
+# An unreachable or restarting model server is waited out this long (with back-off) before a halt.
+limits:
+  server_wait_minutes: 30
+
+acceptance_timeout_seconds: 300
+halt_file: ERIK_HALT.md
+"""
+
+
+@dataclass(frozen=True)
+class Timeouts:
+    """The three clocks of a model call, in seconds."""
+
+    first_token: float = 180.0
+    stall: float = 60.0
+    total: float = 900.0
+    load: float = DEFAULT_LOAD_SECONDS
+
+
+@dataclass(frozen=True)
+class RoleConfig:
+    """How one role (implementer, local_reviewer, judge) reaches its model."""
+
+    name: str
+    model: str
+    backend: str = "mcp"
+    worker: str = "hub"
+    timeouts: Timeouts = field(default_factory=Timeouts)
+    temperature: float = 0.2
+    num_predict: int | None = None
+
+
+@dataclass(frozen=True)
+class WorkerServer:
+    """An MCP worker server the hub may talk to."""
+
+    name: str
+    transport: str = "stdio"
+    command: tuple[str, ...] = ()
+    url: str | None = None
+    env: Mapping[str, str] = field(default_factory=dict)
+    num_ctx: int = DEFAULT_SERVER_NUM_CTX  # the window in force when the worker cannot pass num_ctx
+
+
+@dataclass(frozen=True)
+class JudgeConfig:
+    """Who gives the verdict when `hub run-judge` runs."""
+
+    command: str | None = None
+    backend: str | None = None
+
+
+@dataclass(frozen=True)
+class Config:
+    """Everything configurable, resolved."""
+
+    repo_root: Path
+    handoff_dir: Path
+    project: str = "hub"
+    halt_file: str = "ERIK_HALT.md"
+    ollama_host: str = "http://127.0.0.1:11434"
+    openai_base_url: str = "http://127.0.0.1:8000/v1"
+    openai_api_key: str | None = None
+    roles: Mapping[str, RoleConfig] = field(default_factory=dict)
+    num_ctx: Mapping[str, int] = field(default_factory=dict)
+    default_num_ctx: int = DEFAULT_NUM_CTX
+    workers: tuple[WorkerServer, ...] = ()
+    judge: JudgeConfig = field(default_factory=JudgeConfig)
+    acceptance_timeout_seconds: float = 300.0
+    max_changed_files: int = DEFAULT_MAX_CHANGED_FILES
+    max_reply_chars: int = 400_000
+    global_timeout_hours: float = 4.0
+    rules_catalog_url: str | None = None
+    mcp_token: str | None = None
+    server_wait_minutes: float = DEFAULT_SERVER_WAIT_MINUTES
+    sandbox: SandboxSettings = field(default_factory=SandboxSettings)
+    # Where hub.yaml, prompts and rules were read: the user's checkout (see hub/safety/trust.py). None: repo_root.
+    config_root: Path | None = None
+
+    @property
+    def trust_root(self) -> Path:
+        return self.config_root or self.repo_root
+
+    # Where each task's git worktree lives; None: inside the git directory, where a test runner, a
+    # search or an IDE opened on the user's checkout does not walk (see `worktrees_root`).
+    worktrees_dir: Path | None = None
+    keep_branches: bool = False
+    parallel_tasks: int = 2
+    # The model servers and how many generations each runs at once (Ollama's OLLAMA_NUM_PARALLEL).
+    # Empty: `ollama_host` alone, with `ollama_slots`.
+    ollama_slots: int = 1
+    ollama_hosts: tuple[tuple[str, int], ...] = ()
+
+    def model_servers(self) -> tuple[tuple[str, int], ...]:
+        """(url, slots) of every model server a call may go to."""
+        return self.ollama_hosts or ((self.ollama_host, self.ollama_slots),)
+
+    def role(self, name: str) -> RoleConfig:
+        try:
+            return self.roles[name]
+        except KeyError:
+            raise ConfigError(f"{CONFIG_FILE}: roles.{name}: no such role") from None
+
+    def judge_role(self) -> RoleConfig:
+        """The judge's role; `judge.backend`, when set, says which backend reaches its model."""
+        role = self.role("judge")
+        return replace(role, backend=self.judge.backend) if self.judge.backend else role
+
+    def num_ctx_for(self, model: str) -> int:
+        return self.num_ctx.get(model, self.default_num_ctx)
+
+    def worker_server(self, name: str) -> WorkerServer:
+        for server in self.workers:
+            if server.name == name:
+                return server
+        known = ", ".join(s.name for s in self.workers) or "none"
+        raise ConfigError(f"{CONFIG_FILE}: workers: no worker server named '{name}' (configured: {known})")
+
+
+# Every HUB_* variable agent-hub reads, or sets for a judge command (README, "Configuration").
+ENV_NAMES = frozenset(
+    {
+        "HUB_HANDOFF_DIR",
+        "HUB_PROJECT",
+        "HUB_HALT_FILE",
+        "HUB_OPENAI_BASE_URL",
+        "HUB_JUDGE_COMMAND",
+        "HUB_MCP_TOKEN",
+        "HUB_SANDBOX",
+        "HUB_PARALLEL_TASKS",
+        "HUB_LOG_FORMAT",
+        "HUB_LOG_LEVEL",
+        "HUB_TEST_CRASH_AT",
+        "HUB_JUDGE_REPORT",
+        "HUB_REVIEW_REQUEST",
+        "HUB_TASK_ID",
+        "HUB_WATCH_INTERVAL",  # scripts/watcher.sh
+    }
+    | {f"HUB_{role.upper()}_{what}" for role in ROLES for what in ("MODEL", "BACKEND")}
+)
+
+
+def mistyped_env(env: Mapping[str, str]) -> list[tuple[str, str]]:
+    """(name, the name meant) for each HUB_* variable set that agent-hub does not read but that is a typo
+    away from one it does: ignored in silence, it would leave the person's setting unused. Other HUB_*
+    names are not ours to judge (GitHub's `hub` reads HUB_VERBOSE and HUB_PROTOCOL)."""
+    unknown = sorted(name for name in env if name.startswith("HUB_") and name not in ENV_NAMES)
+    if not unknown:
+        return []
+    import difflib
+
+    found = []
+    for name in unknown:
+        close = difflib.get_close_matches(name, sorted(ENV_NAMES), n=1, cutoff=0.8)
+        if close:
+            found.append((name, close[0]))
+    return found
+
+
+def normalize_ollama_host(value: str) -> str:
+    """Accept OLLAMA_HOST the way Ollama does: `host`, `host:port`, or a URL."""
+    value = value.strip().rstrip("/")
+    if not value:
+        return "http://127.0.0.1:11434"
+    if "://" not in value:
+        value = "http://" + value
+    scheme, rest = value.split("://", 1)
+    host = rest.split("/", 1)[0]
+    if ":" not in host.rsplit("]", 1)[-1]:
+        rest = host + ":11434" + rest[len(host) :]
+    if rest.startswith("0.0.0.0"):
+        rest = "127.0.0.1" + rest[len("0.0.0.0") :]
+    return f"{scheme}://{rest}"
+
+
+def default_yaml(project: str, model: str = DEFAULT_MODEL) -> str:
+    return DEFAULT_YAML.format(project=project, model=model, num_ctx=DEFAULT_NUM_CTX, python="python")
+
+
+def load_config(
+    repo_root: Path,
+    handoff_dir: Path | None = None,
+    env: Mapping[str, str] | None = None,
+) -> Config:
+    """Read `<repo_root>/hub.yaml` (optional) and the environment into a Config.
+
+    The file is checked against `config_schema.SCHEMA` first: any unknown key or bad value is one
+    ConfigError listing every problem with its line, key path and expected form."""
+    env = os.environ if env is None else env
+    path = repo_root / CONFIG_FILE
+    raw = read_yaml(path) if path.exists() else {}
+    check(raw, path)  # the cached copy too: a newer hub may know fewer keys
+    return _from_raw(raw, repo_root, handoff_dir, env, str(path))
+
+
+def check(raw: Any, path: Path) -> None:
+    """Raise one ConfigError naming every problem in hub.yaml (line, key path, expected form)."""
+    from hub.core import config_schema
+
+    problems = config_schema.validate(raw)
+    if not problems:
+        return
+    try:
+        text: str | None = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        text = None
+    shown = config_schema.render(problems[:20], str(path), text)
+    more = f"\n... and {len(problems) - 20} more" if len(problems) > 20 else ""
+    head = f"{path}: {len(problems)} problems; fix them and run again\n" if len(problems) > 1 else ""
+    raise ConfigError(head + shown + more)
+
+
+def read_yaml(path: Path) -> dict[str, Any]:
+    """hub.yaml as a mapping, through a JSON copy in .git/ keyed on its mtime and size.
+
+    Importing PyYAML costs ~30 ms of every command (its package loads the dumper too); the copy
+    lets `hub status` skip it, the way a .pyc lets Python skip compiling.
+    """
+    cache = path.parent / ".git" / "hub-yaml-cache.json"
+    try:
+        stat = path.stat()
+        key = [stat.st_mtime_ns, stat.st_size]
+        cached = json.loads(cache.read_text(encoding="utf-8"))
+        if cached.get("key") == key and isinstance(cached.get("raw"), dict):
+            return dict(cached["raw"])
+    except (OSError, ValueError, AttributeError):
+        pass
+    import yaml
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot be read: {exc}") from None
+    try:
+        loaded = yaml.load(text, Loader=_unique_keys_loader())
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+    except _DuplicateKey as exc:
+        raise ConfigError(
+            f"{path}:{exc.line}: {exc.key}: duplicate key (YAML would silently keep only the last one)"
+        ) from None
+    if loaded is not None and not isinstance(loaded, dict):
+        raise ConfigError(f"{path}:1: expected a mapping at the top level (key: value lines)")
+    raw = loaded or {}
+    check(raw, path)  # a bad file is never cached, and nothing is written for it
+    # Like git's "racily clean" rule: a file changed within the mtime granularity of some file
+    # systems could change again unseen, so it is not cached until it has been still a while.
+    if cache.parent.is_dir() and time.time() - stat.st_mtime > 2:
+        try:
+            from hub.core.atomic import write_atomic
+
+            write_atomic(cache, json.dumps({"key": key, "raw": raw}))
+        except (OSError, TypeError, ValueError):
+            pass  # an unwritable .git, or YAML values JSON cannot hold (dates): parse each time
+    return raw
+
+
+class _DuplicateKey(Exception):
+    def __init__(self, key: str, line: int) -> None:
+        self.key, self.line = key, line
+
+
+def _unique_keys_loader() -> Any:
+    """PyYAML's safe loader, refusing a key given twice in one mapping (two `roles:` sections would
+    otherwise leave only the second, silently)."""
+    import yaml
+
+    class Loader(yaml.SafeLoader):
+        def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+            seen: set[Any] = set()
+            for key_node, _ in node.value:
+                key = self.construct_object(key_node, deep=True)
+                if not isinstance(key, str | int | float | bool | None):
+                    continue  # an unhashable key: the schema refuses it as unknown
+                if key in seen:
+                    raise _DuplicateKey(str(key), key_node.start_mark.line + 1)
+                seen.add(key)
+            return super().construct_mapping(node, deep)
+
+    return Loader
+
+
+def _from_raw(
+    raw: dict[str, Any],
+    repo_root: Path,
+    handoff_dir: Path | None,
+    env: Mapping[str, str],
+    source: str,
+) -> Config:
+    """A Config from a hub.yaml that passed `check` (every type and range is already right)."""
+
+    def section(name: str) -> dict[str, Any]:
+        return raw.get(name) or {}
+
+    if handoff_dir is None:
+        handoff_dir = Path(env.get("HUB_HANDOFF_DIR") or raw.get("handoff_dir") or repo_root / "_handoff")
+        if not handoff_dir.is_absolute():
+            handoff_dir = repo_root / handoff_dir
+
+    ollama_host = normalize_ollama_host(env.get("OLLAMA_HOST") or section("ollama").get("host") or "")
+    openai = section("openai")
+    api_key_env = openai.get("api_key_env") or "OPENAI_API_KEY"
+    num_ctx = {
+        str(model): settings["num_ctx"]
+        for model, settings in section("models").items()
+        if settings and settings.get("num_ctx") is not None
+    }
+    raw_roles = section("roles")
+    roles = {name: _role(name, raw_roles.get(name) or {}, env, source) for name in ROLES}
+
+    workers = [_worker(w) for w in raw.get("workers") or []]
+    if not any(w.name == "hub" for w in workers):
+        workers.append(WorkerServer(name="hub", command=(sys.executable, "-m", "hub", "worker", "serve")))
+
+    judge = section("judge")
+    limits = section("limits")
+    # The schema checks hub.yaml's halt_file; HUB_HALT_FILE bypasses it, and must not climb out either.
+    halt_file = str(env.get("HUB_HALT_FILE") or raw.get("halt_file") or "ERIK_HALT.md")
+    if not HALT_NAME.fullmatch(halt_file) or halt_file in (".", ".."):
+        raise ConfigError(
+            f"{source}: halt_file: '{halt_file}' must be a file name in the handoff folder "
+            "(letters, digits, . _ -; no folder)"
+        )
+    return Config(
+        repo_root=repo_root,
+        handoff_dir=handoff_dir,
+        project=str(env.get("HUB_PROJECT") or raw.get("project") or repo_root.name or "hub"),
+        halt_file=halt_file,
+        ollama_host=ollama_host,
+        openai_base_url=str(
+            env.get("HUB_OPENAI_BASE_URL") or openai.get("base_url") or "http://127.0.0.1:8000/v1"
+        ),
+        openai_api_key=env.get(str(api_key_env)) or None,
+        roles=roles,
+        num_ctx=num_ctx,
+        default_num_ctx=int(raw.get("default_num_ctx") or DEFAULT_NUM_CTX),
+        workers=tuple(workers),
+        judge=JudgeConfig(
+            command=env.get("HUB_JUDGE_COMMAND") or judge.get("command"), backend=judge.get("backend")
+        ),
+        acceptance_timeout_seconds=float(raw.get("acceptance_timeout_seconds") or 300),
+        max_changed_files=int(limits.get("max_changed_files") or DEFAULT_MAX_CHANGED_FILES),
+        max_reply_chars=int(limits.get("max_reply_chars") or 400_000),
+        global_timeout_hours=float(limits.get("global_timeout_hours") or 4),
+        rules_catalog_url=section("rules").get("catalog_url"),
+        mcp_token=env.get("HUB_MCP_TOKEN") or None,
+        sandbox=sandbox_settings(raw.get("sandbox"), env.get("HUB_SANDBOX"), repo_root, source),
+        server_wait_minutes=_or(limits.get("server_wait_minutes"), DEFAULT_SERVER_WAIT_MINUTES),
+        ollama_slots=_positive_int(section("ollama").get("slots", 1), "ollama.slots", source),
+        ollama_hosts=_hosts(section("ollama"), source),
+        worktrees_dir=_worktrees_dir(raw.get("worktrees_dir"), repo_root, source),
+        keep_branches=_bool(raw.get("keep_branches", False), "keep_branches", source),
+        parallel_tasks=_env_int(env, "HUB_PARALLEL_TASKS")
+        or _positive_int(limits.get("parallel_tasks", 2), "limits.parallel_tasks", source),
+    )
+
+
+# The `sandbox:` keys, in the shape issue 14's schema can take over as they are.
+SANDBOX_KEYS = {
+    "mode": "auto | required | off",
+    "network": "true | false",
+    "writable_paths": "a list of folders",
+}
+
+
+def sandbox_settings(raw: Any, env_mode: str | None, repo_root: Path, source: str) -> SandboxSettings:
+    """`sandbox: auto|required|off`, or a mapping with `mode`, `network` and `writable_paths`."""
+    if raw is None:
+        raw = {}
+    if isinstance(raw, str):
+        raw = {"mode": raw}
+    if isinstance(raw, bool):  # YAML reads a bare `off` as false
+        raw = {"mode": "auto" if raw else "off"}
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{source}: sandbox: expected auto, required, off or a mapping")
+    unknown = sorted(set(map(str, raw)) - set(SANDBOX_KEYS))
+    if unknown:
+        raise ConfigError(f"{source}: sandbox.{unknown[0]}: unknown key (known: {', '.join(SANDBOX_KEYS)})")
+    mode = env_mode or raw.get("mode", "auto")
+    if mode is False:
+        mode = "off"
+    if mode not in {m.value for m in SandboxMode}:
+        raise ConfigError(f"{source}: sandbox.mode: '{mode}' is not one of auto, required, off")
+    network = raw.get("network", False)
+    if not isinstance(network, bool):
+        raise ConfigError(f"{source}: sandbox.network: expected true or false")
+    paths = raw.get("writable_paths") or []
+    if isinstance(paths, str) or not isinstance(paths, list) or not all(isinstance(p, str) for p in paths):
+        raise ConfigError(f"{source}: sandbox.writable_paths: expected a list of folders")
+    resolved = []
+    for item in paths:
+        path = Path(item).expanduser()
+        resolved.append(path if path.is_absolute() else repo_root / path)
+    return SandboxSettings(SandboxMode(mode), network, tuple(resolved))
+
+
+def _hosts(ollama: dict[str, Any], source: str) -> tuple[tuple[str, int], ...]:
+    """`ollama.hosts`: a pool of servers, each a URL or `{host: URL, slots: N}` (slots default ollama.slots)."""
+    raw = ollama.get("hosts")
+    if raw is None:
+        return ()
+    if not isinstance(raw, list) or not raw:
+        raise ConfigError(f"{source}: ollama.hosts: expected a list of servers")
+    default_slots = ollama.get("slots", 1)
+    hosts = []
+    for i, item in enumerate(raw):
+        where = f"ollama.hosts[{i}]"
+        if isinstance(item, str):
+            url, slots = item, default_slots
+        elif isinstance(item, dict) and isinstance(item.get("host"), str):
+            url, slots = item["host"], item.get("slots", default_slots)
+        else:
+            raise ConfigError(f"{source}: {where}: expected a URL or {{host: URL, slots: N}}")
+        hosts.append((normalize_ollama_host(url), _positive_int(slots, f"{where}.slots", source)))
+    return tuple(hosts)
+
+
+def _worktrees_dir(value: Any, repo_root: Path, source: str) -> Path | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(f"{source}: worktrees_dir: expected a folder path")
+    path = Path(value).expanduser()
+    return path if path.is_absolute() else repo_root / path
+
+
+def _bool(value: Any, key: str, source: str) -> bool:
+    if not isinstance(value, bool):
+        raise ConfigError(f"{source}: {key}: expected true or false")
+    return value
+
+
+def _env_int(env: Mapping[str, str], name: str) -> int | None:
+    """A whole number >= 1 from the environment; None when unset; a ConfigError naming it when not one."""
+    value = env.get(name, "").strip()
+    if not value:
+        return None
+    if not value.isdigit() or int(value) < 1:
+        raise ConfigError(f"{name}={value!r} (environment): expected a whole number >= 1")
+    return int(value)
+
+
+def _positive_int(value: Any, key: str, source: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"{source}: {key}: expected an integer >= 1")
+    return value
+
+
+def _role(name: str, raw: dict[str, Any], env: Mapping[str, str], source: str) -> RoleConfig:
+    env_key = f"HUB_{name.upper()}_"
+    backend = env.get(env_key + "BACKEND") or raw.get("backend") or "mcp"
+    if backend not in BACKENDS:
+        raise ConfigError(f"{env_key}BACKEND: '{backend}' is not one of {', '.join(BACKENDS)}")
+    t = raw.get("timeouts") or {}
+    defaults = Timeouts()
+    timeouts = Timeouts(
+        first_token=float(t.get("first_token") or defaults.first_token),
+        stall=float(t.get("stall") or defaults.stall),
+        total=float(t.get("total") or defaults.total),
+        load=float(t.get("load") or defaults.load),
+    )
+    temperature = raw.get("temperature")
+    return RoleConfig(
+        name=name,
+        model=str(env.get(env_key + "MODEL") or raw.get("model") or DEFAULT_MODEL),
+        backend=str(backend),
+        worker=str(raw.get("worker") or "hub"),
+        timeouts=timeouts,
+        temperature=0.2 if temperature is None else float(temperature),
+        # null keeps a quarter of num_ctx for the answer (hub.workers.budget)
+        num_predict=raw.get("num_predict", DEFAULT_NUM_PREDICT.get(name)),
+    )
+
+
+def _or(value: Any, default: float) -> float:
+    """A checked number, or the default when unset (0 is a value: no waiting)."""
+    return default if value is None else float(value)
+
+
+def _worker(raw: dict[str, Any]) -> WorkerServer:
+    command = raw.get("command") or []
+    if isinstance(command, str):
+        command = command.split()
+    command = [sys.executable if part == "python" else str(part) for part in command]
+    return WorkerServer(
+        name=str(raw["name"]),
+        transport=raw.get("transport") or "stdio",
+        command=tuple(command),
+        url=raw.get("url"),
+        env={str(k): str(v) for k, v in (raw.get("env") or {}).items()},
+        num_ctx=int(raw.get("num_ctx") or DEFAULT_SERVER_NUM_CTX),
+    )

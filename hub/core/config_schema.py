@@ -1,0 +1,512 @@
+"""What `hub.yaml` may hold: every key, its type and range, in ONE declarative table (`SCHEMA`).
+
+EVERY NEW hub.yaml KEY GOES IN `SCHEMA` BELOW (one line, next to its siblings). A key that is not
+listed there is refused as unknown, with a did-you-mean, so a typo (`role:` for `roles:`,
+`num_ctc:`) can never be silently ignored again. The forms: `Str()` (`choices=`, `plain_name=`),
+`Num(min, max, unit=)`, `Int(min, max, unit=)`, `Bool()`, `Command()`, `Map({...}, required=)`,
+`MapOf(values)`, `ListOf(items)`, `AnyOf((form, form))`; for example
+`"keep_branches": Bool()`, `"parallel_tasks": Int(1, unit="tasks")`,
+`"sandbox": AnyOf((Str(choices=("auto", "required", "off")), Bool(), Map({"mode": ..., "network": Bool()})))`.
+`config.py` then reads the (already checked) value into `Config`.
+
+`validate(raw)` is pure: it walks the parsed YAML against the table and returns every problem with the
+key path it sits at. `locate(text, path)` finds the line of a path in the file's text (PyYAML's
+composer, imported only when there is something to report). `config.py` turns the problems into one
+`ConfigError` naming the file, the line, the key path and the expected form.
+
+Hand-written rather than jsonschema or pydantic: importing either costs more than all of `hub status`
+(see docs/ARCHITECTURE.md), and neither says "did you mean" or knows YAML lines. `None` (an empty
+YAML value) means "use the default" for every key.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+Path = tuple[str | int, ...]
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong in hub.yaml: where (a key path), what, and the form that was expected."""
+
+    path: Path
+    problem: str
+    expected: str = ""
+    at_key: bool = False  # the key itself is wrong (unknown): point at the key, not its value
+
+
+class Spec:
+    """A value's expected form. `check` returns the problems of one value (never raises)."""
+
+    expected = "a value"
+
+    def check(self, value: Any, path: Path) -> list[Problem]:
+        raise NotImplementedError
+
+    def wrong(self, value: Any, path: Path) -> list[Problem]:
+        return [Problem(path, f"got {describe(value)}", self.expected)]
+
+
+@dataclass(frozen=True)
+class Str(Spec):
+    """A string; `choices` limits it to a few words, `plain_name` to a file name without folders."""
+
+    choices: tuple[str, ...] = ()
+    plain_name: bool = False
+    non_empty: bool = True
+
+    @property
+    def expected(self) -> str:  # type: ignore[override]
+        if self.choices:
+            return "one of " + ", ".join(self.choices)
+        return "a file name without '/'" if self.plain_name else "a string (quote it if YAML reads a number)"
+
+    def check(self, value: Any, path: Path) -> list[Problem]:
+        if not isinstance(value, str):
+            return self.wrong(value, path)
+        if self.choices and value not in self.choices:
+            hint = did_you_mean(value, self.choices)
+            return [Problem(path, f"'{value}' is not allowed{hint}", self.expected)]
+        if self.non_empty and not value.strip():
+            return [Problem(path, "is empty", self.expected)]
+        if self.plain_name and ("/" in value or "\\" in value or value in (".", "..")):
+            return [Problem(path, f"'{value}' is a path", self.expected)]
+        return []
+
+
+@dataclass(frozen=True)
+class Num(Spec):
+    """A number (an integer when `integer`), within [minimum, maximum]; `unit` says what it counts."""
+
+    minimum: float | None = None
+    maximum: float | None = None
+    integer: bool = False
+    unit: str = ""
+    above: bool = False  # minimum is exclusive (> rather than >=)
+
+    @property
+    def expected(self) -> str:  # type: ignore[override]
+        kind = "an integer" if self.integer else "a number"
+        bounds = []
+        if self.minimum is not None:
+            bounds.append(f"{'>' if self.above else '>='} {self.minimum:g}")
+        if self.maximum is not None:
+            bounds.append(f"<= {self.maximum:g}")
+        text = " ".join([kind, *([" and ".join(bounds)] if bounds else [])])
+        return f"{text} ({self.unit})" if self.unit else text
+
+    def check(self, value: Any, path: Path) -> list[Problem]:
+        ok_type = (int,) if self.integer else (int, float)
+        if isinstance(value, bool) or not isinstance(value, ok_type) or not math.isfinite(value):
+            return self.wrong(value, path)
+        low = self.minimum
+        if low is not None and (value <= low if self.above else value < low):
+            return [Problem(path, f"{value:g} is too small", self.expected)]
+        if self.maximum is not None and value > self.maximum:
+            return [Problem(path, f"{value:g} is too large", self.expected)]
+        return []
+
+
+def Int(minimum: float | None = None, maximum: float | None = None, unit: str = "") -> Num:
+    return Num(minimum, maximum, integer=True, unit=unit)
+
+
+@dataclass(frozen=True)
+class Command(Spec):
+    """A command line: a string (split on spaces) or a list of strings."""
+
+    expected = "a command: a string, or a list of strings like [python, -m, hub, worker, serve]"
+
+    def check(self, value: Any, path: Path) -> list[Problem]:
+        if isinstance(value, str) and value.strip():
+            return []
+        if isinstance(value, list) and value and all(isinstance(p, str | int | float) for p in value):
+            return []
+        return self.wrong(value, path)
+
+
+@dataclass(frozen=True)
+class Scalar(Spec):
+    """A string, number or boolean (an environment variable's value)."""
+
+    expected = "a string, number or boolean"
+
+    def check(self, value: Any, path: Path) -> list[Problem]:
+        return [] if isinstance(value, str | int | float | bool) else self.wrong(value, path)
+
+
+@dataclass(frozen=True)
+class Bool(Spec):
+    """true or false (YAML also reads yes/no/on/off as booleans)."""
+
+    expected = "true or false"
+
+    def check(self, value: Any, path: Path) -> list[Problem]:
+        return [] if isinstance(value, bool) else self.wrong(value, path)
+
+
+@dataclass(frozen=True)
+class AnyOf(Spec):
+    """One of several forms (e.g. `sandbox: off` or a mapping): the first form whose type fits decides;
+    when none fits, all are named."""
+
+    forms: tuple[Spec, ...]
+
+    @property
+    def expected(self) -> str:  # type: ignore[override]
+        return " or ".join(form.expected for form in self.forms)
+
+    def check(self, value: Any, path: Path) -> list[Problem]:
+        results = [form.check(value, path) for form in self.forms]
+        if any(not problems for problems in results):
+            return []
+        # A form whose type fits (its problems lie deeper, or are about the value, not its type).
+        for problems in results:
+            if not all(p.path == path and p.problem.startswith("got ") for p in problems):
+                return problems
+        return [Problem(path, f"got {describe(value)}", self.expected)]
+
+
+@dataclass(frozen=True)
+class Map(Spec):
+    """A mapping with known keys; `required` keys must be present."""
+
+    fields: Mapping[str, Spec]
+    required: tuple[str, ...] = ()
+    what: str = "a mapping"
+
+    @property
+    def expected(self) -> str:  # type: ignore[override]
+        return f"{self.what} with keys {', '.join(self.fields)}"
+
+    def check(self, value: Any, path: Path) -> list[Problem]:
+        if not isinstance(value, dict):
+            return self.wrong(value, path)
+        problems: list[Problem] = []
+        for key, item in value.items():
+            spec = self.fields.get(str(key))
+            if spec is None:
+                hint = did_you_mean(str(key), list(self.fields))
+                known = ", ".join(self.fields)
+                problems.append(
+                    Problem((*path, str(key)), f"unknown key{hint}", f"one of {known}", at_key=True)
+                )
+            elif item is not None:
+                problems += spec.check(item, (*path, str(key)))
+        for key in self.required:
+            if value.get(key) is None:
+                problems.append(Problem((*path, key), "is missing", self.fields[key].expected))
+        return problems
+
+
+@dataclass(frozen=True)
+class MapOf(Spec):
+    """A mapping from names the user chooses (model names, variable names) to values of one form."""
+
+    values: Spec
+    what: str = "a mapping"
+
+    @property
+    def expected(self) -> str:  # type: ignore[override]
+        return self.what
+
+    def check(self, value: Any, path: Path) -> list[Problem]:
+        if not isinstance(value, dict):
+            return self.wrong(value, path)
+        problems: list[Problem] = []
+        for key, item in value.items():
+            if item is not None:
+                problems += self.values.check(item, (*path, str(key)))
+        return problems
+
+
+@dataclass(frozen=True)
+class ListOf(Spec):
+    """A YAML list (`- item` lines) of values of one form."""
+
+    items: Spec
+    what: str = "a list"
+
+    @property
+    def expected(self) -> str:  # type: ignore[override]
+        return self.what
+
+    def check(self, value: Any, path: Path) -> list[Problem]:
+        if not isinstance(value, list):
+            return self.wrong(value, path)
+        problems: list[Problem] = []
+        for index, item in enumerate(value):
+            if item is None:
+                problems.append(Problem((*path, index), "is empty", self.items.expected))
+            else:
+                problems += self.items.check(item, (*path, index))
+        return problems
+
+
+# --- the table ---------------------------------------------------------------------------------------
+
+ROLES = ("implementer", "local_reviewer", "judge")
+BACKENDS = ("mcp", "ollama", "openai")
+TRANSPORTS = ("stdio", "http", "sse")
+SANDBOX_MODES = ("auto", "required", "off")
+
+SECONDS = Num(0, above=True, unit="seconds")
+TIMEOUTS = Map(
+    {"load": SECONDS, "first_token": SECONDS, "stall": SECONDS, "total": SECONDS},
+    what="clocks in seconds, e.g. {load: 600, first_token: 180, stall: 60, total: 900},",
+)
+ROLE = Map(
+    {
+        "model": Str(),
+        "backend": Str(choices=BACKENDS),
+        "worker": Str(),
+        "timeouts": TIMEOUTS,
+        "temperature": Num(0, 2),
+        "num_predict": Int(1, unit="tokens the model may write"),
+    }
+)
+WORKER = Map(
+    {
+        "name": Str(),
+        "transport": Str(choices=TRANSPORTS),
+        "command": Command(),
+        "url": Str(),
+        "env": MapOf(Scalar(), what="a mapping of environment variables"),
+        # the window Ollama applies when the worker cannot pass num_ctx (npm ollama-mcp)
+        "num_ctx": Int(256, unit="tokens"),
+    },
+    required=("name",),
+    what="a worker server: a mapping",
+)
+
+SCHEMA = Map(
+    {
+        "project": Str(),
+        "handoff_dir": Str(),
+        "halt_file": Str(plain_name=True),
+        "ollama": Map(
+            {
+                "host": Str(),
+                "slots": Int(1, unit="generations the server runs at once"),
+                "hosts": ListOf(
+                    AnyOf(
+                        (Str(), Map({"host": Str(), "slots": Int(1, unit="generations")}, required=("host",)))
+                    ),
+                    what="a list of servers, each a URL or {host: URL, slots: N}",
+                ),
+            }
+        ),
+        "openai": Map({"base_url": Str(), "api_key_env": Str()}),
+        "roles": Map({name: ROLE for name in ROLES}),
+        "models": MapOf(
+            Map({"num_ctx": Int(256, unit="tokens")}), what="a mapping of model name to {num_ctx: N}"
+        ),
+        "default_num_ctx": Int(256, unit="tokens"),
+        "workers": ListOf(
+            WORKER, what="a list of worker servers, each '- name: ...' with transport, command"
+        ),
+        "judge": Map({"command": Str(), "backend": Str(choices=BACKENDS)}),
+        "acceptance_timeout_seconds": SECONDS,
+        "limits": Map(
+            {
+                "max_changed_files": Int(1, unit="files"),
+                "max_reply_chars": Int(1000, unit="characters one model reply may hold"),
+                "global_timeout_hours": Num(0, above=True, unit="hours"),
+                "server_wait_minutes": Num(0, unit="minutes"),
+                "parallel_tasks": Int(1, unit="tasks"),
+            }
+        ),
+        "worktrees_dir": Str(),
+        "keep_branches": Bool(),
+        # Issue 11: where acceptance commands run (hub/safety/sandbox.py); `off` reads as false in YAML.
+        "sandbox": AnyOf(
+            (
+                Str(choices=SANDBOX_MODES),
+                Bool(),
+                Map(
+                    {
+                        "mode": AnyOf((Str(choices=SANDBOX_MODES), Bool())),
+                        "network": Bool(),
+                        "writable_paths": ListOf(Str(), what="a list of folders"),
+                    }
+                ),
+            )
+        ),
+        "rules": Map({"catalog_url": Str()}),
+    },
+    what="hub.yaml: a mapping",
+)
+
+
+# --- checking ----------------------------------------------------------------------------------------
+
+
+def validate(raw: Any) -> list[Problem]:
+    """Every problem in a parsed hub.yaml: the table's, then those between keys. Pure."""
+    problems = SCHEMA.check(raw, ())
+    if problems or not isinstance(raw, dict):
+        return problems
+    return cross_checks(raw)
+
+
+def cross_checks(raw: Mapping[str, Any]) -> list[Problem]:
+    """What one key alone cannot say: a worker's transport needs a command or a url; a role names a
+    worker that exists."""
+    problems: list[Problem] = []
+    names = ["hub"]
+    for index, worker in enumerate(raw.get("workers") or []):
+        names.append(str(worker["name"]))
+        transport = worker.get("transport") or "stdio"
+        if transport == "stdio" and not worker.get("command"):
+            problems.append(
+                Problem(("workers", index, "command"), "is missing", "a stdio worker needs a command")
+            )
+        if transport != "stdio" and not worker.get("url"):
+            problems.append(
+                Problem(("workers", index, "url"), "is missing", f"an {transport} worker needs a url")
+            )
+    for role, settings in (raw.get("roles") or {}).items():
+        wanted = (settings or {}).get("worker")
+        if wanted is not None and wanted not in names:
+            hint = did_you_mean(wanted, names)
+            problems.append(
+                Problem(
+                    ("roles", role, "worker"),
+                    f"no worker server named '{wanted}'{hint}",
+                    "one of " + ", ".join(names),
+                )
+            )
+    return problems
+
+
+def did_you_mean(word: str, choices: Sequence[str]) -> str:
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return f"; did you mean '{close[0]}'?" if close else ""
+
+
+def describe(value: Any) -> str:
+    kind = {
+        bool: "a boolean",
+        int: "an integer",
+        float: "a number",
+        str: "a string",
+        list: "a list",
+        dict: "a mapping",
+    }
+    shown = repr(value) if not isinstance(value, dict | list) or len(repr(value)) < 40 else ""
+    return f"{kind.get(type(value), type(value).__name__)} {shown}".rstrip()
+
+
+def dotted(path: Path) -> str:
+    """roles.implementer.model, workers[0].url, models["qwen2.5-coder:7b"].num_ctx"""
+    out = ""
+    for part in path:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif part.replace("_", "").replace("-", "").isalnum():
+            out += f".{part}" if out else part
+        else:
+            out += f'["{part}"]'
+    return out or "(top level)"
+
+
+def locate(text: str, path: Path, at_key: bool = False) -> int | None:
+    """The 1-based line of `path` in the YAML `text` (of its key when `at_key`), or None."""
+    import yaml
+
+    try:
+        node: Any = yaml.compose(text)
+    except yaml.YAMLError:
+        return None
+    if node is None:
+        return None
+    line = node.start_mark.line
+    for i, part in enumerate(path):
+        last = i == len(path) - 1
+        if isinstance(node, yaml.MappingNode):
+            for key_node, value_node in node.value:
+                if str(key_node.value) == str(part):
+                    line = key_node.start_mark.line if (last and at_key) else value_node.start_mark.line
+                    if last and not at_key and not isinstance(value_node, yaml.ScalarNode):
+                        line = key_node.start_mark.line
+                    node = value_node
+                    break
+            else:
+                return line + 1
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
+            node = node.value[part]
+            line = node.start_mark.line
+        else:
+            return line + 1
+    return line + 1
+
+
+def render(problems: Sequence[Problem], source: str, text: str | None) -> str:
+    """One line per problem: `file:line: key.path: what (expected: form)`."""
+    lines = []
+    for p in problems:
+        line = locate(text, p.path, p.at_key) if text is not None else None
+        where = f"{source}:{line}" if line else source
+        expected = f" (expected {p.expected})" if p.expected else ""
+        lines.append(f"{where}: {dotted(p.path)}: {p.problem}{expected}")
+    return "\n".join(lines)
+
+
+# --- the key reference -------------------------------------------------------------------------------
+
+
+def reference(spec: Spec = SCHEMA, prefix: str = "") -> list[tuple[str, str]]:
+    """Every key hub.yaml may hold, as (key path, its form in a few words), in the table's order: the
+    key and type columns of README's key reference, which tests/test_config.py checks against this so
+    the two cannot drift. `roles.<role>`: a mapping whose keys all take one mapping form; `workers[]`:
+    a list of mappings."""
+    rows: list[tuple[str, str]] = []
+    if isinstance(spec, Map):
+        forms = list(spec.fields.values())
+        if len(forms) > 1 and isinstance(forms[0], Map) and all(form is forms[0] for form in forms):
+            each = prefix.rsplit(".", 1)[-1].removesuffix("s")
+            return reference(forms[0], f"{prefix}.<{each}>")
+        for key, form in spec.fields.items():
+            found = reference(form, f"{prefix}.{key}" if prefix else key)
+            if key in spec.required:
+                found[0] = (found[0][0], f"{found[0][1]}, required")
+            rows += found
+        return rows
+    if isinstance(spec, MapOf) and isinstance(spec.values, Map):
+        return reference(spec.values, f"{prefix}.<{prefix.rsplit('.', 1)[-1].removesuffix('s')}>")
+    if isinstance(spec, ListOf) and isinstance(spec.items, Map):
+        return reference(spec.items, f"{prefix}[]")
+    rows.append((prefix, form_of(spec)))
+    if isinstance(spec, AnyOf):
+        for form in spec.forms:
+            if isinstance(form, Map):
+                rows += reference(form, prefix)
+    return rows
+
+
+def form_of(spec: Spec) -> str:
+    """A value's form in a few words, for the key reference."""
+    if isinstance(spec, Str):
+        if spec.choices:
+            return "/".join(spec.choices)
+        return "file name" if spec.plain_name else "string"
+    if isinstance(spec, Num):
+        return spec.expected.removeprefix("a ").removeprefix("an ")
+    if isinstance(spec, Command):
+        return "command: string or list"
+    if isinstance(spec, Scalar):
+        return "string, number or boolean"
+    if isinstance(spec, Bool):
+        return "true/false"
+    if isinstance(spec, AnyOf):
+        return " or ".join("mapping (below)" if isinstance(f, Map) else form_of(f) for f in spec.forms)
+    if isinstance(spec, MapOf):
+        return f"mapping of name to {form_of(spec.values)}"
+    if isinstance(spec, ListOf):
+        return f"list of {form_of(spec.items)}"
+    return "mapping"

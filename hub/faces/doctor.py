@@ -1,0 +1,341 @@
+"""`hub doctor` and `hub models`: what the machine has, what the config needs, and how to close the gap.
+
+Each check is a `Check(name, ok, detail, fix)`; the CLI prints one line per check and exits 1 if any failed.
+Roles are grouped by how they reach their model (backend + worker server), so a worker server shared by
+two roles is started once, and a server that starts is told apart from an Ollama it cannot reach.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from hub.core.config import Config, RoleConfig
+from hub.core.errors import ConfigError, HubError
+from hub.workers.base import ServerWorker, Worker
+
+Which = Callable[[str], str | None]
+WorkerFactory = Callable[[Config, RoleConfig], Worker]
+
+OLLAMA_PROBE_SECONDS = 3.0
+
+
+@dataclass(frozen=True)
+class Check:
+    """One doctor line: what was checked, whether it passed, what was seen, and how to fix it."""
+
+    name: str
+    ok: bool
+    detail: str
+    fix: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class WorkerModels:
+    """What one worker (backend + server) sees, for the roles that use it."""
+
+    roles: tuple[str, ...]
+    backend: str
+    worker: str
+    ok: bool
+    models: tuple[str, ...] = ()
+    configured: tuple[str, ...] = ()
+    role_models: tuple[tuple[str, str], ...] = ()  # (role, model) for each role of the group
+    missing: tuple[str, ...] = ()
+    detail: str = ""
+    server_started: bool | None = None  # MCP workers only: did the server start and list its tools
+    server_detail: str = ""
+    reached: bool = False  # the worker answered with a model list (possibly lacking what the roles need)
+    dialect: str = ""  # MCP workers only: ollama_run (hub) or ollama_chat (npm ollama-mcp)
+
+    @property
+    def label(self) -> str:
+        via = f"MCP worker '{self.worker}'" if self.backend == "mcp" else self.backend
+        return f"{', '.join(self.roles)} via {via}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "label": self.label}
+
+
+def model_roles(config: Config, role: str | None = None) -> list[RoleConfig]:
+    """The roles that call a model: implementer, local_reviewer, and the judge when it has a backend."""
+    if role is not None:
+        return [config.role(role)]
+    roles = [config.role(name) for name in ("implementer", "local_reviewer") if name in config.roles]
+    if config.judge.backend is not None and "judge" in config.roles:
+        roles.append(replace(config.role("judge"), backend=config.judge.backend))
+    return roles
+
+
+def list_worker_models(
+    config: Config, role: str | None = None, make: WorkerFactory | None = None
+) -> list[WorkerModels]:
+    """Ask each worker the roles use which models it has, and which configured ones it lacks."""
+    if make is None:
+        from hub.workers.bridge import make_worker
+
+        make = make_worker
+    groups: dict[tuple[str, str], list[RoleConfig]] = {}
+    for r in model_roles(config, role):
+        groups.setdefault((r.backend, r.worker if r.backend == "mcp" else ""), []).append(r)
+    return [_probe(config, backend, worker, roles, make) for (backend, worker), roles in groups.items()]
+
+
+def diagnose(
+    repo: Path,
+    handoff: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    which: Which = shutil.which,
+    make: WorkerFactory | None = None,
+) -> list[Check]:
+    """`hub doctor`: hub.yaml through the same validation every command runs, then the repository
+    (git, `hub init`), then `run_doctor`. A hub.yaml that does not validate stops there: nothing else
+    can be known without it."""
+    from hub.core.config import CONFIG_FILE, load_config, mistyped_env
+    from hub.repo.workspace import problems
+
+    path = repo / CONFIG_FILE
+    try:
+        config = load_config(repo, handoff, env)
+    except ConfigError as exc:
+        fix = (
+            f"correct each line named above: each names the key path and the form it expects "
+            f"(README.md, 'Configuration', shows a whole {CONFIG_FILE}; 'Every key' lists each key)"
+        )
+        return [Check(CONFIG_FILE, False, str(exc), fix)]
+    seen = f"{path}: valid" if path.exists() else f"no {CONFIG_FILE}: the defaults apply"
+    checks = [Check(CONFIG_FILE, True, seen)]
+    checks += [
+        Check(
+            "environment",
+            False,
+            f"{name} is set, but agent-hub reads no such variable",
+            f"did you mean {meant}?",
+        )
+        for name, meant in mistyped_env(os.environ if env is None else env)
+    ]
+    found = problems(config)
+    checks += [Check(p.check, False, p.detail, p.fix) for p in found]
+    if not found:
+        checks.append(Check("repository", True, f"git repository at {repo}, `hub init` done"))
+    return checks + run_doctor(config, which, make)
+
+
+def run_doctor(config: Config, which: Which = shutil.which, make: WorkerFactory | None = None) -> list[Check]:
+    """The machine's checks, in the order a person would fix them."""
+    checks = [
+        check_git(which),
+        check_ast_grep(which),
+        check_sandbox(config, which),
+        check_ollama(config.ollama_host),
+    ]
+    for group in list_worker_models(config, make=make):
+        if group.server_started is not None:
+            checks.append(_server_check(group))
+            if not group.server_started:
+                continue
+            if group.dialect == "ollama_chat":  # npm ollama-mcp (hub.workers.bridge.NPM_DIALECT)
+                checks.append(_npm_check(group))
+        if not group.reached:
+            checks.append(_unreached_check(config, group))
+            continue
+        checks.extend(_model_check(group, model) for model in group.configured)
+    return checks
+
+
+def check_git(which: Which = shutil.which) -> Check:
+    path = which("git")
+    if path is None:
+        return Check(
+            "git", False, "git is not on PATH", "install git (e.g. `apt install git`) and put it on PATH"
+        )
+    version = _version([path, "--version"])
+    return Check("git", version is not None, version or f"{path} --version failed", "reinstall git")
+
+
+def check_sandbox(config: Config, which: Which = shutil.which) -> Check:
+    """Whether acceptance commands will run sandboxed. `auto` without bwrap passes, saying plainly that
+    commands run unsandboxed; `required` without it fails with the fix."""
+    from hub.safety.sandbox import FIX_INSTALL, SandboxMode, availability
+
+    mode = config.sandbox.mode
+    if mode == SandboxMode.OFF:
+        return Check("sandbox", True, "off in hub.yaml: acceptance commands run with your full rights")
+    bwrap, why = availability(which)
+    if bwrap is not None:
+        net = "network on" if config.sandbox.network else "no network"
+        return Check("sandbox", True, f"{mode}: acceptance commands run in bwrap ({bwrap}, {net})")
+    if mode == SandboxMode.REQUIRED:
+        return Check(
+            "sandbox", False, f"required, but {why}: every task with commands will halt", FIX_INSTALL
+        )
+    return Check("sandbox", True, f"auto: UNSANDBOXED, {why}; {FIX_INSTALL}")
+
+
+def check_ast_grep(which: Which = shutil.which) -> Check:
+    from hub.review.rules import find_ast_grep
+
+    fix = "pip install ast-grep-cli (an agent-hub dependency: reinstalling agent-hub brings it back)"
+    path = find_ast_grep(which)
+    if path is None:
+        return Check("ast-grep", False, "the ast-grep binary is neither on PATH nor beside this Python", fix)
+    version = _version([path, "--version"])
+    return Check("ast-grep", version is not None, version or f"{path} --version failed", fix)
+
+
+def check_ollama(host: str) -> Check:
+    """Ollama answers /api/version at the configured host."""
+    import httpx
+
+    fix = f"start Ollama (`ollama serve`), or point OLLAMA_HOST / ollama.host in hub.yaml at it (now {host})"
+    try:
+        response = httpx.get(f"{host}/api/version", timeout=OLLAMA_PROBE_SECONDS)
+        response.raise_for_status()
+        version = response.json().get("version", "?")
+    except (httpx.HTTPError, ValueError, AttributeError) as exc:
+        return Check("ollama", False, f"no Ollama at {host}: {exc}", fix)
+    return Check("ollama", True, f"Ollama {version} at {host}")
+
+
+def render_checks(checks: list[Check]) -> str:
+    """One line per check; a failed one says how to fix it."""
+    lines = []
+    for c in checks:
+        detail = c.detail.replace("\n", "\n      ")
+        lines.append(f"{'ok  ' if c.ok else 'FAIL'}  {c.name}: {detail}")
+        if not c.ok and c.fix:
+            lines.append(f"      fix: {c.fix}")
+    failed = sum(not c.ok for c in checks)
+    lines.append("all checks passed" if not failed else f"{failed} of {len(checks)} checks failed")
+    return "\n".join(lines)
+
+
+def render_models(groups: list[WorkerModels]) -> str:
+    """Each worker's models; `*` marks a model a role uses; what is missing is named with the fix."""
+    from hub.workers.base import same_model
+
+    lines = []
+    for g in groups:
+        if not g.reached:
+            lines.append(
+                f"{g.label}: unreachable: {g.server_detail if g.server_started is False else g.detail}"
+            )
+            continue
+        lines.append(f"{g.label}: {len(g.models)} models")
+        for model in g.models:
+            used = any(same_model(model, c) for c in g.configured)
+            lines.append(f"  {'*' if used else ' '} {model}")
+        lines.extend(f"  missing: {model} (ollama pull {model})" for model in g.missing)
+    return "\n".join(lines)
+
+
+def _probe(
+    config: Config, backend: str, worker_name: str, roles: list[RoleConfig], make: WorkerFactory
+) -> WorkerModels:
+    wanted = tuple(dict.fromkeys(r.model for r in roles))
+    base = WorkerModels(
+        roles=tuple(r.name for r in roles),
+        backend=backend,
+        worker=worker_name,
+        ok=False,
+        configured=wanted,
+        role_models=tuple((r.name, r.model) for r in roles),
+    )
+    try:
+        worker = make(config, roles[0])
+    except HubError as exc:
+        started = False if backend == "mcp" else None
+        return replace(base, detail=str(exc), server_started=started, server_detail=str(exc))
+    try:
+        if isinstance(worker, ServerWorker):
+            # An MCP worker: starting the server and reading its tools is a check of its own.
+            try:
+                dialect = worker.connect()
+            except HubError as exc:
+                return replace(base, server_started=False, server_detail=str(exc), detail=str(exc))
+            tools = worker.tools
+            base = replace(
+                base,
+                server_started=True,
+                server_detail=f"started; {len(tools)} tools, dialect {dialect}",
+                dialect=dialect,
+            )
+        return _seen(base, worker, wanted)
+    finally:
+        worker.close()
+
+
+def _seen(base: WorkerModels, worker: Worker, wanted: tuple[str, ...]) -> WorkerModels:
+    """The worker's model list; whether it was reached at all is told apart from what it lacks."""
+    try:
+        health = worker.check_health(list(wanted))
+    except HubError as exc:
+        return replace(base, detail=str(exc))
+    return replace(
+        base,
+        ok=health.ok,
+        reached=health.reached,
+        models=health.models,
+        missing=health.missing if health.reached else (),
+        detail=health.detail,
+    )
+
+
+def _server_check(group: WorkerModels) -> Check:
+    name = f"worker server '{group.worker}'"
+    if group.server_started:
+        return Check(name, True, group.server_detail)
+    fix = (
+        f"check workers '{group.worker}' in hub.yaml (command or url, env) and the server's stderr log; "
+        "`hub worker serve` on its own must start without errors"
+    )
+    return Check(name, False, group.server_detail, fix)
+
+
+def _npm_check(group: WorkerModels) -> Check:
+    """npm ollama-mcp works, but drops what the budget and the clocks rely on: say so (a warning)."""
+    fix = (
+        "for num_ctx, keep_alive, the first-token and stall clocks and token counts, use `worker: hub` "
+        "(hub worker serve) or `backend: ollama`"
+    )
+    from hub.workers.bridge import npm_dialect_warning
+
+    return Check(f"worker '{group.worker}' dialect", True, npm_dialect_warning(group.worker), fix)
+
+
+def _unreached_check(config: Config, group: WorkerModels) -> Check:
+    if group.backend == "openai":
+        fix = f"start the OpenAI-compatible server at {config.openai_base_url} or fix openai.base_url in hub.yaml"
+    else:
+        fix = f"start Ollama or point OLLAMA_HOST / ollama.host at it (now {config.ollama_host})"
+    return Check(f"models for {group.label}", False, group.detail or "no model list", fix)
+
+
+def _model_check(group: WorkerModels, model: str) -> Check:
+    users = [role for role, used in group.role_models if used == model] or list(group.roles)
+    name = f"model {model} ({', '.join(users)})"
+    if model in group.missing:
+        fix = (
+            f"ollama pull {model}"
+            if group.backend != "openai"
+            else f"serve {model} on the OpenAI-compatible server"
+        )
+        return Check(name, False, f"not among the {len(group.models)} models {group.label} sees", fix)
+    return Check(name, True, "present")
+
+
+def _version(argv: list[str]) -> str | None:
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=10, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    out = done.stdout.strip()
+    return out.splitlines()[0] if done.returncode == 0 and out else None

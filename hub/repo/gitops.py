@@ -1,0 +1,638 @@
+"""Every git operation the hub does, through GitPython."""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from hub.core.errors import DirtyWorkTree, GitError
+from hub.core.log import get_logger
+
+if TYPE_CHECKING:
+    from git import Repo
+
+log = get_logger(__name__)
+
+
+class MergeConflict(GitError):
+    """The task branch does not merge cleanly into the base branch."""
+
+    def __init__(self, task_branch: str, base_branch: str, files: list[str]) -> None:
+        self.files = files
+        super().__init__(
+            f"merging {task_branch} into {base_branch} conflicts in: {', '.join(files) or 'unknown files'}; "
+            "the merge was aborted and both branches are as they were"
+        )
+
+
+@dataclass(frozen=True)
+class DiffStats:
+    """What the task branch changed against its base commit."""
+
+    files: tuple[str, ...]
+    added: int
+    removed: int
+    per_file: tuple[tuple[str, int, int], ...] = ()
+
+    @property
+    def changed_lines(self) -> int:
+        return self.added + self.removed
+
+
+def open_repo(path: Path) -> Repo:
+    import git
+
+    try:
+        return git.Repo(path, search_parent_directories=True)
+    except (git.InvalidGitRepositoryError, git.NoSuchPathError):
+        raise GitError(f"{path} is not inside a git repository (run `git init` first)") from None
+
+
+def _run(repo: Repo, *args: str) -> str:
+    import git
+
+    try:
+        return str(repo.git.execute(["git", *args]))
+    except git.GitCommandError as exc:
+        detail = (exc.stderr or exc.stdout or "").strip().removeprefix("stderr: ").strip("'\n ")
+        raise GitError(f"git {' '.join(args[:2])} failed: {detail}") from None
+
+
+def current_branch(repo: Repo) -> str:
+    return _run(repo, "rev-parse", "--abbrev-ref", "HEAD")
+
+
+def branches(repo: Repo) -> list[str]:
+    """The repository's local branches; none in a repository without a commit."""
+    return [
+        b for b in _run(repo, "for-each-ref", "--format=%(refname:short)", "refs/heads").splitlines() if b
+    ]
+
+
+def unborn_branch(repo: Repo) -> str | None:
+    """The name of the current branch when it has no commit yet (a new repository, an orphan branch)."""
+    if repo.head.is_valid():
+        return None
+    return _run(repo, "symbolic-ref", "--short", "-q", "HEAD") or "HEAD"
+
+
+def head_commit(repo: Repo) -> str:
+    return _run(repo, "rev-parse", "HEAD")
+
+
+def commit_of(repo: Repo, ref: str) -> str:
+    """The commit a branch or other ref points at."""
+    return _run(repo, "rev-parse", "--verify", "--quiet", ref + "^{commit}")
+
+
+def dirty_files(repo: Repo, untracked: bool = True) -> list[str]:
+    """Files with uncommitted changes, untracked ones included unless asked not to (ignored ones never)."""
+    out = _run(repo, "status", "--porcelain=v1", "-z", "--untracked-files=" + ("all" if untracked else "no"))
+    files: list[str] = []
+    entries = iter(out.split("\0"))
+    for entry in entries:
+        if len(entry) > 3:
+            files.append(entry[3:])
+            # With -z a rename or copy is followed by its source path as a field of its own, unprefixed.
+            if entry[0] in "RC":
+                files.append(next(entries, ""))
+    return [name for name in files if name]
+
+
+def ensure_clean(repo: Repo, untracked: bool = True) -> None:
+    files = dirty_files(repo, untracked)
+    if files:
+        raise DirtyWorkTree(files)
+
+
+def exclude_path(repo: Repo, rel: str) -> bool:
+    """Add `rel` to .git/info/exclude once; True if it was added."""
+    exclude = Path(repo.git_dir) / "info" / "exclude"
+    exclude.parent.mkdir(parents=True, exist_ok=True)
+    text = exclude.read_text(encoding="utf-8") if exclude.exists() else ""
+    entry = "/" + rel.strip("/") + "/"
+    if entry in text.splitlines():
+        return False
+    with exclude.open("a", encoding="utf-8") as handle:
+        handle.write(("\n" if text and not text.endswith("\n") else "") + entry + "\n")
+    return True
+
+
+def branch_exists(repo: Repo, name: str) -> bool:
+    return bool(_run(repo, "branch", "--list", name).strip())
+
+
+def in_scope(path: str, scopes: list[str]) -> bool:
+    for scope in scopes:
+        # `.`, `./` and `./src` name what `` and `src` do (an allowed path `.` was never committed).
+        scope = "/".join(p for p in scope.replace("\\", "/").split("/") if p not in ("", "."))
+        if not scope:
+            return True
+        if path == scope or path.startswith(scope + "/") or fnmatch.fnmatchcase(path, scope):
+            return True
+    return False
+
+
+def restore_outside(repo: Repo, scopes: list[str]) -> list[str]:
+    """Put the work tree back as HEAD has it everywhere outside `scopes` (the allowed paths): changed
+    or deleted tracked files restored, new untracked files removed (ignored ones, caches and installed
+    packages, are left). What an acceptance command changed there must not become the tests the next
+    run checks against. Returns the paths restored or removed."""
+    out = _run(repo, "status", "--porcelain=v1", "-z", "--untracked-files=all")
+    tracked: list[str] = []
+    untracked: list[str] = []
+    entries = iter(out.split("\0"))
+    for entry in entries:
+        if len(entry) <= 3:
+            continue
+        (untracked if entry[:2] == "??" else tracked).append(entry[3:])
+        if entry[0] in "RC":
+            tracked.append(next(entries, ""))
+    untracked = [p for p in untracked if p and not in_scope(p, scopes)]
+    tracked = [p for p in tracked if p and not in_scope(p, scopes)]
+    root = Path(str(repo.working_tree_dir)).resolve()
+    for rel in untracked:
+        path = root / rel.rstrip("/")
+        # git lists what lies in real folders only (it never follows a symlink); checked all the same.
+        if not path.parent.resolve().is_relative_to(root):
+            continue
+        if path.is_dir() and not path.is_symlink():
+            import shutil
+
+            shutil.rmtree(path)  # a nested repository, listed as one folder
+        else:
+            path.unlink(missing_ok=True)
+        # A tracked file the command replaced by a folder: the folder must go before the file returns.
+        for parent in path.parents:
+            if parent == root or not parent.is_relative_to(root):
+                break
+            try:
+                parent.rmdir()
+            except OSError:
+                break
+    for start in range(0, len(tracked), 500):
+        # Literal pathspecs: a file named ':(glob)*' is that file, not every file.
+        _run(repo, "--literal-pathspecs", "checkout", "-q", "HEAD", "--", *tracked[start : start + 500])
+    return sorted(set(tracked) | set(untracked))
+
+
+def checkpoint(
+    repo: Repo,
+    message: str | Callable[[list[str]], str],
+    scope: list[str] | None = None,
+    exclude: list[str] | None = None,
+) -> str | None:
+    """Commit what changed, only inside `scope` (allowed paths) when given and never inside `exclude`
+    (the hub's control files); None if nothing changed. `message` may be a function of the changed
+    files, so the title can say what changed."""
+    changed = dirty_files(repo)
+    if scope:
+        changed = [path for path in changed if in_scope(path, scope)]
+    if exclude:
+        lowered = [e.strip("/").lower() for e in exclude]
+        changed = [
+            p for p in changed if not any(p.lower() == e or p.lower().startswith(e + "/") for e in lowered)
+        ]
+    if not changed:
+        return None
+    _run(repo, "add", "-A", "--", *changed)
+    if not _run(repo, "diff", "--cached", "--name-only").strip():
+        return None
+    text = message if isinstance(message, str) else message(changed)
+    _run(repo, "commit", "-q", "--no-verify", "-m", text, "--", *changed)
+    sha = head_commit(repo)
+    log.debug("checkpoint", commit=sha[:12], files=len(changed))
+    return sha
+
+
+def diff_stats(repo: Repo, base_commit: str, ref: str = "HEAD") -> DiffStats:
+    spec = f"{base_commit}...{ref}" if ref != "WORKTREE" else base_commit
+    out = _run(repo, "diff", "--numstat", "-z", spec)
+    per_file: list[tuple[str, int, int]] = []
+    for entry in out.split("\0"):
+        parts = entry.split("\t")
+        if len(parts) == 3 and parts[2]:
+            if parts[0].isdigit() and parts[1].isdigit():
+                added, removed = int(parts[0]), int(parts[1])
+            else:
+                # Binary to git: maybe only because the work tree's .gitattributes (which a task's command
+                # can write) says `-diff`; counted as text, as the reviewer's diff shows it.
+                added, removed = _text_counts(repo, spec, parts[2])
+            per_file.append((parts[2], added, removed))
+    return DiffStats(
+        files=tuple(p for p, _, _ in per_file),
+        added=sum(a for _, a, _ in per_file),
+        removed=sum(r for _, _, r in per_file),
+        per_file=tuple(per_file),
+    )
+
+
+def _text_counts(repo: Repo, spec: str, path: str) -> tuple[int, int]:
+    """Lines added and removed in one file, compared as text whatever its attributes say."""
+    out = _run(repo, "diff", "--text", "--no-ext-diff", "--no-textconv", "-U0", spec, "--", path)
+    added = removed = 0
+    in_hunk = False
+    for line in out.split("\n"):
+        if line.startswith("diff --git "):
+            in_hunk = False
+        elif line.startswith("@@"):
+            in_hunk = True
+        elif in_hunk and line.startswith("+"):
+            added += 1
+        elif in_hunk and line.startswith("-"):
+            removed += 1
+    return added, removed
+
+
+def diff_text(repo: Repo, base_commit: str, ref: str = "HEAD") -> str:
+    # --text: the work tree's .gitattributes (which a task's command can write, untracked, so absent from
+    # the diff itself) must not turn the task's code into "Binary files differ" for the reviewer.
+    # A binary file's bytes come back surrogate-escaped: shown as U+FFFD, so the text can be written as UTF-8.
+    text = _run(
+        repo, "diff", "--no-color", "--text", "--no-ext-diff", "--no-textconv", f"{base_commit}...{ref}"
+    )
+    return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
+def content_hash(repo_dir: Path, files: list[str]) -> str:
+    """A hash of the named files' current contents (missing files count as empty)."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for name in sorted(files):
+        digest.update(name.encode() + b"\0")
+        path = repo_dir / name
+        digest.update(path.read_bytes() if path.is_file() else b"")
+        digest.update(b"\0")
+    return digest.hexdigest()
+
+
+STASH_REFS = "refs/hub/stashes"
+
+
+def stash(repo: Repo, name: str) -> str | None:
+    """Move uncommitted changes (untracked included) to `refs/hub/stashes/<name>`; the ref, or None if
+    there was nothing. `git stash apply <ref>` brings them back.
+
+    refs/stash is shared by every worktree of the repository: left there, the task's stash would top the
+    user's `git stash list` and their next `git stash pop` would apply the task's half-written files to
+    their checkout. So the stash git makes is moved to a ref of the hub's own at once, under a lock
+    (tasks stash concurrently), and dropped from the shared list."""
+    if not dirty_files(repo):
+        return None
+    from filelock import FileLock
+
+    ref = f"{STASH_REFS}/{name}"
+    message = f"hub: {name}"
+    with FileLock(str(common_dir(repo) / "hub-stash.lock"), timeout=MERGE_LOCK_SECONDS, is_singleton=False):
+        _run(repo, "stash", "push", "--include-untracked", "-m", message)
+        made = _run(repo, "rev-parse", "refs/stash")
+        _run(repo, "update-ref", ref, made)
+        if _run(repo, "rev-parse", "stash@{0}") == made:
+            _run(repo, "stash", "drop", "--quiet", "stash@{0}")
+    return ref
+
+
+# --- worktrees: one per task -----------------------------------------------------------------------------
+
+WORKTREES_FOLDER = "hub-worktrees"
+
+
+def common_dir(repo: Repo) -> Path:
+    """The repository's shared git directory (the same from the main checkout and every worktree)."""
+    return Path(repo.common_dir).resolve()
+
+
+def default_worktrees_dir(repo: Repo) -> Path:
+    # Inside the git directory: test runners, searches and IDEs skip `.git/`, so a task's copy of the
+    # code is never collected, found or indexed as the user's own.
+    return common_dir(repo) / WORKTREES_FOLDER
+
+
+def worktrees(repo: Repo) -> dict[str, Path]:
+    """Checked-out branch -> worktree path, for every worktree of the repository (main checkout included)."""
+    out = _run(repo, "worktree", "list", "--porcelain")
+    found: dict[str, Path] = {}
+    for block in out.split("\n\n"):
+        lines = block.splitlines()
+        path = next((Path(line[len("worktree ") :]) for line in lines if line.startswith("worktree ")), None)
+        branch = next(
+            (line[len("branch refs/heads/") :] for line in lines if line.startswith("branch refs/heads/")),
+            None,
+        )
+        # "prunable": its folder was deleted by hand; nothing is checked out there any more.
+        if path is not None and branch and not any(line.startswith("prunable") for line in lines):
+            found[branch] = path
+    return found
+
+
+def rebasing(repo: Repo) -> dict[str, Path]:
+    """Branch being rebased -> the work tree rebasing it. HEAD is detached meanwhile, so `worktrees` does
+    not list the branch; the rebase writes it when it ends, and fails if the branch moved under it."""
+    common = common_dir(repo)
+    trees = [(common, common.parent)]
+    for linked in sorted((common / "worktrees").glob("*/gitdir")):
+        trees.append((linked.parent, Path(linked.read_text(encoding="utf-8").strip()).parent))
+    found: dict[str, Path] = {}
+    for gitdir, tree in trees:
+        for state in ("rebase-merge", "rebase-apply"):
+            head = gitdir / state / "head-name"
+            ref = head.read_text(encoding="utf-8").strip() if head.is_file() else ""
+            if ref.startswith("refs/heads/"):
+                found[ref.removeprefix("refs/heads/")] = tree
+    return found
+
+
+def ensure_worktree(repo: Repo, path: Path, branch: str, start: str | None = None) -> bool:
+    """Have `branch` checked out at `path`; True if the worktree had to be (re)created.
+
+    With `start`, a missing branch is created there. A worktree folder deleted by hand is recreated
+    from its branch (git's own record of it is pruned first).
+    """
+    if (path / ".git").is_file() and worktrees(repo).get(branch) == path.resolve():
+        return False
+    _run(repo, "worktree", "prune")
+    if path.exists():
+        # Half made (a `worktree add` killed midway) or cut off from git by hand: set it aside, never
+        # delete it; whatever is in it stays readable.
+        aside = path.with_name(f"{path.name}.broken-{time.time_ns()}")
+        path.rename(aside)
+        log.warning("worktree.set_aside", path=str(path), to=str(aside))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if branch_exists(repo, branch):
+        _run(repo, "worktree", "add", "--quiet", str(path), branch)
+    elif start is not None:
+        _run(repo, "worktree", "add", "--quiet", "-b", branch, str(path), start)
+    else:
+        raise GitError(f"branch '{branch}' does not exist; the task's worktree cannot be recreated")
+    log.debug("worktree.add", path=str(path), branch=branch)
+    return True
+
+
+def remove_worktree(repo: Repo, path: Path) -> None:
+    """Remove a task's worktree (its leftovers, e.g. build output, with it) and git's record of it."""
+    if path.exists():
+        # --force: untracked build output of acceptance commands is the task's, not the user's.
+        _run(repo, "worktree", "remove", "--force", str(path))
+    _run(repo, "worktree", "prune")
+
+
+def delete_branch(repo: Repo, branch: str) -> None:
+    if branch_exists(repo, branch):
+        _run(repo, "branch", "-D", branch)
+
+
+# --- merging without touching the user's work ------------------------------------------------------------
+
+
+def your_checkout(checkout: Path) -> str:
+    """How a wait names the user's checkout: the main one is "your checkout"; a linked worktree of theirs
+    (its `.git` is a file) is named by its path, or the person looks for local changes in the wrong one."""
+    return f"your checkout {checkout}" if (checkout / ".git").is_file() else "your checkout"
+
+
+class MergeRefused(GitError):
+    """git would not merge into a checkout because uncommitted changes there would be overwritten."""
+
+    def __init__(self, checkout: Path, files: list[str], detail: str, message: str | None = None) -> None:
+        self.checkout = checkout
+        self.files = files
+        where = ", ".join(files) if files else detail
+        super().__init__(message or f"merge waits: {your_checkout(checkout)} has local changes in {where}")
+
+
+MERGE_LOCK_SECONDS = 120.0
+
+
+@contextmanager
+def merge_lock(repo: Repo) -> Iterator[None]:
+    """One merge into the repository's branches at a time (tasks finalize concurrently): a second
+    merge would meet git's index.lock in the user's checkout, or move the base under the first."""
+    from filelock import FileLock, Timeout
+
+    lock = FileLock(str(common_dir(repo) / "hub-merge.lock"), timeout=MERGE_LOCK_SECONDS, is_singleton=False)
+    try:
+        lock.acquire()
+    except Timeout:
+        raise GitError(f"another task's merge held the merge lock for {MERGE_LOCK_SECONDS:g} s") from None
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+def is_ancestor(repo: Repo, commit: str, ref: str) -> bool:
+    import git
+
+    try:
+        repo.git.execute(["git", "merge-base", "--is-ancestor", commit, ref])
+    except git.GitCommandError:
+        return False
+    return True
+
+
+def merge_conflicts(repo: Repo, base_branch: str, commit: str) -> list[str] | None:
+    """Files that conflict when `commit` merges into `base_branch` (None: it merges cleanly).
+
+    `git merge-tree --write-tree` (git >= 2.38) merges in the object store only: no work tree, no index.
+    """
+    import git
+
+    try:
+        repo.git.execute(
+            ["git", "merge-tree", "--write-tree", "--name-only", "--no-messages", base_branch, commit]
+        )
+    except git.GitCommandError as exc:
+        if exc.status != 1:
+            detail = (exc.stderr or "").strip().removeprefix("stderr: ").strip("'\n ")
+            raise GitError(f"git merge-tree failed: {detail}") from None
+        lines = str(exc.stdout or "").removeprefix("  stdout: ").strip("'\n ").splitlines()
+        return [line for line in lines[1:] if line.strip()] or ["unknown files"]
+    return None
+
+
+def merge_in_checkout(checkout: Path, commit: str, message: str) -> str:
+    """Merge `commit` into the branch checked out at `checkout` with git's own merge (--no-ff).
+
+    Call only after `merge_conflicts` found none: git then either merges, or refuses before touching
+    anything because a file the merge changes has uncommitted changes (MergeRefused).
+    """
+    import subprocess
+
+    def git(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["git", *args], cwd=checkout, capture_output=True, text=True, check=False)
+
+    merge_head = git("rev-parse", "-q", "--verify", "MERGE_HEAD").stdout.strip()
+    if merge_head == commit:
+        # Our own merge, killed midway: the files it touched were clean before it (git refuses
+        # otherwise), so `--abort` (reset --merge) puts exactly those back and keeps every local change.
+        aborted = git("merge", "--abort")
+        if aborted.returncode != 0:
+            raise GitError(f"git merge --abort in {checkout} failed: {aborted.stderr.strip()}")
+        log.warning("merge.resumed", checkout=str(checkout), commit=commit[:12])
+    elif merge_head:
+        raise MergeRefused(
+            checkout,
+            [],
+            "",
+            f"merge waits: {your_checkout(checkout)} is in the middle of a merge of its own; finish it",
+        )
+    done = subprocess.run(
+        # --no-autostash: a user's merge.autoStash would stash their changes and pop them back into
+        # conflict markers, their work left in the stash; git must refuse instead.
+        ["git", "merge", "--no-ff", "--no-autostash", "--no-edit", "-m", message, commit],
+        cwd=checkout,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        text = done.stderr + done.stdout
+        # git lists the files tab-indented, or two-space-indented when the index holds staged changes.
+        files = [line.strip() for line in text.splitlines() if line.startswith(("\t", "  "))]
+        if "would be overwritten" in text:
+            raise MergeRefused(checkout, files, text.strip())
+        if git("rev-parse", "-q", "--verify", "MERGE_HEAD").stdout.strip() == commit:
+            # A hook of the checkout (commit-msg, pre-merge-commit) refused the merge commit after git
+            # had merged the files: take back exactly what our merge staged, keeping the user's changes.
+            aborted = git("merge", "--abort")
+            if aborted.returncode != 0:
+                text += f"\n(git merge --abort failed too: {aborted.stderr.strip()})"
+        raise GitError(f"git merge in {checkout} failed: {text.strip()}")
+    out = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=checkout, capture_output=True, text=True, check=True
+    )
+    return out.stdout.strip()
+
+
+def merge_without_checkout(repo: Repo, base_branch: str, commit: str, message: str) -> str:
+    """Merge `commit` into `base_branch` that no work tree has checked out: tree from merge-tree, a merge
+    commit from commit-tree, and the branch moved only if nobody moved it meanwhile."""
+    old = commit_of(repo, base_branch)
+    tree = _run(repo, "merge-tree", "--write-tree", "--no-messages", old, commit).splitlines()[0]
+    merge = _run(repo, "commit-tree", tree, "-p", old, "-p", commit, "-m", message)
+    _run(repo, "update-ref", "-m", message, f"refs/heads/{base_branch}", merge, old)
+    return merge
+
+
+# --- what a killed git leaves behind -------------------------------------------------------------------
+
+# Lock files git creates beside what it is changing; a git killed mid-way leaves them, and every later
+# git command that needs one fails ("Unable to create '.../index.lock': File exists").
+TOP_LOCKS = ("index.lock", "HEAD.lock", "ORIG_HEAD.lock", "config.lock", "packed-refs.lock", "shallow.lock")
+
+
+def git_dirs(work_root: Path) -> tuple[Path, Path] | None:
+    """(git dir, common dir) of a work tree without running git; None when there is no .git."""
+    dot = work_root / ".git"
+    if dot.is_dir():
+        return dot, dot
+    if not dot.is_file():
+        return None
+    text = dot.read_text(encoding="utf-8", errors="replace").strip()
+    if not text.startswith("gitdir:"):
+        return None
+    git_dir = (work_root / text.removeprefix("gitdir:").strip()).resolve()
+    common_file = git_dir / "commondir"
+    common = (
+        (git_dir / common_file.read_text(encoding="utf-8").strip()).resolve()
+        if common_file.is_file()
+        else git_dir
+    )
+    return git_dir, common
+
+
+def leftover_locks(work_root: Path) -> list[Path]:
+    dirs = git_dirs(work_root)
+    if dirs is None:
+        return []
+    git_dir, common = dirs
+    found = [d / name for d in {git_dir, common} for name in TOP_LOCKS if (d / name).exists()]
+    refs = common / "refs"
+    if refs.is_dir():
+        found += sorted(refs.rglob("*.lock"))
+    return found
+
+
+def live_git_in(work_root: Path, proc: Path = Path("/proc")) -> list[int] | None:
+    """Process ids of live git processes working in this repository; None when that cannot be known
+    (no /proc: not Linux), in which case no lock may be cleared."""
+    if not proc.is_dir():
+        return None
+    roots = [work_root.resolve()]
+    dirs = git_dirs(work_root)
+    if dirs:
+        roots += [d.resolve() for d in dirs]
+        # Every worktree of the repository shares its refs: a git in any of them may hold a ref lock.
+        for gitdir_file in (dirs[1] / "worktrees").glob("*/gitdir"):
+            try:
+                roots.append(Path(gitdir_file.read_text(encoding="utf-8").strip()).resolve().parent)
+            except OSError:
+                continue
+        roots.append(dirs[1].resolve().parent)  # the main work tree, seen from a linked worktree
+    live = []
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if not (entry / "comm").read_text(encoding="utf-8").startswith("git"):
+                continue
+            # Our own helpers (GitPython's cat-file) hold no lock of a killed git.
+            if int((entry / "stat").read_text(encoding="utf-8").rsplit(")", 1)[1].split()[1]) == os.getpid():
+                continue
+        except (OSError, ValueError, IndexError):
+            continue
+        try:
+            cwd = Path(os.readlink(entry / "cwd"))
+        except FileNotFoundError:
+            continue  # it ended between the two reads: it holds nothing
+        except OSError:
+            live.append(int(entry.name))  # a git whose folder we cannot see: assume it is in ours
+            continue
+        if any(cwd == r or cwd.is_relative_to(r) for r in roots):
+            live.append(int(entry.name))
+    return live
+
+
+def clear_leftovers(work_root: Path) -> list[str]:
+    """Remove the lock files a killed git left, and abort a merge the hub itself left half done. Called
+    under the hub's OS lock, so no hub phase is running git here; a lock is only removed when no live
+    git process works in the repository, otherwise GitError names the lock and what to do."""
+    done: list[str] = []
+    locks = leftover_locks(work_root)
+    if locks:
+        live = live_git_in(work_root)
+        if live is None or live:
+            who = (
+                "a running git (pid " + ", ".join(map(str, live)) + ")" if live else "git (cannot tell here)"
+            )
+            raise GitError(
+                f"{locks[0]} exists and may be held by {who}: wait for it to finish, or if no git is "
+                f"running in {work_root}, delete {', '.join(str(p) for p in locks)}"
+            )
+        for lock in locks:
+            lock.unlink(missing_ok=True)
+            done.append(f"removed {lock} left by a killed git")
+    dirs = git_dirs(work_root)
+    if dirs and (dirs[0] / "MERGE_HEAD").exists():
+        message = (
+            (dirs[0] / "MERGE_MSG").read_text(encoding="utf-8", errors="replace")
+            if (dirs[0] / "MERGE_MSG").exists()
+            else ""
+        )
+        if "[TASK: " not in message:
+            raise GitError(
+                f"a merge is in progress in {work_root} that the hub did not start: finish it "
+                "(`git commit`) or abandon it (`git merge --abort`)"
+            )
+        _run(open_repo(work_root), "merge", "--abort")
+        done.append("aborted the hub's own merge left half done by a kill")
+    for line in done:
+        log.warning("git.recovered", detail=line)
+    return done

@@ -1,0 +1,165 @@
+"""The GPU gate: never more model calls at once per server than its slots, and the loaded model first.
+
+A model server holds one or two models; each switch reloads weights (5-60 s for a 7-32B model), and so
+does a changed `num_ctx`. So a call waits for a free slot (`ollama.slots`, Ollama's
+OLLAMA_NUM_PARALLEL) on one of the servers (`ollama.hosts`), and while calls for what a server ran last
+are waiting, other calls let them go first: a backlog runs its implementer calls back to back, then its
+reviews, instead of alternating. What a server has loaded is a model *and* its `num_ctx` (`Loaded`):
+the same model with another window is a reload too, so it counts as a switch.
+
+Slots are OS file locks in `_handoff/gpu/`, so separate processes (cron loops, `hub watch`, a person's
+command) share them and a killed process frees its slot. The record of what each server ran last is the
+hub's own (`gpu/<server>.json`), written by the call that holds the slot. The preference between models
+is kept in-process (the threads of one `hub next`), where a backlog is drained; across processes the
+slots still hold. A call waits at most until its deadline (the role's total clock): then it is a
+`gpu_queue` timeout, a stall strike like any other, never a wait without end under the task's lock.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NamedTuple
+
+from hub.core.atomic import write_atomic
+from hub.core.errors import WorkerTimeout
+from hub.core.log import get_logger
+
+log = get_logger(__name__)
+
+POLL_SECONDS = 0.05
+
+
+@dataclass(frozen=True)
+class Host:
+    """One model server and how many generations it runs at once."""
+
+    url: str
+    slots: int = 1
+
+    @property
+    def key(self) -> str:
+        return hashlib.sha1(self.url.encode()).hexdigest()[:12]
+
+
+class Loaded(NamedTuple):
+    """What a server holds after a call: the model and the window it was loaded with. Ollama reloads the
+    weights when either changes; a `num_ctx` of None (the server's default) equals only None, since the
+    hub cannot know which window the default is."""
+
+    model: str
+    num_ctx: int | None
+
+
+def order_hosts(hosts: Sequence[Host], want: Loaded, last: dict[str, Loaded | None]) -> list[Host]:
+    """Servers to try for `want`, best first: one that ran it last, then an idle one, then the rest.
+    Pure: `last` maps a server's key to what it ran last (None: nothing yet)."""
+
+    def rank(host: Host) -> int:
+        ran = last.get(host.key)
+        return 0 if ran == want else 1 if ran is None else 2
+
+    return sorted(hosts, key=rank)
+
+
+def should_defer(want: Loaded, host_last: Loaded | None, waiting: Counter[Loaded]) -> bool:
+    """Whether a call for `want` lets others go first on a server that last ran `host_last`: yes while
+    calls for what it has loaded are waiting (a switch now would reload it for them afterwards). Pure."""
+    return host_last is not None and host_last != want and waiting[host_last] > 0
+
+
+# Calls waiting in this process, per gate folder: (model, num_ctx) -> how many.
+_waiting: dict[Path, Counter[Loaded]] = {}
+_waiting_lock = threading.Lock()
+
+
+class Gate:
+    """The slots of every configured server, shared through lock files in `folder`."""
+
+    def __init__(
+        self, folder: Path, hosts: Sequence[Host], on_queued: Callable[[str], None] | None = None
+    ) -> None:
+        self.folder = folder
+        self.hosts = list(hosts)
+        # Told once a call is counted as waiting (for watchers and tests: an event, never a sleep).
+        self.on_queued = on_queued
+
+    def _record(self, host: Host) -> Path:
+        return self.folder / f"{host.key}.json"
+
+    def loaded(self, host: Host) -> Loaded | None:
+        """What `host` ran last, from the hub's record (None: no record, or one that does not parse)."""
+        try:
+            record = json.loads(self._record(host).read_text(encoding="utf-8"))
+            model, num_ctx = record.get("model"), record.get("num_ctx")
+        except (OSError, ValueError, AttributeError):
+            return None
+        if not model:
+            return None
+        return Loaded(str(model), num_ctx if isinstance(num_ctx, int) else None)
+
+    @contextmanager
+    def slot(self, model: str, num_ctx: int | None, deadline: float) -> Iterator[Host]:
+        """Hold one slot on the best server for `model` with `num_ctx` until the call ends; yields the
+        server."""
+        from filelock import FileLock, Timeout
+
+        want = Loaded(model, num_ctx)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        with _waiting_lock:
+            waiting = _waiting.setdefault(self.folder.resolve(), Counter())
+            waiting[want] += 1
+        if self.on_queued is not None:
+            self.on_queued(model)
+        started = time.monotonic()
+        held: FileLock | None = None
+        chosen: Host | None = None
+        counted = True
+        try:
+            while held is None:
+                last = {h.key: self.loaded(h) for h in self.hosts}
+                for host in order_hosts(self.hosts, want, last):
+                    with _waiting_lock:
+                        defer = should_defer(want, last[host.key], waiting)
+                    if defer:
+                        continue
+                    for n in range(host.slots):
+                        lock = FileLock(
+                            str(self.folder / f"{host.key}.{n}.lock"), timeout=0, is_singleton=False
+                        )
+                        try:
+                            lock.acquire()
+                        except Timeout:
+                            continue
+                        held, chosen = lock, host
+                        break
+                    if held is not None:
+                        break
+                if held is None:
+                    if time.monotonic() >= deadline:
+                        raise WorkerTimeout("gpu_queue", round(time.monotonic() - started, 1))
+                    time.sleep(POLL_SECONDS)
+            with _waiting_lock:
+                waiting[want] -= 1
+                counted = False
+            assert chosen is not None
+            write_atomic(self._record(chosen), json.dumps({"model": model, "num_ctx": num_ctx}))
+            log.debug("gpu.slot", model=model, host=chosen.url, waited=round(time.monotonic() - started, 3))
+            yield chosen
+        finally:
+            if counted:
+                with _waiting_lock:
+                    waiting[want] -= 1
+            if held is not None:
+                held.release()
+
+
+def gate_for(handoff_dir: Path, hosts: Sequence[Host]) -> Gate:
+    return Gate(handoff_dir / "gpu", hosts)
