@@ -22,6 +22,7 @@
     │   └── InvalidTransition      the state machine has no such edge
     ├── TaskHalted (exit 4)        the task waits for a person in erik_consultation
     ├── TaskChoice (exit 2)        no task of that id, or several fit and none was named (--task)
+    ├── SuiteInvalid (exit 2)      `hub eval` was given a folder that is not a suite of exercises
     └── LockBusy (exit 75)         another phase holds the lock
 
 `exit_code_for` is the single mapping the CLI uses.
@@ -218,6 +219,12 @@ class TaskHalted(HubError):
 
 class TaskChoice(HubError):
     """The command does not know which task to act on: name one with --task (MCP: task_id)."""
+
+    exit_code = EXIT_USAGE
+
+
+class SuiteInvalid(HubError):
+    """`hub eval`'s suite folder holds no exercise, or an exercise names files it does not have."""
 
     exit_code = EXIT_USAGE
 

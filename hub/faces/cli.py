@@ -23,6 +23,7 @@ from hub.faces.cli_common import (
     read_input,
     task_option,
 )
+from hub.faces.cli_eval import eval_
 from hub.faces.cli_tools import backlog, note, rules
 
 if TYPE_CHECKING:
@@ -507,7 +508,7 @@ def watch(state: State, poll: bool, interval: float, grace: float, jobs: int | N
     )
 
 
-for group in (backlog, note, rules):
+for group in (backlog, note, rules, eval_):
     cli.add_command(group)
 
 

@@ -1,0 +1,2 @@
+def title_case(sentence):
+    pass

@@ -1,0 +1,273 @@
+"""`hub eval`: a suite of exercises through the whole pipeline, as a user's cron would run it.
+
+The exercises go into one new git repository (`exercises/<name>/`: the stub and its tests), each becomes
+a task (`hub new`: the instructions as the requirement, the stub as the only allowed path, its test file
+as the acceptance command, never shown to the model up front), and one `hub next --until-idle` takes them
+through setup, implementer, local review, judge and merge, several at once as the scheduler allows. The
+hub runs as the real CLI in subprocesses, with the configuration under test as the repository's
+hub.yaml. Afterwards each exercise's tests run on the merged base (solved = merged and passing there),
+and on the task branch of every halted task (a halt of work whose tests pass is the costliest mistake).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from hub.core.errors import ConfigError, SuiteInvalid
+from hub.core.log import get_logger
+from hub.evals.report import EvalReport, TaskResult
+from hub.evals.suite import Exercise
+
+log = get_logger(__name__)
+
+# The eval's judge when the configuration's own is not asked for: the acceptance commands already
+# passed, so it approves what reaches it (and `hub eval` checks the merged code itself afterwards).
+APPROVE = (
+    'cat >/dev/null; echo \'{"verdict": "PASS", "summary": "hub eval: the acceptance tests are the check"}\''
+)
+TEST_TIMEOUT = 300.0
+MAX_ROUNDS = 5
+
+REQUIREMENT = (
+    "Complete {files} so that it does what the instructions below describe. Keep the names of the "
+    "existing functions and classes: tests call them. Use only the Python standard library."
+)
+
+
+@dataclass(frozen=True)
+class EvalSettings:
+    """What one `hub eval` run evaluates and where it works."""
+
+    config_file: Path  # the hub.yaml under test
+    workdir: Path  # a new folder: the eval repository and the report go here
+    judge: str = "approve"  # "approve" (APPROVE) or "config": the judge hub.yaml configures
+    parallel_tasks: int | None = None  # limits.parallel_tasks for this run (None: the file's)
+    python: str = sys.executable  # runs the acceptance tests (needs pytest)
+
+
+def run_eval(
+    exercises: list[Exercise], settings: EvalSettings, progress: Callable[[str], None] = lambda _: None
+) -> EvalReport:
+    """Run every exercise through the pipeline; the report of what became of each."""
+    started = time.monotonic()
+    repo = settings.workdir / "repo"
+    if settings.workdir.exists() and any(settings.workdir.iterdir()):
+        raise SuiteInvalid(f"{settings.workdir}: not empty; `hub eval` works in a new folder (--workdir)")
+    hub = Hub(repo, settings.workdir / "hub-next.log")
+    make_repo(repo, exercises, eval_config(settings))
+    hub.call("init")
+    tasks: dict[str, Exercise] = {}
+    for ex in exercises:
+        tasks[hub.new_task(ex, settings.python)] = ex
+    progress(f"{len(tasks)} tasks in {repo}; running `hub next --until-idle`")
+    for _ in range(MAX_ROUNDS):
+        seen = hub.transitions_seen
+        hub.until_idle(lambda line: progress(describe(line, tasks)))
+        if hub.transitions_seen == seen:
+            break
+    results = [collect(hub, task_id, ex, settings.python) for task_id, ex in tasks.items()]
+    return EvalReport(
+        suite=str(exercises[0].folder.parent) if exercises else "",
+        config=str(settings.config_file),
+        models=models_of(settings.config_file),
+        seconds=round(time.monotonic() - started, 1),
+        tasks=results,
+    )
+
+
+def eval_config(settings: EvalSettings) -> str:
+    """The hub.yaml under test, with the eval's judge and parallelism; ConfigError if it is unreadable."""
+    try:
+        data = yaml.safe_load(settings.config_file.read_text(encoding="utf-8")) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise ConfigError(f"{settings.config_file}: {exc}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{settings.config_file}: expected a mapping of hub.yaml keys")
+    if settings.judge == "approve":
+        data["judge"] = {"command": APPROVE, "backend": None}
+    if settings.parallel_tasks is not None:
+        data.setdefault("limits", {})["parallel_tasks"] = settings.parallel_tasks
+    return yaml.safe_dump(data, sort_keys=False)
+
+
+def models_of(config_file: Path) -> dict[str, str]:
+    try:
+        roles = (yaml.safe_load(config_file.read_text(encoding="utf-8")) or {}).get("roles") or {}
+    except (OSError, yaml.YAMLError, AttributeError):
+        return {}
+    return {role: str(spec.get("model")) for role, spec in roles.items() if isinstance(spec, dict)}
+
+
+def make_repo(repo: Path, exercises: Iterable[Exercise], config: str) -> None:
+    """A new repository holding every exercise's stub and tests, and the configuration under test."""
+    for ex in exercises:
+        for rel in (*ex.solution, *ex.tests):
+            dest = repo / "exercises" / ex.name / rel
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(ex.folder / rel, dest)
+    (repo / "hub.yaml").write_text(config, encoding="utf-8")
+    (repo / ".gitignore").write_text("__pycache__/\n.pytest_cache/\n", encoding="utf-8")
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "add", "-A")
+    git(repo, "-c", "user.name=hub eval", "-c", "user.email=eval@localhost", "commit", "-qm", "the suite")
+
+
+def git(repo: Path, *args: str) -> str:
+    repo.mkdir(parents=True, exist_ok=True)
+    done = subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, timeout=120)
+    if done.returncode:
+        raise ConfigError(f"git {' '.join(args)} in {repo}: {done.stderr.strip()}")
+    return done.stdout
+
+
+def test_command(ex: Exercise, python: str) -> str:
+    tests = " ".join(shlex.quote(f"exercises/{ex.name}/{t}") for t in ex.tests)
+    # No bytecode or pytest cache: the tests must leave nothing outside the allowed paths behind.
+    return (
+        f"PYTHONDONTWRITEBYTECODE=1 {shlex.quote(python)} -m pytest -q -p no:cacheprovider --tb=short {tests}"
+    )
+
+
+class Hub:
+    """The real `hub` CLI in the eval repository, its log lines kept for the report."""
+
+    def __init__(self, repo: Path, log_file: Path) -> None:
+        self.repo = repo
+        self.log_file = log_file
+        self.transitions_seen = 0
+        self.env = {**os.environ, "HUB_LOG_FORMAT": "json", "HUB_LOG_LEVEL": "INFO"}
+        self.env.pop("HUB_HANDOFF_DIR", None)
+
+    def call(self, *args: str) -> str:
+        done = subprocess.run(
+            [sys.executable, "-m", "hub", *args], cwd=self.repo, env=self.env, capture_output=True, text=True
+        )
+        if done.returncode:
+            raise ConfigError(
+                f"`hub {shlex.join(args)}` in {self.repo} exited {done.returncode}: {done.stderr[-2000:]}"
+            )
+        return done.stdout
+
+    def new_task(self, ex: Exercise, python: str) -> str:
+        target, *sources = (f"exercises/{ex.name}/{s}" for s in ex.solution)
+        args = ["new", "--json", "--title", f"Exercise {ex.name}", "--target", target]
+        files = ", ".join([target, *sources])
+        args += ["--requirement", REQUIREMENT.format(files=files), "--requirement", ex.instructions]
+        for path in (target, *sources):
+            args += ["--allowed-path", path]
+        for source in sources:
+            args += ["--source", source]
+        args += ["--acceptance-command", test_command(ex, python)]
+        return str(json.loads(self.call(*args))["task_id"])
+
+    def until_idle(self, on_transition: Callable[[dict[str, Any]], None]) -> int:
+        """One `hub next --until-idle`, each transition passed on as it happens; its exit code."""
+        with self.log_file.open("a", encoding="utf-8") as err:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "hub", "next", "--until-idle"],
+                cwd=self.repo,
+                env=self.env,
+                stdout=subprocess.DEVNULL,
+                stderr=err,
+            )
+            while True:
+                try:
+                    code = proc.wait(timeout=1.0)
+                except subprocess.TimeoutExpired:
+                    code = None
+                for line in self.new_transitions():
+                    on_transition(line)
+                if code is not None:
+                    return code
+
+    def new_transitions(self) -> list[dict[str, Any]]:
+        path = self.repo / "_handoff" / "transition.ndjson"
+        if not path.exists():
+            return []
+        lines = path.read_text(encoding="utf-8").splitlines()
+        fresh = [json.loads(line) for line in lines[self.transitions_seen :] if line.strip()]
+        self.transitions_seen = len(lines)
+        return fresh
+
+    def phase_seconds(self) -> dict[str, float]:
+        """Seconds per task spent in phases, from the canonical `phase` log lines."""
+        totals: dict[str, float] = {}
+        if not self.log_file.exists():
+            return totals
+        for line in self.log_file.read_text(encoding="utf-8").splitlines():
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(entry, dict) and entry.get("event") == "phase" and entry.get("task"):
+                totals[entry["task"]] = totals.get(entry["task"], 0.0) + float(entry.get("seconds") or 0.0)
+        return totals
+
+
+def describe(line: dict[str, Any], tasks: dict[str, Exercise]) -> str:
+    ex = tasks.get(str(line.get("task_id")))
+    name = ex.name if ex else str(line.get("task_id"))
+    return f"{name}: {line.get('old_status')} -[{line.get('event')}]-> {line.get('new_status')}"
+
+
+def task_folder(repo: Path, task_id: str) -> Path:
+    live = repo / "_handoff" / "tasks" / task_id
+    return live if (live / "TASK_CONTRACT.json").exists() else repo / "_handoff" / "archive" / task_id
+
+
+def run_tests(ex: Exercise, root: Path, python: str) -> bool:
+    try:
+        done = subprocess.run(
+            test_command(ex, python), shell=True, cwd=root, capture_output=True, timeout=TEST_TIMEOUT
+        )
+    except subprocess.TimeoutExpired:
+        return False
+    return done.returncode == 0
+
+
+def collect(hub: Hub, task_id: str, ex: Exercise, python: str) -> TaskResult:
+    folder = task_folder(hub.repo, task_id)
+    contract = json.loads((folder / "TASK_CONTRACT.json").read_text(encoding="utf-8"))
+    status = str(contract["status"])
+    data = contract.get("handoff_data") or {}
+    records = [json.loads(p.read_text(encoding="utf-8")) for p in sorted((folder / "runs").glob("*.json"))]
+    calls = [r for r in records if r.get("kind") == "model-call"]
+    commands = [r for r in records if r.get("kind") == "command"]
+    model_seconds = sum(float(r.get("call_seconds") or r.get("seconds") or 0.0) for r in calls)
+    command_seconds = sum(float(r.get("seconds") or 0.0) for r in commands)
+    phase = hub.phase_seconds().get(task_id, 0.0)
+    tests_pass = None
+    if status == "merged":
+        tests_pass = run_tests(ex, hub.repo, python)
+    elif contract.get("git", {}).get("worktree"):
+        worktree = Path(contract["git"]["worktree"])
+        tests_pass = run_tests(ex, worktree, python) if worktree.is_dir() else None
+    breaker = contract.get("breaker") or {}
+    return TaskResult(
+        name=ex.name,
+        task_id=task_id,
+        status=status,
+        solved=status == "merged" and bool(tests_pass),
+        tests_pass=tests_pass,
+        halt_trigger=str(breaker.get("trigger")) if status == "erik_consultation" else None,
+        halt_reason=str(breaker.get("reason") or "")[:300] if status == "erik_consultation" else None,
+        stalls=len(data.get("stalls") or []),
+        attempts=int(contract.get("attempt") or 0),
+        model_calls=len(calls),
+        tokens_in=sum(int(r.get("prompt_tokens") or 0) for r in calls),
+        tokens_out=sum(int(r.get("completion_tokens") or 0) for r in calls),
+        model_seconds=round(model_seconds, 1),
+        hub_seconds=round(max(0.0, phase - model_seconds - command_seconds), 2),
+    )

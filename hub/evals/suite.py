@@ -1,0 +1,96 @@
+"""A suite of coding exercises in exercism's practice layout, read into `Exercise` values.
+
+One folder per exercise:
+
+    <name>/.meta/config.json      {"files": {"solution": [...], "test": [...], "example": [...]}}
+    <name>/.docs/introduction.md  (optional) instructions.md, instructions.append.md (optional)
+    <name>/<solution files>       the stub the model completes
+    <name>/<test files>           the acceptance tests, never shown to the model up front
+
+so a checkout of exercism/python's `exercises/practice/` is a suite as it is.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from hub.core.errors import SuiteInvalid
+
+DOCS = ("introduction.md", "instructions.md", "instructions.append.md")
+# An instructions file larger than this is not an exercise's text (a mistaken folder, a binary).
+MAX_DOC_BYTES = 64_000
+
+
+@dataclass(frozen=True)
+class Exercise:
+    """One exercise: its folder, the files the model writes, the tests that judge them."""
+
+    name: str
+    folder: Path
+    solution: tuple[str, ...]  # relative to folder
+    tests: tuple[str, ...]
+    example: tuple[str, ...]  # a known-good solution (exercism's .meta/example.py), when there is one
+    instructions: str
+
+
+def load_suite(root: Path, names: Sequence[str] = ()) -> list[Exercise]:
+    """Every exercise under `root` (sorted by name), or the ones named; SuiteInvalid naming what is
+    wrong and where when the folder is no suite or a named exercise is missing or broken."""
+    if not root.is_dir():
+        raise SuiteInvalid(f"{root}: not a folder (a suite is a folder of exercises in exercism's layout)")
+    found = {p.parent.parent.name: p.parent.parent for p in root.glob("*/.meta/config.json")}
+    if not found:
+        raise SuiteInvalid(
+            f"{root}: no exercise in it (each needs <name>/.meta/config.json naming its solution and test files)"
+        )
+    wanted = list(dict.fromkeys(names)) or sorted(found)
+    unknown = [n for n in wanted if n not in found]
+    if unknown:
+        raise SuiteInvalid(
+            f"{root}: no exercise named {', '.join(unknown)} (known: {', '.join(sorted(found))})"
+        )
+    return [load_exercise(found[name]) for name in wanted]
+
+
+def load_exercise(folder: Path) -> Exercise:
+    config_path = folder / ".meta" / "config.json"
+    try:
+        config = json.loads(config_path.read_text(encoding="utf-8"))
+        files = config["files"]
+        solution, tests = _names(files, "solution"), _names(files, "test")
+        example = _names(files, "example") if "example" in files else ()
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise SuiteInvalid(f"{config_path}: {_why(exc)}") from None
+    if not solution or not tests:
+        raise SuiteInvalid(f"{config_path}: files.solution and files.test must each name at least one file")
+    for rel in (*solution, *tests, *example):
+        path = (folder / rel).resolve()
+        if not path.is_relative_to(folder.resolve()) or not path.is_file():
+            raise SuiteInvalid(f"{config_path}: '{rel}' is not a file inside {folder}")
+    docs = [folder / ".docs" / name for name in DOCS]
+    parts = [p.read_text(encoding="utf-8", errors="replace").strip() for p in docs if _readable(p)]
+    if not parts:
+        raise SuiteInvalid(f"{folder}/.docs: no instructions.md (or introduction.md) to give the model")
+    return Exercise(folder.name, folder, solution, tests, example, "\n\n".join(parts))
+
+
+def _names(files: dict[str, object], key: str) -> tuple[str, ...]:
+    value = files[key]
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise TypeError(f"files.{key} must be a list of file names")
+    return tuple(value)
+
+
+def _readable(path: Path) -> bool:
+    return path.is_file() and path.stat().st_size <= MAX_DOC_BYTES
+
+
+def _why(exc: Exception) -> str:
+    if isinstance(exc, KeyError):
+        return f"missing key {exc}"
+    if isinstance(exc, json.JSONDecodeError):
+        return f"invalid JSON ({exc.msg}, line {exc.lineno})"
+    return str(exc)
