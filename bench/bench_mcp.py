@@ -5,7 +5,7 @@
 Two measurements:
 - `scan_code` on a 300-line Python file through `hub mcp serve` over stdio (the official client, one
   session, the call round trip only), against `ast-grep scan` run directly on the same file with the same
-  rules (a process per scan, as a person or script would run it), and against `hub.review.rules.scan_code`
+  rules (a process per scan, as a person or script would run it), and against `hub.review.scan.scan_code`
   called in process (the function the tool wraps). Medians in milliseconds.
 - The time from a contract becoming due (TASK_CONTRACT.json written atomically) to `hub watch` starting
   its phase (the phase taking the handoff lock), with file-system events and with `--poll`; each sample
@@ -38,6 +38,7 @@ from _repo import commit_repo  # noqa: E402  (bench/, beside this script)
 
 from hub.core.log import configure  # noqa: E402
 from hub.review import rules  # noqa: E402  (the checkout, not an installed copy)
+from hub.review.scan import scan_code  # noqa: E402
 
 JUDGE_PASS = (
     "import json, os, sys\n"
@@ -88,7 +89,7 @@ def bench_scan(work: Path, repeat: int) -> dict[str, Any]:
         return sum(1 for line in done.stdout.splitlines() if line.strip())
 
     def in_process() -> int:
-        return len(rules.scan_code(code, "python", repo))
+        return len(scan_code(code, "python", repo))
 
     async def sampled() -> dict[str, Any]:
         params = StdioServerParameters(
@@ -265,7 +266,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     print(f"scan_code on {scan['lines']} lines (median of {scan['repeat']}):")
     print(f"  through hub mcp serve (stdio)  {scan['scan_code_via_mcp_ms']:8.1f} ms")
     print(f"  ast-grep scan run directly     {scan['ast_grep_cli_direct_ms']:8.1f} ms")
-    print(f"  hub.review.rules.scan_code in process {scan['scan_code_in_process_ms']:8.1f} ms")
+    print(f"  hub.review.scan.scan_code in process {scan['scan_code_in_process_ms']:8.1f} ms")
     print(f"  (server spawn to initialized   {scan['mcp_server_spawn_to_initialized_ms']:8.1f} ms, once)")
     for w in results["watch"]:
         print(

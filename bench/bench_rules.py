@@ -29,6 +29,7 @@ if str(REPO) not in sys.path:
 
 from hub.core.log import configure  # noqa: E402
 from hub.review import rules  # noqa: E402  (the checkout, not an installed copy)
+from hub.review.scan import scan_code, scan_paths  # noqa: E402
 
 CHANGED_MODULES = ("json/decoder.py", "shlex.py", "textwrap.py", "fnmatch.py", "glob.py")
 
@@ -88,9 +89,9 @@ def bench_changed_files(stdlib: Path, work: Path, repeat: int) -> dict[str, Any]
     subprocess.run(["git", "init", "-q", str(repo)], check=True)
     changed = [f"src/{m}" for m in CHANGED_MODULES]
     config = packaged_config(work)
-    findings = len(rules.scan_paths(repo, changed))
+    findings = len(scan_paths(repo, changed))
     hub_ms, direct_ms = medians_ms(
-        lambda: rules.scan_paths(repo, changed), lambda: direct_scan(config, repo, changed), repeat
+        lambda: scan_paths(repo, changed), lambda: direct_scan(config, repo, changed), repeat
     )
     assert direct_scan(config, repo, changed) == findings
     return row(f"gate on {len(changed)} changed files", hub_ms, direct_ms, findings)
@@ -99,9 +100,9 @@ def bench_changed_files(stdlib: Path, work: Path, repeat: int) -> dict[str, Any]
 def bench_tree(name: str, root: Path, targets: list[str], work: Path, repeat: int) -> dict[str, Any]:
     # Neither tree has an sgconfig.yml, so both sides run exactly the packaged rules.
     config = packaged_config(work)
-    findings = len(rules.scan_paths(root, targets))
+    findings = len(scan_paths(root, targets))
     hub_ms, direct_ms = medians_ms(
-        lambda: rules.scan_paths(root, targets), lambda: direct_scan(config, root, targets), repeat
+        lambda: scan_paths(root, targets), lambda: direct_scan(config, root, targets), repeat
     )
     return row(name, hub_ms, direct_ms, findings)
 
@@ -112,13 +113,13 @@ def bench_scan_code(stdlib: Path, work: Path, repeat: int) -> list[dict[str, Any
     source = work / "code.py"
     source.write_text(code, encoding="utf-8")
     config = packaged_config(work)
-    findings = len(rules.scan_code(code, "python"))
+    findings = len(scan_code(code, "python"))
 
     def direct() -> int:
         return direct_scan(config, work, ["code.py"])
 
-    in_process, direct_ms = medians_ms(lambda: rules.scan_code(code, "python", engine="py"), direct, repeat)
-    via_cli, direct_ms2 = medians_ms(lambda: rules.scan_code(code, "python", engine="cli"), direct, repeat)
+    in_process, direct_ms = medians_ms(lambda: scan_code(code, "python", engine="py"), direct, repeat)
+    via_cli, direct_ms2 = medians_ms(lambda: scan_code(code, "python", engine="cli"), direct, repeat)
     return [
         row("scan_code, 300 lines, in process (default)", in_process, direct_ms, findings),
         row("scan_code, 300 lines, through the CLI", via_cli, direct_ms2, findings),

@@ -21,7 +21,7 @@ Then where the time goes (unless --no-breakdown):
 - the worker server: spawn + MCP initialize + tools/list, then one health check and one generation;
 - inside the two model phases, in-process (backend ollama): cumulative seconds of git, the rules gate,
   the syntax check, the model calls, provenance and contract writes (cProfile);
-- the rules gate (`hub.review.rules.scan_paths`) on the task's changed files, against `ast-grep scan` directly
+- the rules gate (`hub.review.scan.scan_paths`) on the task's changed files, against `ast-grep scan` directly
   on the same file with the same rules. The gate on a large tree is bench/bench_rules.py.
 """
 
@@ -298,7 +298,7 @@ def worker_server(fake: FakeOllama, repeat: int) -> dict[str, float]:
 # Functions whose cumulative time is attributed, in the order shown; (label, file suffix, function name).
 PROFILE_BUCKETS = (
     ("git (gitops: checkout, checkpoint, diff, stash)", "hub/repo/gitops.py", None),
-    ("rules gate (scan_paths: ast-grep)", "hub/review/rules.py", "scan_paths"),
+    ("rules gate (scan_paths: ast-grep)", "hub/review/scan.py", "scan_paths"),
     ("syntax check + outline (tree-sitter)", "hub/review/code.py", None),
     ("model calls (generate)", "hub/workers/ollama.py", "generate"),
     ("health check (/api/tags)", "hub/workers/ollama.py", "check_health"),
@@ -354,6 +354,7 @@ def buckets(stats: pstats.Stats) -> dict[str, float]:
 
 def rules_gate(repeat: int) -> dict[str, float]:
     from hub.review import rules
+    from hub.review.scan import scan_paths
 
     with tempfile.TemporaryDirectory(prefix="hub-bench-rules-") as tmp:
         repo = make_repo(Path(tmp), "ollama")
@@ -372,11 +373,11 @@ def rules_gate(repeat: int) -> dict[str, float]:
             if done.returncode not in (0, 1):
                 raise SystemExit(f"ast-grep scan failed: {done.stderr!r}")
 
-        rules.scan_paths(repo, ["src/app.py"])
+        scan_paths(repo, ["src/app.py"])
         direct()
         return {
-            "hub.review.rules.scan_paths on the changed file": median_seconds(
-                lambda: rules.scan_paths(repo, ["src/app.py"]), repeat
+            "hub.review.scan.scan_paths on the changed file": median_seconds(
+                lambda: scan_paths(repo, ["src/app.py"]), repeat
             ),
             "ast-grep scan directly, same file and rules": median_seconds(direct, repeat),
         }

@@ -20,7 +20,7 @@ import yaml
 from hub.core.errors import RuleError
 from hub.review import catalog as rules_catalog
 from hub.review import rules
-from hub.review.rules import Finding
+from hub.review.scan import CODE_FILE, Finding, is_blocking, scan_code, scan_paths
 
 REPO = Path(__file__).resolve().parents[1]
 RULE_TESTS = REPO / "tests" / "rules"
@@ -138,17 +138,13 @@ def test_in_process_engine_fires_exactly_where_the_rule_tests_say(tmp_path: Path
     for rule_id, case in _cases(PACKAGED_TESTS) + _cases(CATALOG_TESTS):
         code, spans = _joined(case["invalid"])
         lines = {
-            f.line
-            for f in rules.scan_code(code, languages[rule_id], tmp_path, engine="py")
-            if f.rule_id == rule_id
+            f.line for f in scan_code(code, languages[rule_id], tmp_path, engine="py") if f.rule_id == rule_id
         }
         for snippet, span in zip(case["invalid"], spans, strict=True):
             assert lines & set(span), f"{rule_id} missed:\n{snippet}"
         code, _ = _joined(case["valid"])
         noisy = [
-            f
-            for f in rules.scan_code(code, languages[rule_id], tmp_path, engine="py")
-            if f.rule_id == rule_id
+            f for f in scan_code(code, languages[rule_id], tmp_path, engine="py") if f.rule_id == rule_id
         ]
         assert not noisy, f"{rule_id} is noisy on:\n{code}"
 
@@ -164,8 +160,8 @@ def test_in_process_engine_reports_what_the_cli_reports(tmp_path: Path) -> None:
         by_language.setdefault(languages[rule_id], []).extend(case["invalid"])
     for language, snippets in by_language.items():
         code = "\n".join(snippets)
-        in_process = rules.scan_code(code, language, tmp_path, engine="py")
-        cli = rules.scan_code(code, language, tmp_path, engine="cli")
+        in_process = scan_code(code, language, tmp_path, engine="py")
+        cli = scan_code(code, language, tmp_path, engine="cli")
         assert in_process == cli, language
         assert in_process
 
@@ -175,23 +171,23 @@ def test_in_process_engine_reports_what_the_cli_reports(tmp_path: Path) -> None:
 
 def test_scan_code_finds_eval_with_a_packaged_rule_on_its_line() -> None:
     code = "import sys\n\n\ndef run(x):\n    return eval(x)\n"
-    [finding] = rules.scan_code(code, "python")
+    [finding] = scan_code(code, "python")
     assert finding.rule_id == "py-eval-exec"
-    assert (finding.line, finding.column, finding.file) == (5, 12, rules.CODE_FILE)
-    assert finding.severity == "error" and "security" in finding.tags and rules.is_blocking(finding)
+    assert (finding.line, finding.column, finding.file) == (5, 12, CODE_FILE)
+    assert finding.severity == "error" and "security" in finding.tags and is_blocking(finding)
     assert "x" in finding.message and finding.note
 
 
 def test_scan_code_takes_language_aliases_and_refuses_unknown_languages() -> None:
-    assert [f.rule_id for f in rules.scan_code("el.innerHTML = html\n", "ts")] == ["ts-inner-html"]
-    assert rules.scan_code("eval(x)\n", "py") == rules.scan_code("eval(x)\n", "Python")
-    assert rules.scan_code("x = 1\n", "lua") == []
+    assert [f.rule_id for f in scan_code("el.innerHTML = html\n", "ts")] == ["ts-inner-html"]
+    assert scan_code("eval(x)\n", "py") == scan_code("eval(x)\n", "Python")
+    assert scan_code("x = 1\n", "lua") == []
     with pytest.raises(RuleError, match="unknown language 'klingon'"):
-        rules.scan_code("x", "klingon")
+        scan_code("x", "klingon")
 
 
 def test_scan_code_uses_the_repositorys_rules_too(project: Path) -> None:
-    found = rules.scan_code("print(secret)\neval(x)\n", "python", project)
+    found = scan_code("print(secret)\neval(x)\n", "python", project)
     assert [(f.rule_id, f.line, f.tags) for f in found] == [
         ("no-print", 1, ("hygiene", "team")),
         ("py-eval-exec", 2, ("security", "injection", "python")),
@@ -200,46 +196,44 @@ def test_scan_code_uses_the_repositorys_rules_too(project: Path) -> None:
 
 
 def test_scan_paths_runs_packaged_and_project_rules_and_carries_tags(project: Path) -> None:
-    findings = rules.scan_paths(project)
+    findings = scan_paths(project)
     assert [(f.file, f.line, f.rule_id) for f in findings] == [
         ("app/main.py", 3, "no-print"),
         ("app/main.py", 4, "py-eval-exec"),
     ]
     no_print, evaluated = findings
     assert (
-        no_print.tags == ("hygiene", "team")
-        and no_print.severity == "warning"
-        and not rules.is_blocking(no_print)
+        no_print.tags == ("hygiene", "team") and no_print.severity == "warning" and not is_blocking(no_print)
     )
     assert no_print.note == "use logging" and no_print.message == "print(os.name) left in"
-    assert evaluated.tags == ("security", "injection", "python") and rules.is_blocking(evaluated)
+    assert evaluated.tags == ("security", "injection", "python") and is_blocking(evaluated)
     assert evaluated.column == 10
 
 
 def test_scan_paths_scans_only_the_changed_files_and_skips_deleted_ones(project: Path) -> None:
-    assert rules.scan_paths(project, ["app/clean.py", "app/gone.py"]) == []
-    assert rules.scan_paths(project, ["app/gone.py"]) == []
-    only = rules.scan_paths(project, [str(project / "app" / "main.py")], include_packaged=False)
+    assert scan_paths(project, ["app/clean.py", "app/gone.py"]) == []
+    assert scan_paths(project, ["app/gone.py"]) == []
+    only = scan_paths(project, [str(project / "app" / "main.py")], include_packaged=False)
     assert [(f.file, f.rule_id) for f in only] == [("app/main.py", "no-print")]
 
 
 def test_scan_paths_writes_nothing_into_the_repository(project: Path) -> None:
     before = _tree_bytes(project)
-    rules.scan_paths(project)
+    scan_paths(project)
     assert _tree_bytes(project) == before
 
 
 def test_scan_paths_without_any_rule_finds_nothing(tmp_path: Path) -> None:
     (tmp_path / "a.py").write_text("eval(x)\n", encoding="utf-8")
-    assert rules.scan_paths(tmp_path, include_packaged=False) == []
-    assert [f.rule_id for f in rules.scan_paths(tmp_path)] == ["py-eval-exec"]
+    assert scan_paths(tmp_path, include_packaged=False) == []
+    assert [f.rule_id for f in scan_paths(tmp_path)] == ["py-eval-exec"]
 
 
 def test_a_project_rule_with_a_packaged_id_replaces_the_packaged_rule(project: Path) -> None:
     silenced = "id: py-eval-exec\nlanguage: python\nseverity: off\nrule:\n  pattern: eval($X)\n"
     rules.add_or_update_rule(project, "py-eval-exec", silenced)
-    assert [f.rule_id for f in rules.scan_paths(project)] == ["no-print"]
-    assert [f.rule_id for f in rules.scan_code("eval(x)\n", "python", project)] == []
+    assert [f.rule_id for f in scan_paths(project)] == ["no-print"]
+    assert [f.rule_id for f in scan_code("eval(x)\n", "python", project)] == []
     listed = [r for r in rules.list_rules(project) if r.id == "py-eval-exec"]
     assert [(r.source, r.severity) for r in listed] == [("project", "off")]
 
@@ -249,7 +243,7 @@ def test_a_broken_rule_on_disk_is_a_rule_error_naming_the_cause(project: Path) -
         "id: broken\nlanguage: python\nrule:\n  kind: no_such_kind\n", encoding="utf-8"
     )
     with pytest.raises(RuleError, match="no_such_kind"):
-        rules.scan_paths(project)
+        scan_paths(project)
 
 
 def test_rules_using_the_repositorys_util_rules_are_validated_and_run(project: Path) -> None:
@@ -263,7 +257,7 @@ def test_rules_using_the_repositorys_util_rules_are_validated_and_run(project: P
     )
     rules.add_or_update_rule(project, "print-in-function", rule)
     code = "print(0)\n\ndef f():\n    print(1)\n"
-    found = [(f.rule_id, f.line) for f in rules.scan_code(code, "python", project)]
+    found = [(f.rule_id, f.line) for f in scan_code(code, "python", project)]
     assert ("print-in-function", 4) in found and ("print-in-function", 1) not in found
     with pytest.raises(RuleError, match="no-such-util"):
         rules.validate_rule(rule.replace("matches: print-call", "matches: no-such-util"), repo_root=project)
@@ -273,9 +267,9 @@ def test_is_blocking_needs_both_error_severity_and_the_security_tag() -> None:
     def finding(severity: str, tags: tuple[str, ...]) -> Finding:
         return Finding("r", severity, "m", "f.py", 1, 1, tags)
 
-    assert rules.is_blocking(finding("error", ("security",)))
-    assert not rules.is_blocking(finding("warning", ("security",)))
-    assert not rules.is_blocking(finding("error", ("correctness",)))
+    assert is_blocking(finding("error", ("security",)))
+    assert not is_blocking(finding("warning", ("security",)))
+    assert not is_blocking(finding("error", ("correctness",)))
 
 
 # --- the repository's rules ----------------------------------------------------------------------------
@@ -301,15 +295,15 @@ def test_add_scan_remove_round_trips_through_the_rules_folder(project: Path) -> 
     path = rules.add_or_update_rule(project, "no-assert", rule)
     assert path == project / "rules" / "no-assert.yml"
     assert path.read_text(encoding="utf-8") == rule
-    assert [f.rule_id for f in rules.scan_paths(project, ["app/check.py"])] == ["no-assert"]
+    assert [f.rule_id for f in scan_paths(project, ["app/check.py"])] == ["no-assert"]
 
     updated = rule.replace("severity: warning", "severity: error")
     assert rules.add_or_update_rule(project, "no-assert", updated) == path
-    assert [f.severity for f in rules.scan_paths(project, ["app/check.py"])] == ["error"]
+    assert [f.severity for f in scan_paths(project, ["app/check.py"])] == ["error"]
 
     assert rules.remove_rule(project, "no-assert") == path
     assert not path.exists()
-    assert rules.scan_paths(project, ["app/check.py"]) == []
+    assert scan_paths(project, ["app/check.py"]) == []
     with pytest.raises(RuleError, match="no project rule 'no-assert'"):
         rules.remove_rule(project, "no-assert")
 
@@ -414,10 +408,10 @@ def test_catalog_rule_details_hold_the_rule_yaml() -> None:
 
 def test_importing_a_community_rule_makes_it_active_in_the_next_scan(project: Path) -> None:
     (project / "app" / "tmp.py").write_text("import tempfile\npath = tempfile.mktemp()\n", encoding="utf-8")
-    assert rules.scan_paths(project, ["app/tmp.py"]) == []
+    assert scan_paths(project, ["app/tmp.py"]) == []
     path = rules_catalog.import_community_rule(project, "py-tempfile-mktemp")
     assert path == (project / "rules" / "py-tempfile-mktemp.yml").resolve()
-    [finding] = rules.scan_paths(project, ["app/tmp.py"])
+    [finding] = scan_paths(project, ["app/tmp.py"])
     assert (finding.rule_id, finding.line, finding.tags) == (
         "py-tempfile-mktemp",
         2,
@@ -486,7 +480,7 @@ def test_a_catalog_url_is_fetched_cached_and_used_offline(
 
     path = rules_catalog.import_community_rule(project, "team-no-print", catalog=stale)
     assert path.name == "team-no-print.yml"
-    assert "team-no-print" in {f.rule_id for f in rules.scan_paths(project, ["app/main.py"])}
+    assert "team-no-print" in {f.rule_id for f in scan_paths(project, ["app/main.py"])}
 
 
 # --- the command line (each call is a process start, so a few calls cover every verb) -------------------
@@ -543,8 +537,8 @@ def test_an_ast_grep_ignore_comment_in_the_code_does_not_silence_the_rules(proje
     code = "eval(a)  # ast-grep-ignore\n# ast-grep-ignore: py-eval-exec\neval(b)\n"
     (project / "app" / "sneaky.py").write_text(code, encoding="utf-8")
 
-    found = rules.scan_paths(project, ["app/sneaky.py", "app/main.py"])
-    in_memory = rules.scan_code(code, "python", project, engine="cli")
+    found = scan_paths(project, ["app/sneaky.py", "app/main.py"])
+    in_memory = scan_code(code, "python", project, engine="cli")
 
     assert [(f.file, f.line, f.column) for f in found if f.rule_id == "py-eval-exec"] == [
         ("app/main.py", 4, 10),

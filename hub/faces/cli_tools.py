@@ -254,7 +254,7 @@ def rules_remove(state: State, rule_id: str) -> None:
 @pass_state
 def rules_scan(state: State, paths: tuple[str, ...], no_packaged: bool, as_json: bool) -> None:
     """Scan PATHS (default: the whole repository) with the packaged and the repository's rules."""
-    from hub.review.rules import is_blocking, scan_paths
+    from hub.review.scan import is_blocking, scan_paths
 
     found = scan_paths(state.repo, list(paths) or None, include_packaged=not no_packaged)
     blocking = sum(is_blocking(f) for f in found)

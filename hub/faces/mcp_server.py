@@ -1,8 +1,9 @@
 """`hub mcp serve`: the hub's own MCP server, for a managing agent (Claude Code, Cursor, any MCP client).
 
-Every tool is one call into the functions the CLI uses (`hub.phases.*`, `hub.review.rules`, `hub.review.catalog`,
-`hub.state.backlog`); this module only adapts arguments and results. A `HubError` becomes an MCP tool error
-(`is_error`) carrying the hub's own message, which says what to do next.
+Every tool is one call into the functions the CLI uses (`hub.phases.*`, `hub.review.rules`,
+`hub.review.scan`, `hub.review.catalog`, `hub.state.backlog`); this module only adapts arguments and
+results. A `HubError` becomes an MCP tool error (`is_error`) carrying the hub's own message, which says
+what to do next.
 
 Tools (names with underscores, as MCP clients expect):
 
@@ -48,7 +49,7 @@ from hub.phases.setup import create, missing_task_field, task_fields
 from hub.phases.status import log_entries, status
 from hub.repo.workspace import require_ready
 from hub.review import catalog as rules_catalog
-from hub.review import rules
+from hub.review import rules, scan
 from hub.state import backlog
 
 if TYPE_CHECKING:
@@ -344,7 +345,7 @@ def build_server(
     ) -> dict[str, Any]:
         """Scan source code (not a file) with the packaged and the repository's ast-grep rules."""
         with tool_errors():
-            findings = rules.scan_code(code, language, repo_root)
+            findings = scan.scan_code(code, language, repo_root)
         return {"success": True, "issues": [_issue(f, with_file=False) for f in findings]}
 
     @server.tool()
@@ -354,7 +355,7 @@ def build_server(
         """Scan a file or folder of the repository (relative to its root) with the ast-grep rules."""
         with tool_errors():
             target = _inside(repo_root, path)
-            findings = rules.scan_paths(repo_root, [str(target)])
+            findings = scan.scan_paths(repo_root, [str(target)])
         return {"success": True, "issues": [_issue(f, with_file=True) for f in findings]}
 
     @server.tool()

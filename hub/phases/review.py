@@ -180,7 +180,7 @@ class Review:
     def _static(self) -> list[Issue] | Outcome:
         """ast-grep rules and tree-sitter syntax errors; a blocking finding halts at once."""
         from hub.review.code import syntax_errors
-        from hub.review.rules import is_blocking, scan_paths
+        from hub.review.scan import is_blocking, scan_paths
 
         issues: list[Issue] = []
         try:
