@@ -23,7 +23,8 @@ over everything streamed, the `<think>` block included. Delays wait on the socke
 in sleep: a stalled reply ends as soon as its client hangs up or the server stops.
 
 Layout: `replies` (Reply, RecordedRequest, script files), `wire` (the JSON shapes), `context` (windows,
-counts, loads), `server` (FakeOllama, the handler and routes), `__main__` (the command line).
+counts, loads), `server` (FakeOllama: scripting, lifecycle), `handler` (the HTTP server, the
+request handler and the routes), `__main__` (the command line).
 
 Standalone: `python -m hub.testing --port 11434 --script replies.yaml`, where the script is
 `{"models": {"name": ["text", {"text": "...", "first_token_delay": 1.5}], "other": {"repeat": "text"}}}`.

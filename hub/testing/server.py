@@ -1,48 +1,22 @@
-"""The loopback HTTP server: FakeOllama's scripting and lifecycle, the request handler and the routes."""
+"""FakeOllama itself: its scripting (replies, responders, model settings), its lifecycle, and the state
+the request handler (`handler.py`) reads and changes while it answers."""
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-import json
 import select
 import socket
-import sys
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from datetime import UTC, datetime, timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from hub.testing import context as ctxsim
 from hub.testing.gpu import SimulatedGPU
+from hub.testing.handler import GENERATING_PATHS, Handler, Server, is_load
 from hub.testing.replies import RecordedRequest, Reply, Responder, as_reply
-from hub.testing.wire import (
-    VERSION,
-    Chat,
-    Completion,
-    Format,
-    OpenAI,
-    Timing,
-    default_error,
-    details,
-    dumps,
-    model_entry,
-    not_found,
-    openai_model,
-    same_model,
-    split_at,
-    tagged,
-    timestamp,
-)
-
-GENERATING_PATHS = ("/api/chat", "/api/generate", "/v1/chat/completions")
-
-
-class _Abort(Exception):
-    """The reply ends here: the connection is closed without finishing (a drop, a gone client, a stop)."""
+from hub.testing.wire import same_model, tagged
 
 
 class FakeOllama:
@@ -72,7 +46,7 @@ class FakeOllama:
         self._responders: dict[str, Responder] = {}
         self._loaded: dict[str, tuple[int, float]] = {}
         self._stopping = threading.Event()
-        self._server: _Server | None = None
+        self._server: Server | None = None
         self._thread: threading.Thread | None = None
         for name, replies in (models or {}).items():
             if callable(replies):
@@ -138,7 +112,7 @@ class FakeOllama:
         bodies = [
             r.body
             for r in recorded
-            if r.path in GENERATING_PATHS and r.body is not None and not _is_load(r.path, r.body)
+            if r.path in GENERATING_PATHS and r.body is not None and not is_load(r.path, r.body)
         ]
         if model is None:
             return bodies
@@ -156,7 +130,7 @@ class FakeOllama:
         if self._server is not None:
             return self
         self._stopping.clear()
-        server = _Server((self.host, self.port), _Handler)
+        server = Server((self.host, self.port), Handler)
         server.fake = self
         self._server = server
         self.port = server.server_address[1]
@@ -266,406 +240,3 @@ class FakeOllama:
                     return False
                 # The client sent more bytes (a pipelined request): keep waiting, on the stop event alone.
                 return not self._stopping.wait(max(0.0, deadline - time.monotonic()))
-
-
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    block_on_close = False
-    allow_reuse_address = True
-    fake: FakeOllama
-
-    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler]) -> None:
-        self._conn_lock = threading.Lock()
-        self._conns: dict[threading.Thread, socket.socket] = {}
-        super().__init__(address, handler)
-
-    def process_request(self, request: Any, client_address: Any) -> None:
-        thread = threading.Thread(
-            target=self._serve_connection,
-            args=(request, client_address),
-            name="fake-ollama-conn",
-            daemon=True,
-        )
-        with self._conn_lock:
-            self._conns[thread] = request
-        thread.start()
-
-    def _serve_connection(self, request: Any, client_address: Any) -> None:
-        try:
-            self.process_request_thread(request, client_address)
-        finally:
-            with self._conn_lock:
-                self._conns.pop(threading.current_thread(), None)
-
-    def connections(self) -> list[tuple[threading.Thread, socket.socket]]:
-        with self._conn_lock:
-            return list(self._conns.items())
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        # A client that hangs up mid-reply is routine here (timeouts under test); anything else is a bug.
-        if isinstance(sys.exc_info()[1], OSError):
-            return
-        super().handle_error(request, client_address)
-
-
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    server_version = "FakeOllama"
-    # Go's net/http (Ollama) sets TCP_NODELAY; without it Nagle + delayed ACK add ~40 ms per reply.
-    disable_nagle_algorithm = True
-    sys_version = ""
-    server: _Server
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-    def do_HEAD(self) -> None:
-        self._dispatch("HEAD")
-
-    def do_GET(self) -> None:
-        self._dispatch("GET")
-
-    def do_POST(self) -> None:
-        self._dispatch("POST")
-
-    def do_DELETE(self) -> None:
-        self._dispatch("DELETE")
-
-    def _dispatch(self, method: str) -> None:
-        path = self.path.split("?", 1)[0].rstrip("/") or "/"
-        raw = self._read_body()
-        body: dict[str, Any] | None = None
-        bad_json: str | None = None
-        if raw:
-            try:
-                parsed = json.loads(raw)
-            except ValueError as exc:
-                bad_json = str(exc)
-            else:
-                body = parsed if isinstance(parsed, dict) else None
-                if body is None:
-                    bad_json = "request body must be a JSON object"
-        fake = self.server.fake
-        fake._record(method, path, body, {k.lower(): v for k, v in self.headers.items()})
-        try:
-            if bad_json is not None:
-                self._send_json(400, {"error": bad_json})
-            else:
-                _route(self, fake, method, path, body)
-        except _Abort:
-            self._abort()
-
-    def _read_body(self) -> bytes:
-        length = int(self.headers.get("Content-Length") or 0)
-        return self.rfile.read(length) if length > 0 else b""
-
-    # -- responses -----------------------------------------------------------------------------------------
-
-    def _send_json(self, status: int, payload: Any, raw: bytes | None = None) -> None:
-        data = raw if raw is not None else dumps(payload).encode("utf-8")
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json; charset=utf-8")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(data)
-
-    def _send_text(self, status: int, text: str) -> None:
-        data = text.encode("utf-8")
-        self.send_response(status)
-        self.send_header("Content-Type", "text/plain; charset=utf-8")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(data)
-
-    def _start_chunked(self, content_type: str) -> None:
-        self.send_response(200)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Transfer-Encoding", "chunked")
-        self.end_headers()
-
-    def _chunk(self, data: str) -> None:
-        encoded = data.encode("utf-8")
-        if not encoded:
-            return  # an empty chunk would end the body
-        try:
-            self.wfile.write(b"%x\r\n%s\r\n" % (len(encoded), encoded))
-        except OSError:
-            raise _Abort from None
-
-    def _end_chunked(self) -> None:
-        try:
-            self.wfile.write(b"0\r\n\r\n")
-        except OSError:
-            raise _Abort from None
-
-    def _abort(self) -> None:
-        self.close_connection = True
-        with contextlib.suppress(OSError):
-            self.connection.shutdown(socket.SHUT_RDWR)
-
-    def _pause(self, seconds: float) -> None:
-        if not self.server.fake._pause(self.connection, seconds):
-            raise _Abort
-
-
-# -- routing ---------------------------------------------------------------------------------------------
-
-
-def _route(h: _Handler, fake: FakeOllama, method: str, path: str, body: dict[str, Any] | None) -> None:
-    if method in ("GET", "HEAD") and path == "/":
-        h._send_text(200, "Ollama is running")
-    elif method == "GET" and path == "/api/version":
-        h._send_json(200, {"version": VERSION})
-    elif method == "GET" and path == "/api/tags":
-        h._send_json(200, {"models": [model_entry(name) for name in fake.models]})
-    elif method == "GET" and path == "/api/ps":
-        h._send_json(200, {"models": _running(fake)})
-    elif method == "GET" and path == "/v1/models":
-        h._send_json(200, {"object": "list", "data": [openai_model(name) for name in fake.models]})
-    elif method == "POST" and path == "/api/show":
-        _show(h, fake, body or {})
-    elif method == "POST" and path in GENERATING_PATHS:
-        _generate(h, fake, path, body)
-    else:
-        h._send_text(404, "404 page not found")
-
-
-def _show(h: _Handler, fake: FakeOllama, body: dict[str, Any]) -> None:
-    name = str(body.get("model") or body.get("name") or "")
-    with fake._lock:
-        found = fake._find(name) if name else None
-    if found is None:
-        h._send_json(404, {"error": f"model '{name}' not found"})
-        return
-    h._send_json(
-        200,
-        {
-            "license": "",
-            "modelfile": f"# Modelfile generated by FakeOllama\nFROM {tagged(found)}\n",
-            "parameters": 'stop "<|im_end|>"',
-            "template": "{{ .Prompt }}",
-            "details": details(),
-            "model_info": {
-                "general.architecture": "fake",
-                "fake.context_length": fake.settings(found).context_length,
-            },
-            "capabilities": ["completion"],
-            "modified_at": timestamp(),
-        },
-    )
-
-
-def _is_load(path: str, body: dict[str, Any]) -> bool:
-    """An empty /api/generate loads (or, with keep_alive 0, unloads) a model and generates nothing."""
-    return path == "/api/generate" and not body.get("prompt") and not body.get("images")
-
-
-def _generate(h: _Handler, fake: FakeOllama, path: str, body: dict[str, Any] | None) -> None:
-    kind = {"/api/chat": Chat, "/api/generate": Completion, "/v1/chat/completions": OpenAI}[path]
-    if body is None:
-        h._send_json(400, kind.error_body("missing request body", 400))
-        return
-    model = str(body.get("model") or "")
-    if not model:
-        h._send_json(400, kind.error_body("model is required", 400))
-        return
-    with fake._lock:
-        known = fake._find(model) is not None
-    if not known:
-        h._send_json(404, kind.error_body(not_found(model), 404))
-        return
-    if _is_load(path, body):
-        _load_only(h, fake, model, body)
-        return
-    reply = fake._reply_for(model, body)
-    if reply is None:
-        h._send_json(500, kind.error_body(f"FakeOllama: no scripted reply left for model '{model}'"))
-        return
-    reply = continued(body, reply)
-    load_seconds = fake._load(model, body)
-    fmt = kind(model, body, reply)
-    window = _window(fake, model, body, fmt)
-    if fake.gpu is not None:
-        options = body.get("options") if isinstance(body.get("options"), dict) else {}
-        with fake.gpu.generation(model, (options or {}).get("num_ctx")) as answered:
-            _answer(h, kind, fmt, body, reply, load_seconds, window, answered)
-        return
-    _answer(h, kind, fmt, body, reply, load_seconds, window)
-
-
-def _nothing() -> None:
-    pass
-
-
-def _answer(
-    h: _Handler,
-    kind: Any,
-    fmt: Format,
-    body: dict[str, Any],
-    reply: Reply,
-    load_seconds: float,
-    window: ctxsim.Window | None,
-    answered: Callable[[], None] = _nothing,
-) -> None:
-    """Send the reply; `answered()` just before its last bytes (SimulatedGPU.generation says why)."""
-    # Unset (or null) means stream for Ollama's own API and do not stream for the OpenAI one.
-    requested = body.get("stream")
-    stream = kind.stream_default if requested is None else bool(requested)
-    h._pause(load_seconds)
-    fmt.load_seconds = load_seconds
-    if window is not None and window.overflows and window.overflow in ("error", "llama_server"):
-        answered()
-        h._send_json(400, kind.error_body(ctxsim.overflow_message(window), 400))
-    elif window is not None and window.overflows and window.overflow == "empty_stream":
-        h._start_chunked(fmt.content_type)
-        answered()
-        h._end_chunked()
-    elif reply.status != 200:
-        h._pause(reply.first_token_delay)
-        answered()
-        h._send_json(reply.status, kind.error_body(reply.error or default_error(reply.status), reply.status))
-    elif stream:
-        _send_stream(h, fmt, reply, answered)
-    else:
-        _send_whole(h, fmt, reply, answered)
-
-
-def continued(body: dict[str, Any], reply: Reply) -> Reply:
-    """A chat whose last message is the assistant's is continued, as Ollama does (its chat template
-    leaves that turn open): the model's scripted whole answer is sent from where the given start ends.
-    A scripted answer that does not begin with that start is sent as it is (a model that went its own way)."""
-    messages = body.get("messages")
-    last = messages[-1] if isinstance(messages, list) and messages else None
-    if not isinstance(last, dict) or last.get("role") != "assistant":
-        return reply
-    start = str(last.get("content") or "")
-    if start and reply.text.startswith(start):
-        return dataclasses.replace(reply, text=reply.text[len(start) :], thinking="")
-    return reply
-
-
-def _window(fake: FakeOllama, model: str, body: dict[str, Any], fmt: Format) -> ctxsim.Window | None:
-    """With a tokenizer: the prompt's real count against the window in force, and what is read of it."""
-    if fake.tokenizer is None:
-        return None
-    messages = body.get("messages")
-    parts = (
-        [str(m.get("content", "")) for m in messages if isinstance(m, dict)]
-        if isinstance(messages, list)
-        else [str(body.get("system") or ""), str(body.get("prompt") or "")]
-    )
-    count = ctxsim.templated_count(fake.tokenizer, [p for p in parts if p])
-    with fake._lock:
-        loaded = fake._loaded.get(fake._find(model) or model)
-    num_ctx = ctxsim.requested_num_ctx(body) or (loaded[0] if loaded else None)
-    window = ctxsim.window_for(fake.settings(model), num_ctx, count)
-    fmt.evaluated = window.evaluated
-    return window
-
-
-def _load_only(h: _Handler, fake: FakeOllama, model: str, body: dict[str, Any]) -> None:
-    unloading = body.get("keep_alive") in (0, "0", "0s")
-    h._pause(fake._load(model, body))
-    reply = {
-        "model": model,
-        "created_at": timestamp(),
-        "response": "",
-        "done": True,
-        "done_reason": "unload" if unloading else "load",
-    }
-    h._send_json(200, reply)
-
-
-def _send_stream(h: _Handler, fmt: Format, reply: Reply, answered: Callable[[], None]) -> None:
-    started = time.monotonic()
-    if reply.early_headers:
-        h._start_chunked(fmt.content_type)
-    h._pause(reply.first_token_delay)
-    pieces = fmt.pieces()
-    total = sum(len(p) for _, p in pieces)
-    stall_at = None if reply.stall_after_chars is None else min(reply.stall_after_chars, total)
-    drop_at = None if reply.drop_after_chars is None else min(reply.drop_after_chars, total)
-    stalled = False
-    broke_line = False
-    first_at: float | None = None
-    if not reply.early_headers:
-        h._start_chunked(fmt.content_type)
-
-    def checkpoint(pos: int) -> None:
-        nonlocal stalled
-        if drop_at is not None and pos >= drop_at:
-            raise _Abort
-        if stall_at is not None and not stalled and pos >= stall_at:
-            stalled = True
-            h._pause(reply.stall_seconds)
-
-    pos = 0
-    for field_name, piece in split_at(pieces, (stall_at, drop_at)):
-        checkpoint(pos)
-        if first_at is not None:
-            h._pause(reply.chunk_delay)
-        h._chunk(fmt.line(fmt.chunk(field_name, piece)))
-        first_at = first_at or time.monotonic()
-        pos += len(piece)
-        if reply.truncate_line and not broke_line:
-            broke_line = True
-            whole = dumps(fmt.chunk("content", "and then"))
-            h._chunk(fmt.line_raw(whole[: len(whole) // 2]))
-    checkpoint(pos)
-    if reply.truncate_line and not broke_line:
-        whole = dumps(fmt.chunk("content", ""))
-        h._chunk(fmt.line_raw(whole[: len(whole) // 2]))
-    answered()
-    if reply.error:
-        for line in fmt.failed_midstream():
-            h._chunk(line)
-    else:
-        timing = Timing(started, first_at or time.monotonic(), time.monotonic())
-        for event in fmt.final(timing):
-            h._chunk(fmt.line(event))
-        h._chunk(fmt.end())
-    h._end_chunked()
-
-
-def _send_whole(h: _Handler, fmt: Format, reply: Reply, answered: Callable[[], None]) -> None:
-    started = time.monotonic()
-    h._pause(reply.first_token_delay)
-    total = sum(len(p) for _, p in fmt.pieces())
-    if reply.stall_after_chars is not None and reply.stall_after_chars <= total:
-        h._pause(reply.stall_seconds)
-    if reply.drop_after_chars is not None:
-        raise _Abort
-    answered()
-    if reply.error:
-        h._send_json(500, fmt.error_body(reply.error))
-        return
-    now = time.monotonic()
-    payload = fmt.whole(Timing(started, now, now))
-    if reply.truncate_line:
-        data = dumps(payload).encode("utf-8")
-        h._send_json(200, None, raw=data[: len(data) // 2])
-    else:
-        h._send_json(200, payload)
-
-
-def _running(fake: FakeOllama) -> list[dict[str, Any]]:
-    with fake._lock:
-        loaded = dict(fake._loaded)
-    if fake.gpu is not None:
-        loaded = {name: (num_ctx or 4096, time.time()) for name, num_ctx in fake.gpu.loaded()}
-    out = []
-    for key, (num_ctx, at) in loaded.items():
-        entry = model_entry(tagged(key))
-        del entry["modified_at"]
-        expires = datetime.fromtimestamp(at, UTC) + timedelta(minutes=5)
-        out.append(
-            {
-                **entry,
-                "expires_at": timestamp(expires),
-                "size_vram": entry["size"],
-                "context_length": num_ctx,
-            }
-        )
-    return out
