@@ -2,7 +2,7 @@
 
     python bench/bench_edits.py [--base REV] [--verbose]
 
-Each case's reply goes through the implementer's path (hub.edits.apply: parse, plan, pre-write check, write)
+Each case's reply goes through the implementer's path (hub.edits.answer: parse, plan, pre-write check, write)
 in a fresh folder holding the case's original files; the files afterwards are scored accepted (exactly
 the expected files), refused (nothing written), wrong or destroyed. "Before" runs the same corpus
 through the edit code of REV (default: the commit issue 12 started from), extracted with `git archive`
@@ -13,6 +13,7 @@ accepted than before.
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import shutil
 import subprocess
@@ -26,8 +27,7 @@ BASE = "a553119"  # main when issue 12 began: the "before" parser
 
 
 def run_case(case: object, folder: Path) -> dict[str, str | None]:
-    """Apply the case's reply with whatever `hub.edits.apply` is importable; the case's files afterwards."""
-    from hub.edits.apply import apply as edits
+    """Apply the case's reply with whatever edit code the hub on sys.path has; the case's files afterwards."""
     from hub.testing.corpus import Case
     from hub.workers.base import split_thinking
 
@@ -36,7 +36,13 @@ def run_case(case: object, folder: Path) -> dict[str, str | None]:
         target = folder / name
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(text.encode("utf-8"))
-    policy = edits.Policy(repo_root=folder, allowed_paths=case.allowed)
+    try:  # the hub as packages
+        edits = importlib.import_module("hub.edits.answer")
+        Policy = importlib.import_module("hub.edits.policy").Policy
+    except ImportError:  # an older hub: the edit code in one module, hub/edits.py
+        edits = importlib.import_module("hub.edits")
+        Policy = edits.Policy
+    policy = Policy(repo_root=folder, allowed_paths=case.allowed)
     # What the providers hand the implementer: the reply with its thinking taken out.
     reply, _ = split_thinking(case.reply)
     answer = getattr(edits, "apply_answer", None)

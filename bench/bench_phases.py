@@ -36,7 +36,7 @@ from hub.phases.context import Context, Run  # noqa: E402
 from hub.phases.finalize import finalize_task  # noqa: E402
 from hub.phases.judge import enter_judge_review, report_judge  # noqa: E402
 from hub.phases.setup import create, setup_task  # noqa: E402
-from hub.state.contract import load  # noqa: E402
+from hub.state.store import load  # noqa: E402
 
 HUB = Path(sys.executable).parent / "hub"
 PHASES = ("setup-task", "report-judge", "finalize-task")

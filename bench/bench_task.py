@@ -303,11 +303,11 @@ PROFILE_BUCKETS = (
     ("model calls (generate)", "hub/workers/ollama.py", "generate"),
     ("health check (/api/tags)", "hub/workers/ollama.py", "check_health"),
     ("OllamaProvider() (an httpx.Client: its SSL context)", "hub/workers/ollama.py", "__init__"),
-    ("edits parse + apply", "hub/edits/apply.py", None),
+    ("edits parse + apply", "hub/edits/answer.py", None),
     ("edits parse + apply", "hub/edits/parse.py", None),
     ("provenance records", "hub/state/provenance.py", "write_record"),
     ("contract + transition writes", "hub/state/handoff.py", "record"),
-    ("contract + transition writes", "hub/state/contract.py", "save"),
+    ("contract + transition writes", "hub/state/store.py", "save"),
     ("REVIEW_REQUEST.md", "hub/phases/judge.py", "write_review_request"),
 )
 

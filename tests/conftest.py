@@ -19,7 +19,7 @@ from hub.core.config import CONFIG_FILE, load_config
 from hub.phases.context import Context, Run
 from hub.state import handoff
 from hub.state.contract import Contract, now_utc
-from hub.state.contract import load as load_contract
+from hub.state.store import load as load_contract
 
 APP_PY = 'def greet(name):\n    return "hello " + name\n'
 # Variables that would make a test depend on the machine it runs on.

@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 
 from hub.state import breakers
-from hub.state.contract import iso, new_contract
+from hub.state.contract import iso
+from hub.state.new_task import new_contract
 
 NOW = datetime(2026, 5, 1, 12, 0, 0, tzinfo=UTC)
 

@@ -19,17 +19,11 @@ from typing import Any
 import pytest
 
 from hub.core.errors import ContractInvalid, exit_code_for
-from hub.state import contract as contract_mod
-from hub.state.contract import (
-    judge_report_from_markdown,
-    load,
-    make_task_id,
-    new_contract,
-    proposal_fields,
-    save,
-    validate,
-    validate_judge_report,
-)
+from hub.state.contract import iso, parse_iso
+from hub.state.judge_report import judge_report_from_markdown, validate_judge_report
+from hub.state.new_task import make_task_id, new_contract, proposal_fields
+from hub.state.schema import validate
+from hub.state.store import load, save
 
 NOW = datetime(2026, 3, 14, 9, 26, 53, tzinfo=UTC)
 
@@ -324,7 +318,7 @@ def test_a_proposal_missing_its_parts_is_refused_naming_the_part(text: str, fiel
 def test_the_schema_accepts_what_json_round_trips() -> None:
     contract = fresh()
     assert validate(json.loads(json.dumps(contract))) == contract
-    assert contract_mod.iso(contract_mod.parse_iso("2026-03-14T09:26:53Z")) == "2026-03-14T09:26:53Z"
+    assert iso(parse_iso("2026-03-14T09:26:53Z")) == "2026-03-14T09:26:53Z"
 
 
 # --- crash safety -----------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""hub.edits.apply: parsing model answers, matching search/replace blocks, and the policy-guarded writer."""
+"""hub.edits: parsing model answers, matching search/replace blocks, and the policy-guarded writer."""
 
 from __future__ import annotations
 
@@ -12,19 +12,11 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from hub.edits.apply import (
-    FileEdit,
-    Policy,
-    SearchReplace,
-    apply_blocks,
-    apply_edits,
-    feedback_for,
-    parse_edits,
-    path_allowed,
-    plan_edits,
-    render_edit,
-    unified_diff,
-)
+from hub.edits.apply import apply_edits, plan_edits
+from hub.edits.edit import FileEdit, SearchReplace, render_edit
+from hub.edits.match import apply_blocks, feedback_for, unified_diff
+from hub.edits.parse import parse_edits
+from hub.edits.policy import Policy, path_allowed
 
 CODE = "def main():\n    return 1\n"
 
@@ -905,7 +897,7 @@ def test_no_retargeting_with_several_allowed_files_or_an_escaping_path(repo: Pat
 
 
 def test_a_cut_off_answer_is_refused_whole_even_when_its_first_block_is_complete(repo: Path) -> None:
-    from hub.edits.apply import OUTPUT_TRUNCATED, answer_feedback, apply_answer
+    from hub.edits.answer import OUTPUT_TRUNCATED, answer_feedback, apply_answer
 
     answer = "src/app.py\n" + fence(CODE.replace("1", "2")) + "\nsrc/b.py\n```python\ndef b():\n    ret"
     parsed, result = apply_answer(answer, policy(repo), done_reason="length")
@@ -915,7 +907,7 @@ def test_a_cut_off_answer_is_refused_whole_even_when_its_first_block_is_complete
 
 
 def test_feedback_names_each_refused_content_and_says_what_was_written(repo: Path) -> None:
-    from hub.edits.apply import answer_feedback, apply_answer
+    from hub.edits.answer import answer_feedback, apply_answer
 
     answer = "src/app.py\n" + fence("") + "\nsrc/b.py\n" + fence("x = 1\n")
     parsed, result = apply_answer(answer, policy(repo))

@@ -305,7 +305,7 @@ def test_a_conflict_is_found_in_the_object_store_leaving_both_branches_and_every
 def test_a_git_running_in_another_worktree_counts_as_live_for_shared_ref_locks(tmp_path: Path) -> None:
     import subprocess
 
-    from hub.repo.gitops import live_git_in
+    from hub.repo.killed_git import live_git_in
 
     main = tmp_path / "main"
     main.mkdir()
@@ -361,7 +361,7 @@ def test_restore_outside_puts_back_every_file_outside_the_scope_and_keeps_the_sc
 
 
 def test_a_git_that_ended_while_proc_was_read_does_not_count_as_live(tmp_path: Path) -> None:
-    from hub.repo.gitops import live_git_in
+    from hub.repo.killed_git import live_git_in
 
     # A /proc entry whose process ended between reading its name and its cwd: no cwd link is left.
     proc = tmp_path / "proc"

@@ -19,9 +19,10 @@ from hypothesis import strategies as st
 
 from hub.core.errors import EXIT_LOCKED, ContractInvalid, InvalidTransition, LockBusy, exit_code_for
 from hub.state import handoff
-from hub.state.contract import load, new_contract, save
 from hub.state.handoff import Handoff, phase_lock, read_transitions, record
 from hub.state.machine import EVENTS, RESUMABLE_STATES, RESUME_EVENT, events_from
+from hub.state.new_task import new_contract
+from hub.state.store import load, save
 
 NOW = datetime(2026, 5, 1, 12, 0, 0, tzinfo=UTC)
 

@@ -182,8 +182,9 @@ def test_log_lists_a_model_call_between_the_transitions_around_it_within_one_sec
     from hub.core.config import load_config
     from hub.phases.context import Context
     from hub.phases.status import log_entries
-    from hub.state.contract import new_contract, save
     from hub.state.handoff import record
+    from hub.state.new_task import new_contract
+    from hub.state.store import save
 
     ctx = Context(load_config(tmp_path, handoff_dir=tmp_path / "_handoff", env={}), clock=lambda: NOW)
     hand = ctx.handoff

@@ -1,7 +1,4 @@
-"""Search/replace matching, the closest-lines report, feedback for the model, and unified diffs. Pure.
-
-Import the public names from `hub.edits.apply`.
-"""
+"""Search/replace matching, the closest-lines report, feedback for the model, and unified diffs. Pure."""
 
 from __future__ import annotations
 
@@ -15,7 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from hub.edits.check import is_elision
-from hub.edits.parse import SearchReplace
+from hub.edits.edit import SearchReplace
 
 
 @dataclass(frozen=True)

@@ -29,8 +29,7 @@ from hub.core.errors import (
     WrongState,
 )
 from hub.core.log import get_logger
-from hub.state import contract as contract_mod
-from hub.state import handoff
+from hub.state import handoff, store
 from hub.state.breakers import Trip
 from hub.state.contract import Contract, Lease, TaskRefs, iso, now_utc, parse_iso, task_refs
 from hub.state.machine import (
@@ -201,7 +200,7 @@ class Run:
         return str(self.contract["status"])
 
     def save(self) -> None:
-        contract_mod.save(self.ctx.handoff.contract, self.contract, self.now)
+        store.save(self.ctx.handoff.contract, self.contract, self.now)
 
     def counters(self) -> dict[str, int]:
         return self.contract.setdefault("breaker", {}).setdefault("counters", {})
@@ -607,7 +606,7 @@ def running(ctx: Context, phase: str, accepts: AbstractSet[str]) -> Iterator[Run
     hand = ctx.handoff
     started = time.perf_counter()
     with handoff.phase_lock(hand, phase, ctx.clock()):
-        contract = contract_mod.load(hand.contract)
+        contract = store.load(hand.contract)
         run = Run(ctx, contract, phase)
         recovered = False
         for pidfile in (hand.sandbox_pid, hand.judge_pid):  # what a killed hub left running

@@ -32,7 +32,10 @@ from hub.state.provenance import write_record
 from hub.workers.base import Generation, Worker
 
 if TYPE_CHECKING:
-    from hub.edits.apply import ApplyResult, Block, ParseResult, Policy
+    from hub.edits.answer import Block
+    from hub.edits.apply import ApplyResult
+    from hub.edits.edit import ParseResult
+    from hub.edits.policy import Policy
 
     # What an answer became: how it parsed, and what was written, refused or failed.
     Answer = tuple[ParseResult, ApplyResult]
@@ -120,11 +123,11 @@ class Attempt:
         result = self._apply(generation, feedback_due=True)
         if isinstance(result, Stall):
             return self._stall(result.reason, result.detail)
-        from hub.edits.apply import answer_feedback
+        from hub.edits.answer import answer_feedback
 
         feedback = answer_feedback(*result)
         if feedback:
-            from hub.edits.apply import PARTIAL_CHANGE, not_made_good, unapplied, written_blocks
+            from hub.edits.answer import PARTIAL_CHANGE, not_made_good, unapplied, written_blocks
 
             retry = self._call(worker, prompt + "\n\n" + feedback, system, "block-feedback")
             # The blocks already written, sent again with the fixed ones, are not applied twice.
@@ -177,7 +180,7 @@ class Attempt:
 
     def _policy(self) -> Policy:
         """What the implementer's answer may write: the task's constraints, in its worktree."""
-        from hub.edits.apply import Policy
+        from hub.edits.policy import Policy
         from hub.safety.trust import control_paths
 
         constraints = self.contract["constraints"]
@@ -199,7 +202,7 @@ class Attempt:
         match, content the pre-write check refused, a cut-off answer) is not yet a stall: the caller
         feeds the reasons back to the model once."""
         from hub.core.errors import EditError
-        from hub.edits.apply import OUTPUT_TRUNCATED, answer_feedback, apply_answer, check_reply
+        from hub.edits.answer import OUTPUT_TRUNCATED, answer_feedback, apply_answer, check_reply
 
         text = generation.text
         if not text.strip():

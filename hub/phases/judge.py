@@ -11,9 +11,9 @@ from hub.core.log import get_logger
 from hub.phases.context import Context, Outcome, Run, running
 from hub.repo import gitops
 from hub.state import breakers, handoff
-from hub.state import contract as contract_mod
 from hub.state.breakers import Trip
-from hub.state.contract import Contract, JudgeReport, Verdict, iso, parse_iso, task_refs
+from hub.state.contract import VERDICTS, Contract, Verdict, iso, parse_iso, task_refs
+from hub.state.judge_report import JudgeReport, judge_report_from_markdown, validate_judge_report
 from hub.state.machine import (
     JUDGE_REVIEW_IN_PROGRESS,
     PENDING_IMPLEMENTER,
@@ -108,7 +108,7 @@ def read_judge_report(run: Run) -> JudgeReport:
             raise ContractInvalid(
                 str(hand.judge_report_json), "$", f"not valid JSON: {exc.msg} at line {exc.lineno}"
             ) from None
-        return contract_mod.validate_judge_report(data, str(hand.judge_report_json))
+        return validate_judge_report(data, str(hand.judge_report_json))
     if hand.judge_report_md.exists():
         try:
             text = hand.judge_report_md.read_text(encoding="utf-8")
@@ -116,7 +116,7 @@ def read_judge_report(run: Run) -> JudgeReport:
             raise ContractInvalid(
                 str(hand.judge_report_md), "$", f"not UTF-8 text (byte {exc.start})"
             ) from None
-        return contract_mod.judge_report_from_markdown(text, str(hand.judge_report_md))
+        return judge_report_from_markdown(text, str(hand.judge_report_md))
     raise ContractInvalid(
         str(hand.judge_report_json), "$", f"no JUDGE_REPORT.json or JUDGE_REPORT.md in {hand.task_dir}"
     )
@@ -199,7 +199,7 @@ def finish_verdict(run: Run) -> Outcome:
     contract = run.contract
     data = contract["handoff_data"]
     verdict = data.get("judge_verdict")
-    if verdict not in contract_mod.VERDICTS:
+    if verdict not in VERDICTS:
         raise WrongState(f"task {run.task_id} is in review_complete without a verdict; resume it by hand")
     if verdict == Verdict.PASS:
         if run.start_state == REVIEW_COMPLETE:

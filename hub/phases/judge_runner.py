@@ -47,9 +47,8 @@ from hub.phases.judge import (
 )
 from hub.phases.stall import Stall, worker_failure
 from hub.repo import leftovers
-from hub.state import contract as contract_mod
-from hub.state import handoff, provenance
-from hub.state.contract import JudgeReport
+from hub.state import handoff, provenance, store
+from hub.state.judge_report import JudgeReport, validate_judge_report
 from hub.state.machine import JUDGE_REVIEW_IN_PROGRESS, PENDING_JUDGE_REVIEW, Event
 
 log = get_logger(__name__)
@@ -307,7 +306,7 @@ def _run_model(run: Run, request: str, seconds: float) -> JudgeResult:
         },
     )
     try:
-        contract_mod.validate_judge_report(report, "judge reply")
+        validate_judge_report(report, "judge reply")
     except ContractInvalid as exc:
         return JudgeResult(error=f"the judge model's answer is not a report: {exc}", record=record)
     write_atomic(run.ctx.handoff.judge_report_json, json.dumps(report, indent=2, ensure_ascii=False) + "\n")
@@ -335,7 +334,7 @@ def extract_report(text: str) -> JudgeReport:
             if isinstance(value, dict) and "verdict" in value:
                 if isinstance(value["verdict"], str):
                     value["verdict"] = value["verdict"].strip().upper()
-                return contract_mod.validate_judge_report(value, "judge reply")
+                return validate_judge_report(value, "judge reply")
             start = candidate.find("{", start + 1)
     raise ContractInvalid("judge reply", "$", "no JSON object with a 'verdict' in it")
 
@@ -357,7 +356,7 @@ def read_review_request(ctx: Context) -> ReviewRequest:
     hand = bind(ctx, "read-review-request", WAITING_FOR_VERDICT).handoff
     if not hand.contract.exists():
         raise WrongState("no active task: there is nothing to review")
-    contract = contract_mod.load(hand.contract)
+    contract = store.load(hand.contract)
     for path in (hand.review_request, hand.review_in_progress):
         if path.exists():
             return {
@@ -380,10 +379,10 @@ def submit_verdict(ctx: Context, report: Mapping[str, Any]) -> Outcome:
     """
     ctx = bind(ctx, "submit-verdict", WAITING_FOR_VERDICT)
     hand = ctx.handoff
-    checked = contract_mod.validate_judge_report(report, "verdict")
+    checked = validate_judge_report(report, "verdict")
     if not hand.contract.exists():
         raise WrongState("no active task: there is nothing to give a verdict on")
-    contract = contract_mod.load(hand.contract)
+    contract = store.load(hand.contract)
     if contract["status"] not in WAITING_FOR_VERDICT:
         raise WrongState(
             f"task {contract['task_id']} is in {contract['status']}, not waiting for a verdict; see hub_status"

@@ -154,12 +154,12 @@ def progress_marks(ctx: Context) -> dict[str, tuple[object, ...]]:
     """Per task, what a phase that moves it on changes: its state, its attempt, its branch, its verdict,
     its breaker's counters (a strike is a step towards a halt, so a retry after it is bounded); a task
     whose contract cannot be read has none."""
-    from hub.state import contract as contract_mod
+    from hub.state import store
 
     marks: dict[str, tuple[object, ...]] = {}
     for task_id in ctx.handoff_root.task_ids():
         try:
-            contract = contract_mod.load(ctx.for_task(task_id).handoff.contract)
+            contract = store.load(ctx.for_task(task_id).handoff.contract)
         except (ContractInvalid, OSError):
             continue
         marks[task_id] = (

@@ -9,7 +9,7 @@ from hub.core.config import CONFIG_FILE, default_yaml
 from hub.core.errors import ConfigError, GitError, WrongState
 from hub.phases.context import Context, Outcome, running, worktree_path
 from hub.repo import gitops
-from hub.state import contract as contract_mod
+from hub.state import new_task, schema, store
 from hub.state.contract import Contract, TaskFields
 from hub.state.handoff import write_report
 from hub.state.machine import PENDING_IMPLEMENTER
@@ -67,7 +67,7 @@ def task_fields(
 ) -> TaskFields:
     """A new task's fields, for both faces (`hub new`, the MCP `hub_create_task`): a markdown proposal's,
     then the ones given (empty ones ignored) on top; complexity defaults to minor."""
-    fields: TaskFields = contract_mod.proposal_fields(proposal, proposal_file) if proposal else {}
+    fields: TaskFields = new_task.proposal_fields(proposal, proposal_file) if proposal else {}
     given = {
         "title": title,
         "requirements": requirements,
@@ -111,7 +111,7 @@ def check_task_paths(repo_root: Path, fields: TaskFields, create_target: bool = 
     # The contract's own path check, here too so that promotion blocks such a proposal (a ConfigError)
     # instead of failing on it at every `hub next`.
     for flag, path in [("--target", target), *(("--source", p) for p in fields.get("source_files") or [])]:
-        problem = contract_mod.path_problem(str(path)) if path else None
+        problem = schema.path_problem(str(path)) if path else None
         if problem:
             raise ConfigError(f"{flag} {path}: {problem}")
     if target and not create_target and not _exists(repo_root, str(target)):
@@ -160,7 +160,7 @@ def create(
         require_commit(ctx.repo_root)
         check_task_paths(ctx.repo_root, fields, create_target)
     roles = {name: ctx.config.role(name).model for name in ("implementer", "local_reviewer", "judge")}
-    contract = contract_mod.new_contract(
+    contract = new_task.new_contract(
         project=ctx.config.project,
         now=ctx.clock(),
         roles=roles,
@@ -185,7 +185,7 @@ def create(
     hand = root.for_task(task_id)
     # The lock file exists from the start: a command refused before doing anything leaves no new file.
     hand.lock_file.touch()
-    contract_mod.save(hand.contract, contract, ctx.clock())
+    store.save(hand.contract, contract, ctx.clock())
     from hub.phases.status import write_status
 
     write_status(ctx)

@@ -12,8 +12,7 @@ from typing import Any, NotRequired, Required, TypedDict
 from hub.core.errors import ContractInvalid, HubError, LockBusy, TaskHalted
 from hub.core.log import get_logger
 from hub.phases.context import Context, resume_targets
-from hub.state import contract as contract_mod
-from hub.state import handoff
+from hub.state import handoff, store
 from hub.state.contract import (
     Breaker,
     Contract,
@@ -177,7 +176,7 @@ def next_step(ctx: Context) -> tuple[Contract | None, str | None, str]:
 def active_contract(ctx: Context) -> Contract | None:
     """The task's contract; None when there is none, or it was archived while being read."""
     try:
-        return contract_mod.load(ctx.handoff.contract)
+        return store.load(ctx.handoff.contract)
     except ContractInvalid:
         if ctx.handoff.contract.exists():
             raise
@@ -256,7 +255,7 @@ def free_task_slots(ctx: Context) -> tuple[int, list[str]]:
     for task_id in ctx.handoff_root.task_ids():
         bound = ctx.for_task(task_id)
         try:
-            contract = contract_mod.load(bound.handoff.contract)
+            contract = store.load(bound.handoff.contract)
         except (OSError, ContractInvalid):
             continue
         if contract["status"] == MERGED:
@@ -270,7 +269,7 @@ def free_task_slots(ctx: Context) -> tuple[int, list[str]]:
 def task_view(ctx: Context) -> TaskView:
     """One task as `hub status` shows it (ctx bound to the task)."""
     hand = ctx.handoff
-    contract = contract_mod.load(hand.contract)
+    contract = store.load(hand.contract)
     phase, why = due(contract, ctx.clock(), judge_configured(ctx), report_waiting(ctx))
     owner = handoff.lock_owner(hand)
     return {

@@ -1,9 +1,10 @@
-"""Every git operation the hub does, through GitPython."""
+"""Every git operation the hub does, through GitPython: branches, the work tree, checkpoints, diffs,
+stashes, the tasks' worktrees, and merges into the user's branches. Clearing what a killed git left
+behind is `killed_git.py`."""
 
 from __future__ import annotations
 
 import fnmatch
-import os
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -54,7 +55,8 @@ def open_repo(path: Path) -> Repo:
         raise GitError(f"{path} is not inside a git repository (run `git init` first)") from None
 
 
-def _run(repo: Repo, *args: str) -> str:
+def run(repo: Repo, *args: str) -> str:
+    """`git <args>` in the repository; its output, or GitError naming the command and what git said."""
     import git
 
     try:
@@ -65,35 +67,33 @@ def _run(repo: Repo, *args: str) -> str:
 
 
 def current_branch(repo: Repo) -> str:
-    return _run(repo, "rev-parse", "--abbrev-ref", "HEAD")
+    return run(repo, "rev-parse", "--abbrev-ref", "HEAD")
 
 
 def branches(repo: Repo) -> list[str]:
     """The repository's local branches; none in a repository without a commit."""
-    return [
-        b for b in _run(repo, "for-each-ref", "--format=%(refname:short)", "refs/heads").splitlines() if b
-    ]
+    return [b for b in run(repo, "for-each-ref", "--format=%(refname:short)", "refs/heads").splitlines() if b]
 
 
 def unborn_branch(repo: Repo) -> str | None:
     """The name of the current branch when it has no commit yet (a new repository, an orphan branch)."""
     if repo.head.is_valid():
         return None
-    return _run(repo, "symbolic-ref", "--short", "-q", "HEAD") or "HEAD"
+    return run(repo, "symbolic-ref", "--short", "-q", "HEAD") or "HEAD"
 
 
 def head_commit(repo: Repo) -> str:
-    return _run(repo, "rev-parse", "HEAD")
+    return run(repo, "rev-parse", "HEAD")
 
 
 def commit_of(repo: Repo, ref: str) -> str:
     """The commit a branch or other ref points at."""
-    return _run(repo, "rev-parse", "--verify", "--quiet", ref + "^{commit}")
+    return run(repo, "rev-parse", "--verify", "--quiet", ref + "^{commit}")
 
 
 def dirty_files(repo: Repo, untracked: bool = True) -> list[str]:
     """Files with uncommitted changes, untracked ones included unless asked not to (ignored ones never)."""
-    out = _run(repo, "status", "--porcelain=v1", "-z", "--untracked-files=" + ("all" if untracked else "no"))
+    out = run(repo, "status", "--porcelain=v1", "-z", "--untracked-files=" + ("all" if untracked else "no"))
     files: list[str] = []
     entries = iter(out.split("\0"))
     for entry in entries:
@@ -125,7 +125,7 @@ def exclude_path(repo: Repo, rel: str) -> bool:
 
 
 def branch_exists(repo: Repo, name: str) -> bool:
-    return bool(_run(repo, "branch", "--list", name).strip())
+    return bool(run(repo, "branch", "--list", name).strip())
 
 
 def in_scope(path: str, scopes: list[str]) -> bool:
@@ -144,7 +144,7 @@ def restore_outside(repo: Repo, scopes: list[str]) -> list[str]:
     or deleted tracked files restored, new untracked files removed (ignored ones, caches and installed
     packages, are left). What an acceptance command changed there must not become the tests the next
     run checks against. Returns the paths restored or removed."""
-    out = _run(repo, "status", "--porcelain=v1", "-z", "--untracked-files=all")
+    out = run(repo, "status", "--porcelain=v1", "-z", "--untracked-files=all")
     tracked: list[str] = []
     untracked: list[str] = []
     entries = iter(out.split("\0"))
@@ -178,7 +178,7 @@ def restore_outside(repo: Repo, scopes: list[str]) -> list[str]:
                 break
     for start in range(0, len(tracked), 500):
         # Literal pathspecs: a file named ':(glob)*' is that file, not every file.
-        _run(repo, "--literal-pathspecs", "checkout", "-q", "HEAD", "--", *tracked[start : start + 500])
+        run(repo, "--literal-pathspecs", "checkout", "-q", "HEAD", "--", *tracked[start : start + 500])
     return sorted(set(tracked) | set(untracked))
 
 
@@ -201,11 +201,11 @@ def checkpoint(
         ]
     if not changed:
         return None
-    _run(repo, "add", "-A", "--", *changed)
-    if not _run(repo, "diff", "--cached", "--name-only").strip():
+    run(repo, "add", "-A", "--", *changed)
+    if not run(repo, "diff", "--cached", "--name-only").strip():
         return None
     text = message if isinstance(message, str) else message(changed)
-    _run(repo, "commit", "-q", "--no-verify", "-m", text, "--", *changed)
+    run(repo, "commit", "-q", "--no-verify", "-m", text, "--", *changed)
     sha = head_commit(repo)
     log.debug("checkpoint", commit=sha[:12], files=len(changed))
     return sha
@@ -213,7 +213,7 @@ def checkpoint(
 
 def diff_stats(repo: Repo, base_commit: str, ref: str = "HEAD") -> DiffStats:
     spec = f"{base_commit}...{ref}" if ref != "WORKTREE" else base_commit
-    out = _run(repo, "diff", "--numstat", "-z", spec)
+    out = run(repo, "diff", "--numstat", "-z", spec)
     per_file: list[tuple[str, int, int]] = []
     for entry in out.split("\0"):
         parts = entry.split("\t")
@@ -235,7 +235,7 @@ def diff_stats(repo: Repo, base_commit: str, ref: str = "HEAD") -> DiffStats:
 
 def _text_counts(repo: Repo, spec: str, path: str) -> tuple[int, int]:
     """Lines added and removed in one file, compared as text whatever its attributes say."""
-    out = _run(repo, "diff", "--text", "--no-ext-diff", "--no-textconv", "-U0", spec, "--", path)
+    out = run(repo, "diff", "--text", "--no-ext-diff", "--no-textconv", "-U0", spec, "--", path)
     added = removed = 0
     in_hunk = False
     for line in out.split("\n"):
@@ -254,7 +254,7 @@ def diff_text(repo: Repo, base_commit: str, ref: str = "HEAD") -> str:
     # --text: the work tree's .gitattributes (which a task's command can write, untracked, so absent from
     # the diff itself) must not turn the task's code into "Binary files differ" for the reviewer.
     # A binary file's bytes come back surrogate-escaped: shown as U+FFFD, so the text can be written as UTF-8.
-    text = _run(
+    text = run(
         repo, "diff", "--no-color", "--text", "--no-ext-diff", "--no-textconv", f"{base_commit}...{ref}"
     )
     return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
@@ -291,11 +291,11 @@ def stash(repo: Repo, name: str) -> str | None:
     ref = f"{STASH_REFS}/{name}"
     message = f"hub: {name}"
     with FileLock(str(common_dir(repo) / "hub-stash.lock"), timeout=MERGE_LOCK_SECONDS, is_singleton=False):
-        _run(repo, "stash", "push", "--include-untracked", "-m", message)
-        made = _run(repo, "rev-parse", "refs/stash")
-        _run(repo, "update-ref", ref, made)
-        if _run(repo, "rev-parse", "stash@{0}") == made:
-            _run(repo, "stash", "drop", "--quiet", "stash@{0}")
+        run(repo, "stash", "push", "--include-untracked", "-m", message)
+        made = run(repo, "rev-parse", "refs/stash")
+        run(repo, "update-ref", ref, made)
+        if run(repo, "rev-parse", "stash@{0}") == made:
+            run(repo, "stash", "drop", "--quiet", "stash@{0}")
     return ref
 
 
@@ -317,7 +317,7 @@ def default_worktrees_dir(repo: Repo) -> Path:
 
 def worktrees(repo: Repo) -> dict[str, Path]:
     """Checked-out branch -> worktree path, for every worktree of the repository (main checkout included)."""
-    out = _run(repo, "worktree", "list", "--porcelain")
+    out = run(repo, "worktree", "list", "--porcelain")
     found: dict[str, Path] = {}
     for block in out.split("\n\n"):
         lines = block.splitlines()
@@ -357,7 +357,7 @@ def ensure_worktree(repo: Repo, path: Path, branch: str, start: str | None = Non
     """
     if (path / ".git").is_file() and worktrees(repo).get(branch) == path.resolve():
         return False
-    _run(repo, "worktree", "prune")
+    run(repo, "worktree", "prune")
     if path.exists():
         # Half made (a `worktree add` killed midway) or cut off from git by hand: set it aside, never
         # delete it; whatever is in it stays readable.
@@ -366,9 +366,9 @@ def ensure_worktree(repo: Repo, path: Path, branch: str, start: str | None = Non
         log.warning("worktree.set_aside", path=str(path), to=str(aside))
     path.parent.mkdir(parents=True, exist_ok=True)
     if branch_exists(repo, branch):
-        _run(repo, "worktree", "add", "--quiet", str(path), branch)
+        run(repo, "worktree", "add", "--quiet", str(path), branch)
     elif start is not None:
-        _run(repo, "worktree", "add", "--quiet", "-b", branch, str(path), start)
+        run(repo, "worktree", "add", "--quiet", "-b", branch, str(path), start)
     else:
         raise GitError(f"branch '{branch}' does not exist; the task's worktree cannot be recreated")
     log.debug("worktree.add", path=str(path), branch=branch)
@@ -379,13 +379,13 @@ def remove_worktree(repo: Repo, path: Path) -> None:
     """Remove a task's worktree (its leftovers, e.g. build output, with it) and git's record of it."""
     if path.exists():
         # --force: untracked build output of acceptance commands is the task's, not the user's.
-        _run(repo, "worktree", "remove", "--force", str(path))
-    _run(repo, "worktree", "prune")
+        run(repo, "worktree", "remove", "--force", str(path))
+    run(repo, "worktree", "prune")
 
 
 def delete_branch(repo: Repo, branch: str) -> None:
     if branch_exists(repo, branch):
-        _run(repo, "branch", "-D", branch)
+        run(repo, "branch", "-D", branch)
 
 
 # --- merging without touching the user's work ------------------------------------------------------------
@@ -515,124 +515,7 @@ def merge_without_checkout(repo: Repo, base_branch: str, commit: str, message: s
     """Merge `commit` into `base_branch` that no work tree has checked out: tree from merge-tree, a merge
     commit from commit-tree, and the branch moved only if nobody moved it meanwhile."""
     old = commit_of(repo, base_branch)
-    tree = _run(repo, "merge-tree", "--write-tree", "--no-messages", old, commit).splitlines()[0]
-    merge = _run(repo, "commit-tree", tree, "-p", old, "-p", commit, "-m", message)
-    _run(repo, "update-ref", "-m", message, f"refs/heads/{base_branch}", merge, old)
+    tree = run(repo, "merge-tree", "--write-tree", "--no-messages", old, commit).splitlines()[0]
+    merge = run(repo, "commit-tree", tree, "-p", old, "-p", commit, "-m", message)
+    run(repo, "update-ref", "-m", message, f"refs/heads/{base_branch}", merge, old)
     return merge
-
-
-# --- what a killed git leaves behind -------------------------------------------------------------------
-
-# Lock files git creates beside what it is changing; a git killed mid-way leaves them, and every later
-# git command that needs one fails ("Unable to create '.../index.lock': File exists").
-TOP_LOCKS = ("index.lock", "HEAD.lock", "ORIG_HEAD.lock", "config.lock", "packed-refs.lock", "shallow.lock")
-
-
-def git_dirs(work_root: Path) -> tuple[Path, Path] | None:
-    """(git dir, common dir) of a work tree without running git; None when there is no .git."""
-    dot = work_root / ".git"
-    if dot.is_dir():
-        return dot, dot
-    if not dot.is_file():
-        return None
-    text = dot.read_text(encoding="utf-8", errors="replace").strip()
-    if not text.startswith("gitdir:"):
-        return None
-    git_dir = (work_root / text.removeprefix("gitdir:").strip()).resolve()
-    common_file = git_dir / "commondir"
-    common = (
-        (git_dir / common_file.read_text(encoding="utf-8").strip()).resolve()
-        if common_file.is_file()
-        else git_dir
-    )
-    return git_dir, common
-
-
-def leftover_locks(work_root: Path) -> list[Path]:
-    dirs = git_dirs(work_root)
-    if dirs is None:
-        return []
-    git_dir, common = dirs
-    found = [d / name for d in {git_dir, common} for name in TOP_LOCKS if (d / name).exists()]
-    refs = common / "refs"
-    if refs.is_dir():
-        found += sorted(refs.rglob("*.lock"))
-    return found
-
-
-def live_git_in(work_root: Path, proc: Path = Path("/proc")) -> list[int] | None:
-    """Process ids of live git processes working in this repository; None when that cannot be known
-    (no /proc: not Linux), in which case no lock may be cleared."""
-    if not proc.is_dir():
-        return None
-    roots = [work_root.resolve()]
-    dirs = git_dirs(work_root)
-    if dirs:
-        roots += [d.resolve() for d in dirs]
-        # Every worktree of the repository shares its refs: a git in any of them may hold a ref lock.
-        for gitdir_file in (dirs[1] / "worktrees").glob("*/gitdir"):
-            try:
-                roots.append(Path(gitdir_file.read_text(encoding="utf-8").strip()).resolve().parent)
-            except OSError:
-                continue
-        roots.append(dirs[1].resolve().parent)  # the main work tree, seen from a linked worktree
-    live = []
-    for entry in proc.iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            if not (entry / "comm").read_text(encoding="utf-8").startswith("git"):
-                continue
-            # Our own helpers (GitPython's cat-file) hold no lock of a killed git.
-            if int((entry / "stat").read_text(encoding="utf-8").rsplit(")", 1)[1].split()[1]) == os.getpid():
-                continue
-        except (OSError, ValueError, IndexError):
-            continue
-        try:
-            cwd = Path(os.readlink(entry / "cwd"))
-        except FileNotFoundError:
-            continue  # it ended between the two reads: it holds nothing
-        except OSError:
-            live.append(int(entry.name))  # a git whose folder we cannot see: assume it is in ours
-            continue
-        if any(cwd == r or cwd.is_relative_to(r) for r in roots):
-            live.append(int(entry.name))
-    return live
-
-
-def clear_leftovers(work_root: Path) -> list[str]:
-    """Remove the lock files a killed git left, and abort a merge the hub itself left half done. Called
-    under the hub's OS lock, so no hub phase is running git here; a lock is only removed when no live
-    git process works in the repository, otherwise GitError names the lock and what to do."""
-    done: list[str] = []
-    locks = leftover_locks(work_root)
-    if locks:
-        live = live_git_in(work_root)
-        if live is None or live:
-            who = (
-                "a running git (pid " + ", ".join(map(str, live)) + ")" if live else "git (cannot tell here)"
-            )
-            raise GitError(
-                f"{locks[0]} exists and may be held by {who}: wait for it to finish, or if no git is "
-                f"running in {work_root}, delete {', '.join(str(p) for p in locks)}"
-            )
-        for lock in locks:
-            lock.unlink(missing_ok=True)
-            done.append(f"removed {lock} left by a killed git")
-    dirs = git_dirs(work_root)
-    if dirs and (dirs[0] / "MERGE_HEAD").exists():
-        message = (
-            (dirs[0] / "MERGE_MSG").read_text(encoding="utf-8", errors="replace")
-            if (dirs[0] / "MERGE_MSG").exists()
-            else ""
-        )
-        if "[TASK: " not in message:
-            raise GitError(
-                f"a merge is in progress in {work_root} that the hub did not start: finish it "
-                "(`git commit`) or abandon it (`git merge --abort`)"
-            )
-        _run(open_repo(work_root), "merge", "--abort")
-        done.append("aborted the hub's own merge left half done by a kill")
-    for line in done:
-        log.warning("git.recovered", detail=line)
-    return done

@@ -4,7 +4,7 @@ The *trust root* is where the hub reads what decides how work is checked: `hub.y
 among it), `prompts/`, `sgconfig.yml` and its rule folders. It is the user's checkout. The *work root*
 is where a task's files are edited and its acceptance commands run: the task's own git worktree
 (`Run.worktree`; the control files' names are the same relative paths there). Nothing a model writes may reach the first: its control
-files are refused as edit targets whatever `allowed_paths` says (`hub.edits.apply`), are read-only inside the
+files are refused as edit targets whatever `allowed_paths` says (`hub.edits.policy`), are read-only inside the
 sandbox (`hub.safety.sandbox`), and are never committed by a task's checkpoint (`hub.repo.gitops.checkpoint`).
 """
 

@@ -1,2 +1,3 @@
-"""A task's state on disk: the state machine, the contract and its validators, the handoff folder,
-provenance records, circuit breakers, the backlog and notes. Imports only `hub.core`."""
+"""A task's state on disk: the state machine, the contract (its shape, schema and validators, its file, a
+new task's), judge reports, the handoff folder, provenance records, circuit breakers, the backlog and
+notes. Imports only `hub.core`."""

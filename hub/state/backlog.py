@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, cast
 from hub.core.atomic import write_atomic
 from hub.core.errors import ContractInvalid, LockBusy, WrongState
 from hub.core.log import get_logger
-from hub.state import contract as contract_mod
+from hub.state import new_task, store
 from hub.state.contract import Contract, TaskFields, iso, parse_iso
 from hub.state.handoff import Handoff
 from hub.state.machine import MERGED
@@ -121,7 +121,7 @@ def _editing(hand: Handoff, path: Path, key: str) -> Iterator[dict[str, Any]]:
 def _active(hand: Handoff) -> Contract | None:
     if not hand.contract.exists():
         return None
-    return contract_mod.load(hand.contract)
+    return store.load(hand.contract)
 
 
 def _live(hand: Handoff) -> list[Contract]:
@@ -221,7 +221,7 @@ def proposal_to_fields(content: str) -> TaskFields:
     text = content.strip()
     if re.search(r"^#+\s", text, re.MULTILINE):
         try:
-            fields = contract_mod.proposal_fields(text, "backlog proposal")
+            fields = new_task.proposal_fields(text, "backlog proposal")
         except ContractInvalid as exc:
             if exc.json_path not in ("title", "requirements"):
                 raise
@@ -233,7 +233,7 @@ def proposal_to_fields(content: str) -> TaskFields:
     # `Target: path` / `Source: a.py, b.py` lines count in plain text too: without a target a task
     # has no file the model may write, and its promotion is blocked.
     for line in text.splitlines():
-        named = contract_mod.PROPOSAL_FIELD.match(line)
+        named = new_task.PROPOSAL_FIELD.match(line)
         if named and named.group(1).lower().startswith("target"):
             plain["target_file"] = named.group(2).strip().strip("`")
         elif named and named.group(1).lower().startswith("source"):

@@ -9,7 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from hub.state.contract import DEFAULT_MAX_CHANGED_FILES, Contract, Verdict, parse_iso
+from hub.core.config import DEFAULT_MAX_CHANGED_FILES
+from hub.state.contract import Contract, Verdict, parse_iso
 
 MAX_INTERRUPTIONS = 3
 

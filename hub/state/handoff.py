@@ -16,7 +16,7 @@ from typing import Any, NotRequired, TypedDict, cast
 from hub.core.atomic import write_atomic
 from hub.core.errors import ContractInvalid, LockBusy
 from hub.core.log import get_logger
-from hub.state import contract as contract_mod
+from hub.state import store
 from hub.state.contract import Contract, HistoryEntry, iso
 from hub.state.machine import HALT_EVENT, RESUME_EVENT, transition
 
@@ -386,7 +386,7 @@ def record(
 ) -> Contract:
     """Apply an event, save the contract atomically, then append the line to transition.ndjson."""
     line = advance(contract, event, now, reason, resume_to)
-    contract_mod.save(handoff.contract, contract, now)
+    store.save(handoff.contract, contract, now)
     for missing in unlogged(handoff, contract):
         append_transition(handoff, missing)
     append_transition(handoff, line)

@@ -17,8 +17,8 @@ import pytest
 from hub.core.config import load_config
 from hub.phases.context import Context, Outcome
 from hub.state.contract import Contract, now_utc
-from hub.state.contract import load as load_contract
 from hub.state.provenance import read_records
+from hub.state.store import load as load_contract
 from hub.testing import FakeOllama
 
 IMPL = "impl-model"
@@ -59,17 +59,16 @@ def git(repo: Path, *args: str) -> str:
 def archived_at_the_next_read(monkeypatch: pytest.MonkeyPatch, ctx: Context, task_id: str) -> None:
     """The next contract read finds the task archived first: another run's finalize won the task
     between the caller's look and its read."""
-    from hub.state import contract as contract_mod
-    from hub.state import handoff
+    from hub.state import handoff, store
 
-    read = contract_mod.load
+    read = store.load
 
     def archived_first(path: Path) -> Contract:
         handoff.archive_task(ctx.handoff_root, task_id)
-        monkeypatch.setattr(contract_mod, "load", read)
+        monkeypatch.setattr(store, "load", read)
         return read(path)
 
-    monkeypatch.setattr(contract_mod, "load", archived_first)
+    monkeypatch.setattr(store, "load", archived_first)
 
 
 class Clock:

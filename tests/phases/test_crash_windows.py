@@ -140,7 +140,7 @@ def test_a_kill_after_pass_before_archiving_is_archived_not_overwritten(pipe: Pi
 def leave_git_locks(worktree: Path, branch: str) -> list[Path]:
     """What a git killed mid-commit in the task's worktree leaves: its index lock, its HEAD's and the
     branch ref's (refs are shared by every worktree)."""
-    from hub.repo.gitops import git_dirs
+    from hub.repo.killed_git import git_dirs
 
     dirs = git_dirs(worktree)
     assert dirs is not None

@@ -17,7 +17,7 @@ from hub.core.config import JudgeConfig
 from hub.core.errors import ContractInvalid, WorkerTimeout, WrongState
 from hub.phases.context import Context
 from hub.phases.judge_runner import extract_report, read_review_request, run_judge, submit_verdict
-from hub.state import contract as contract_mod
+from hub.state import store
 from hub.state.provenance import read_records
 from hub.workers.base import ChatRequest, Generation, Health
 
@@ -60,7 +60,7 @@ def with_judge(
 def set_judge_minutes(task: TaskDriver, minutes: float) -> None:
     contract = task.contract()
     contract["limits"]["timeout_minutes"]["judge"] = minutes
-    contract_mod.save(task.hand.contract, contract, task.ctx.clock())
+    store.save(task.hand.contract, contract, task.ctx.clock())
 
 
 def exited_within(pid: int, seconds: float) -> bool:

@@ -25,9 +25,9 @@ from hub.phases.judge import report_judge
 from hub.phases.setup import setup_task
 from hub.state import breakers
 from hub.state.contract import iso
-from hub.state.contract import load as load_contract
 from hub.state.handoff import read_transitions
 from hub.state.machine import PENDING_IMPLEMENTER, TABLE
+from hub.state.store import load as load_contract
 
 if TYPE_CHECKING:
     # The fixtures' types (tests/conftest.py); pytest loads conftest, tests never import it.

@@ -13,8 +13,9 @@ import pytest
 
 from hub.phases.context import Context
 from hub.phases.status import due, log_entries, status
-from hub.state.contract import iso, new_contract
+from hub.state.contract import iso
 from hub.state.handoff import phase_lock
+from hub.state.new_task import new_contract
 
 from .conftest import archived_at_the_next_read
 

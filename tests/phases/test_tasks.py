@@ -187,8 +187,8 @@ def test_status_md_shows_both_tasks_final_states_when_two_transitions_race(ctx: 
     import threading
 
     from hub.phases.context import Run
-    from hub.state.contract import load as load_contract
     from hub.state.machine import Event
+    from hub.state.store import load as load_contract
 
     ids = [
         str(create(ctx, {"title": t, "requirements": ["r"], "target_file": "src/app.py"}).task_id)

@@ -27,14 +27,14 @@ def forging_command(target: str) -> str:
 def start_forging(pipe: Pipeline, absolute: bool) -> None:
     """A task whose acceptance command writes a PASS where its judge report goes: the absolute path, or
     the path relative to where commands run (the task's worktree)."""
-    from hub.state import contract as contract_mod
+    from hub.state import store
 
     pipe.start()
     report = pipe.ctx.handoff.judge_report_json
     target = str(report) if absolute else os.path.relpath(report, pipe.worktree)
     contract = pipe.contract()
     contract["specification"]["acceptance_commands"] = [forging_command(target)]
-    contract_mod.save(pipe.ctx.handoff.contract, contract, pipe.ctx.clock())
+    store.save(pipe.ctx.handoff.contract, contract, pipe.ctx.clock())
 
 
 @pytest.mark.parametrize("absolute", [False, True], ids=["relative", "absolute"])

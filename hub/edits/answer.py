@@ -1,0 +1,188 @@
+"""A model's whole answer, the implementer's path: `apply_answer` (a cut-off answer is refused whole,
+blocks an earlier answer already wrote are left out), the caps checked before anything is read whole or
+written (`check_reply`, `check_files_per_reply`), and what goes back to the model or the person
+(`answer_feedback`, `unapplied`, `not_made_good`). Only `apply_answer` writes, through
+`hub.edits.apply.apply_edits`."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+import structlog
+
+from hub.core.errors import EditError
+from hub.edits.apply import ApplyResult, apply_edits
+from hub.edits.edit import FileEdit, ParseResult
+from hub.edits.match import feedback_for
+from hub.edits.parse import parse_edits
+from hub.edits.policy import Policy, resolve_target
+
+log = structlog.get_logger(__name__)
+
+
+OUTPUT_TRUNCATED = (
+    "output_truncated: the answer was cut off at the token limit, so none of it was applied (a "
+    "half-written change is worse than none). Answer with SEARCH/REPLACE blocks that quote only the "
+    "lines that change instead of whole files (a person can raise roles.implementer.num_predict in hub.yaml)"
+)
+
+
+# A search/replace block where it was written: (repo-relative path, SEARCH, REPLACE).
+Block = tuple[str, str, str]
+
+
+def apply_answer(
+    text: str,
+    policy: Policy,
+    *,
+    default_path: str | None = None,
+    done_reason: str = "",
+    written: frozenset[Block] = frozenset(),
+) -> tuple[ParseResult, ApplyResult]:
+    """The implementer's path from a model's answer to written files. An answer the server cut off at
+    its token limit (`done_reason` "length") is refused whole: its complete first blocks could land
+    while the rest of the change never comes. Blocks in `written` (an earlier answer of this attempt
+    wrote them) that the answer sends again are left out: their SEARCH text is gone from the file, so
+    applied twice they would fail and fail the change with them."""
+    if done_reason == "length":
+        return ParseResult((), (OUTPUT_TRUNCATED,)), ApplyResult((), (), ())
+    parsed = parse_edits(text, default_path=default_path)
+    if written:
+        parsed = _without(parsed, written, policy)
+    if policy.max_files is not None:
+        check_files_per_reply(parsed.edits, policy.max_files)
+    return parsed, apply_edits(parsed.edits, policy)
+
+
+def written_blocks(parsed: ParseResult, result: ApplyResult, policy: Policy) -> frozenset[Block]:
+    """The search/replace blocks of an answer that are in the files now: those of an edit that was
+    written, but for the ones that failed."""
+    root = policy.repo_root.resolve()
+    changed = set(result.changed_files)
+    failed = {(f.path, f.search) for f in result.failed_blocks}
+    found: set[Block] = set()
+    for edit in parsed.edits:
+        rel = resolve_target(edit, policy, root) if edit.blocks else None
+        if rel is not None and rel in changed:
+            found |= {(rel, b.search, b.replace) for b in edit.blocks if (rel, b.search) not in failed}
+    return frozenset(found)
+
+
+def _without(parsed: ParseResult, written: frozenset[Block], policy: Policy) -> ParseResult:
+    root = policy.repo_root.resolve()
+    edits = []
+    for edit in parsed.edits:
+        if edit.blocks:
+            rel = resolve_target(edit, policy, root) or ""
+            blocks = tuple(b for b in edit.blocks if (rel, b.search, b.replace) not in written)
+            if len(blocks) < len(edit.blocks):
+                log.info("edits.sent_again", path=rel, blocks=len(edit.blocks) - len(blocks))
+                if not blocks and edit.content is None and edit.patch is None and not edit.delete:
+                    continue  # nothing left of this edit but what is already written
+                edit = replace(edit, blocks=blocks)
+        edits.append(edit)
+    return replace(parsed, edits=tuple(edits))
+
+
+def not_made_good(first: ApplyResult, retry: ParseResult, again: ApplyResult, policy: Policy) -> list[str]:
+    """What the first answer failed to write that the answer to the feedback did not write either. Per
+    file: a whole new file written covers it all; otherwise the retry must have written at least as many
+    blocks (or edits) there as failed the first time. A model that fixes one of two failed blocks and
+    says nothing of the other would otherwise pass half a change to review as if whole."""
+    root = policy.repo_root.resolve()
+    owed: dict[str, int] = {}
+    for failure in first.failed_blocks:
+        owed[failure.path] = owed.get(failure.path, 0) + 1
+    for refusal in first.refused:
+        if refusal.retry:
+            owed[refusal.path] = owed.get(refusal.path, 0) + 1
+    if not owed:
+        return []
+    changed = set(again.changed_files)
+    failed = {(f.path, f.search) for f in again.failed_blocks}
+    paid: dict[str, int] = {}
+    whole: set[str] = set()
+    for edit in retry.edits:
+        rel = resolve_target(edit, policy, root)
+        if rel is None or rel not in changed:
+            continue
+        if edit.content is not None or edit.patch is not None or edit.delete:
+            whole |= {rel, edit.path}
+        written = sum(1 for b in edit.blocks if (rel, b.search) not in failed)
+        for key in {rel, edit.path}:  # a refusal names the path as the answer wrote it
+            paid[key] = paid.get(key, 0) + max(written, 1)
+    return [
+        f"{path}: {count - paid.get(path, 0)} of the {count} edit(s) refused the first time were not sent "
+        "again"
+        for path, count in owed.items()
+        if path not in whole and paid.get(path, 0) < count
+    ]
+
+
+def answer_feedback(parsed: ParseResult, result: ApplyResult) -> str:
+    """The message sent to the model (once) about what of its answer was refused and how to fix it:
+    a cut-off answer, content the pre-write check refused, SEARCH blocks that did not match. "" when
+    there is nothing it could fix by answering again."""
+    parts = []
+    if OUTPUT_TRUNCATED in parsed.problems:
+        parts.append(f"Your answer was NOT applied. {OUTPUT_TRUNCATED}.")
+    retry = [r for r in result.refused if r.retry]
+    if retry:
+        written = ", ".join(result.changed_files)
+        parts.append(
+            f"{len(retry)} edit(s) were refused and NOT written"
+            + (f" (written: {written})" if written else "")
+            + ". For each, send it again, fixed:"
+        )
+        parts += [f"- {r.path}: {r.reason}" for r in retry]
+    if result.failed_blocks:
+        parts.append(feedback_for(result.failed_blocks))
+    if parts and not result.failed_blocks:
+        # The prompt asks for whole files; the advice above may be the model's first sight of blocks.
+        parts.append(SEARCH_REPLACE_FORMAT)
+    return "\n\n".join(parts) + ("\n" if parts else "")
+
+
+PARTIAL_CHANGE = (
+    "partial_change: part of the change was written, but these edits were still not applied after the "
+    "feedback round, so the change is incomplete: "
+)
+
+
+def unapplied(parsed: ParseResult, result: ApplyResult) -> list[str]:
+    """The parts of an answer that were not written (refused edits, SEARCH blocks that did not match,
+    blocks the parser dropped), each with its reason; [] when all of it was applied."""
+    missing = [f"{r.path}: {r.reason}" for r in result.refused]
+    missing += [f"{f.path}: a SEARCH block did not match ({f.reason})" for f in result.failed_blocks]
+    missing += list(parsed.problems)
+    return missing
+
+
+SEARCH_REPLACE_FORMAT = """A SEARCH/REPLACE block changes only the lines it quotes:
+
+path/to/file.py
+<<<<<<< SEARCH
+the lines to change, copied exactly from the file
+=======
+the new lines
+>>>>>>> REPLACE"""
+
+
+def check_reply(text: str, max_chars: int) -> None:
+    """Refuse a model reply too large to parse and apply safely, before anything reads it whole."""
+    if len(text) > max_chars:
+        raise EditError(
+            f"the reply is {len(text):,} characters, over the limit of {max_chars:,} "
+            "(limits.max_reply_chars): answer with only the files you change"
+        )
+
+
+def check_files_per_reply(edits: Sequence[FileEdit], max_files: int) -> None:
+    """Refuse a reply touching more files than one change may, before anything is written."""
+    paths = {e.path.strip() for e in edits}
+    if len(paths) > max_files:
+        raise EditError(
+            f"the reply edits {len(paths)} files, over the limit of {max_files} "
+            "(limits.max_changed_files): change fewer files"
+        )

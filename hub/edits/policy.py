@@ -1,0 +1,212 @@
+"""Where edits may be written: `Policy`, and the checks of an edit's path against it and the file system.
+
+An edit is written only inside `Policy.allowed_paths` and never inside `forbidden_paths`. Refused, whatever
+`allowed_paths` says: one of the hub's control files (`hub.safety.trust`: `_handoff/`, `hub.yaml`,
+`prompts/`, `sgconfig.yml`, its rule folders); a path that escapes the repository (`..`, absolute, `~`, a
+symlink anywhere on the way, even one pointing inside the repository, since the link's target is what
+gets written); a path into `.git/`. When exactly one file is allowed, an edit naming it under another
+folder, or naming a missing file whose every SEARCH block matches it exactly, goes to that file (aider
+reads these the same way). Reads the file system, never writes.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import structlog
+
+from hub.core.errors import EditError
+from hub.edits.edit import FileEdit
+from hub.safety.trust import CONTROL_FILES
+
+log = structlog.get_logger(__name__)
+
+
+@dataclass(frozen=True)
+class Policy:
+    """Where edits may be written.
+
+    `allowed_paths` and `forbidden_paths` hold repo-relative files, directories (everything under them)
+    or globs (`*`, `?`, `[...]` within a name; `**` across folders; a glob without a slash matches the
+    file name at any depth). Forbidden wins. `max_diff_lines` bounds added+removed lines of each edit."""
+
+    repo_root: Path
+    allowed_paths: tuple[str, ...]
+    forbidden_paths: tuple[str, ...] = ()
+    max_diff_lines: int | None = None
+    delete_allowed: bool = False
+    # The hub's control files (hub.safety.trust): refused whatever allowed_paths says.
+    control_paths: tuple[str, ...] = CONTROL_FILES
+    # How many files one answer may touch; an answer over it is refused whole, before anything is written.
+    max_files: int | None = None
+
+
+def resolve_target(edit: FileEdit, policy: Policy, root: Path) -> str | None:
+    """The repo-relative path an edit writes, as `plan_edits` finds it; None when it is refused."""
+    try:
+        return check_path(retarget(edit, policy, root), policy, root)
+    except EditError:
+        return None
+
+
+def retarget(edit: FileEdit, policy: Policy, root: Path) -> str:
+    """The one allowed file, for an edit whose path misses it in a way with one reading (aider accepts
+    these too): the same file name under another folder (`src/calc.py` for `calc.py`), or a name that
+    does not exist whose every SEARCH block is found exactly in the allowed file. Otherwise the path as
+    written, for `check_path` to judge."""
+    only = _only_file(policy, root)
+    path = edit.path.strip().replace("\\", "/")
+    parts = [p for p in path.split("/") if p not in ("", ".")]
+    if only is None or not parts or "/".join(parts) == only or path.startswith(("/", "~")) or ".." in parts:
+        return edit.path
+    if path_allowed("/".join(parts), policy.allowed_paths) or (root / "/".join(parts)).exists():
+        return edit.path
+    if parts[-1] == only.rsplit("/", 1)[-1]:
+        log.debug("edit_retargeted", path=edit.path, to=only, why="same file name")
+        return only
+    if edit.blocks and edit.content is None and edit.patch is None and (root / only).is_file():
+        text = (root / only).read_text(encoding="utf-8", errors="replace").replace("\r\n", "\n")
+        if all(b.search.strip() and text.count(b.search) == 1 for b in edit.blocks):
+            log.debug("edit_retargeted", path=edit.path, to=only, why="SEARCH found in the allowed file")
+            return only
+    return edit.path
+
+
+def _only_file(policy: Policy, root: Path) -> str | None:
+    if len(policy.allowed_paths) != 1:
+        return None
+    entry = "/".join(p for p in policy.allowed_paths[0].strip().split("/") if p not in ("", "."))
+    if not entry or any(c in entry for c in "*?[") or (root / entry).is_dir():
+        return None
+    return entry
+
+
+def check_path(raw: str, policy: Policy, root: Path) -> str:
+    """The edit's path as a clean repo-relative path, or `EditError` naming the rule it breaks."""
+    path = raw.strip().replace("\\", "/")
+    if not path:
+        raise EditError("empty path")
+    if "\x00" in path:
+        raise EditError("path contains a NUL byte")
+    if path.startswith("~"):
+        raise EditError("path escapes the repository (home-relative '~')")
+    if path.startswith("/") or re.match(r"^[A-Za-z]:", path):
+        raise EditError("path escapes the repository (absolute path)")
+    parts = [p for p in path.split("/") if p not in ("", ".")]
+    if not parts:
+        raise EditError("path names the repository root, not a file")
+    if ".." in parts:
+        raise EditError("path escapes the repository ('..')")
+    if any(p.lower() == ".git" for p in parts):
+        raise EditError("path is inside .git/")
+    if any(len(p.encode("utf-8")) > 255 for p in parts):
+        raise EditError("a path component is longer than 255 bytes, more than file systems allow")
+    rel = "/".join(parts)
+    control = control_file_refusal(rel, policy.control_paths)
+    if control is not None:
+        raise EditError(control)
+    forbidden = _first_match(rel, policy.forbidden_paths)
+    if forbidden is not None:
+        raise EditError(f"path is inside forbidden_paths ({forbidden!r})")
+    if _first_match(rel, policy.allowed_paths) is None:
+        shown = ", ".join(policy.allowed_paths) if policy.allowed_paths else "none"
+        raise EditError(f"path is not inside allowed_paths ({shown})")
+    check_filesystem(root, rel)
+    return rel
+
+
+def control_file_refusal(rel: str, control_paths: Sequence[str]) -> str | None:
+    """Why `rel` may not be edited because it is (or is inside) one of the hub's control files, else None.
+    Compared without case: on a case-insensitive file system `HUB.YAML` is `hub.yaml`."""
+    lowered = rel.lower()
+    for entry in control_paths:
+        name = entry.strip("/").lower()
+        if name and (lowered == name or lowered.startswith(name + "/")):
+            return (
+                f"path is the hub's control file {entry!r}: the hub's configuration, prompts, rules and "
+                "hand-off folder decide how your work is checked, so no task may edit them, whatever "
+                "allowed_paths says; change only the task's files"
+            )
+    return None
+
+
+def check_filesystem(root: Path, rel: str) -> None:
+    current = root
+    parts = rel.split("/")
+    for i, part in enumerate(parts):
+        current = current / part
+        if current.is_symlink():
+            target = os.path.realpath(current)
+            shown = "/".join(parts[: i + 1])
+            if not _inside(root, Path(target)):
+                raise EditError(f"path escapes the repository through the symlink {shown} -> {target}")
+            raise EditError(f"path goes through the symlink {shown}; edits are never written through links")
+        if not current.exists():
+            break
+        if i < len(parts) - 1 and not current.is_dir():
+            raise EditError(f"{'/'.join(parts[: i + 1])} is a file, not a folder")
+    if not _inside(root, Path(os.path.realpath(root / rel))):
+        raise EditError("path escapes the repository")
+
+
+def _inside(root: Path, target: Path) -> bool:
+    return target == root or root in target.parents
+
+
+def path_allowed(path: str, entries: Sequence[str]) -> bool:
+    """Whether a clean repo-relative path falls under any entry (file, directory or glob)."""
+    return _first_match(path, entries) is not None
+
+
+def _first_match(path: str, entries: Sequence[str]) -> str | None:
+    for entry in entries:
+        pattern = "/".join(p for p in entry.strip().replace("\\", "/").split("/") if p not in ("", "."))
+        if not pattern:
+            if entry.strip() in (".", "./", "/"):
+                return entry
+            continue
+        if any(ch in pattern for ch in "*?["):
+            target = path if "/" in pattern else path.rsplit("/", 1)[-1]
+            if _glob_regex(pattern).match(target) or ("/" not in pattern and _under_glob(path, pattern)):
+                return entry
+        elif path == pattern or path.startswith(pattern + "/"):
+            return entry
+    return None
+
+
+def _under_glob(path: str, pattern: str) -> bool:
+    """A slash-free glob also matches a folder anywhere on the path (`build*` covers `build1/x`)."""
+    regex = _glob_regex(pattern)
+    return any(regex.match(part) for part in path.split("/")[:-1])
+
+
+def _glob_regex(pattern: str) -> re.Pattern[str]:
+    out = []
+    i = 0
+    while i < len(pattern):
+        if pattern.startswith("**/", i):
+            out.append("(?:[^/]+/)*")
+            i += 3
+        elif pattern.startswith("**", i):
+            out.append(".*")
+            i += 2
+        elif pattern[i] == "*":
+            out.append("[^/]*")
+            i += 1
+        elif pattern[i] == "?":
+            out.append("[^/]")
+            i += 1
+        elif pattern[i] == "[" and "]" in pattern[i + 2 :]:
+            close = pattern.index("]", i + 2)
+            body = pattern[i + 1 : close]
+            out.append("[" + ("^" + body[1:] if body.startswith("!") else body).replace("\\", "\\\\") + "]")
+            i = close + 1
+        else:
+            out.append(re.escape(pattern[i]))
+            i += 1
+    # A glob naming a folder allows everything under it, like a plain directory entry.
+    return re.compile("".join(out) + "(?:/.*)?$")

@@ -1,0 +1,306 @@
+"""The contract's JSON schema (the shape of `hub.state.contract` for the file), a judge report's, and
+the check of a document against them. Pure: reading and writing files is `hub.state.store`.
+
+`validate` is the schema plus the rules a schema cannot say (a path both allowed and forbidden, numbers
+past what a timedelta holds, paths outside the repository). The validators come from modules
+`scripts/gen_validators.py` generates from these schemas, or are compiled when those are stale.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from functools import cache
+from typing import TYPE_CHECKING, Any, cast
+
+from hub.core.errors import ContractInvalid
+from hub.state.contract import COMPLEXITIES, SCHEMA_VERSION, VERDICTS, parse_iso
+from hub.state.machine import STATES
+
+if TYPE_CHECKING:
+    from hub.state.contract import Contract
+
+_STR = {"type": "string"}
+_STR_OR_NULL = {"type": ["string", "null"]}
+_STR_LIST = {"type": "array", "items": _STR}
+_OBJ_LIST = {"type": "array", "items": {"type": "object"}}
+_NUM = {"type": "number", "minimum": 0}
+_INT = {"type": "integer", "minimum": 0}
+_ROLE_COST = {
+    "type": "object",
+    "properties": {"tokens_in": _INT, "tokens_out": _INT, "seconds": _NUM, "usd": _NUM, "calls": _INT},
+}
+
+
+def _obj(required: list[str], **properties: Any) -> dict[str, Any]:
+    return {"type": "object", "required": required, "properties": properties}
+
+
+SCHEMA: dict[str, Any] = _obj(
+    [
+        "schema_version",
+        "task_id",
+        "project",
+        "complexity",
+        "status",
+        "attempt",
+        "timestamps",
+        "git",
+        "roles",
+        "limits",
+        "constraints",
+        "specification",
+        "handoff_data",
+        "history",
+    ],
+    schema_version={"const": SCHEMA_VERSION},
+    task_id={"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9._-]{0,120}$"},
+    title=_STR,
+    project={"type": "string", "minLength": 1},
+    complexity={"enum": list(COMPLEXITIES)},
+    status={"enum": [state.value for state in STATES]},
+    status_reason=_STR_OR_NULL,
+    attempt={"type": "integer", "minimum": 1},
+    timestamps=_obj(
+        ["created_at", "updated_at"],
+        created_at=_STR,
+        updated_at=_STR,
+        deadline_at=_STR_OR_NULL,
+    ),
+    git=_obj(
+        [],
+        repo_root=_STR_OR_NULL,
+        base_branch=_STR_OR_NULL,
+        task_branch=_STR_OR_NULL,
+        base_commit=_STR_OR_NULL,
+        worktree=_STR_OR_NULL,
+    ),
+    roles=_obj(["implementer", "local_reviewer", "judge"], implementer=_STR, local_reviewer=_STR, judge=_STR),
+    limits=_obj(
+        ["max_rebuttals", "max_review_cycles", "timeout_minutes"],
+        max_rebuttals=_INT,
+        max_review_cycles={"type": "integer", "minimum": 1},
+        timeout_minutes=_obj(
+            ["implementer", "local_review", "judge"],
+            implementer={"type": "number", "exclusiveMinimum": 0},
+            local_review={"type": "number", "exclusiveMinimum": 0},
+            judge={"type": "number", "exclusiveMinimum": 0},
+        ),
+        token_budget={"type": ["integer", "null"], "minimum": 0},
+        cost_ceiling_usd={"type": ["number", "null"], "minimum": 0},
+        max_changed_files={"type": "integer", "minimum": 1},
+    ),
+    constraints=_obj(
+        ["allowed_paths", "forbidden_paths"],
+        allowed_paths=_STR_LIST,
+        forbidden_paths=_STR_LIST,
+        delete_allowed={"type": "boolean"},
+        max_diff_lines={"type": ["integer", "null"], "minimum": 1},
+    ),
+    specification=_obj(
+        ["requirements"],
+        source_files=_STR_LIST,
+        target_file=_STR_OR_NULL,
+        requirements={"type": "array", "items": {"type": "string", "minLength": 1}, "minItems": 1},
+        acceptance_criteria=_STR_LIST,
+        acceptance_commands=_STR_LIST,
+    ),
+    handoff_data=_obj(
+        [],
+        changed_files=_STR_LIST,
+        diff_summary=_STR_OR_NULL,
+        local_review_passed={"type": ["boolean", "null"]},
+        local_review_issues=_OBJ_LIST,
+        judge_verdict={"type": ["string", "null"]},
+        judge_blocking_issues=_OBJ_LIST,
+        judge_suggestions={"type": "array", "items": {"type": ["string", "object"]}},
+        judge_summary=_STR,
+        acceptance_results=_OBJ_LIST,
+        attempts=_OBJ_LIST,
+        stalls=_OBJ_LIST,
+        stashes=_STR_LIST,
+        halt={"type": "object"},
+        resume_notes=_STR_LIST,
+        review_requested_at=_STR,
+        merge_commit=_STR,
+        reviewed_commit=_STR,
+        merge_wait=_STR,
+    ),
+    lock={
+        "type": ["object", "null"],
+        "properties": {"held_by": _STR_OR_NULL, "acquired_at": _STR_OR_NULL, "expires_at": _STR_OR_NULL},
+    },
+    breaker={
+        "type": "object",
+        "properties": {
+            "status": {"enum": ["closed", "tripped"]},
+            "trigger": _STR_OR_NULL,
+            "reason": _STR_OR_NULL,
+            "counters": {"type": "object", "additionalProperties": _INT},
+        },
+    },
+    cost={"type": "object", "additionalProperties": _ROLE_COST},
+    history={
+        "type": "array",
+        "items": _obj(["timestamp", "event", "from", "to"], timestamp=_STR, event=_STR, to=_STR),
+    },
+)
+
+JUDGE_REPORT_SCHEMA: dict[str, Any] = _obj(
+    ["verdict"],
+    verdict={"enum": list(VERDICTS)},
+    summary=_STR,
+    blocking_issues={
+        "type": "array",
+        "items": _obj(
+            ["description"],
+            id=_STR,
+            severity=_STR,
+            file=_STR_OR_NULL,
+            line={"type": ["integer", "null"]},
+            description=_STR,
+            fix_required=_STR_OR_NULL,
+        ),
+    },
+    suggestions={"type": "array", "items": {"type": ["string", "object"]}},
+    usage=_obj(
+        [],
+        prompt_tokens=_INT,
+        completion_tokens=_INT,
+        model=_STR,
+        cost_usd=_NUM,
+    ),
+)
+
+
+# --- validation -------------------------------------------------------------------------------------
+
+
+def schema_hash() -> str:
+    import hashlib
+
+    text = json.dumps([SCHEMA, JUDGE_REPORT_SCHEMA], sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+@cache
+def validator(which: str) -> Any:
+    """The validator of the contract ("contract") or of a judge report ("judge"); raises ValueError."""
+    # Validators generated by scripts/gen_validators.py cost ~1 ms to import; compiling the schema
+    # at run time costs tens of milliseconds on every command. Stale ones are never used.
+    import importlib
+
+    try:
+        generated = importlib.import_module(
+            "hub.state._validate_contract" if which == "contract" else "hub.state._validate_judge"
+        )
+    except ImportError:
+        generated = None
+    if generated is not None and schema_hash() == generated.SCHEMA_HASH:
+        return generated.validate
+    import fastjsonschema
+
+    return fastjsonschema.compile(SCHEMA if which == "contract" else JUDGE_REPORT_SCHEMA)
+
+
+def invalid(file: str, exc: Any) -> ContractInvalid:
+    """A validator's error as ContractInvalid, naming the file and the JSON path of the bad field."""
+    # fastjsonschema names fields "data.limits.max_rebuttals" / "data.history[2].event".
+    name = str(exc.name or "data")
+    path = "$" + name[len("data") :] if name.startswith("data") else name
+    if getattr(exc, "rule", None) == "required" and isinstance(exc.value, dict):
+        missing = [key for key in exc.definition.get("required", []) if key not in exc.value]
+        if missing:
+            return ContractInvalid(file, f"{path}.{missing[0]}", "required field is missing")
+    return ContractInvalid(file, path, str(exc.message).replace(name, "value"))
+
+
+def validate(contract: Any, file: str = "TASK_CONTRACT.json") -> Contract:
+    """Check a contract against the schema and the rules a schema cannot say; return it unchanged."""
+    if not isinstance(contract, dict):
+        raise ContractInvalid(file, "$", "expected a JSON object")
+    try:
+        validator("contract")(contract)
+    except ValueError as exc:  # fastjsonschema's JsonSchemaValueException, or the generated module's
+        raise invalid(file, exc) from None
+    constraints = contract["constraints"]
+    allowed = set(constraints["allowed_paths"])
+    for i, path in enumerate(constraints["forbidden_paths"]):
+        if path in allowed:
+            raise ContractInvalid(
+                file,
+                f"$.constraints.forbidden_paths[{i}]",
+                f"'{path}' is listed as both allowed and forbidden",
+            )
+    _check_paths(contract, file)
+    _check_numbers(contract, file)
+    for key in ("created_at", "updated_at", "deadline_at"):
+        value = contract["timestamps"].get(key)
+        if value is not None:
+            try:
+                parse_iso(value)
+            except ValueError:
+                raise ContractInvalid(
+                    file, f"$.timestamps.{key}", f"'{value}' is not an ISO 8601 time"
+                ) from None
+    return cast("Contract", contract)
+
+
+# Upper bounds a schema minimum leaves open: 1e300 minutes overflowed a timedelta into a traceback.
+NUMBER_BOUNDS: dict[tuple[str, ...], float] = {
+    ("attempt",): 10_000,
+    ("limits", "max_rebuttals"): 1_000,
+    ("limits", "max_review_cycles"): 1_000,
+    ("limits", "timeout_minutes", "implementer"): 7 * 24 * 60,
+    ("limits", "timeout_minutes", "local_review"): 7 * 24 * 60,
+    ("limits", "timeout_minutes", "judge"): 30 * 24 * 60,
+    ("limits", "token_budget"): 10**12,
+    ("limits", "cost_ceiling_usd"): 10**9,
+    ("limits", "max_changed_files"): 100_000,
+    ("constraints", "max_diff_lines"): 10**7,
+}
+
+
+def _check_numbers(contract: dict[str, Any], file: str) -> None:
+    for keys, bound in NUMBER_BOUNDS.items():
+        value: Any = contract
+        for key in keys:
+            value = value.get(key) if isinstance(value, dict) else None
+        if value is None or isinstance(value, bool):
+            continue
+        if not math.isfinite(value) or value > bound:
+            raise ContractInvalid(
+                file, "$." + ".".join(keys), f"{value!r} is out of range (at most {bound:g})"
+            )
+
+
+def path_problem(path: str) -> str | None:
+    """Why a contract path cannot name a file inside the repository, else None. Pure: the path's shape
+    only; what a symlink on the way points to is checked where the file is opened."""
+    clean = path.strip().replace("\\", "/")
+    if not clean:
+        return "is empty"
+    if "\x00" in clean:
+        return "contains a NUL byte"
+    if clean.startswith(("/", "~")) or re.match(r"^[A-Za-z]:", clean):
+        return "is not inside the repository (give a path relative to its root)"
+    if ".." in clean.split("/"):
+        return "is not inside the repository ('..')"
+    if any(len(part.encode("utf-8")) > 255 for part in clean.split("/")):
+        return "has a path component longer than 255 bytes"
+    return None
+
+
+def _check_paths(contract: dict[str, Any], file: str) -> None:
+    spec, constraints = contract["specification"], contract["constraints"]
+    named: list[tuple[str, Any]] = [("$.specification.target_file", spec.get("target_file"))]
+    named += [(f"$.specification.source_files[{i}]", p) for i, p in enumerate(spec.get("source_files") or [])]
+    for key in ("allowed_paths", "forbidden_paths"):
+        named += [(f"$.constraints.{key}[{i}]", p) for i, p in enumerate(constraints.get(key) or [])]
+    for where, path in named:
+        if path is None:
+            continue
+        problem = path_problem(path)
+        if problem:
+            raise ContractInvalid(file, where, f"'{path}' {problem}")
