@@ -616,12 +616,12 @@ def running(ctx: Context, phase: str, accepts: AbstractSet[str]) -> Iterator[Run
                 leftovers.reap(pidfile)
         with halt_on_git_failure(run):
             if contract["git"].get("task_branch"):
-                from hub.repo import gitops
+                from hub.repo import killed_git
 
                 # A git killed with a phase leaves locks or a half-done merge: every later run failed.
                 # The task's git runs in its worktree; the user's checkout is theirs (a merge of their
                 # own there must not stop any task: finalize-task waits for it instead).
-                gitops.clear_leftovers(run.worktree)
+                killed_git.clear_leftovers(run.worktree)
             if contract["status"] in IN_PROGRESS_STATES:
                 recover(run)
                 recovered = True
