@@ -32,9 +32,10 @@ from _repo import git, init_repo  # noqa: E402  (bench/, beside this script)
 
 from hub.core.config import load_config  # noqa: E402  (the checkout, not an installed copy)
 from hub.core.log import configure  # noqa: E402
-from hub.phases.context import Context, Run  # noqa: E402
+from hub.phases.context import Context  # noqa: E402
 from hub.phases.finalize import finalize_task  # noqa: E402
 from hub.phases.judge import enter_judge_review, report_judge  # noqa: E402
+from hub.phases.run import Run  # noqa: E402
 from hub.phases.setup import create, setup_task  # noqa: E402
 from hub.state.store import load  # noqa: E402
 

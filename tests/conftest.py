@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 
 from hub.core.config import CONFIG_FILE, load_config
-from hub.phases.context import Context, Run
+from hub.phases.context import Context
+from hub.phases.run import Run
 from hub.state import handoff
 from hub.state.contract import Contract, now_utc
 from hub.state.store import load as load_contract

@@ -33,7 +33,7 @@ Target: src/app.py
 
 
 def entries(ctx: Context) -> dict[str, dict[str, Any]]:
-    return {e["id"]: e for e in backlog.list_tasks(ctx)}
+    return {e["id"]: e for e in backlog.list_tasks(ctx.handoff, ctx.clock)}
 
 
 def finish_active_task(task: TaskDriver) -> None:
@@ -46,7 +46,8 @@ def finish_active_task(task: TaskDriver) -> None:
 
 def test_task_next_picks_the_most_urgent_proposal_whose_dependencies_are_merged(ctx: Context) -> None:
     backlog.add_tasks(
-        ctx,
+        ctx.handoff,
+        ctx.clock,
         [
             {"id": "base", "content": "Lay the base", "priority": 3},
             {"id": "urgent", "content": "Urgent but blocked", "priority": 0, "depends_on": ["base"]},
@@ -55,14 +56,14 @@ def test_task_next_picks_the_most_urgent_proposal_whose_dependencies_are_merged(
         ],
     )
 
-    assert backlog.next_task(ctx)["task"]["id"] == "soon"
-    backlog.update_task(ctx, "soon", {"status": "dropped"})
+    assert backlog.next_task(ctx.handoff, ctx.clock)["task"]["id"] == "soon"
+    backlog.update_task(ctx.handoff, ctx.clock, "soon", {"status": "dropped"})
     # Equal priority: the one added first.
-    assert backlog.next_task(ctx)["task"]["id"] == "base"
-    backlog.update_task(ctx, "base", {"status": "blocked"})
-    assert backlog.next_task(ctx)["task"]["id"] == "later"
-    backlog.update_task(ctx, "later", {"status": "dropped"})
-    nothing = backlog.next_task(ctx)
+    assert backlog.next_task(ctx.handoff, ctx.clock)["task"]["id"] == "base"
+    backlog.update_task(ctx.handoff, ctx.clock, "base", {"status": "blocked"})
+    assert backlog.next_task(ctx.handoff, ctx.clock)["task"]["id"] == "later"
+    backlog.update_task(ctx.handoff, ctx.clock, "later", {"status": "dropped"})
+    nothing = backlog.next_task(ctx.handoff, ctx.clock)
     assert nothing["task"] is None
     assert "urgent waits on base (blocked)" in nothing["why"]
 
@@ -71,7 +72,8 @@ def test_hub_next_promotes_the_next_proposal_after_a_merge(
     ctx: Context, task: TaskDriver, hub: HubRunner
 ) -> None:
     backlog.add_tasks(
-        ctx,
+        ctx.handoff,
+        ctx.clock,
         [
             {"id": "first", "content": PROPOSAL, "priority": 2},
             {
@@ -117,60 +119,70 @@ def test_hub_next_promotes_the_next_proposal_after_a_merge(
 
 
 def test_task_add_is_all_or_nothing(ctx: Context) -> None:
-    backlog.add_tasks(ctx, [{"content": "one"}])
+    backlog.add_tasks(ctx.handoff, ctx.clock, [{"content": "one"}])
     before = ctx.handoff.backlog.read_bytes()
 
     with pytest.raises(ContractInvalid, match="no backlog task 'missing'"):
-        backlog.add_tasks(ctx, [{"content": "two"}, {"content": "three", "depends_on": ["missing"]}])
+        backlog.add_tasks(
+            ctx.handoff, ctx.clock, [{"content": "two"}, {"content": "three", "depends_on": ["missing"]}]
+        )
     with pytest.raises(ContractInvalid, match="from 0"):
-        backlog.add_tasks(ctx, [{"content": "four", "priority": 5}])
+        backlog.add_tasks(ctx.handoff, ctx.clock, [{"content": "four", "priority": 5}])
     with pytest.raises(ContractInvalid, match="complexity"):
-        backlog.add_tasks(ctx, [{"content": "# T\n\nComplexity: huge\n\n## Requirements\n\n- x\n"}])
+        backlog.add_tasks(
+            ctx.handoff, ctx.clock, [{"content": "# T\n\nComplexity: huge\n\n## Requirements\n\n- x\n"}]
+        )
 
     assert ctx.handoff.backlog.read_bytes() == before
 
 
 def test_a_dependency_cycle_is_refused(ctx: Context) -> None:
-    backlog.add_tasks(ctx, [{"id": "a", "content": "a"}, {"id": "b", "content": "b", "depends_on": ["a"]}])
+    backlog.add_tasks(
+        ctx.handoff,
+        ctx.clock,
+        [{"id": "a", "content": "a"}, {"id": "b", "content": "b", "depends_on": ["a"]}],
+    )
 
     with pytest.raises(ContractInvalid, match="cycle"):
-        backlog.update_task(ctx, "a", {"depends_on": ["b"]})
+        backlog.update_task(ctx.handoff, ctx.clock, "a", {"depends_on": ["b"]})
 
     assert entries(ctx)["a"]["depends_on"] == []
 
 
 def test_the_hub_alone_sets_in_progress_and_merged(ctx: Context) -> None:
-    backlog.add_tasks(ctx, [{"id": "a", "content": "a\nTarget: src/app.py"}])
+    backlog.add_tasks(ctx.handoff, ctx.clock, [{"id": "a", "content": "a\nTarget: src/app.py"}])
     with pytest.raises(ContractInvalid, match="proposed, blocked, dropped"):
-        backlog.update_task(ctx, "a", {"status": "merged"})
+        backlog.update_task(ctx.handoff, ctx.clock, "a", {"status": "merged"})
 
     run_next(ctx)
 
     with pytest.raises(WrongState, match="active task"):
-        backlog.update_task(ctx, "a", {"status": "dropped"})
+        backlog.update_task(ctx.handoff, ctx.clock, "a", {"status": "dropped"})
     with pytest.raises(WrongState, match="no longer change"):
-        backlog.update_task(ctx, "a", {"content": "something else"})
+        backlog.update_task(ctx.handoff, ctx.clock, "a", {"content": "something else"})
 
 
 def test_session_complete_waits_until_every_task_is_merged_or_dropped(ctx: Context, task: TaskDriver) -> None:
     ctx.config = replace(ctx.config, parallel_tasks=1)  # one task in flight: the second stays proposed
     backlog.add_tasks(
-        ctx, [{"id": "a", "content": "Greet\nsay hello\nTarget: src/app.py"}, {"id": "b", "content": "b"}]
+        ctx.handoff,
+        ctx.clock,
+        [{"id": "a", "content": "Greet\nsay hello\nTarget: src/app.py"}, {"id": "b", "content": "b"}],
     )
     with pytest.raises(WrongState, match=r"2 backlog tasks are not merged or dropped: a \(proposed\)"):
-        backlog.session_complete(ctx)
+        backlog.session_complete(ctx.handoff, ctx.clock)
 
     run_next(ctx)
     finish_active_task(task)
-    backlog.update_task(ctx, "b", {"status": "dropped"})
-    session = backlog.session_complete(ctx)
+    backlog.update_task(ctx.handoff, ctx.clock, "b", {"status": "dropped"})
+    session = backlog.session_complete(ctx.handoff, ctx.clock)
 
     assert (session["merged"], session["dropped"]) == (1, 1)
     assert json.loads(ctx.handoff.backlog.read_text(encoding="utf-8"))["session"] == session
 
 
 def test_a_promotion_that_cannot_create_the_contract_puts_the_proposal_back(ctx: Context) -> None:
-    backlog.add_tasks(ctx, [{"id": "a", "content": "a\nTarget: src/app.py"}])
+    backlog.add_tasks(ctx.handoff, ctx.clock, [{"id": "a", "content": "a\nTarget: src/app.py"}])
     ctx.handoff_root.tasks_dir.write_text("a file where the tasks folder goes", encoding="utf-8")
 
     with pytest.raises(FileExistsError):
@@ -181,7 +193,9 @@ def test_a_promotion_that_cannot_create_the_contract_puts_the_proposal_back(ctx:
 
 def test_a_promoter_that_died_midway_is_repaired(ctx: Context, task: TaskDriver) -> None:
     backlog.add_tasks(
-        ctx, [{"id": "linked", "content": "Greet politely\nx"}, {"id": "orphan", "content": "o"}]
+        ctx.handoff,
+        ctx.clock,
+        [{"id": "linked", "content": "Greet politely\nx"}, {"id": "orphan", "content": "o"}],
     )
     doc = json.loads(ctx.handoff.backlog.read_text(encoding="utf-8"))
     long_ago = iso(ctx.clock() - timedelta(minutes=5))
@@ -190,22 +204,22 @@ def test_a_promoter_that_died_midway_is_repaired(ctx: Context, task: TaskDriver)
     ctx.handoff.backlog.write_text(json.dumps(doc), encoding="utf-8")
     task_id = task.new(title="Greet politely")
 
-    backlog.add_tasks(ctx, [{"id": "c", "content": "c"}])  # any write repairs the backlog
+    backlog.add_tasks(ctx.handoff, ctx.clock, [{"id": "c", "content": "c"}])  # any write repairs the backlog
 
     now = entries(ctx)
     assert (now["linked"]["status"], now["linked"]["task_id"]) == ("in_progress", task_id)
     # The other one has no contract to show for it; with a task active it waits, once none is, it is released.
     assert now["orphan"]["task_id"] is None
     ctx.handoff.contract.unlink()
-    backlog.add_tasks(ctx, [{"id": "d", "content": "d"}])
+    backlog.add_tasks(ctx.handoff, ctx.clock, [{"id": "d", "content": "d"}])
     assert entries(ctx)["orphan"]["status"] == "proposed"
 
 
 def test_notes_attach_to_the_active_task_and_reach_its_prompt(ctx: Context, task: TaskDriver) -> None:
-    everyone = backlog.add_note(ctx, "the project uses pathlib", "tip")
+    everyone = backlog.add_note(ctx.handoff, ctx.clock, "the project uses pathlib", "tip")
     task_id = task.new()
-    mine = backlog.add_note(ctx, "greet() is called from cli.py too", "learning")
-    backlog.add_note(ctx, "use an f-string", "decision")
+    mine = backlog.add_note(ctx.handoff, ctx.clock, "greet() is called from cli.py too", "learning")
+    backlog.add_note(ctx.handoff, ctx.clock, "use an f-string", "decision")
 
     assert everyone["task_id"] is None and mine["task_id"] == task_id
     shown = backlog.notes_for_prompt(ctx.handoff, task_id)
@@ -217,13 +231,13 @@ def test_notes_attach_to_the_active_task_and_reach_its_prompt(ctx: Context, task
     assert [n["content"] for n in backlog.notes_for_prompt(ctx.handoff, "another-task")] == [
         "the project uses pathlib"
     ]
-    assert [n["id"] for n in backlog.list_notes(ctx, "decision")] == ["N3"]
+    assert [n["id"] for n in backlog.list_notes(ctx.handoff, "decision")] == ["N3"]
     with pytest.raises(ContractInvalid, match="learning, stuck, tip, decision"):
-        backlog.add_note(ctx, "x", "rant")
+        backlog.add_note(ctx.handoff, ctx.clock, "x", "rant")
 
 
 def test_iteration_summaries_are_kept_with_the_notes(ctx: Context) -> None:
-    item = backlog.iteration_summary(ctx, "added greet()")
+    item = backlog.iteration_summary(ctx.handoff, ctx.clock, "added greet()")
 
     stored = json.loads(ctx.handoff.notes.read_text(encoding="utf-8"))
     assert stored["summaries"] == [item]
@@ -253,11 +267,13 @@ def test_with_several_tasks_a_note_goes_to_the_task_named(ctx: Context) -> None:
 
     first = str(create(ctx, {"title": "One", "requirements": ["r"], "target_file": "README.md"}).task_id)
     second = str(create(ctx, {"title": "Two", "requirements": ["r"], "target_file": "README.md"}).task_id)
-    note = backlog.add_note(ctx.for_task(first), "keep the signature", "tip")
+    note = backlog.add_note(ctx.for_task(first).handoff, ctx.clock, "keep the signature", "tip")
     assert note["task_id"] == first
-    assert backlog.add_note(ctx, "for everyone", "tip")["task_id"] is None  # several active: every task
-    first_notes = [n["content"] for n in backlog.list_notes(ctx.for_task(first), None, False)]
-    second_notes = [n["content"] for n in backlog.list_notes(ctx.for_task(second), None, False)]
+    assert (
+        backlog.add_note(ctx.handoff, ctx.clock, "for everyone", "tip")["task_id"] is None
+    )  # several active: every task
+    first_notes = [n["content"] for n in backlog.list_notes(ctx.for_task(first).handoff, None, False)]
+    second_notes = [n["content"] for n in backlog.list_notes(ctx.for_task(second).handoff, None, False)]
     assert first_notes == ["keep the signature", "for everyone"]
     assert second_notes == ["for everyone"]
 
@@ -266,7 +282,8 @@ def test_a_proposal_naming_no_file_is_blocked_with_the_reason_and_the_next_one_p
     ctx: Context, task: Any
 ) -> None:
     backlog.add_tasks(
-        ctx,
+        ctx.handoff,
+        ctx.clock,
         [
             {"id": "vague", "content": "Make it better", "priority": 0},
             {"id": "clear", "content": "Greet politely\nTarget: src/app.py", "priority": 1},
@@ -304,4 +321,4 @@ def test_a_backlog_file_that_is_not_utf8_is_refused_naming_it(ctx: Context) -> N
     ctx.handoff.ensure()
     ctx.handoff.backlog.write_bytes(b'{"tasks": ["\xff"]}')
     with pytest.raises(ContractInvalid, match=r"backlog\.json: \$: not UTF-8 text \(byte 12\)"):
-        backlog.list_tasks(ctx)
+        backlog.list_tasks(ctx.handoff, ctx.clock)

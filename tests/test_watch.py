@@ -143,7 +143,7 @@ def test_watch_drives_a_whole_task_and_stops_cleanly_on_sigterm(
     watcher = WatchProcess(git_repo, fake.url, "--interval", "30")
     try:
         watcher.wait_for(lambda e: e.get("event") == "watch.waiting")
-        add_tasks(ctx, [{"content": PROPOSAL, "priority": 1}])
+        add_tasks(ctx.handoff, ctx.clock, [{"content": PROPOSAL, "priority": 1}])
 
         watcher.wait_for(lambda e: e.get("event") == "watch.phase" and e.get("to") == "merged")
         watcher.wait_for(lambda e: e.get("event") == "watch.waiting" and "no proposals" in e.get("why", ""))
@@ -238,7 +238,7 @@ def test_decide_runs_what_hub_next_would_and_applies_a_waiting_judge_report(
     ctx: Context, task: TaskDriver
 ) -> None:
     assert decide(ctx) == (None, "no active task; backlog: no proposals in the backlog")
-    add_tasks(ctx, [{"content": "Greet politely"}])
+    add_tasks(ctx.handoff, ctx.clock, [{"content": "Greet politely"}])
     assert decide(ctx)[0] == ["next"]
 
     task.ctx.handoff.backlog.unlink()

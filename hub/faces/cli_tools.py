@@ -50,7 +50,8 @@ def backlog_add(
     task: dict[str, Any] = {"content": content, "priority": priority, "depends_on": list(depends_on)}
     if task_id:
         task["id"] = task_id
-    added = add_tasks(state.context(), [task])
+    ctx = state.context()
+    added = add_tasks(ctx.handoff, ctx.clock, [task])
     emit(added, as_json, "\n".join(f"added {e['id']} (priority {e['priority']})" for e in added))
 
 
@@ -81,7 +82,8 @@ def backlog_update(
     }
     if depends_on or no_depends:
         changes["depends_on"] = list(depends_on)
-    entry = update_task(state.context(), task_id, changes)
+    ctx = state.context()
+    entry = update_task(ctx.handoff, ctx.clock, task_id, changes)
     emit(entry, as_json, f"{entry['id']}: {entry['status']}, priority {entry['priority']}")
 
 
@@ -105,7 +107,8 @@ def backlog_list(state: State, status: str | None, as_json: bool) -> None:
     """List the backlog, open tasks first, most urgent first."""
     from hub.state.backlog import list_tasks
 
-    entries = list_tasks(state.context(), status)
+    ctx = state.context()
+    entries = list_tasks(ctx.handoff, ctx.clock, status)
     emit(entries, as_json, render_backlog(entries))
 
 
@@ -131,7 +134,8 @@ def backlog_summary(state: State, summary: str, as_json: bool) -> None:
     """Record an iteration summary (what this iteration did)."""
     from hub.state.backlog import iteration_summary
 
-    item = iteration_summary(state.context(), summary)
+    ctx = state.context()
+    item = iteration_summary(ctx.handoff, ctx.clock, summary)
     emit(item, as_json, f"recorded {item['id']}")
 
 
@@ -142,7 +146,8 @@ def backlog_complete(state: State, as_json: bool) -> None:
     """End the session; refused (exit 3) while any backlog task is not merged or dropped."""
     from hub.state.backlog import session_complete
 
-    session = session_complete(state.context())
+    ctx = state.context()
+    session = session_complete(ctx.handoff, ctx.clock)
     emit(session, as_json, f"session complete: {session['merged']} merged, {session['dropped']} dropped")
 
 
@@ -167,7 +172,8 @@ def note_add(state: State, content: str, note_type: str, as_json: bool) -> None:
     """Attach a note to the active task (with none active, to every task)."""
     from hub.state.backlog import add_note
 
-    item = add_note(state.context(), content, note_type)
+    ctx = state.context()
+    item = add_note(ctx.handoff, ctx.clock, content, note_type)
     emit(item, as_json, f"{item['id']} ({item['type']}) for {item['task_id'] or 'every task'}")
 
 
@@ -181,7 +187,7 @@ def note_list(state: State, note_type: str | None, all_tasks: bool, as_json: boo
     """List the notes of the active task (and those for every task)."""
     from hub.state.backlog import list_notes
 
-    notes = list_notes(state.context(), note_type, all_tasks)
+    notes = list_notes(state.context().handoff, note_type, all_tasks)
     text = "\n".join(f"{n['id']:<5} {n['type']:<9} {n['content']}" for n in notes) or "no notes"
     emit(notes, as_json, text)
 

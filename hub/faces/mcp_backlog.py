@@ -52,7 +52,10 @@ def add_backlog_tools(server: MCPServer, ctx: ContextFor) -> None:
     ) -> dict[str, Any]:
         """Queue proposals in the backlog; `hub_next` promotes the most urgent ready one when no task is active."""
         with tool_errors():
-            added = backlog.add_tasks(ctx(), [t.model_dump(exclude_none=True) for t in tasks])
+            here = ctx()
+            added = backlog.add_tasks(
+                here.handoff, here.clock, [t.model_dump(exclude_none=True) for t in tasks]
+            )
         return {"added": added}
 
     @server.tool()
@@ -79,7 +82,8 @@ def add_backlog_tools(server: MCPServer, ctx: ContextFor) -> None:
             if v is not None
         }
         with tool_errors():
-            return {"task": backlog.update_task(ctx(), id, changes)}
+            here = ctx()
+            return {"task": backlog.update_task(here.handoff, here.clock, id, changes)}
 
     @server.tool()
     def task_list(
@@ -89,7 +93,8 @@ def add_backlog_tools(server: MCPServer, ctx: ContextFor) -> None:
     ) -> dict[str, Any]:
         """The backlog, open tasks first, most urgent first."""
         with tool_errors():
-            return {"tasks": backlog.list_tasks(ctx(), status)}
+            here = ctx()
+            return {"tasks": backlog.list_tasks(here.handoff, here.clock, status)}
 
     @server.tool()
     def task_next() -> dict[str, Any]:
@@ -107,7 +112,8 @@ def add_backlog_tools(server: MCPServer, ctx: ContextFor) -> None:
         """A note for a task (task_id, or the only active one; for every task when none is named and
         several or none are active); the implementer reads it."""
         with tool_errors():
-            return {"note": backlog.add_note(ctx(task_id), content, type)}
+            here = ctx(task_id)
+            return {"note": backlog.add_note(here.handoff, here.clock, content, type)}
 
     @server.tool()
     def note_list(
@@ -120,7 +126,7 @@ def add_backlog_tools(server: MCPServer, ctx: ContextFor) -> None:
         """Notes of a task (task_id, or the only active one) and those for every task (all_tasks: every
         note ever written)."""
         with tool_errors():
-            return {"notes": backlog.list_notes(ctx(task_id), type, all_tasks)}
+            return {"notes": backlog.list_notes(ctx(task_id).handoff, type, all_tasks)}
 
     @server.tool()
     def iteration_summary(
@@ -128,10 +134,12 @@ def add_backlog_tools(server: MCPServer, ctx: ContextFor) -> None:
     ) -> dict[str, Any]:
         """Record what this iteration did."""
         with tool_errors():
-            return {"summary": backlog.iteration_summary(ctx(), summary)}
+            here = ctx()
+            return {"summary": backlog.iteration_summary(here.handoff, here.clock, summary)}
 
     @server.tool()
     def session_complete() -> dict[str, Any]:
         """End the session; refused while any backlog task is not merged or dropped."""
         with tool_errors():
-            return {"session": backlog.session_complete(ctx())}
+            here = ctx()
+            return {"session": backlog.session_complete(here.handoff, here.clock)}

@@ -104,14 +104,15 @@ def fingerprint(handoff_dir: Path) -> str:
 
 def decide(ctx: Any) -> tuple[list[str] | None, str]:
     """The `hub` subcommand to run now (None: nothing is due) and why."""
-    from hub.phases.status import due_jobs, free_task_slots, idle_reason
+    from hub.phases.next import due_jobs, idle_reason
+    from hub.phases.status import free_task_slots
     from hub.state.backlog import next_task
 
     jobs, halted = due_jobs(ctx)
     if jobs:
         # "phase: task" first, as `_known` and the log line read it.
         return ["next"], "; ".join(f"{phase}: task {bound.task_id}" for bound, phase, _ in jobs)
-    ready = next_task(ctx)
+    ready = next_task(ctx.handoff, ctx.clock)
     if ready["task"] is not None and free_task_slots(ctx)[0] > 0:
         return ["next"], f"promote-backlog: {ready['task']['id']}"
     if halted:

@@ -5,17 +5,12 @@ from __future__ import annotations
 from hub.core.errors import ContractInvalid, WrongState
 from hub.core.faults import crash_point
 from hub.core.log import get_logger
-from hub.phases.context import (
-    RESUME_TARGETS,
-    Context,
-    Outcome,
-    Run,
-    check_note,
-    require_setup,
-    resume_targets,
-    running,
-)
+from hub.phases.context import Context, Outcome
+from hub.phases.halts import RESUME_TARGETS, check_note, resume_targets
 from hub.phases.judge import write_review_request
+from hub.phases.run import Run
+from hub.phases.session import require_setup, running
+from hub.phases.status import active_contract, write_status
 from hub.repo import gitops
 from hub.repo.gitops import MergeConflict, MergeRefused
 from hub.state import handoff
@@ -67,8 +62,6 @@ def finalize_task(ctx: Context) -> Outcome:
         crash_point("finalize:after-pass")
         cleanup(run)
         target = handoff.archive_task(run.ctx.handoff_root, run.task_id)
-        from hub.phases.status import write_status
-
         write_status(run.ctx.for_task(None))
         return Outcome(
             "finalize-task",
@@ -111,8 +104,6 @@ def _merge(run: Run, reviewed: str, message: str) -> str | Outcome:
         except MergeRefused as exc:
             data["merge_wait"] = str(exc)
             run.save()
-            from hub.phases.status import write_status
-
             write_status(run.ctx)
             return Outcome(
                 "finalize-task",
@@ -198,8 +189,6 @@ def resume(ctx: Context, to_state: str, note: str | None = None) -> Outcome:
 def archive_merged(ctx: Context) -> Contract | None:
     """Finish the archiving of a task a finalize killed between `pass` and its archiving left merged
     (else `hub new` would overwrite it); the active contract after: None once archived."""
-    from hub.phases.status import active_contract
-
     hand = ctx.handoff
     try:
         with handoff.phase_lock(hand, "archive", ctx.clock()):

@@ -19,14 +19,17 @@ from hub.core.faults import crash_point
 from hub.core.log import get_logger
 from hub.phases import prompts
 from hub.phases.acceptance import CommandResult, jail_for, run_command
-from hub.phases.context import Context, Outcome, Run, pre_phase_trip, require_setup, running
+from hub.phases.calls import generate
+from hub.phases.context import Context, Outcome
+from hub.phases.run import Run
+from hub.phases.session import pre_phase_trip, require_setup, running
 from hub.phases.stall import Stall, implementer_stall, model_unavailable, strike, worker_failure
+from hub.phases.written import finish_code_written
 from hub.repo import gitops
 from hub.safety.sandbox import Jail, SandboxUnavailable
-from hub.state import breakers
 from hub.state.backlog import notes_for_prompt
 from hub.state.breakers import Trip
-from hub.state.contract import Contract, Verdict, task_refs
+from hub.state.contract import Contract, Verdict
 from hub.state.machine import PENDING_IMPLEMENTER, TIMEOUT_IMPLEMENTER, Event
 from hub.state.provenance import write_record
 from hub.workers.base import Generation, Worker
@@ -154,7 +157,7 @@ class Attempt:
         from hub.workers.bridge import request_for
 
         request = request_for(self.config, "implementer", prompt, system)
-        generation = self.run.generate(worker, "implementer", request, purpose)
+        generation = generate(self.run, worker, "implementer", request, purpose)
         if generation.truncated:
             # Only a count that filled the window is a sure cut; a low one is also Ollama's prompt
             # cache. The first call retries smaller (the caller); later ones go on, on record.
@@ -346,45 +349,6 @@ class Attempt:
         commit = run.checkpoint("code_written")
         crash_point("implement:after-commit")
         return finish_code_written(run, commit)
-
-
-def finish_code_written(run: Run, commit: str | None) -> Outcome:
-    """implementation_in_progress -[code_written]-> pending_local_review once the attempt's work is
-    committed: by the attempt itself, or by the recovery of one killed right after its commit."""
-    contract = run.contract
-    data = contract["handoff_data"]
-    data.pop("committing", None)
-    run.drop_lease()
-    counters = run.counters()
-    for name in ("stall_strikes", "interruptions"):
-        counters.pop(name, None)
-    run.record(Event.CODE_WRITTEN, f"attempt {contract['attempt']}")
-    refs = task_refs(contract)
-    stats = gitops.diff_stats(run.repo, refs.base_commit, refs.task_branch)
-    content_hash = gitops.content_hash(run.worktree, list(stats.files))
-    data["changed_files"] = list(stats.files)
-    data["diff_summary"] = f"{len(stats.files)} files changed, +{stats.added} -{stats.removed}"
-    trip = breakers.after_implementation(contract, len(stats.files), stats.added, stats.removed, content_hash)
-    data.setdefault("attempts", []).append(
-        {
-            "attempt": contract["attempt"],
-            "content_hash": content_hash,
-            "commit": commit,
-            "changed_files": list(stats.files),
-            "verdict": None,
-        }
-    )
-    if trip:
-        return run.halt(trip)
-    run.save()
-    return Outcome(
-        "run-implementer",
-        run.task_id,
-        run.start_state,
-        contract["status"],
-        f"attempt {contract['attempt']}: {data['diff_summary']}",
-        data={"changed_files": data["changed_files"], "commit": commit},
-    )
 
 
 def budget_warning(ctx: Context, contract: Contract) -> str | None:

@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import json
-from datetime import timedelta
 from pathlib import Path
 
 from hub.core.errors import ContractInvalid, WrongState
 from hub.core.log import get_logger
-from hub.phases.context import Context, Outcome, Run, running
+from hub.phases.context import Context, Outcome
+from hub.phases.run import Run
+from hub.phases.session import running
+from hub.phases.status import review_deadline
 from hub.repo import gitops
 from hub.state import breakers, handoff
 from hub.state.breakers import Trip
-from hub.state.contract import VERDICTS, Contract, Verdict, iso, parse_iso, task_refs
+from hub.state.contract import VERDICTS, Verdict, iso, parse_iso, task_refs
 from hub.state.judge_report import JudgeReport, judge_report_from_markdown, validate_judge_report
 from hub.state.machine import (
     JUDGE_REVIEW_IN_PROGRESS,
@@ -163,7 +165,7 @@ def report_judge(ctx: Context) -> Outcome:
 
 def apply_verdict(run: Run, report: JudgeReport, cost_counted: bool = False) -> Outcome:
     """judge_review_in_progress -> review_complete, then on to the verdict's next state. The report's
-    usage goes into the judge's cost unless `Run.generate` counted the call already (a model judge)."""
+    usage goes into the judge's cost unless `calls.generate` counted the call already (a model judge)."""
     contract = run.contract
     data = contract["handoff_data"]
     verdict = report["verdict"]
@@ -251,14 +253,6 @@ def _set_aside_reports(run: Run) -> None:
         (hand.review_in_progress, "review-request"),
     ):
         handoff.set_aside(hand, path, run.task_id, label)
-
-
-def review_deadline(contract: Contract) -> str | None:
-    started = contract["handoff_data"].get("review_requested_at")
-    if not started:
-        return None
-    minutes = contract["limits"]["timeout_minutes"]["judge"]
-    return iso(parse_iso(started) + timedelta(minutes=minutes))
 
 
 def timeout_judge(ctx: Context) -> Outcome:

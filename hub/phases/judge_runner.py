@@ -35,7 +35,8 @@ from hub.core.atomic import write_atomic
 from hub.core.errors import ConfigError, ContractInvalid, HubError, WorkerError, WrongState
 from hub.core.faults import crash_point
 from hub.core.log import get_logger
-from hub.phases.context import Context, Outcome, Run, bind, pre_phase_trip, running
+from hub.phases.calls import generate
+from hub.phases.context import Context, Outcome
 from hub.phases.judge import (
     apply_verdict,
     claim_review,
@@ -45,6 +46,8 @@ from hub.phases.judge import (
     report_judge,
     write_review_request,
 )
+from hub.phases.run import Run
+from hub.phases.session import bind, pre_phase_trip, running
 from hub.phases.stall import Stall, worker_failure
 from hub.repo import leftovers
 from hub.state import handoff, provenance, store
@@ -75,7 +78,7 @@ class JudgeResult:
     timed_out: bool = False
     error: str = ""
     record: dict[str, Any] = field(default_factory=dict)
-    cost_counted: bool = False  # a model judge's call went through Run.generate, which counted it
+    cost_counted: bool = False  # a model judge's call went through calls.generate, which counted it
 
 
 def run_judge(ctx: Context) -> Outcome:
@@ -277,7 +280,7 @@ def _run_model(run: Run, request: str, seconds: float) -> JudgeResult:
     record: dict[str, Any] = {"judge": "model", "backend": role.backend, "model": role.model}
     worker = run.ctx.worker("judge")
     try:
-        generation = run.generate(worker, "judge", chat, "judge")
+        generation = generate(run, worker, "judge", chat, "judge")
     except WorkerError as exc:
         # What the error means is decided in one place; the judge has no stall strikes of its own:
         # a clock that ran out halts (judge_timeout), anything else leaves the request for the next run.

@@ -1,4 +1,5 @@
-"""`hub next`: run the due phase of every task, several at once, for cron and the watcher. Nothing due is
+"""`hub next`: what runs next for each task (`next_step`, `due_jobs`: the one decision `hub next` and the
+watcher share), and running it for every task, several at once, for cron and the watcher. Nothing due is
 exit 0; otherwise the most severe exit code of the phases that ran. `--until-idle` repeats that while it
 moves tasks on, so one process takes a task as far as it can go without a person."""
 
@@ -18,14 +19,18 @@ from hub.core.errors import (
     EXIT_WRONG_STATE,
     ContractInvalid,
     HubError,
+    LockBusy,
     TaskChoice,
+    TaskHalted,
     WrongState,
     exit_code_for,
 )
 from hub.core.log import get_logger
 from hub.phases.context import Context, Outcome
-from hub.phases.status import due_jobs, idle_reason, next_step
+from hub.phases.finalize import archive_merged
+from hub.phases.status import active_contract, due, judge_configured, report_waiting
 from hub.state.contract import Contract
+from hub.state.machine import ERIK_CONSULTATION, MERGED
 
 if TYPE_CHECKING:
     from concurrent.futures import Future, ThreadPoolExecutor
@@ -180,6 +185,62 @@ def phases_run(outcome: Outcome) -> list[dict[str, Any]]:
     return [outcome.as_dict()] if ran else []
 
 
+def next_step(ctx: Context) -> tuple[Contract | None, str | None, str]:
+    """What runs next, for `hub next` and `hub watch` alike: the active contract (None: no task), the
+    phase `due` names (None: nothing is due) and why. TaskHalted while the task waits for a person."""
+    contract = active_contract(ctx)
+    if contract is not None and contract["status"] == MERGED:
+        try:
+            contract = archive_merged(ctx)
+        except LockBusy:
+            # The finalize that merged it still holds the task (removing its worktree, then archiving):
+            # nothing to do here, and no reason to stop the other tasks' phases.
+            return contract, None, "merged: the run that merged it is archiving it"
+    if contract is not None and contract["status"] == ERIK_CONSULTATION:
+        raise TaskHalted(
+            f"task {contract['task_id']} is halted: read {ctx.handoff.halt_report}, then `hub resume`"
+        )
+    phase, why = due(contract, ctx.clock(), judge_configured(ctx), report_waiting(ctx))
+    return contract, phase, why
+
+
+def due_jobs(
+    ctx: Context, skip: set[str] | None = None
+) -> tuple[list[tuple[Context, str, Contract]], list[str]]:
+    """What runs next across tasks, for `hub next` and `hub watch` alike: every task's due phase as
+    (context bound to the task, phase, the contract it was decided on), and a line per halted task."""
+    jobs: list[tuple[Context, str, Contract]] = []
+    halted: list[str] = []
+    for task_id in ctx.handoff_root.task_ids():
+        if skip and task_id in skip:
+            continue
+        bound = ctx.for_task(task_id)
+        try:
+            contract, phase, _ = next_step(bound)
+        except TaskHalted as exc:
+            halted.append(str(exc))
+            continue
+        except ContractInvalid as exc:
+            halted.append(f"{task_id}: {exc}")
+            continue
+        if contract is not None and phase is not None and phase != "promote-backlog":
+            jobs.append((bound, phase, contract))
+    return jobs, halted
+
+
+def idle_reason(ctx: Context, ids: list[str]) -> str:
+    """Why nothing is due, task by task."""
+    if not ids:
+        return due(None, ctx.clock(), False)[1]
+    reasons = []
+    for task_id in ids:
+        bound = ctx.for_task(task_id)
+        contract = active_contract(bound)
+        if contract is not None:
+            reasons.append(f"{task_id}: {due(contract, ctx.clock(), judge_configured(bound))[1]}")
+    return "; ".join(reasons)
+
+
 def run_task(ctx: Context) -> Outcome:
     """The due phase of one task (ctx bound to it, or the only task there is). A second `hub next`
     that lost the race for the task (it waited, and the first moved the task on or archived it) has
@@ -214,8 +275,6 @@ def _run_due(ctx: Context, contract: Contract | None, phase: str) -> Outcome:
     except WrongState as exc:
         if phase == "setup-task" and contract is not None and not contract["git"].get("task_branch"):
             # Set up meanwhile by another run: setup-task changes no state, only the branch.
-            from hub.phases.status import active_contract
-
             now = active_contract(ctx.for_task(str(contract["task_id"])))
             if now is not None and now["git"].get("task_branch"):
                 return _lost_race(contract, phase, before, "set up")

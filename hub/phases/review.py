@@ -18,8 +18,11 @@ from hub.core.errors import (
     WorkerError,
 )
 from hub.phases import prompts
-from hub.phases.context import Context, Outcome, Run, pre_phase_trip, require_setup, running
+from hub.phases.calls import generate
+from hub.phases.context import Context, Outcome
 from hub.phases.judge import enter_judge_review
+from hub.phases.run import Run
+from hub.phases.session import pre_phase_trip, require_setup, running
 from hub.phases.stall import Stall, model_unavailable, review_stall, worker_failure
 from hub.repo import gitops
 from hub.state.breakers import Trip
@@ -244,7 +247,7 @@ class Review:
             return self.run.halt(trip)
         prompt = self._prompt(static)
         request = request_for(self.config, "local_reviewer", prompt)
-        generation = self.run.generate(worker, "local_reviewer", request, "review")
+        generation = generate(self.run, worker, "local_reviewer", request, "review")
         try:
             return parse_review(generation.text)
         except ReviewParseError as exc:

@@ -6,10 +6,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
 from hub.core.config import CONFIG_FILE, default_yaml
-from hub.core.errors import ConfigError, GitError, WrongState
-from hub.phases.context import Context, Outcome, running, worktree_path
+from hub.core.errors import GitError, HubError, WrongState
+from hub.phases.context import Context, Outcome
+from hub.phases.implement import budget_warning
+from hub.phases.paths import check_task_paths
+from hub.phases.run import worktree_path
+from hub.phases.session import running
+from hub.phases.status import write_status
 from hub.repo import gitops
-from hub.state import new_task, schema, store
+from hub.state import new_task, store
 from hub.state.contract import Contract, TaskFields
 from hub.state.handoff import write_report
 from hub.state.machine import PENDING_IMPLEMENTER
@@ -95,61 +100,6 @@ def missing_task_field(fields: TaskFields) -> str | None:
     return None
 
 
-def check_task_paths(repo_root: Path, fields: TaskFields, create_target: bool = False) -> None:
-    """Refuse a task whose target or a source lies outside the repository (even as a new file: the model
-    could never write it, and a source would be read into the prompt), or is mistyped (a file that does
-    not exist and is not meant to be created: the closest files the repository has are named), or
-    that names no path the model may write at all (every edit would be refused). A missing source
-    would otherwise reach the prompt as "does not exist yet: create it", and the model would write a
-    file nobody asked for."""
-    target = fields.get("target_file")
-    if not target and not fields.get("allowed_paths") and not fields.get("source_files"):
-        raise ConfigError(
-            "the task names no file to change: give --target FILE (or --allowed-path PATH); "
-            "without one the model may write nowhere and every edit would be refused"
-        )
-    # The contract's own path check, here too so that promotion blocks such a proposal (a ConfigError)
-    # instead of failing on it at every `hub next`.
-    for flag, path in [("--target", target), *(("--source", p) for p in fields.get("source_files") or [])]:
-        problem = schema.path_problem(str(path)) if path else None
-        if problem:
-            raise ConfigError(f"{flag} {path}: {problem}")
-    if target and not create_target and not _exists(repo_root, str(target)):
-        hint = _close_files(repo_root, str(target))
-        raise ConfigError(
-            f"--target {target}: no such file in {repo_root}{hint} "
-            "(pass --new-file, over MCP create_target, if the task creates it)"
-        )
-    for source in fields.get("source_files") or []:
-        if not (create_target and source == target) and not _exists(repo_root, str(source)):
-            hint = _close_files(repo_root, str(source))
-            raise ConfigError(
-                f"--source {source}: no such file in {repo_root}{hint} (a source is read, so it must exist)"
-            )
-
-
-def _exists(repo_root: Path, path: str) -> bool:
-    root = repo_root.resolve()
-    full = (root / path).resolve()
-    return full.is_relative_to(root) and full.exists()
-
-
-def _close_files(repo_root: Path, path: str) -> str:
-    import difflib
-    import subprocess
-
-    try:
-        listed = subprocess.run(
-            ["git", "ls-files", "-z"], cwd=repo_root, capture_output=True, text=True, timeout=30, check=False
-        ).stdout.split("\0")
-    except (OSError, subprocess.TimeoutExpired):
-        return ""
-    files = [f for f in listed if f]
-    by_name = [f for f in files if Path(f).name == Path(path).name]
-    close = by_name[:3] or difflib.get_close_matches(path, files, n=3, cutoff=0.6)
-    return f"; did you mean {', '.join(close)}?" if close else ""
-
-
 def create(
     ctx: Context, fields: TaskFields, create_target: bool = False, check_paths: bool = True
 ) -> Outcome:
@@ -186,8 +136,6 @@ def create(
     # The lock file exists from the start: a command refused before doing anything leaves no new file.
     hand.lock_file.touch()
     store.save(hand.contract, contract, ctx.clock())
-    from hub.phases.status import write_status
-
     write_status(ctx)
     message = f"created task {task_id} ({hand.contract})"
     unseen = uncommitted_task_files(ctx, contract)
@@ -216,9 +164,6 @@ def create(
 def _budget_warning(ctx: Context, contract: Contract) -> str | None:
     """The context-budget warning for a task's files (see implement.budget_warning); a file that
     cannot be read or a bad config never stops `hub new` here: the phases report those."""
-    from hub.core.errors import HubError
-    from hub.phases.implement import budget_warning
-
     try:
         return budget_warning(ctx, contract)
     except (HubError, OSError):

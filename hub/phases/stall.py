@@ -13,7 +13,9 @@ from hub.core.errors import (
     WorkerTimeout,
     WorkerUnavailable,
 )
-from hub.phases.context import Outcome, Run
+from hub.phases.calls import wait_for_server
+from hub.phases.context import Outcome
+from hub.phases.run import Run
 from hub.repo import gitops
 from hub.state import handoff
 from hub.state.breakers import Trip
@@ -69,7 +71,7 @@ class Stall:
 def worker_failure(exc: WorkerError, model: str) -> Trip | Stall:
     """What a worker error means, for every role:
 
-    - an outage (`WorkerUnavailable`) reaches here only after `Run.generate` waited it out for
+    - an outage (`WorkerUnavailable`) reaches here only after `calls.generate` waited it out for
       limits.server_wait_minutes: a halt;
     - a model the server does not have: a halt with the `ollama pull` line;
     - a prompt that does not fit (`ContextOverflow`, refused before sending or reported by the server)
@@ -92,7 +94,7 @@ def worker_failure(exc: WorkerError, model: str) -> Trip | Stall:
 
 def model_unavailable(run: Run, worker: Worker, model: str) -> Trip | None:
     """The health check before a role's first call: a server that cannot be reached is waited out
-    (`Run.wait_for_server`); then a Trip when it is still not there or lacks the model."""
+    (`calls.wait_for_server`); then a Trip when it is still not there or lacks the model."""
 
     def probe() -> Health:
         health = worker.check_health([model])
@@ -101,7 +103,7 @@ def model_unavailable(run: Run, worker: Worker, model: str) -> Trip | None:
         return health
 
     try:
-        health = run.wait_for_server(probe)
+        health = wait_for_server(run, probe)
     except WorkerUnavailable as exc:
         return Trip("ollama_unavailable", str(exc), {"model": model})
     if health.ok and not health.missing:

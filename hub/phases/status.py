@@ -1,4 +1,4 @@
-"""Read-only views (`hub status`, `hub log`) and what is due next (`hub next`).
+"""Read-only views (`hub status`, `hub log`) and what is due for a task (`due`, which `hub next` runs).
 
 No lock, no git, no network: these must start fast and never change anything. The one writer here,
 `write_status` (STATUS.md, at every transition), takes a short lock of its own.
@@ -6,12 +6,14 @@ No lock, no git, no network: these must start fast and never change anything. Th
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, NotRequired, Required, TypedDict
 
-from hub.core.errors import ContractInvalid, HubError, LockBusy, TaskHalted
+from hub.core.errors import ContractInvalid, HubError, TaskChoice
 from hub.core.log import get_logger
-from hub.phases.context import Context, resume_targets
+from hub.phases.context import Context
+from hub.phases.halts import resume_targets
+from hub.phases.paths import why_blocked
 from hub.state import handoff, store
 from hub.state.contract import (
     Breaker,
@@ -21,6 +23,7 @@ from hub.state.contract import (
     RoleCost,
     ServerWait,
     Verdict,
+    iso,
     parse_iso,
 )
 from hub.state.machine import (
@@ -117,8 +120,6 @@ def due(
     if status == PENDING_LOCAL_REVIEW:
         return "run-local-review", "the local review is due"
     if status in (PENDING_JUDGE_REVIEW, JUDGE_REVIEW_IN_PROGRESS):
-        from hub.phases.judge import review_deadline
-
         if report_waiting:
             return "report-judge", "a judge report is waiting"
         deadline = review_deadline(contract)
@@ -152,25 +153,12 @@ def due(
     return None, f"nothing runs from {status}"
 
 
-def next_step(ctx: Context) -> tuple[Contract | None, str | None, str]:
-    """What runs next, for `hub next` and `hub watch` alike: the active contract (None: no task), the
-    phase `due` names (None: nothing is due) and why. TaskHalted while the task waits for a person."""
-    contract = active_contract(ctx)
-    if contract is not None and contract["status"] == MERGED:
-        from hub.phases.finalize import archive_merged
-
-        try:
-            contract = archive_merged(ctx)
-        except LockBusy:
-            # The finalize that merged it still holds the task (removing its worktree, then archiving):
-            # nothing to do here, and no reason to stop the other tasks' phases.
-            return contract, None, "merged: the run that merged it is archiving it"
-    if contract is not None and contract["status"] == ERIK_CONSULTATION:
-        raise TaskHalted(
-            f"task {contract['task_id']} is halted: read {ctx.handoff.halt_report}, then `hub resume`"
-        )
-    phase, why = due(contract, ctx.clock(), judge_configured(ctx), report_waiting(ctx))
-    return contract, phase, why
+def review_deadline(contract: Contract) -> str | None:
+    started = contract["handoff_data"].get("review_requested_at")
+    if not started:
+        return None
+    minutes = contract["limits"]["timeout_minutes"]["judge"]
+    return iso(parse_iso(started) + timedelta(minutes=minutes))
 
 
 def active_contract(ctx: Context) -> Contract | None:
@@ -181,43 +169,6 @@ def active_contract(ctx: Context) -> Contract | None:
         if ctx.handoff.contract.exists():
             raise
         return None
-
-
-def due_jobs(
-    ctx: Context, skip: set[str] | None = None
-) -> tuple[list[tuple[Context, str, Contract]], list[str]]:
-    """What runs next across tasks, for `hub next` and `hub watch` alike: every task's due phase as
-    (context bound to the task, phase, the contract it was decided on), and a line per halted task."""
-    jobs: list[tuple[Context, str, Contract]] = []
-    halted: list[str] = []
-    for task_id in ctx.handoff_root.task_ids():
-        if skip and task_id in skip:
-            continue
-        bound = ctx.for_task(task_id)
-        try:
-            contract, phase, _ = next_step(bound)
-        except TaskHalted as exc:
-            halted.append(str(exc))
-            continue
-        except ContractInvalid as exc:
-            halted.append(f"{task_id}: {exc}")
-            continue
-        if contract is not None and phase is not None and phase != "promote-backlog":
-            jobs.append((bound, phase, contract))
-    return jobs, halted
-
-
-def idle_reason(ctx: Context, ids: list[str]) -> str:
-    """Why nothing is due, task by task."""
-    if not ids:
-        return due(None, ctx.clock(), False)[1]
-    reasons = []
-    for task_id in ids:
-        bound = ctx.for_task(task_id)
-        contract = active_contract(bound)
-        if contract is not None:
-            reasons.append(f"{task_id}: {due(contract, ctx.clock(), judge_configured(bound))[1]}")
-    return "; ".join(reasons)
 
 
 def judge_configured(ctx: Context) -> bool:
@@ -308,8 +259,6 @@ def _view_unless_archived(ctx: Context) -> TaskView | None:
 
 
 def _not_in_flight(ctx: Context) -> HubError:
-    from hub.core.errors import TaskChoice
-
     root = ctx.handoff_root
     archived = " (finished: see archive/)" if (root.archive / str(ctx.task_id)).is_dir() else ""
     return TaskChoice(
@@ -392,8 +341,6 @@ def idle_next(ctx: Context) -> str:
 
     entry, why = peek_next(ctx.handoff)
     if entry is not None:
-        from hub.phases.promote import why_blocked
-
         blocked = why_blocked(ctx.repo_root, proposal_to_fields(entry["content"]))
         if blocked is not None:
             return f"`hub next` blocks backlog proposal {entry['id']}: {blocked}"

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 from hub.core.atomic import write_atomic
 from hub.core.errors import ContractInvalid, LockBusy, WrongState
@@ -32,11 +32,10 @@ from hub.state.contract import Contract, TaskFields, iso, parse_iso
 from hub.state.handoff import Handoff
 from hub.state.machine import MERGED
 
-if TYPE_CHECKING:
-    # Only the type: backlog.py imports no phase (phases/implement imports it for the notes).
-    from hub.phases.context import Context
-
 log = get_logger(__name__)
+
+# What the verbs stamp their changes with (a phase context's `clock`).
+Clock = Callable[[], datetime]
 
 VERSION = 1
 PRIORITIES = range(5)
@@ -176,14 +175,13 @@ def refresh(hand: Handoff, doc: dict[str, Any], now: datetime | None) -> bool:
     return changed
 
 
-def _current(ctx: Context) -> dict[str, Any]:
+def _current(hand: Handoff, clock: Clock) -> dict[str, Any]:
     """The backlog with statuses brought up to date; saved when that changed something, so the file
     itself stays true for whoever reads it directly."""
-    hand = ctx.handoff
     doc = _read(hand.backlog, "tasks")
     if refresh(hand, doc, None):
         with _editing(hand, hand.backlog, "tasks") as doc:
-            refresh(hand, doc, ctx.clock())
+            refresh(hand, doc, clock())
     return doc
 
 
@@ -298,14 +296,13 @@ def _depends_on(doc: dict[str, Any], start: str, target: str) -> bool:
 # --- the verbs -----------------------------------------------------------------------------------------
 
 
-def add_tasks(ctx: Context, tasks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def add_tasks(hand: Handoff, clock: Clock, tasks: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """task-add: queue proposals `{content, priority 0-4, depends_on?, id?}`; all or none are added."""
     if not isinstance(tasks, list) or not tasks:
         raise ContractInvalid("backlog", "tasks", "expected a non-empty list of tasks")
-    hand = ctx.handoff
-    now = iso(ctx.clock())
+    now = iso(clock())
     with _editing(hand, hand.backlog, "tasks") as doc:
-        refresh(hand, doc, ctx.clock())
+        refresh(hand, doc, clock())
         known = {e["id"] for e in doc["tasks"]}
         added: list[dict[str, Any]] = []
         for i, raw in enumerate(tasks):
@@ -338,16 +335,15 @@ def add_tasks(ctx: Context, tasks: list[dict[str, Any]]) -> list[dict[str, Any]]
     return added
 
 
-def update_task(ctx: Context, task_id: str, changes: dict[str, Any]) -> dict[str, Any]:
+def update_task(hand: Handoff, clock: Clock, task_id: str, changes: dict[str, Any]) -> dict[str, Any]:
     """task-update: change a task's content, priority, depends_on, or status (proposed|blocked|dropped)."""
-    hand = ctx.handoff
     unknown = set(changes) - {"content", "priority", "depends_on", "status"}
     if unknown:
         raise ContractInvalid(
             "backlog", sorted(unknown)[0], "can change only content, priority, depends_on, status"
         )
     with _editing(hand, hand.backlog, "tasks") as doc:
-        refresh(hand, doc, ctx.clock())
+        refresh(hand, doc, clock())
         entry = _find(doc, task_id, "backlog")
         where = task_id
         if "status" in changes and changes["status"] != entry["status"]:
@@ -385,15 +381,15 @@ def update_task(ctx: Context, task_id: str, changes: dict[str, Any]) -> dict[str
                         "backlog", f"{where}.depends_on", f"{dep} depends on {task_id}: a cycle"
                     )
             entry["depends_on"] = deps
-        entry["updated_at"] = iso(ctx.clock())
+        entry["updated_at"] = iso(clock())
     return entry
 
 
-def list_tasks(ctx: Context, status: str | None = None) -> list[dict[str, Any]]:
+def list_tasks(hand: Handoff, clock: Clock, status: str | None = None) -> list[dict[str, Any]]:
     """task-list: every backlog entry (or those with `status`), most urgent first, then in order added."""
     if status is not None and status not in STATUSES:
         raise ContractInvalid("backlog", "status", f"expected one of {', '.join(STATUSES)}")
-    doc = _current(ctx)
+    doc = _current(hand, clock)
     entries = [e for e in doc["tasks"] if status is None or e["status"] == status]
     order = {e["id"]: i for i, e in enumerate(doc["tasks"])}
     return sorted(entries, key=lambda e: (e["status"] in FINISHED, e["priority"], order[e["id"]]))
@@ -431,22 +427,21 @@ def peek_next(hand: Handoff) -> tuple[dict[str, Any] | None, str]:
     return pick_next(doc)
 
 
-def next_task(ctx: Context) -> dict[str, Any]:
+def next_task(hand: Handoff, clock: Clock) -> dict[str, Any]:
     """task-next: `{task, why}`, the proposal `hub next` would promote (task is None when nothing is ready)."""
-    entry, why = pick_next(_current(ctx))
+    entry, why = pick_next(_current(hand, clock))
     return {"task": entry, "why": why}
 
 
 def claim_next(
-    ctx: Context, free_slots: Callable[[], tuple[int, list[str]]]
+    hand: Handoff, clock: Clock, free_slots: Callable[[], tuple[int, list[str]]]
 ) -> tuple[dict[str, Any] | None, TaskFields, str]:
     """The next ready proposal, marked in progress (no task id yet), with its `hub new` fields; or None
     and why nothing is ready. Used by the promote phase (phases/promote.py), which says how many task
     slots are free (counted under the backlog lock, so two promoters cannot both take the last one)."""
-    hand = ctx.handoff
     fields: TaskFields = {}
     with _editing(hand, hand.backlog, "tasks") as doc:
-        refresh(hand, doc, ctx.clock())
+        refresh(hand, doc, clock())
         entry: dict[str, Any] | None = None
         free, busy = free_slots()
         if free > 0:
@@ -456,23 +451,24 @@ def claim_next(
         if entry is not None:
             fields = proposal_to_fields(entry["content"])
             fields.setdefault("complexity", "minor")
-            entry.update(status=IN_PROGRESS, task_id=None, promoted_at=iso(ctx.clock()))
+            entry.update(status=IN_PROGRESS, task_id=None, promoted_at=iso(clock()))
     return entry, fields, why
 
 
-def settle_claim(ctx: Context, backlog_id: str, task_id: str | None, blocked: str | None = None) -> None:
+def settle_claim(
+    hand: Handoff, clock: Clock, backlog_id: str, task_id: str | None, blocked: str | None = None
+) -> None:
     """After claim_next: the task it became, or (task_id None: creating it failed) back to proposed, or
     to blocked with the reason when the proposal itself cannot become a task as written."""
-    hand = ctx.handoff
     with _editing(hand, hand.backlog, "tasks") as doc:
         again = _find(doc, backlog_id, str(hand.backlog))
         if task_id is not None:
-            again.update(status=IN_PROGRESS, task_id=task_id, updated_at=iso(ctx.clock()))
+            again.update(status=IN_PROGRESS, task_id=task_id, updated_at=iso(clock()))
         elif again["status"] == IN_PROGRESS and again.get("task_id") is None:
             again["status"] = BLOCKED if blocked else PROPOSED
             again.pop("promoted_at", None)
             if blocked:
-                again.update(blocked_reason=blocked, updated_at=iso(ctx.clock()))
+                again.update(blocked_reason=blocked, updated_at=iso(clock()))
 
 
 # --- notes ---------------------------------------------------------------------------------------------
@@ -483,13 +479,12 @@ def _active_task_id(hand: Handoff) -> str | None:
     return None if active is None or active["status"] == MERGED else str(active["task_id"])
 
 
-def add_note(ctx: Context, content: str, note_type: str) -> dict[str, Any]:
+def add_note(hand: Handoff, clock: Clock, content: str, note_type: str) -> dict[str, Any]:
     """note-add: a note for the active task (or, with none active, for every task); the implementer reads it."""
     if note_type not in NOTE_TYPES:
         raise ContractInvalid("notes", "type", f"expected one of {', '.join(NOTE_TYPES)}")
     if not isinstance(content, str) or not content.strip():
         raise ContractInvalid("notes", "content", "expected a non-empty string")
-    hand = ctx.handoff
     task_id = _active_task_id(hand)
     with _editing(hand, hand.notes, "notes") as doc:
         note = {
@@ -497,18 +492,17 @@ def add_note(ctx: Context, content: str, note_type: str) -> dict[str, Any]:
             "task_id": task_id,
             "type": note_type,
             "content": content.strip(),
-            "created_at": iso(ctx.clock()),
+            "created_at": iso(clock()),
         }
         doc["next_seq"] += 1
         doc["notes"].append(note)
     return note
 
 
-def list_notes(ctx: Context, note_type: str | None = None, every_task: bool = False) -> list[dict[str, Any]]:
+def list_notes(hand: Handoff, note_type: str | None = None, every_task: bool = False) -> list[dict[str, Any]]:
     """note-list: the active task's notes and those for every task (or all notes), oldest first."""
     if note_type is not None and note_type not in NOTE_TYPES:
         raise ContractInvalid("notes", "type", f"expected one of {', '.join(NOTE_TYPES)}")
-    hand = ctx.handoff
     notes = _read(hand.notes, "notes")["notes"]
     task_id = _active_task_id(hand)
     return [
@@ -533,11 +527,10 @@ def notes_for_prompt(handoff: Handoff, task_id: str) -> list[dict[str, Any]]:
     ]
 
 
-def iteration_summary(ctx: Context, summary: str) -> dict[str, Any]:
+def iteration_summary(hand: Handoff, clock: Clock, summary: str) -> dict[str, Any]:
     """iteration-summary: record what this iteration did (kept in notes.json, not sent to the model)."""
     if not isinstance(summary, str) or not summary.strip():
         raise ContractInvalid("notes", "summary", "expected a non-empty string")
-    hand = ctx.handoff
     task_id = _active_task_id(hand)
     with _editing(hand, hand.notes, "notes") as doc:
         summaries = doc.setdefault("summaries", [])
@@ -545,17 +538,16 @@ def iteration_summary(ctx: Context, summary: str) -> dict[str, Any]:
             "id": f"S{len(summaries) + 1}",
             "task_id": task_id,
             "summary": summary.strip(),
-            "created_at": iso(ctx.clock()),
+            "created_at": iso(clock()),
         }
         summaries.append(item)
     return item
 
 
-def session_complete(ctx: Context) -> dict[str, Any]:
+def session_complete(hand: Handoff, clock: Clock) -> dict[str, Any]:
     """session-complete: refused while any backlog task is not merged or dropped, or a task is active."""
-    hand = ctx.handoff
     with _editing(hand, hand.backlog, "tasks") as doc:
-        refresh(hand, doc, ctx.clock())
+        refresh(hand, doc, clock())
         open_entries = [e for e in doc["tasks"] if e["status"] not in FINISHED]
         if open_entries:
             shown = ", ".join(f"{e['id']} ({e['status']})" for e in open_entries[:10])
@@ -567,5 +559,5 @@ def session_complete(ctx: Context) -> dict[str, Any]:
         if active:
             raise WrongState(f"task {', '.join(active)} is still active; finish it first (see hub_status)")
         counts = {s: sum(1 for e in doc["tasks"] if e["status"] == s) for s in FINISHED}
-        doc["session"] = {"completed_at": iso(ctx.clock()), **counts}
+        doc["session"] = {"completed_at": iso(clock()), **counts}
     return doc["session"]

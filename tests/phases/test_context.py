@@ -1,5 +1,5 @@
-"""What every phase shares (hub/phases/context.py): checkpoints scoped to the contract's allowed paths,
-the halt file and its resume command, costs, and the outcome document."""
+"""What every phase shares (hub/phases/context.py, run.py, halts.py): checkpoints scoped to the
+contract's allowed paths, the halt file and its resume command, costs, and the outcome document."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from hub.phases.context import NOTE_PLACEHOLDER, Context, Outcome, resume_command, suggested_resume_state
+from hub.phases.context import Context, Outcome
+from hub.phases.halts import NOTE_PLACEHOLDER, resume_command, suggested_resume_state
 from hub.state.breakers import Trip
 from hub.state.machine import RESUMABLE_STATES
 

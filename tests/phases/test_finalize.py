@@ -340,8 +340,8 @@ def test_the_resume_command_names_a_handoff_folder_outside_the_repo(
 
     create(ctx, {"title": "t", "requirements": ["r"], "target_file": "src/app.py"})
     setup_task(ctx)
-    from hub.phases.context import Run
     from hub.phases.judge import enter_judge_review, report_judge
+    from hub.phases.run import Run
 
     (task_id,) = ctx.handoff.task_ids()
     run = Run(

@@ -11,8 +11,7 @@ from hub.core.errors import TaskHalted
 from hub.phases.context import Context
 from hub.phases.finalize import archive_merged
 from hub.phases.judge import report_judge
-from hub.phases.next import run_concurrently, run_next, run_until_idle
-from hub.phases.status import due_jobs
+from hub.phases.next import due_jobs, run_concurrently, run_next, run_until_idle
 
 from .conftest import archived_at_the_next_read
 

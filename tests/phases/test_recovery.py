@@ -20,8 +20,9 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from hub.core.errors import LockBusy
-from hub.phases.context import Context, running
+from hub.phases.context import Context
 from hub.phases.judge import report_judge
+from hub.phases.session import running
 from hub.phases.setup import setup_task
 from hub.state import breakers
 from hub.state.contract import iso

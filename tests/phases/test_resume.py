@@ -78,7 +78,7 @@ def test_the_note_placeholder_of_the_halt_file_is_refused_and_changes_nothing(
     task: Any, ctx: Context
 ) -> None:
     from hub.core.errors import HubError
-    from hub.phases.context import NOTE_PLACEHOLDER
+    from hub.phases.halts import NOTE_PLACEHOLDER
 
     halted(task, ctx)
     before = task.hand.contract.read_bytes()

@@ -172,7 +172,7 @@ def test_with_no_task_and_an_empty_backlog_status_says_how_to_start_instead_of_p
 
     assert status(ctx)["next"].startswith("nothing: no proposals in the backlog; start a task: hub new")
     later = "# Later\n\nTarget: src/app.py\n\n## Requirements\n\n- r\n"
-    backlog.add_tasks(ctx, [{"id": "later", "content": later}])
+    backlog.add_tasks(ctx.handoff, ctx.clock, [{"id": "later", "content": later}])
     before = ctx.handoff.backlog.read_bytes()
     assert status(ctx)["next"].startswith("`hub next` promotes backlog proposal later")
     assert ctx.handoff.backlog.read_bytes() == before
@@ -183,7 +183,8 @@ def test_status_names_the_proposal_hub_next_blocks_as_blocked_not_as_promoted(ct
     from hub.state import backlog
 
     backlog.add_tasks(
-        ctx,
+        ctx.handoff,
+        ctx.clock,
         [
             {"id": "vague", "content": "Make it better", "priority": 0},
             {"id": "typo", "content": "Greet\nTarget: src/app.py\nSource: src/ap.py", "priority": 1},

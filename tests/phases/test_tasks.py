@@ -186,7 +186,7 @@ def test_status_md_shows_both_tasks_final_states_when_two_transitions_race(ctx: 
     # writers put back its older view of the other task.
     import threading
 
-    from hub.phases.context import Run
+    from hub.phases.run import Run
     from hub.state.machine import Event
     from hub.state.store import load as load_contract
 

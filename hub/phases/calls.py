@@ -1,0 +1,124 @@
+"""A model call for a phase (`generate`): held to the phase's clock and a model-server slot, an outage
+waited out (`wait_for_server`), its cost put in the contract and the call kept as a provenance record."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from datetime import timedelta
+from typing import TypeVar
+
+from hub.core.log import get_logger
+from hub.phases.run import Run
+from hub.state.contract import iso
+from hub.state.provenance import write_record
+from hub.workers import gpu
+from hub.workers.base import ChatRequest, Generation, Worker
+from hub.workers.bridge import observe_call
+from hub.workers.outage import Wait, wait_out
+
+log = get_logger("hub.phase")
+T = TypeVar("T")
+
+
+def generate(run: Run, worker: Worker, role: str, request: ChatRequest, purpose: str = "") -> Generation:
+    """One model call for `role`, an outage waited out (`wait_for_server`). Whatever happens, its
+    tokens and seconds go into the contract's cost and the call into runs/<task_id>/ as a
+    provenance record; a call the server counted and read whole calibrates the model's estimate."""
+    left = run.remaining(f"the {role} model call ({purpose or 'call'})")
+    if left is not None and left < request.total_timeout:
+        request = replace(request, total_timeout=left)
+    generation: Generation | None = None
+    outcome = "ok"
+    partial = ""
+    started = time.monotonic()
+    try:
+        # Each try holds a model-server slot only while it calls: an outage is waited out without one.
+        generation = wait_for_server(run, lambda: _generate_in_slot(run, worker, role, request))
+        generation = observe_call(run.ctx.config, request, generation)
+        return generation
+    except Exception as exc:
+        outcome = f"{type(exc).__name__}: {exc}"
+        partial = str(getattr(exc, "partial_text", "") or "")
+        raise
+    finally:
+        g = generation
+        run.add_cost(
+            role, g.prompt_tokens if g else 0, g.completion_tokens if g else 0, g.seconds if g else 0.0
+        )
+        write_record(
+            run.ctx.handoff,
+            run.task_id,
+            "model-call",
+            {
+                "role": role,
+                "purpose": purpose,
+                "attempt": run.contract["attempt"],
+                "model": request.model,
+                "num_ctx": request.num_ctx,
+                "num_predict": request.num_predict,
+                "system": request.system or "",
+                "prompt": request.prompt,
+                "response": g.raw if g else partial,
+                "thinking": g.thinking if g else "",
+                "prompt_tokens": g.prompt_tokens if g else 0,
+                "completion_tokens": g.completion_tokens if g else 0,
+                "tokens_estimated": g.tokens_estimated if g else False,
+                "seconds": g.seconds if g else 0.0,
+                "first_token_seconds": g.first_token_seconds if g else 0.0,
+                "load_seconds": g.load_seconds if g else 0.0,
+                "call_seconds": round(time.monotonic() - started, 3),
+                "done_reason": g.done_reason if g else "",
+                "truncated": g.truncated if g else False,
+                "outcome": outcome,
+            },
+            run.now,
+        )
+
+
+def wait_for_server(run: Run, call: Callable[[], T]) -> T:
+    """`call()`, an unreachable, restarting or failing model server waited out with back-off for up
+    to limits.server_wait_minutes; the wait is in the contract (`hub status`) while it lasts."""
+
+    def on_wait(wait: Wait | None) -> None:
+        data = run.contract["handoff_data"]
+        if wait is None:
+            data.pop("server_wait", None)
+            log.info("server_back", task=run.task_id, phase=run.phase)
+        else:
+            data["server_wait"] = {
+                "since": iso(run.now - timedelta(seconds=wait.waited)),
+                "waited_seconds": round(wait.waited, 1),
+                "limit_minutes": round(wait.limit / 60, 1),
+                "attempts": wait.attempts,
+                "next_try_seconds": round(wait.next_pause, 1),
+                "error": wait.error[:500],
+            }
+            log.warning("server_wait", task=run.task_id, phase=run.phase, **data["server_wait"])
+        run.save()
+
+    return wait_out(
+        call,
+        limit_seconds=run.ctx.config.server_wait_minutes * 60,
+        on_wait=on_wait,
+        sleep=run.ctx.sleep,
+        clock=run.ctx.monotonic,
+    )
+
+
+def _generate_in_slot(run: Run, worker: Worker, role: str, request: ChatRequest) -> Generation:
+    """The call itself, holding a slot of a model server (hub/workers/gpu.py): never more calls at once per
+    server than its slots; the wait is bounded by the role's total clock."""
+    config = run.ctx.config
+    servers = config.model_servers()
+    gate = gpu.gate_for(config.handoff_dir, [gpu.Host(url, slots) for url, slots in servers])
+    deadline = time.monotonic() + min(config.role(role).timeouts.total, request.total_timeout)
+    with gate.slot(request.model, request.num_ctx, deadline) as host:
+        if len(servers) == 1 or host.url == config.ollama_host:
+            return worker.generate(request)
+        other = run.ctx.worker(role, host.url)
+        try:
+            return other.generate(request)
+        finally:
+            other.close()

@@ -1,0 +1,208 @@
+"""`Run`: one phase's hold on its task (the contract, and the ways to move it: record a transition, save,
+checkpoint the work, count, keep the phase's clock, halt)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from hub.core.errors import EXIT_HALTED, PhaseTimeout
+from hub.core.log import get_logger
+from hub.phases.context import Context, Outcome
+from hub.phases.halts import render_halt
+from hub.phases.status import write_status
+from hub.repo import gitops
+from hub.safety.trust import control_paths
+from hub.state import handoff, store
+from hub.state.breakers import Trip
+from hub.state.contract import Contract, iso
+from hub.state.machine import ERIK_CONSULTATION, HALT_EVENT, Event
+
+if TYPE_CHECKING:
+    from git import Repo
+
+log = get_logger("hub.phase")
+
+
+class Run:
+    """One phase's hold on the task: the contract, and the ways to move it."""
+
+    def __init__(self, ctx: Context, contract: Contract, phase: str) -> None:
+        self.ctx = ctx
+        self.contract = contract
+        self.phase = phase
+        self.start_state: str = contract["status"]
+        self.tokens = 0
+        self._repo: Repo | None = None
+        self._user_repo: Repo | None = None
+        # The phase's own clock (limits.timeout_minutes.<phase>) on ctx.monotonic; None: not started.
+        self.deadline: float | None = None
+        self.clock_minutes = 0.0
+
+    @property
+    def task_id(self) -> str:
+        return str(self.contract["task_id"])
+
+    @property
+    def now(self) -> datetime:
+        return self.ctx.clock()
+
+    @property
+    def user_repo(self) -> Repo:
+        """The user's own checkout: the trust root (hub.yaml, prompts, rules). Never switched, stashed or
+        committed to; only a merge lands in it, through git's own merge."""
+        if self._user_repo is None:
+            self._user_repo = gitops.open_repo(self.ctx.repo_root)
+        return self._user_repo
+
+    @property
+    def worktree(self) -> Path:
+        """The task's own git worktree, where every edit, acceptance command, scan and checkpoint happens."""
+        recorded = self.contract["git"].get("worktree")
+        return Path(recorded) if recorded else worktree_path(self.ctx, self.user_repo, self.task_id)
+
+    @property
+    def repo(self) -> Repo:
+        """The task's worktree (recreated from its branch if someone deleted it); before setup-task, the
+        user's checkout, read only."""
+        if self._repo is None:
+            branch = self.contract["git"].get("task_branch")
+            if not branch:
+                return self.user_repo
+            path = self.worktree
+            if gitops.ensure_worktree(self.user_repo, path, branch):
+                log.warning("worktree.recreated", task=self.task_id, path=str(path), branch=branch)
+            self._repo = gitops.open_repo(path)
+        return self._repo
+
+    def close_repo(self) -> None:
+        """Let go of the worktree's repository (before the worktree is removed)."""
+        if self._repo is not None and self._repo is not self._user_repo:
+            self._repo.close()
+        self._repo = None
+
+    def record(self, event: Event, reason: str | None = None, resume_to: str | None = None) -> str:
+        handoff.record(self.ctx.handoff, self.contract, event, self.now, reason, resume_to)
+        write_status(self.ctx)
+        return str(self.contract["status"])
+
+    def save(self) -> None:
+        store.save(self.ctx.handoff.contract, self.contract, self.now)
+
+    def counters(self) -> dict[str, int]:
+        return self.contract.setdefault("breaker", {}).setdefault("counters", {})
+
+    def move_attempt(self, by: int = 1) -> int:
+        """The one place the attempt counter changes: +1 for a new attempt (rework, retry, a resume to
+        the implementer), -1 when a rebuttal takes back the rework its FAIL started. Never below 1."""
+        self.contract["attempt"] = max(1, self.contract["attempt"] + by)
+        return self.contract["attempt"]
+
+    def bump(self, name: str, by: int = 1) -> int:
+        counters = self.counters()
+        counters[name] = counters.get(name, 0) + by
+        return counters[name]
+
+    def start_clock(self, minutes: float) -> None:
+        """Start the phase's clock. Each model call and command is bounded by its own clock too, but a
+        phase makes several of them: checked before each, the phase as a whole ends within its own."""
+        self.clock_minutes = minutes
+        self.deadline = self.ctx.monotonic() + minutes * 60
+
+    def remaining(self, what: str) -> float | None:
+        """Seconds left on the phase's clock (None: no clock); PhaseTimeout when none are, so that
+        `what` (a model call, a command) never starts."""
+        if self.deadline is None:
+            return None
+        left = self.deadline - self.ctx.monotonic()
+        if left <= 0:
+            raise PhaseTimeout(self.phase, what, self.clock_minutes)
+        return left
+
+    def take_lease(self, minutes: float) -> None:
+        now = self.now
+        self.contract["lock"] = {
+            "held_by": handoff.holder_id(),
+            "acquired_at": iso(now),
+            "expires_at": iso(now + timedelta(minutes=minutes)),
+        }
+
+    def drop_lease(self) -> None:
+        self.contract["lock"] = None
+
+    def checkpoint(self, event: str) -> str | None:
+        """Commit the work on the task branch, scoped to the allowed paths when the contract sets them."""
+        branch = self.contract["git"].get("task_branch")
+        if not branch:
+            return None
+        return gitops.checkpoint(
+            self.repo,
+            self.commit_message(event),
+            self.contract["constraints"]["allowed_paths"] or None,
+            exclude=list(control_paths(self.ctx.config)),
+        )
+
+    def commit_message(self, event: str) -> Callable[[list[str]], str]:
+        """A checkpoint's message: the task id (finalize and `git log --grep` find it by that), the
+        task's title, who changed which files, and the transition in the body."""
+
+        def message(files: list[str]) -> str:
+            shown = ", ".join(files[:4]) + (f" and {len(files) - 4} more" if len(files) > 4 else "")
+            attempt = self.contract["attempt"]
+            what = {
+                "code_written": f"implementer attempt {attempt} changes {shown}",
+                "manual_edit": f"a person's edits to {shown} (kept before attempt {attempt})",
+            }.get(event, f"{event}: {shown}")
+            title = str(self.contract.get("title") or "").strip()
+            head = f"[TASK: {self.task_id}] {title}: {what}" if title else f"[TASK: {self.task_id}] {what}"
+            return f"{head}\n\nState {self.contract['status']} after {event}; {len(files)} files."
+
+        return message
+
+    def add_cost(
+        self, role: str, tokens_in: int = 0, tokens_out: int = 0, seconds: float = 0.0, usd: float = 0.0
+    ) -> None:
+        cost = self.contract.setdefault("cost", {}).setdefault(
+            role, {"tokens_in": 0, "tokens_out": 0, "seconds": 0.0, "usd": 0.0, "calls": 0}
+        )
+        cost["tokens_in"] = cost.get("tokens_in", 0) + int(tokens_in)
+        cost["tokens_out"] = cost.get("tokens_out", 0) + int(tokens_out)
+        cost["seconds"] = round(cost.get("seconds", 0.0) + seconds, 3)
+        cost["usd"] = round(cost.get("usd", 0.0) + usd, 6)
+        cost["calls"] = cost.get("calls", 0) + 1
+        self.tokens += int(tokens_in) + int(tokens_out)
+
+    def halt(self, trip: Trip, event: Event = HALT_EVENT) -> Outcome:
+        """Move the task to erik_consultation, write ERIK_HALT.md, and say so (exit 4)."""
+        self.contract["handoff_data"].pop("server_wait", None)
+        before = self.contract["status"]
+        self.drop_lease()
+        self.contract["breaker"] = {
+            **self.contract.get("breaker", {}),
+            "status": "tripped",
+            "trigger": trip.trigger,
+            "reason": trip.reason,
+        }
+        self.contract["handoff_data"]["halt"] = {
+            "trigger": trip.trigger,
+            "reason": trip.reason,
+            "from_state": before,
+        }
+        self.record(event, f"{trip.trigger}: {trip.reason}")
+        path = self.ctx.handoff.halt_report
+        handoff.write_report(path, render_halt(self.ctx, self.contract, trip, before))
+        return Outcome(
+            self.phase,
+            self.task_id,
+            self.start_state,
+            ERIK_CONSULTATION,
+            f"halted ({trip.trigger}): {trip.reason}; see {path}",
+            exit_code=EXIT_HALTED,
+            data={"trigger": trip.trigger, "halt_file": str(path)},
+        )
+
+
+def worktree_path(ctx: Context, user_repo: Repo, task_id: str) -> Path:
+    return (ctx.config.worktrees_dir or gitops.default_worktrees_dir(user_repo)) / task_id
