@@ -1,8 +1,9 @@
 """`hub run-local-review`: static rules, the syntax check, then the local reviewer model.
 
-A blocking rule finding (severity error, tagged security) or a critical issue from the reviewer halts
-the task with the issue, file and line in ERIK_HALT.md. Anything else goes on to the judge, with the
-findings recorded so the judge sees them. An unusable reviewer answer is a review stall (two strikes).
+A blocking rule finding (severity error, tagged security) halts the task with the issue, file and line
+in ERIK_HALT.md. A reviewer's critical finding halts only on evidence (hub.phases.evidence: a security
+finding quoting a line the change adds, confirmed by a second look); every other finding goes on to the
+judge, recorded so the judge sees it. An unusable reviewer answer is a review stall (two strikes).
 """
 
 from __future__ import annotations
@@ -17,9 +18,11 @@ from hub.core.errors import (
     RuleError,
     WorkerError,
 )
+from hub.core.log import get_logger
 from hub.phases import prompts
 from hub.phases.calls import generate
 from hub.phases.context import Context, Outcome
+from hub.phases.evidence import agrees, downgrade, second_look_prompt, sort_criticals
 from hub.phases.judge import enter_judge_review
 from hub.phases.run import Run
 from hub.phases.session import pre_phase_trip, require_setup, running
@@ -32,10 +35,16 @@ from hub.state.machine import PENDING_LOCAL_REVIEW, Event
 if TYPE_CHECKING:
     from hub.workers.base import Worker
 
+log = get_logger(__name__)
+
 SEVERITIES = ("critical", "major", "minor")
+KINDS = ("security", "bug", "requirement", "style")
 MAX_DIFF_CHARS = 40_000
 # What the diff may not take from the reviewer's context: its answer, and the note saying the diff was cut.
 CUT_NOTE_TOKENS = 40
+# Second looks per review: each is a model call, and more critical findings than this in one small change
+# are a reviewer crying wolf, not a change with that many holes.
+MAX_SECOND_LOOKS = 2
 
 
 class ReviewReport(TypedDict):
@@ -106,16 +115,22 @@ def _normalize(data: Any) -> ReviewReport:
             continue
         severity = str(issue.get("severity", "minor")).lower()
         line = issue.get("line")
-        clean.append(
-            {
-                "severity": severity if severity in SEVERITIES else "minor",
-                "file": issue.get("file"),
-                "line": line if isinstance(line, int) else None,
-                "description": str(issue["description"]),
-                "source": "reviewer",
-            }
-        )
-    critical = bool(data.get("critical", False)) or any(i["severity"] == "critical" for i in clean)
+        kind = str(issue.get("kind") or "").lower()
+        entry: Issue = {
+            # A placeholder copied from a prompt ("critical|major|minor") is no rating: minor.
+            "severity": severity if severity in SEVERITIES else "minor",
+            "file": issue.get("file"),
+            "line": line if isinstance(line, int) else None,
+            "description": str(issue["description"]),
+            "source": "reviewer",
+        }
+        if kind in KINDS:
+            entry["kind"] = kind
+        if isinstance(issue.get("quote"), str) and issue["quote"].strip():
+            entry["quote"] = issue["quote"].strip()[:500]
+        clean.append(entry)
+    # A bare `"critical": true` with no critical issue names nothing to weigh: only issues count.
+    critical = any(i["severity"] == "critical" for i in clean)
     return {"passed": data["passed"], "critical": critical, "issues": clean}
 
 
@@ -171,6 +186,8 @@ class Review:
         worker = self.run.ctx.worker("local_reviewer")
         try:
             review = self._ask(worker, static)
+            if not isinstance(review, Outcome):
+                review = self._weigh(worker, review)
         except WorkerError as exc:
             failure = worker_failure(exc, self.model)
             return self.run.halt(failure) if isinstance(failure, Trip) else self._stall(failure)
@@ -256,6 +273,42 @@ class Review:
                 {"model call": round(generation.seconds, 3)},
             )
 
+    def _weigh(self, worker: Worker, review: ReviewReport) -> ReviewReport:
+        """Keep as critical only the findings with evidence (hub.phases.evidence): a security finding
+        that quotes a line the change adds, which a second look at that line alone confirms. The rest
+        are major findings for the judge, each saying why it did not halt."""
+        from hub.workers.bridge import request_for
+
+        judged = sort_criticals(review["issues"], self.diff)
+        confirmed: list[Issue] = []
+        kept = list(judged.downgraded)
+        for n, issue in enumerate(judged.candidates):
+            if n >= MAX_SECOND_LOOKS:
+                kept.append(downgrade(issue, "more critical findings than the review looks at twice"))
+                continue
+            request = request_for(self.config, "local_reviewer", second_look_prompt(issue))
+            answer = generate(self.run, worker, "local_reviewer", request, "second-look")
+            if agrees(answer.text):
+                confirmed.append(
+                    {**issue, "description": f"{issue['description']} (confirmed by a second look)"}
+                )
+            else:
+                kept.append(downgrade(issue, "a second look at the quoted line did not agree"))
+        others = [i for i in review["issues"] if i["severity"] != "critical"]
+        if kept:
+            log.info("review.downgraded", task=self.run.task_id, findings=len(kept), confirmed=len(confirmed))
+        return {"passed": review["passed"], "critical": bool(confirmed), "issues": confirmed + kept + others}
+
+    def _acceptance_lines(self) -> str:
+        results = self.contract["handoff_data"].get("acceptance_results") or []
+        return (
+            "\n".join(
+                f"- `{r['command']}`: {'passed' if r['exit_code'] == 0 else 'failed (exit ' + str(r['exit_code']) + ')'}"
+                for r in results
+            )
+            or "(no acceptance commands ran)"
+        )
+
     def _prompt(self, static: list[Issue]) -> str:
         """The reviewer's prompt, its diff cut so the whole prompt fits the model's num_ctx with room for
         the answer (a prompt that does not fit is refused, and the review would stall on every big change).
@@ -270,6 +323,7 @@ class Review:
                 task_id=self.run.task_id,
                 title=self.contract.get("title", ""),
                 requirements=prompts.bullets(self.contract["specification"]["requirements"]),
+                acceptance=self._acceptance_lines(),
                 static_findings=prompts.issue_lines(static),
                 diff=diff,
             )
@@ -307,10 +361,11 @@ class Review:
             }
             self._record_issues(issues, passed=False)
             where = f"{first.get('file')}:{first.get('line')}" if first.get("file") else "the change"
+            quoted = f" (the line: {first['quote']})" if first.get("quote") else ""
             return self.run.halt(
                 Trip(
                     "critical_flaw",
-                    f"the local reviewer found a critical issue in {where}: {first['description']}",
+                    f"the local reviewer found a critical issue in {where}: {first['description']}{quoted}",
                     {"file": first.get("file"), "line": first.get("line"), "model": self.model},
                 ),
                 event=Event.CRITICAL_FLAW,

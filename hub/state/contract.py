@@ -93,6 +93,8 @@ if TYPE_CHECKING:
         source: str
         rule_id: str
         tags: list[str]
+        kind: str  # the local reviewer's: security, bug, requirement or style
+        quote: str  # the line of the change a reviewer's finding is about (hub.phases.evidence)
 
     class AcceptanceResult(TypedDict):
         command: str

@@ -81,7 +81,10 @@ def test_a_clean_review_sends_the_task_to_the_judge_with_a_review_request(pipe: 
     # The reviewer saw the diff and the requirements, and was told how to answer.
     prompt = pipe.prompts(REV)[0]
     assert '-    return "hello " + name' in prompt and "greet() says 'hello, NAME'" in prompt
-    assert '"passed": true' in prompt
+    assert "`passed` is true when every requirement" in prompt and "`quote`: the line of the change" in prompt
+    # Nothing in it a small model can copy as its answer (a 1.5B sent back "critical|major|minor").
+    assert "critical|major|minor" not in prompt and '{"passed"' not in prompt
+    assert "- `true`: passed" in prompt
     assert "${" not in prompt
     assert contract["cost"]["local_reviewer"]["calls"] == 1
 
@@ -196,24 +199,73 @@ def test_a_syntax_error_is_a_major_issue_for_the_judge(pipe: Pipeline) -> None:
     assert syntax and syntax[0]["file"] == "src/app.py" and syntax[0]["severity"] == "major"
 
 
-def test_a_critical_issue_from_the_reviewer_halts_naming_file_and_line(pipe: Pipeline) -> None:
+SECURITY_FINDING = {
+    "kind": "security",
+    "severity": "critical",
+    "file": "src/app.py",
+    "line": 2,
+    "quote": 'return "hello, " + name',
+    "description": "drops the users table",
+}
+
+
+def test_a_security_finding_quoting_the_change_and_confirmed_by_a_second_look_halts(pipe: Pipeline) -> None:
     implemented(pipe)
-    critical = {
-        "severity": "critical",
-        "file": "src/app.py",
-        "line": 2,
-        "description": "drops the users table",
-    }
-    pipe.fake.script(REV, json.dumps({"passed": False, "critical": True, "issues": [critical]}))
+    pipe.fake.script(REV, json.dumps({"passed": False, "issues": [SECURITY_FINDING]}), "YES: it does.")
 
     outcome = pipe.review()
 
     assert outcome.exit_code == 4
     contract = pipe.contract()
     assert contract["breaker"]["trigger"] == "critical_flaw"
-    assert "src/app.py:2: drops the users table" in contract["breaker"]["reason"]
+    assert "src/app.py:2: drops the users table (confirmed by a second look)" in contract["breaker"]["reason"]
+    assert 'the line: return "hello, " + name' in contract["breaker"]["reason"]
     assert "drops the users table" in pipe.halt_text()
     assert not pipe.ctx.handoff.review_request.exists()
+    # The second look was asked about the quoted line and the claim alone.
+    second = pipe.prompts(REV)[1]
+    assert '    return "hello, " + name' in second and "drops the users table" in second
+
+
+def test_a_critical_finding_a_second_look_rejects_goes_to_the_judge_not_a_person(pipe: Pipeline) -> None:
+    implemented(pipe)
+    pipe.fake.script(
+        REV, json.dumps({"passed": False, "issues": [SECURITY_FINDING]}), "NO. It is a greeting."
+    )
+
+    outcome = pipe.review()
+
+    assert (outcome.exit_code, outcome.to_state) == (0, "pending_judge_review")
+    [issue] = pipe.contract()["handoff_data"]["local_review_issues"]
+    assert issue["severity"] == "major"
+    assert "not a halt: a second look at the quoted line did not agree" in issue["description"]
+    assert "not a halt: a second look" in pipe.ctx.handoff.review_request.read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize(
+    "finding",
+    [
+        # The 1.5B's false alarms on correct code: no quote, or not about security at all.
+        {"severity": "critical", "file": "src/app.py", "description": "does not check if name is a string"},
+        {**SECURITY_FINDING, "quote": "DROP TABLE users"},
+        {**SECURITY_FINDING, "kind": "bug"},
+    ],
+)
+def test_a_critical_opinion_without_evidence_never_halts_and_costs_no_second_look(
+    pipe: Pipeline, finding: dict[str, object]
+) -> None:
+    implemented(pipe)
+    pipe.fake.script(REV, json.dumps({"passed": False, "critical": True, "issues": [finding]}))
+
+    outcome = pipe.review()
+
+    assert (outcome.exit_code, outcome.to_state) == (0, "pending_judge_review")
+    [issue] = pipe.contract()["handoff_data"]["local_review_issues"]
+    assert (
+        issue["severity"] == "major"
+        and "rated critical by the local reviewer; not a halt" in issue["description"]
+    )
+    assert len(pipe.prompts(REV)) == 1
 
 
 def test_an_unparseable_review_is_strike_one_and_stays_in_local_review(pipe: Pipeline) -> None:
