@@ -81,6 +81,7 @@ class Attempt:
         # For STALL_REPORT.md: where the attempt's time went.
         self.timings: dict[str, float] = {}
         self.jail: Jail | None = None
+        self.outlines = False  # the prompt shows the files other than the target as outlines
 
     def execute(self) -> Outcome:
         worker = self.run.ctx.worker("implementer")
@@ -121,7 +122,7 @@ class Attempt:
                 raise
             # Retried smaller, never unchanged: the files other than the target as outlines.
             log.warning("implement.outlines", task=self.run.task_id, reason=str(exc))
-            prompt = smaller
+            prompt, self.outlines = smaller, True
             generation = self._call(worker, prompt, system, "implement-outlines")
         result = self._apply(generation, feedback_due=True)
         if isinstance(result, Stall):
@@ -148,7 +149,7 @@ class Attempt:
                 if isinstance(again, Stall):
                     detail += f"; and the answer to the feedback was refused ({again.reason}: {again.detail})"
                 return self._stall("partial_change", PARTIAL_CHANGE + detail)
-        acceptance = self._acceptance(worker, prompt, system)
+        acceptance = self._acceptance(worker, system)
         if isinstance(acceptance, Stall):
             return self._stall(acceptance.reason, acceptance.detail)
         return self._written(acceptance)
@@ -265,7 +266,7 @@ class Attempt:
         for record in records:
             write_record(self.run.ctx.handoff, self.run.task_id, "diff", record, self.run.now)
 
-    def _acceptance(self, worker: Worker, prompt: str, system: str) -> list[CommandResult] | Stall:
+    def _acceptance(self, worker: Worker, system: str) -> list[CommandResult] | Stall:
         commands = self.contract["specification"].get("acceptance_commands") or []
         results: list[CommandResult] = []
         for reflection in range(MAX_REFLECTIONS + 1):
@@ -276,9 +277,14 @@ class Attempt:
             if reflection == MAX_REFLECTIONS:
                 break
             feedback = "\n\n".join(r.feedback() for r in failed)
-            reflect = (
-                f"{prompt}\n\n## Your change was applied, but the acceptance commands failed\n\n```text\n{feedback}\n```\n\n"
-                "Fix the code. Answer again in the same format, with the complete content of every file you change."
+            # The prompt again, built from the worktree as the answer left it: the model must see the code
+            # the failures are about (issue 18: shown the stub it had replaced, a real 1.5B sent the same
+            # answer back word for word).
+            reflect = prompts.render(
+                self.config.trust_root,
+                "reflection",
+                prompt=build_prompt(self.run, outlines=self.outlines),
+                feedback=feedback,
             )
             generation = self._call(worker, reflect, system, f"reflection-{reflection + 1}")
             applied = self._apply(generation)

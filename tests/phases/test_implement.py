@@ -256,6 +256,8 @@ def test_acceptance_failure_is_fed_back_and_the_fixed_answer_moves_on(pipe: Pipe
     assert "acceptance commands failed" in reflection
     assert "greet returned 'hi x'" in reflection
     assert "(exited 1)" in reflection
+    # The model sees the code the failure is about, its own answer, not the file as it was before.
+    assert 'return "hi " + name' in reflection and 'return "hello " + name' not in reflection
     results = pipe.contract()["handoff_data"]["acceptance_results"]
     assert [r["exit_code"] for r in results] == [0]
     commands = pipe.records("command")
@@ -280,6 +282,21 @@ def test_acceptance_still_failing_after_the_reflections_is_a_tests_failed_stall(
     assert git(pipe.repo, "stash", "list") == ""
     assert git(pipe.worktree, "status", "--porcelain") == ""
     assert pipe.read("src/app.py") == APP_PY
+
+
+def test_an_answer_stuck_in_a_loop_is_a_runaway_stall_the_next_attempt_is_told_of(pipe: Pipeline) -> None:
+    loop = "src/app.py\n```python\ndef greet(name):\n" + "".join(
+        f'    name = name.replace("{c}", "")\n' for c in "-.,!?;:()[]{}|/<>@#$%^&*" * 20
+    )
+    pipe.fake.script(IMPL, Reply(text=loop, chunk_chars=50), whole_file("src/app.py", GREET_FIXED))
+    pipe.start()
+
+    first = pipe.implement()
+
+    assert (first.to_state, first.data["stall"]) == ("pending_implementer", "runaway_output")
+    assert "the answer repeats itself" in pipe.contract()["handoff_data"]["stalls"][-1]["detail"]
+    assert pipe.implement().to_state == "pending_local_review"
+    assert "Your previous attempt failed (runaway_output)" in pipe.prompts()[1]
 
 
 def test_empty_output_is_strike_one_and_the_next_run_succeeds(pipe: Pipeline) -> None:
