@@ -15,6 +15,7 @@
     │   ├── PhaseTimeout           the phase's own clock is spent: no new call or command starts (also a TimeoutError)
     │   ├── ContextOverflow        the prompt and its answer do not fit the window (deterministic)
     │   ├── MalformedStream        the server sent something that is not its protocol
+    │   ├── RunawayOutput          the model repeats the same lines over and over: stopped early
     │   └── MCPError               an MCP call failed
     │       ├── MCPTimeoutError    the call ran past its timeout (also a TimeoutError)
     │       └── MCPServerCrashed   the server process died
@@ -166,6 +167,14 @@ class ContextOverflow(WorkerError):
 
 class MalformedStream(WorkerError):
     """The server answered with something that is not its protocol."""
+
+
+class RunawayOutput(WorkerError):
+    """The model fell into a loop, writing the same few lines again and again; the call was stopped."""
+
+    def __init__(self, message: str, partial_text: str = "") -> None:
+        self.partial_text = partial_text
+        super().__init__(message)
 
 
 class MCPError(WorkerError):

@@ -9,6 +9,7 @@ from hub.core.errors import (
     ContextOverflow,
     ModelNotFound,
     PhaseTimeout,
+    RunawayOutput,
     WorkerError,
     WorkerTimeout,
     WorkerUnavailable,
@@ -89,6 +90,8 @@ def worker_failure(exc: WorkerError, model: str) -> Trip | Stall:
         return Stall("phase_timeout", str(exc), event=Event.TIMEOUT)
     if isinstance(exc, WorkerTimeout):
         return Stall(f"timeout: {exc.clock}", str(exc), exc.partial_text, event=Event.TIMEOUT)
+    if isinstance(exc, RunawayOutput):
+        return Stall("runaway_output", str(exc), exc.partial_text)
     return Stall(f"error: {type(exc).__name__}", str(exc), exc.partial_text)
 
 

@@ -35,6 +35,7 @@ from hub.core.errors import (
     MCPError,
     MCPTimeoutError,
     ModelNotFound,
+    RunawayOutput,
     WorkerError,
     WorkerTimeout,
     WorkerUnavailable,
@@ -365,6 +366,8 @@ def run_error(data: dict[str, Any], meta: dict[str, Any], request: ChatRequest) 
         return WorkerUnavailable(message, partial_text=partial)
     if kind == "MalformedStream":
         return MalformedStream(message)
+    if kind == "RunawayOutput":
+        return RunawayOutput(message, partial_text=partial)
     return WorkerError(f"ollama_run failed: {message}")
 
 

@@ -36,6 +36,7 @@ import structlog
 from hub.core.errors import (
     ContextOverflow,
     ModelNotFound,
+    RunawayOutput,
     WorkerError,
     WorkerTimeout,
     WorkerUnavailable,
@@ -46,6 +47,15 @@ from hub.workers.base import ChatRequest, Generation, split_thinking
 log = structlog.get_logger(__name__)
 
 SHOWN_LINE_CHARS = 200
+# A small model on a CPU can fall into a loop (a real Qwen2.5-Coder-1.5B wrote
+# `words = words.replace(...)` lines in a cycle until its 900 s clock ran out). The stream is checked
+# each time it grows by this many characters: the last LOOP_LINES lines of some length, holding at most
+# LOOP_DISTINCT different ones, are a loop, not code (a real file repeats short lines such as `)` or
+# `pass`, not 120 long ones from a set of 30).
+LOOP_CHECK_CHARS = 2000
+LOOP_LINES = 120
+LOOP_DISTINCT = 30
+LOOP_MIN_LINE_CHARS = 12
 # How servers word a prompt longer than the context: Ollama (some versions answer 400 instead of
 # cutting silently) and llama.cpp's llama-server, which gives both numbers.
 CONTEXT_ERRORS = ("longer than the context", "exceeds the available context", "context length", "n_ctx")
@@ -331,10 +341,18 @@ def _consume(
         timeouts["read"] = max(0.001, clocks.total_deadline - time.monotonic())
     sock = _response_socket(response)
     key = watchdog.watch(clocks, sock) if sock is not None else None
+    checked = 0
     try:
         for line in _lines(response, clocks, state):
             if parse_line(line, state) and clocks.token(time.monotonic()):
                 watchdog.nudge()
+            size = sum(map(len, state.content))
+            if size - checked >= LOOP_CHECK_CHARS:
+                checked = size
+                loop = repeating(state.text())
+                if loop:
+                    # Leaving the `with` closes the stream: the server stops generating.
+                    raise RunawayOutput(f"{host}: {request.model}: {loop}", partial_text=state.text())
     finally:
         if key is not None:
             watchdog.unwatch(key)
@@ -360,6 +378,21 @@ def _consume(
             partial_text=state.text(),
         )
     return state
+
+
+def repeating(text: str) -> str | None:
+    """Why `text` ends in a loop (the same few long lines again and again), or None."""
+    lines = [line.strip() for line in text.splitlines()]
+    long_lines = [line for line in lines if len(line) >= LOOP_MIN_LINE_CHARS][-LOOP_LINES:]
+    if len(long_lines) < LOOP_LINES:
+        return None
+    distinct = len(set(long_lines))
+    if distinct > LOOP_DISTINCT:
+        return None
+    return (
+        f"the answer repeats itself: its last {LOOP_LINES} lines are {distinct} different ones over and over "
+        f"(stopped after {len(text)} characters)"
+    )
 
 
 def _lines(response: httpx.Response, clocks: Clocks, state: StreamState) -> Iterator[str]:

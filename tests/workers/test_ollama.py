@@ -14,6 +14,7 @@ from hub.core.errors import (
     ContextOverflow,
     MalformedStream,
     ModelNotFound,
+    RunawayOutput,
     WorkerTimeout,
     WorkerUnavailable,
 )
@@ -353,3 +354,30 @@ def test_the_models_context_length_is_asked_once_per_process_not_per_phase(fake:
         with OllamaProvider(fake.url) as provider:
             provider.generate(request())
     assert len([r for r in fake.requests if r.path == "/api/show"]) == 1
+
+
+LOOP = "def abbreviate(words):\n" + "".join(
+    f'    words = words.replace("{c}", "")\n' for c in "-.,!?;:()[]{}|/<>@#$%^&*" * 40
+)
+
+
+def test_an_answer_that_loops_is_stopped_early_with_what_it_said(
+    fake: FakeOllama, provider: OllamaProvider
+) -> None:
+    # A real Qwen2.5-Coder-1.5B wrote this kind of cycle until its 900 s clock ran out.
+    fake.script("m", Reply(text=LOOP, chunk_chars=40))
+    with pytest.raises(RunawayOutput) as caught:
+        provider.generate(request())
+    assert "the answer repeats itself" in str(caught.value)
+    partial = caught.value.partial_text
+    assert partial.startswith("def abbreviate(words):") and len(partial) < len(LOOP) / 2
+
+
+def test_long_code_with_many_repeated_short_lines_is_no_loop(
+    fake: FakeOllama, provider: OllamaProvider
+) -> None:
+    text = "".join(
+        f"def f{i}(x):\n    if x:\n        pass\n    return (\n        x + {i}\n    )\n\n" for i in range(300)
+    )
+    fake.script("m", Reply(text=text, chunk_chars=200))
+    assert provider.generate(request()).text == text.strip()
