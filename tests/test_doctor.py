@@ -120,7 +120,7 @@ def test_a_missing_model_fails_with_the_pull_command_as_fix_naming_only_the_role
 
     assert checks["model coder:7b (implementer)"].ok
     missing = checks["model reviewer:3b (local_reviewer)"]
-    assert not missing.ok and missing.fix == "ollama pull reviewer:3b"
+    assert not missing.ok and missing.hint == "ollama pull reviewer:3b"
 
 
 def test_doctor_checks_ast_grep_where_the_scans_find_it(tmp_path: Path) -> None:
@@ -138,7 +138,7 @@ def test_a_worker_server_that_does_not_start_fails_once_and_skips_the_model_line
     checks = run_doctor(config(tmp_path), make=factory(worker))
 
     server = by_name(checks)["worker server 'hub'"]
-    assert not server.ok and "exited with code 1" in server.detail and "hub.yaml" in server.fix
+    assert not server.ok and "exited with code 1" in server.detail and "hub.yaml" in server.hint
     assert not [c for c in checks if c.name.startswith("model")]
 
 
@@ -149,14 +149,14 @@ def test_a_started_server_that_cannot_reach_ollama_is_told_apart_from_one_that_d
 
     assert checks["worker server 'hub'"].ok
     unreached = checks["models for implementer, local_reviewer via MCP worker 'hub'"]
-    assert not unreached.ok and "OLLAMA_HOST" in unreached.fix
-    assert not checks["ollama"].ok and "ollama serve" in checks["ollama"].fix
+    assert not unreached.ok and "OLLAMA_HOST" in unreached.hint
+    assert not checks["ollama"].ok and "ollama serve" in checks["ollama"].hint
 
 
 def test_no_git_on_path_fails_with_an_install_hint() -> None:
     check = check_git(which=lambda name: None)
 
-    assert not check.ok and "install git" in check.fix
+    assert not check.ok and "install git" in check.hint
 
 
 def test_git_and_ast_grep_report_their_versions() -> None:
@@ -258,7 +258,7 @@ def test_doctor_says_whether_acceptance_commands_are_sandboxed(tmp_path: Path) -
 
     required = replace(base, sandbox=SandboxSettings(SandboxMode.REQUIRED))
     failed = check_sandbox(required, which=lambda _: None)
-    assert not failed.ok and "apt-get install -y bubblewrap" in (failed.fix or "")
+    assert not failed.ok and "apt-get install -y bubblewrap" in (failed.hint or "")
 
 
 def test_hub_doctor_fails_a_mistyped_hub_variable_and_every_command_warns_of_it(

@@ -312,6 +312,17 @@ def run_in_memory(repo: Path, body: Callable[[Call], Awaitable[None]]) -> None:
     anyio.run(main)
 
 
+def test_a_hub_error_reaches_the_client_with_its_hint(git_repo: Path) -> None:
+    (git_repo / "hub.yaml").unlink()
+
+    async def body(call: Call) -> None:
+        message = await call("hub_status", {}, error=True)
+        assert "NotInitialised: no hub.yaml in " in message
+        assert message.endswith("`hub init` has not run here; fix: hub init")
+
+    run_in_memory(git_repo, body)
+
+
 def test_rule_tools_before_initialize_say_what_to_do(git_repo: Path) -> None:
     async def body(call: Call) -> None:
         message = await call("add_or_update_rule", {"rule_id": "no-print", "rule_yaml": NO_PRINT}, error=True)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from hub.core.errors import describe
 from hub.phases.acceptance import CAPTURE, run_command
 from hub.safety.sandbox import Jail, SandboxMode, SandboxSettings, SandboxUnavailable, availability, prepare
 
@@ -156,8 +157,10 @@ def test_nothing_the_command_started_outlives_its_timeout(repo: Path) -> None:
 
 
 def test_required_without_bwrap_raises_with_the_fix(repo: Path) -> None:
-    with pytest.raises(SandboxUnavailable, match="apt-get install -y bubblewrap"):
+    with pytest.raises(SandboxUnavailable, match="sandbox: required, but bwrap") as raised:
         prepare(SandboxSettings(SandboxMode.REQUIRED), repo, [], {}, which=lambda _: None)
+    assert "apt-get install -y bubblewrap" in raised.value.hint
+    assert "apt-get install -y bubblewrap" in describe(raised.value)
 
 
 def test_auto_without_bwrap_runs_unsandboxed_and_says_so(repo: Path) -> None:

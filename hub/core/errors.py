@@ -1,13 +1,17 @@
-"""The one error tree of agent-hub, and the exit code each error maps to.
+"""The one error tree of agent-hub, the exit code each error maps to, and how a person reads one.
 
     HubError (exit 1)
     ├── ContractInvalid            the contract (or a report) fails validation
     ├── ConfigError                hub.yaml or the environment is wrong
     │   └── NotInitialised         no git repository here, or `hub init` has not run
     ├── GitError                   a git operation failed
-    │   └── DirtyWorkTree          uncommitted changes where a clean tree is needed
+    │   ├── DirtyWorkTree          uncommitted changes where a clean tree is needed
+    │   ├── MergeConflict          the task branch does not merge cleanly (hub.repo.gitops)
+    │   └── MergeRefused           the checkout's changes stand in a merge's way (hub.repo.gitops)
     ├── EditError                  model output could not become file edits, or an edit was refused
     ├── RuleError                  an ast-grep rule is invalid, missing, or the scanner failed
+    ├── SandboxUnavailable         `sandbox: required`, but no sandbox here (hub.safety.sandbox)
+    ├── ReviewParseError           the reviewer's answer holds no review (also a ValueError; hub.phases.review)
     ├── WorkerError                talking to a model failed
     │   ├── WorkerUnavailable      an outage: down, restarting, connection reset, 5xx (waited out, then a halt)
     │   ├── ModelNotFound          the server does not have the model
@@ -26,7 +30,10 @@
     ├── SuiteInvalid (exit 2)      `hub eval` was given a folder that is not a suite of exercises
     └── LockBusy (exit 75)         another phase holds the lock
 
-`exit_code_for` is the single mapping the CLI uses.
+Any of them may carry a `hint`: what a person can do about it, kept apart from the message (as pip's
+DiagnosticPipError keeps its hint). `exit_code_for` is the single mapping the CLI uses; `with_hint` is
+the single way a message and its hint are shown (`describe` for an error): by the CLI, the MCP tools
+and a halt (whose `Trip` carries a hint too).
 """
 
 from __future__ import annotations
@@ -44,6 +51,12 @@ class HubError(Exception):
     """Base of every error agent-hub raises on purpose."""
 
     exit_code = EXIT_ERROR
+    hint: str = ""
+
+    def __init__(self, *args: object, hint: str = "") -> None:
+        super().__init__(*args)
+        if hint:
+            self.hint = hint
 
 
 class ContractInvalid(HubError):
@@ -242,6 +255,16 @@ class LockBusy(HubError):
     """Another phase holds the handoff lock."""
 
     exit_code = EXIT_LOCKED
+
+
+def with_hint(message: str, hint: str = "") -> str:
+    """A message as a person reads it, its hint after it (`...; fix: <hint>`)."""
+    return f"{message}; fix: {hint}" if hint else message
+
+
+def describe(error: HubError) -> str:
+    """An error as a person reads it: its message, then its hint."""
+    return with_hint(str(error), error.hint)
 
 
 def exit_code_for(error: BaseException) -> int:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from hub.core.errors import EXIT_ERROR, HubError, exit_code_for
+from hub.core.errors import EXIT_ERROR, HubError, describe, exit_code_for
 from hub.faces.cli_common import (
     CONTEXT_SETTINGS,
     State,
@@ -516,7 +516,7 @@ for group in (backlog, note, rules, eval_):
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Run the CLI; map every HubError to its exit code with the message on stderr."""
+    """Run the CLI; map every HubError to its exit code with the message (and hint) on stderr."""
     try:
         cli.main(args=argv, prog_name="hub", standalone_mode=False)
     except click.exceptions.Exit as exc:
@@ -528,6 +528,6 @@ def main(argv: list[str] | None = None) -> None:
         click.echo("aborted", err=True)
         sys.exit(EXIT_ERROR)
     except HubError as exc:
-        click.echo(f"hub: {exc}", err=True)
+        click.echo(f"hub: {describe(exc)}", err=True)
         sys.exit(exit_code_for(exc))
     sys.exit(0)

@@ -1,6 +1,7 @@
 """`hub doctor` and `hub models`: what the machine has, what the config needs, and how to close the gap.
 
-Each check is a `Check(name, ok, detail, fix)`; the CLI prints one line per check and exits 1 if any failed.
+Each check is a `Check(name, ok, detail, hint)`; the CLI prints one line per check, a failed one's hint under
+it (`fix: ...`), and exits 1 if any failed.
 Roles are grouped by how they reach their model (backend + worker server), so a worker server shared by
 two roles is started once, and a server that starts is told apart from an Ollama it cannot reach.
 """
@@ -32,10 +33,11 @@ class Check:
     name: str
     ok: bool
     detail: str
-    fix: str = ""
+    hint: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        # `hub doctor --json` has always called the hint "fix", as the text does.
+        return {"name": self.name, "ok": self.ok, "detail": self.detail, "fix": self.hint}
 
 
 @dataclass(frozen=True)
@@ -123,7 +125,7 @@ def diagnose(
         for name, meant in mistyped_env(os.environ if env is None else env)
     ]
     found = problems(config)
-    checks += [Check(p.check, False, p.detail, p.fix) for p in found]
+    checks += [Check(p.check, False, p.detail, p.hint) for p in found]
     if not found:
         checks.append(Check("repository", True, f"git repository at {repo}, `hub init` done"))
     return checks + run_doctor(config, which, make)
@@ -211,8 +213,8 @@ def render_checks(checks: list[Check]) -> str:
     for c in checks:
         detail = c.detail.replace("\n", "\n      ")
         lines.append(f"{'ok  ' if c.ok else 'FAIL'}  {c.name}: {detail}")
-        if not c.ok and c.fix:
-            lines.append(f"      fix: {c.fix}")
+        if not c.ok and c.hint:
+            lines.append(f"      fix: {c.hint}")
     failed = sum(not c.ok for c in checks)
     lines.append("all checks passed" if not failed else f"{failed} of {len(checks)} checks failed")
     return "\n".join(lines)

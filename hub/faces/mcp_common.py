@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Protocol
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
-from hub.core.errors import HubError
+from hub.core.errors import HubError, describe
 
 if TYPE_CHECKING:
     from hub.phases.context import Context
@@ -30,8 +30,8 @@ class ContextFor(Protocol):
 
 @contextmanager
 def tool_errors() -> Iterator[None]:
-    """Turn the hub's errors into MCP tool errors that keep the hub's message."""
+    """Turn the hub's errors into MCP tool errors that keep the hub's message and hint."""
     try:
         yield
     except HubError as exc:
-        raise ToolError(f"{type(exc).__name__}: {exc}") from None
+        raise ToolError(f"{type(exc).__name__}: {describe(exc)}") from None

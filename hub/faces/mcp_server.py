@@ -2,8 +2,8 @@
 
 Every tool is one call into the functions the CLI uses (`hub.phases.*`, `hub.review.rules`,
 `hub.review.scan`, `hub.review.catalog`, `hub.state.backlog`); this module only adapts arguments and
-results. A `HubError` becomes an MCP tool error (`is_error`) carrying the hub's own message, which says
-what to do next.
+results. A `HubError` becomes an MCP tool error (`is_error`) carrying the hub's own message and its hint,
+which say what to do next.
 
 Tools (names with underscores, as MCP clients expect):
 

@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hub.core.errors import HubError
+from hub.core.errors import HubError, describe
 from hub.core.log import get_logger
 
 log = get_logger("hub.faces.watch")
@@ -322,7 +322,7 @@ class Watcher:
                     ctx = self.context()
                     command, why = decide(ctx)
                 except HubError as exc:
-                    command, why = None, f"cannot read the state: {exc}"
+                    command, why = None, f"cannot read the state: {describe(exc)}"
                 before = fingerprint(folder)
                 held_back = blocked is not None and blocked[0] == before and time.monotonic() < blocked[1]
                 if command is not None and held_back:

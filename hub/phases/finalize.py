@@ -86,7 +86,7 @@ def _merge(run: Run, reviewed: str, message: str) -> str | Outcome:
         conflicts = gitops.merge_conflicts(user, base, reviewed)
         if conflicts is not None:
             exc = MergeConflict(branch, base, conflicts)
-            return run.halt(Trip("git_conflict", str(exc), {"files": ", ".join(conflicts)}))
+            return run.halt(Trip("git_conflict", str(exc), {"files": ", ".join(conflicts)}, exc.hint))
         checkout = gitops.worktrees(user).get(base)
         log.debug(
             "finalize.merging", task=run.task_id, into=base, checkout=str(checkout) if checkout else None

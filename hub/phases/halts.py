@@ -6,7 +6,7 @@ from __future__ import annotations
 import shlex
 from collections.abc import Mapping
 
-from hub.core.errors import HubError
+from hub.core.errors import HubError, with_hint
 from hub.phases.context import Context
 from hub.state.breakers import Trip
 from hub.state.contract import Contract
@@ -127,7 +127,7 @@ def render_halt(ctx: Context, contract: Contract, trip: Trip, before: str) -> st
 
 - Task: `{contract["task_id"]}` ({contract.get("title", "")})
 - Trigger: `{trip.trigger}`
-- Reason: {trip.reason}
+- Reason: {with_hint(trip.reason, trip.hint)}
 - State before the halt: `{before}`
 - Attempt: {contract["attempt"]}
 - Halted at: {contract["timestamps"]["updated_at"]}

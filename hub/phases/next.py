@@ -23,6 +23,7 @@ from hub.core.errors import (
     TaskChoice,
     TaskHalted,
     WrongState,
+    describe,
     exit_code_for,
 )
 from hub.core.log import get_logger
@@ -128,7 +129,7 @@ def run_until_idle(ctx: Context, go_on: Callable[[], bool] = lambda: True) -> Ou
         except HubError as exc:
             if not rounds:
                 raise
-            rounds.append(Outcome("next", ctx.task_id, message=str(exc), exit_code=exit_code_for(exc)))
+            rounds.append(Outcome("next", ctx.task_id, message=describe(exc), exit_code=exit_code_for(exc)))
             break
         ran = phases_run(last)
         if not ran:
@@ -316,7 +317,7 @@ def run_concurrently(jobs: list[tuple[Context, str, Contract]], parallel: int) -
             outcome = _run_due(bound, contract, phase)
         except HubError as exc:
             log.warning("next.phase_failed", task=bound.task_id, phase=phase, error=str(exc))
-            outcome = Outcome(phase, bound.task_id, message=str(exc), exit_code=exit_code_for(exc))
+            outcome = Outcome(phase, bound.task_id, message=describe(exc), exit_code=exit_code_for(exc))
         except Exception as exc:
             # Not a hub error, so a bug: raised out of the pool it would lose the other tasks' outcomes
             # (phases that ran and moved their tasks) behind a traceback. The traceback goes to the log.

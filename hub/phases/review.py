@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypedDict
 
 from hub.core.errors import (
+    HubError,
     RuleError,
     WorkerError,
 )
@@ -55,7 +56,7 @@ class ReviewReport(TypedDict):
     issues: list[Issue]  # every one with severity, file, line, description and source "reviewer"
 
 
-class ReviewParseError(ValueError):
+class ReviewParseError(HubError, ValueError):
     """The reviewer's answer holds no usable review object."""
 
 

@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hub.core.errors import EXIT_HALTED, PhaseTimeout
+from hub.core.errors import EXIT_HALTED, PhaseTimeout, with_hint
 from hub.core.log import get_logger
 from hub.phases.context import Context, Outcome
 from hub.phases.halts import render_halt
@@ -179,18 +179,19 @@ class Run:
         self.contract["handoff_data"].pop("server_wait", None)
         before = self.contract["status"]
         self.drop_lease()
+        reason = with_hint(trip.reason, trip.hint)
         self.contract["breaker"] = {
             **self.contract.get("breaker", {}),
             "status": "tripped",
             "trigger": trip.trigger,
-            "reason": trip.reason,
+            "reason": reason,
         }
         self.contract["handoff_data"]["halt"] = {
             "trigger": trip.trigger,
-            "reason": trip.reason,
+            "reason": reason,
             "from_state": before,
         }
-        self.record(event, f"{trip.trigger}: {trip.reason}")
+        self.record(event, f"{trip.trigger}: {reason}")
         path = self.ctx.handoff.halt_report
         handoff.write_report(path, render_halt(self.ctx, self.contract, trip, before))
         return Outcome(
@@ -198,7 +199,7 @@ class Run:
             self.task_id,
             self.start_state,
             ERIK_CONSULTATION,
-            f"halted ({trip.trigger}): {trip.reason}; see {path}",
+            f"halted ({trip.trigger}): {reason}; see {path}",
             exit_code=EXIT_HALTED,
             data={"trigger": trip.trigger, "halt_file": str(path)},
         )

@@ -139,8 +139,8 @@ def halt_on_git_failure(run: Run) -> Iterator[None]:
             "task_branch"
         ):
             raise
-        trigger = "git_error" if isinstance(exc, GitError) else "os_error"
-        outcome = run.halt(Trip(trigger, f"{run.phase}: {exc}", {"phase": run.phase}))
+        trigger, hint = ("git_error", exc.hint) if isinstance(exc, GitError) else ("os_error", "")
+        outcome = run.halt(Trip(trigger, f"{run.phase}: {exc}", {"phase": run.phase}, hint))
         raise TaskHalted(outcome.message) from None
 
 

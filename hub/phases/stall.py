@@ -122,9 +122,8 @@ def model_unavailable(run: Run, worker: Worker, model: str) -> Trip | None:
 
 def model_missing(model: str, detail: str = "") -> Trip:
     """The halt for a model the server does not have, with the command that fixes it."""
-    fix = f"ollama pull {model}"
-    reason = f"the model server does not have {model}: run `{fix}`" + (f" ({detail})" if detail else "")
-    return Trip("model_not_found", reason, {"model": model, "fix": fix})
+    reason = f"the model server does not have {model}" + (f" ({detail})" if detail else "")
+    return Trip("model_not_found", reason, {"model": model}, hint=f"ollama pull {model}")
 
 
 def overflow_trip(exc: ContextOverflow, model: str) -> Trip:

@@ -22,7 +22,7 @@ class Problem:
 
     check: str
     detail: str
-    fix: str
+    hint: str
 
 
 def in_git_repository(repo_root: Path) -> bool:
@@ -93,4 +93,4 @@ def require_ready(config: Config) -> None:
     found = problems(config)
     if found:
         first = found[0]
-        raise NotInitialised(f"{first.detail}; fix: {first.fix}")
+        raise NotInitialised(first.detail, hint=first.hint)

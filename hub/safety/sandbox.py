@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hub.core.config import SandboxMode, SandboxSettings
+from hub.core.errors import HubError
 
 Which = Callable[[str], str | None]
 
@@ -226,13 +227,17 @@ def availability(which: Which = shutil.which) -> tuple[str | None, str]:
     return (None, problem) if problem else (bwrap, "")
 
 
-class SandboxUnavailable(Exception):
-    """`sandbox: required`, and no sandbox can be built here. Carries the fix."""
+class SandboxUnavailable(HubError):
+    """`sandbox: required`, and no sandbox can be built here."""
 
     def __init__(self, why: str) -> None:
         self.why = why
-        self.fix = FIX_INSTALL
-        super().__init__(f"sandbox: required, but {why}; fix: {FIX_INSTALL}")
+        super().__init__(f"sandbox: required, but {why}", hint=FIX_INSTALL)
+
+    @property
+    def fix(self) -> str:
+        # Until hub/phases/implement.py's halt passes `hint=exc.hint` to its Trip (issue 26).
+        return self.hint
 
 
 def prepare(

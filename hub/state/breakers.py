@@ -17,11 +17,21 @@ MAX_INTERRUPTIONS = 3
 
 @dataclass(frozen=True)
 class Trip:
-    """Why a breaker tripped: the trigger, one sentence, and the figures behind it."""
+    """Why a breaker tripped: the trigger, one sentence, the figures behind it, and what a person can do
+    about it (the `hint`, shown as errors show theirs: hub.core.errors.with_hint)."""
 
     trigger: str
     reason: str
     evidence: dict[str, object] = field(default_factory=dict)
+    hint: str = ""
+
+    def __post_init__(self) -> None:
+        # Until hub/phases/implement.py's sandbox halt passes `hint=` (issue 26): a fix given as evidence
+        # is the hint.
+        if "fix" in self.evidence and not self.hint:
+            evidence = {k: v for k, v in self.evidence.items() if k != "fix"}
+            object.__setattr__(self, "hint", str(self.evidence["fix"]))
+            object.__setattr__(self, "evidence", evidence)
 
 
 def counter(contract: Contract, name: str) -> int:

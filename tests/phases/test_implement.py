@@ -570,6 +570,7 @@ def test_a_model_the_server_lacks_halts_naming_it(pipe: Pipeline) -> None:
 
     assert outcome.exit_code == 4
     assert pipe.contract()["breaker"]["trigger"] == "model_not_found"
+    assert pipe.contract()["breaker"]["reason"].endswith("; fix: ollama pull nowhere-7b")
     assert "ollama pull nowhere-7b" in pipe.halt_text()
     assert pipe.pauses == []  # a missing model is not an outage: no wait
 

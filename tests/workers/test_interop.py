@@ -161,4 +161,4 @@ def test_doctor_warns_what_npm_ollama_mcp_drops(
 
     assert check.ok
     assert "num_ctx" in check.detail and "keep_alive" in check.detail and "300 s" in check.detail
-    assert "worker: hub" in check.fix
+    assert "worker: hub" in check.hint
