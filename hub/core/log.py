@@ -1,7 +1,8 @@
 """structlog set-up: human-readable on a terminal, JSON lines otherwise; always to stderr.
 
-structlog costs ~70 ms to import, so modules on the `hub status` path take a `LazyLogger` that
-imports it on first use.
+structlog costs ~70 ms to import, so every module takes its logger from `get_logger(__name__)`: a
+`LazyLogger` that imports structlog on first use. Events are named `area.what` (`worker.done`,
+`next.waiting`), but for the canonical line each phase ends with, `phase`.
 """
 
 from __future__ import annotations
@@ -55,4 +56,5 @@ class LazyLogger:
 
 
 def get_logger(name: str) -> LazyLogger:
+    """The one way a module gets its logger: `log = get_logger(__name__)`."""
     return LazyLogger(name)

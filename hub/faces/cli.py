@@ -61,7 +61,7 @@ def cli(ctx: click.Context, repo: Path | None, handoff: Path | None, log_format:
 
         configure(log_format, log_level)
         for name, meant in mistyped_env(os.environ):
-            get_logger("hub.core.config").warning(
+            get_logger(__name__).warning(
                 "config.mistyped_env",
                 variable=name,
                 detail=f"agent-hub reads no {name}; did you mean {meant}?",

@@ -47,7 +47,7 @@ from typing import Any
 from hub.core.errors import HubError, describe
 from hub.core.log import get_logger
 
-log = get_logger("hub.faces.watch")
+log = get_logger(__name__)
 
 # Bookkeeping at the top of the folder; dotfiles (locks, owner and pid files, temps) are ignored anyway.
 IGNORED_NAMES = frozenset({"transition.ndjson", "transition.ndjson.1", "README.md"})

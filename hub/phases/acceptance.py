@@ -23,7 +23,7 @@ from hub.repo import leftovers
 from hub.safety.sandbox import Jail, absent, prepare, remove_created
 from hub.safety.trust import control_paths
 
-log = get_logger("hub.phase")
+log = get_logger(__name__)
 
 TAIL = 4000
 # Bytes of each stream the hub keeps (the end of it): a command printing for as long as its clock runs

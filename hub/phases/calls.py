@@ -18,7 +18,7 @@ from hub.workers.base import ChatRequest, Generation, Worker
 from hub.workers.bridge import observe_call
 from hub.workers.outage import Wait, wait_out
 
-log = get_logger("hub.phase")
+log = get_logger(__name__)
 T = TypeVar("T")
 
 
@@ -85,7 +85,7 @@ def wait_for_server(run: Run, call: Callable[[], T]) -> T:
         data = run.contract["handoff_data"]
         if wait is None:
             data.pop("server_wait", None)
-            log.info("server_back", task=run.task_id, phase=run.phase)
+            log.info("server.back", task=run.task_id, phase=run.phase)
         else:
             data["server_wait"] = {
                 "since": iso(run.now - timedelta(seconds=wait.waited)),
@@ -95,7 +95,7 @@ def wait_for_server(run: Run, call: Callable[[], T]) -> T:
                 "next_try_seconds": round(wait.next_pause, 1),
                 "error": wait.error[:500],
             }
-            log.warning("server_wait", task=run.task_id, phase=run.phase, **data["server_wait"])
+            log.warning("server.wait", task=run.task_id, phase=run.phase, **data["server_wait"])
         run.save()
 
     return wait_out(

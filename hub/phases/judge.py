@@ -26,7 +26,7 @@ from hub.state.machine import (
     Event,
 )
 
-log = get_logger("hub.phase")
+log = get_logger(__name__)
 
 
 def enter_judge_review(run: Run, event: Event, reason: str | None = None, diff: str | None = None) -> None:

@@ -36,7 +36,7 @@ from hub.state.machine import ERIK_CONSULTATION, MERGED
 if TYPE_CHECKING:
     from concurrent.futures import Future, ThreadPoolExecutor
 
-log = get_logger("hub.next")
+log = get_logger(__name__)
 
 # phase name -> "module:function"; imported only when the phase runs.
 PHASES: dict[str, str] = {

@@ -23,7 +23,7 @@ from hub.state.machine import ERIK_CONSULTATION, HALT_EVENT, Event
 if TYPE_CHECKING:
     from git import Repo
 
-log = get_logger("hub.phase")
+log = get_logger(__name__)
 
 
 class Run:

@@ -31,7 +31,7 @@ from hub.state.machine import (
     Event,
 )
 
-log = get_logger("hub.phase")
+log = get_logger(__name__)
 
 
 # The pending state a phase finds after recovering a task left in an *_in_progress state.
@@ -155,7 +155,9 @@ def recover(run: Run) -> None:
         raise LockBusy(f"task {run.task_id} is held by {holder} on another host until {expires}")
     if _committed_before_kill(run):
         finish_code_written(run, gitops.head_commit(run.repo))
-        log.warning("recovered", task=run.task_id, reason="the attempt was killed after its commit: finished")
+        log.warning(
+            "phase.recovered", task=run.task_id, reason="the attempt was killed after its commit: finished"
+        )
         return
     stash_name = None
     if contract["status"] == IMPLEMENTATION_IN_PROGRESS and contract["git"].get("task_branch"):
@@ -166,7 +168,7 @@ def recover(run: Run) -> None:
     if stash_name:
         reason += f"; its uncommitted changes are in {stash_name} (`git stash apply {stash_name}`)"
     run.record(Event.INTERRUPTED, reason)
-    log.warning("recovered", task=run.task_id, reason=reason)
+    log.warning("phase.recovered", task=run.task_id, reason=reason)
 
 
 def _committed_before_kill(run: Run) -> bool:

@@ -40,7 +40,7 @@ from hub.state.machine import (
     TIMEOUT_JUDGE,
 )
 
-log = get_logger("hub.status")
+log = get_logger(__name__)
 
 
 class NextPhase(TypedDict):

@@ -207,7 +207,7 @@ def checkpoint(
     text = message if isinstance(message, str) else message(changed)
     run(repo, "commit", "-q", "--no-verify", "-m", text, "--", *changed)
     sha = head_commit(repo)
-    log.debug("checkpoint", commit=sha[:12], files=len(changed))
+    log.debug("git.checkpoint", commit=sha[:12], files=len(changed))
     return sha
 
 

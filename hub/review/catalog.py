@@ -24,13 +24,13 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-import structlog
 import yaml
 
 from hub.core.errors import RuleError
+from hub.core.log import get_logger
 from hub.review.rules import add_or_update_rule, check_rule_id, normalize_language
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 CATALOG_DIR = Path(__file__).parent / "community"
 INDEX_FILE = "index.json"

@@ -20,13 +20,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-import structlog
 import yaml
 
 from hub.core.atomic import write_atomic
 from hub.core.errors import RuleError
+from hub.core.log import get_logger
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 SGCONFIG = "sgconfig.yml"
 SEVERITIES = ("error", "warning", "info", "hint", "off")

@@ -22,10 +22,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-import structlog
 import yaml
 
 from hub.core.errors import RuleError
+from hub.core.log import get_logger
 from hub.review.rules import (
     CHECK_TIMEOUT_SECONDS,
     LANGUAGES,
@@ -43,7 +43,7 @@ from hub.review.rules import (
     run_ast_grep,
 )
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 CODE_FILE = "<code>"
 SCAN_TIMEOUT_SECONDS = 600.0

@@ -392,7 +392,11 @@ def record(
     append_transition(handoff, line)
     # Not `event=`: structlog takes the message as its `event` argument.
     log.debug(
-        "transition", task=contract["task_id"], on=event, old=line["old_status"], new=line["new_status"]
+        "handoff.transition",
+        task=contract["task_id"],
+        on=event,
+        old=line["old_status"],
+        new=line["new_status"],
     )
     return contract
 

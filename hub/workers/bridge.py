@@ -27,8 +27,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import structlog
-
 from hub.core.errors import (
     ContextOverflow,
     MalformedStream,
@@ -40,6 +38,7 @@ from hub.core.errors import (
     WorkerTimeout,
     WorkerUnavailable,
 )
+from hub.core.log import get_logger
 from hub.workers import budget
 from hub.workers.base import (
     ChatRequest,
@@ -56,7 +55,7 @@ if TYPE_CHECKING:
     from hub.core.config import Config, RoleConfig, WorkerServer
     from hub.workers.mcp_client import MCPClient, ToolResult
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 HUB_DIALECT = "ollama_run"
 NPM_DIALECT = "ollama_chat"

@@ -27,9 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import structlog
-
 from hub.core.errors import MCPError, MCPServerCrashed, MCPTimeoutError
+from hub.core.log import get_logger
 
 if TYPE_CHECKING:
     from types import TracebackType
@@ -39,7 +38,7 @@ if TYPE_CHECKING:
 
     from hub.core.config import WorkerServer
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 # Mirrors the SDK's default child environment: nothing else leaks from ours into the server.
 INHERITED_ENV = ("HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER", "LANG", "LC_ALL", "TMPDIR")

@@ -20,7 +20,6 @@ from types import TracebackType
 from typing import Any
 
 import httpx
-import structlog
 
 from hub.core.config import normalize_ollama_host
 from hub.core.errors import (
@@ -31,6 +30,7 @@ from hub.core.errors import (
     WorkerTimeout,
     WorkerUnavailable,
 )
+from hub.core.log import get_logger
 from hub.workers import budget
 from hub.workers.base import ChatRequest, Generation, Health, check_health, split_thinking
 from hub.workers.streaming import (
@@ -42,7 +42,7 @@ from hub.workers.streaming import (
     stream_generation,
 )
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 HEALTH_TIMEOUT = 10.0
 SHOW_TIMEOUT = 10.0

@@ -36,10 +36,13 @@ from typing import TYPE_CHECKING, Any, Protocol
 from pydantic import BaseModel, ConfigDict, Field
 
 from hub.core.errors import ContextOverflow, ModelNotFound, WorkerError, WorkerTimeout
+from hub.core.log import get_logger
 from hub.workers.base import ChatRequest, Generation
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
+
+log = get_logger(__name__)
 
 SERVER_NAME = "agent-hub-worker"
 SERVER_VERSION = "0.1.0"
@@ -181,9 +184,6 @@ def build_server(provider: Provider, name: str = SERVER_NAME) -> MCPServer:
     server = MCPServer(name, version=SERVER_VERSION, instructions="Run prompts on local Ollama models.")
 
     async def run(request: ChatRequest, task_type: str | None) -> str:
-        import structlog
-
-        log = structlog.get_logger(__name__)
         started = time.perf_counter()
         log.debug("worker.run", model=request.model, prompt_chars=len(request.prompt))
         try:
@@ -279,9 +279,7 @@ def serve(
     host_url = normalize_ollama_host(ollama_host or os.environ.get("OLLAMA_HOST", ""))
     provider = OllamaProvider(host_url)
     server = build_server(provider)
-    import structlog
-
-    structlog.get_logger(__name__).info("worker.serve", transport=transport, ollama=host_url, port=port)
+    log.info("worker.serve", transport=transport, ollama=host_url, port=port)
     try:
         if transport == "stdio":
             server.run("stdio")

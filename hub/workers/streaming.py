@@ -31,7 +31,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
-import structlog
 
 from hub.core.errors import (
     ContextOverflow,
@@ -41,10 +40,11 @@ from hub.core.errors import (
     WorkerTimeout,
     WorkerUnavailable,
 )
+from hub.core.log import get_logger
 from hub.workers import budget
 from hub.workers.base import ChatRequest, Generation, split_thinking
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 SHOWN_LINE_CHARS = 200
 # A small model on a CPU can fall into a loop (a real Qwen2.5-Coder-1.5B wrote

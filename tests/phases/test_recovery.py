@@ -304,9 +304,9 @@ PASS_REVIEW = '{"passed": true, "critical": false, "issues": []}'
 # as the merge starts.
 MARKERS = {
     "setup": "worktree.add",
-    "pending_implementer": "transition",
+    "pending_implementer": "handoff.transition",
     "pending_local_review": "gpu.slot",
-    "pending_judge_review": "transition",
+    "pending_judge_review": "handoff.transition",
     "review_complete": "finalize.merging",
 }
 
@@ -366,7 +366,7 @@ def test_a_dirty_checkout_survives_a_sigkill_in_every_phase_byte_for_byte(
             (contract_path,) = (git_repo / "_handoff" / "tasks").glob("*/TASK_CONTRACT.json")
             contract = json.loads(contract_path.read_text(encoding="utf-8"))
             state = contract["status"] if contract["git"].get("task_branch") else "setup"
-            marker = MARKERS.get(state, "transition")
+            marker = MARKERS.get(state, "handoff.transition")
             states.append(state)
             proc = hub_process(git_repo, "next", env=env)
             kills += kill_when(proc, marker, rng.uniform(0.0, 0.03))
