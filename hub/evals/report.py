@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from hub.state.machine import ERIK_CONSULTATION, MERGED
+
 
 @dataclass(frozen=True)
 class TaskResult:
@@ -27,7 +29,7 @@ class TaskResult:
 
     @property
     def halted(self) -> bool:
-        return self.status == "erik_consultation"
+        return self.status == ERIK_CONSULTATION
 
     @property
     def false_halt(self) -> bool:
@@ -36,7 +38,7 @@ class TaskResult:
 
     @property
     def wrong_merge(self) -> bool:
-        return self.status == "merged" and not self.tests_pass
+        return self.status == MERGED and not self.tests_pass
 
 
 @dataclass(frozen=True)
@@ -55,7 +57,7 @@ class EvalReport:
             "halted": sum(r.halted for r in t),
             "halts_of_passing_work": sum(r.false_halt for r in t),
             "merged_with_failing_tests": sum(r.wrong_merge for r in t),
-            "unfinished": sum(not r.halted and r.status != "merged" for r in t),
+            "unfinished": sum(not r.halted and r.status != MERGED for r in t),
             "stalls": sum(r.stalls for r in t),
             "model_calls": sum(r.model_calls for r in t),
             "tokens_in": sum(r.tokens_in for r in t),

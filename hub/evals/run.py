@@ -29,6 +29,7 @@ from hub.core.errors import ConfigError, SuiteInvalid
 from hub.core.log import get_logger
 from hub.evals.report import EvalReport, TaskResult
 from hub.evals.suite import Exercise
+from hub.state.machine import ERIK_CONSULTATION, MERGED
 
 log = get_logger(__name__)
 
@@ -252,7 +253,7 @@ def collect(hub: Hub, task_id: str, ex: Exercise, python: str) -> TaskResult:
     command_seconds = sum(float(r.get("seconds") or 0.0) for r in commands)
     phase = hub.phase_seconds().get(task_id, 0.0)
     tests_pass = None
-    if status == "merged":
+    if status == MERGED:
         tests_pass = run_tests(ex, hub.repo, python)
     elif contract.get("git", {}).get("worktree"):
         worktree = Path(contract["git"]["worktree"])
@@ -262,10 +263,10 @@ def collect(hub: Hub, task_id: str, ex: Exercise, python: str) -> TaskResult:
         name=ex.name,
         task_id=task_id,
         status=status,
-        solved=status == "merged" and bool(tests_pass),
+        solved=status == MERGED and bool(tests_pass),
         tests_pass=tests_pass,
-        halt_trigger=str(breaker.get("trigger")) if status == "erik_consultation" else None,
-        halt_reason=str(breaker.get("reason") or "")[:300] if status == "erik_consultation" else None,
+        halt_trigger=str(breaker.get("trigger")) if status == ERIK_CONSULTATION else None,
+        halt_reason=str(breaker.get("reason") or "")[:300] if status == ERIK_CONSULTATION else None,
         stalls=len(data.get("stalls") or []),
         attempts=int(contract.get("attempt") or 0),
         model_calls=len(calls),

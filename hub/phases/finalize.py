@@ -67,7 +67,7 @@ def finalize_task(ctx: Context) -> Outcome:
             "finalize-task",
             run.task_id,
             run.start_state,
-            "merged",
+            MERGED,
             f"merged {branch} into {base} ({merge_commit[:12]}); files in {target}",
             data={"merge_commit": merge_commit},
         )

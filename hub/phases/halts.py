@@ -9,15 +9,19 @@ from collections.abc import Mapping
 from hub.core.errors import HubError, with_hint
 from hub.phases.context import Context
 from hub.state.breakers import Trip
-from hub.state.contract import Contract
+from hub.state.contract import Contract, Verdict
 from hub.state.machine import (
     IMPLEMENTATION_IN_PROGRESS,
     JUDGE_REVIEW_IN_PROGRESS,
     PENDING_IMPLEMENTER,
     PENDING_JUDGE_REVIEW,
     PENDING_LOCAL_REVIEW,
+    PENDING_REBUTTAL,
     RESUMABLE_STATES,
     REVIEW_COMPLETE,
+    TIMEOUT_IMPLEMENTER,
+    TIMEOUT_JUDGE,
+    Event,
 )
 
 # Triggers whose cause lies in the model's work: resumed to the implementer, the model would repeat it
@@ -48,7 +52,7 @@ def resume_targets(contract: Contract) -> dict[str, str]:
     Only these: `timeout_*` would time out again, `pending_rebuttal` waits on a rebuttal that was
     never written, and review or merge need work on the branch (and a PASS, to merge)."""
     data = contract["handoff_data"]
-    wrote = any(entry.get("event") == "code_written" for entry in contract.get("history", []))
+    wrote = any(entry.get("event") == Event.CODE_WRITTEN for entry in contract.get("history", []))
     has_work = bool(contract["git"].get("task_branch") and (wrote or data.get("changed_files")))
     targets: dict[str, str] = {PENDING_IMPLEMENTER: "the implementer writes the change again (a new attempt)"}
     if has_work:
@@ -56,7 +60,7 @@ def resume_targets(contract: Contract) -> dict[str, str]:
         targets[PENDING_JUDGE_REVIEW] = (
             "the work on the task branch goes to the judge (a fresh review request)"
         )
-    if has_work and data.get("judge_verdict") == "PASS":
+    if has_work and data.get("judge_verdict") == Verdict.PASS:
         targets[REVIEW_COMPLETE] = "the PASS verdict stands: the task branch is merged (finalize-task)"
     return targets
 
@@ -68,9 +72,9 @@ def suggested_resume_state(
     the halt (a second review of the same work would halt again), else back to where it halted, if
     that leads on."""
     wanted: str
-    if trigger in NOTE_NEEDED or state_before in (IMPLEMENTATION_IN_PROGRESS, "timeout_implementer"):
+    if trigger in NOTE_NEEDED or state_before in (IMPLEMENTATION_IN_PROGRESS, TIMEOUT_IMPLEMENTER):
         wanted = PENDING_IMPLEMENTER
-    elif state_before in (JUDGE_REVIEW_IN_PROGRESS, "timeout_judge", "pending_rebuttal"):
+    elif state_before in (JUDGE_REVIEW_IN_PROGRESS, TIMEOUT_JUDGE, PENDING_REBUTTAL):
         wanted = PENDING_JUDGE_REVIEW
     else:
         wanted = state_before if state_before in RESUMABLE_STATES else PENDING_IMPLEMENTER

@@ -283,7 +283,7 @@ def rebut(ctx: Context, text: str) -> Outcome:
         if run.start_state != PENDING_REBUTTAL:
             last = contract["history"][-1] if contract["history"] else {}
             if data.get("judge_verdict") != Verdict.FAIL or (
-                run.start_state == PENDING_IMPLEMENTER and last.get("event") != "fail_agree"
+                run.start_state == PENDING_IMPLEMENTER and last.get("event") != Event.FAIL_AGREE
             ):
                 raise WrongState(
                     "a rebuttal answers a FAIL verdict before the rework starts; there is none to answer"

@@ -175,7 +175,7 @@ class Review:
         refs = task_refs(self.contract)
         # The task's own edits are what is reviewed: any left uncommitted (a kill in an older hub between
         # code_written and its commit) are committed first, so the diff is never empty by accident.
-        committed = run.checkpoint("code_written")
+        committed = run.checkpoint(Event.CODE_WRITTEN)
         self.diff = gitops.diff_text(run.repo, refs.base_commit, refs.task_branch)
         root = run.worktree
         self.files = [f for f in changed_files(run, committed) if (root / f).is_file()]

@@ -152,7 +152,7 @@ class Run:
             shown = ", ".join(files[:4]) + (f" and {len(files) - 4} more" if len(files) > 4 else "")
             attempt = self.contract["attempt"]
             what = {
-                "code_written": f"implementer attempt {attempt} changes {shown}",
+                Event.CODE_WRITTEN: f"implementer attempt {attempt} changes {shown}",
                 "manual_edit": f"a person's edits to {shown} (kept before attempt {attempt})",
             }.get(event, f"{event}: {shown}")
             title = str(self.contract.get("title") or "").strip()

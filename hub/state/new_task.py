@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from hub.core.config import DEFAULT_MAX_CHANGED_FILES
 from hub.core.errors import ContractInvalid
 from hub.state.contract import COMPLEXITIES, SCHEMA_VERSION, iso
+from hub.state.machine import PENDING_IMPLEMENTER
 from hub.state.schema import validate
 
 if TYPE_CHECKING:
@@ -64,7 +65,7 @@ def new_contract(
         "title": title,
         "project": project,
         "complexity": complexity,
-        "status": "pending_implementer",
+        "status": PENDING_IMPLEMENTER,
         "status_reason": "created",
         "attempt": 1,
         "timestamps": {
