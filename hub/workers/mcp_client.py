@@ -257,7 +257,7 @@ class MCPClient:
 
     def _translate(self, exc: Exception, what: str, timeout: float) -> MCPError:
         from mcp import MCPError as SdkError
-        from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
+        from mcp.types import CONNECTION_CLOSED, REQUEST_TIMEOUT  # mcp.types, not mcp_types: see _stdio
 
         if isinstance(exc, SdkError) and exc.code == REQUEST_TIMEOUT:
             log.debug("mcp.timeout", server=self.name, request=what, seconds=timeout)
@@ -399,8 +399,10 @@ class MCPClient:
             )
         self._process = process
         log.debug("mcp.spawned", server=self.name, pid=process.pid, command=list(self.command))
-        import mcp_types  # after the spawn: see _run
+        # mcp.types is the SDK's mirror of its own dependency mcp_types (the same objects): the hub
+        # depends on mcp, not on how mcp splits itself into packages. After the spawn: see _run.
         from mcp.shared.message import SessionMessage
+        from mcp.types import jsonrpc_message_adapter
 
         read_in, read_out = anyio.create_memory_object_stream[SessionMessage | Exception](0)
         write_in, write_out = anyio.create_memory_object_stream[SessionMessage](0)
@@ -418,7 +420,7 @@ class MCPClient:
                                 continue
                             try:
                                 item: SessionMessage | Exception = SessionMessage(
-                                    mcp_types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+                                    jsonrpc_message_adapter.validate_json(line, by_name=False)
                                 )
                             except ValueError as exc:
                                 log.error(
