@@ -20,6 +20,7 @@ from hub.phases.context import Context
 from hub.phases.run import Run
 from hub.state import handoff
 from hub.state.contract import Contract, now_utc
+from hub.state.machine import ERIK_CONSULTATION, HALT_EVENT, RESUME_EVENT, TABLE, TERMINAL_STATES, Event
 from hub.state.store import load as load_contract
 
 APP_PY = 'def greet(name):\n    return "hello " + name\n'
@@ -240,6 +241,23 @@ def read_bytes_tree(folder: Path) -> dict[str, bytes]:
 @pytest.fixture
 def snapshot() -> Callable[[Path], dict[str, bytes]]:
     return read_bytes_tree
+
+
+def accepted_events(state: str) -> list[Event]:
+    """Every event the transition table accepts in `state`: its edges, the halt from every state but a
+    terminal one and erik_consultation, the resume from erik_consultation."""
+    events = [event for (s, event) in TABLE if s == state]
+    if state not in TERMINAL_STATES and state != ERIK_CONSULTATION:
+        events.append(HALT_EVENT)
+    if state == ERIK_CONSULTATION:
+        events.append(RESUME_EVENT)
+    return events
+
+
+@pytest.fixture
+def events_from() -> Callable[[str], list[Event]]:
+    """`events_from(state)`: the events the machine accepts there (the tests' oracle for the table)."""
+    return accepted_events
 
 
 @pytest.fixture

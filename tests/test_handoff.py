@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,7 @@ from hypothesis import strategies as st
 from hub.core.errors import EXIT_LOCKED, ContractInvalid, InvalidTransition, LockBusy, exit_code_for
 from hub.state import handoff
 from hub.state.handoff import Handoff, phase_lock, read_transitions, record
-from hub.state.machine import EVENTS, RESUMABLE_STATES, RESUME_EVENT, events_from
+from hub.state.machine import EVENTS, RESUMABLE_STATES, RESUME_EVENT, Event
 from hub.state.new_task import new_contract
 from hub.state.store import load, save
 
@@ -279,8 +280,10 @@ def test_reading_the_log_skips_torn_lines(tmp_path: Path) -> None:
     max_examples=60,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
-@given(st.data())
-def test_random_event_sequences_keep_the_contract_valid_and_history_equal_to_the_log(data: Any) -> None:
+@given(data=st.data())
+def test_random_event_sequences_keep_the_contract_valid_and_history_equal_to_the_log(
+    events_from: Callable[[str], list[Event]], data: Any
+) -> None:
     with fast_tmpdir() as tmp:
         hand, contract = make_task(Path(tmp))
         now = NOW
@@ -330,7 +333,7 @@ def test_archiving_moves_the_tasks_files_and_the_halt_file_and_leaves_the_rest(t
         "REVIEW_REQUEST.md",
         "TASK_CONTRACT.json",
     ]
-    assert not hand.has_task() and not hand.task_dir.exists()
+    assert not hand.contract.exists() and not hand.task_dir.exists()
     assert (tmp_path / "backlog.json").exists()
 
 

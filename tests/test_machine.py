@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
 from hub.core.errors import EXIT_WRONG_STATE, InvalidTransition, WrongState, exit_code_for
@@ -15,7 +17,7 @@ from hub.state.machine import (
     RESUME_EVENT,
     STATES,
     TABLE,
-    events_from,
+    Event,
     transition,
 )
 
@@ -130,7 +132,7 @@ def test_an_unknown_state_or_event_is_refused() -> None:
         transition("pending_everything", HALT_EVENT)
 
 
-def test_merged_is_terminal() -> None:
+def test_merged_is_terminal(events_from: Callable[[str], list[Event]]) -> None:
     assert events_from(MERGED) == []
     for event in EVENTS:
         with pytest.raises(InvalidTransition):
@@ -138,7 +140,9 @@ def test_merged_is_terminal() -> None:
 
 
 @pytest.mark.parametrize("state", STATES)
-def test_events_from_lists_exactly_the_events_that_transition_accepts(state: str) -> None:
+def test_events_from_lists_exactly_the_events_that_transition_accepts(
+    state: str, events_from: Callable[[str], list[Event]]
+) -> None:
     accepted = set()
     for event in EVENTS:
         try:
@@ -149,7 +153,7 @@ def test_events_from_lists_exactly_the_events_that_transition_accepts(state: str
     assert set(events_from(state)) == accepted
 
 
-def test_no_state_but_merged_is_a_dead_end() -> None:
+def test_no_state_but_merged_is_a_dead_end(events_from: Callable[[str], list[Event]]) -> None:
     # No state other than merged is a dead end: a task can always be halted or resumed.
     for state in STATES:
         assert events_from(state) or state == MERGED, state

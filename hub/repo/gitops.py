@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hub.core.errors import DirtyWorkTree, GitError
+from hub.core.errors import GitError
 from hub.core.log import get_logger
 
 if TYPE_CHECKING:
@@ -40,10 +40,6 @@ class DiffStats:
     added: int
     removed: int
     per_file: tuple[tuple[str, int, int], ...] = ()
-
-    @property
-    def changed_lines(self) -> int:
-        return self.added + self.removed
 
 
 def open_repo(path: Path) -> Repo:
@@ -103,12 +99,6 @@ def dirty_files(repo: Repo, untracked: bool = True) -> list[str]:
             if entry[0] in "RC":
                 files.append(next(entries, ""))
     return [name for name in files if name]
-
-
-def ensure_clean(repo: Repo, untracked: bool = True) -> None:
-    files = dirty_files(repo, untracked)
-    if files:
-        raise DirtyWorkTree(files)
 
 
 def exclude_path(repo: Repo, rel: str) -> bool:

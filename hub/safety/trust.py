@@ -40,7 +40,3 @@ def control_paths(config: Config, rule_dirs: Sequence[Path] | None = None) -> tu
                 found.append(resolved.relative_to(base).as_posix())
                 break
     return tuple(dict.fromkeys(found))
-
-
-def absolute(root: Path, paths: Sequence[str]) -> list[Path]:
-    return [root / p for p in paths]

@@ -145,9 +145,6 @@ class Handoff:
         archived = self.archive / task_id / "runs"
         return archived if not live.is_dir() and archived.is_dir() else live / "runs"
 
-    def has_task(self) -> bool:
-        return self.contract.exists()
-
     def ensure(self) -> None:
         self.task_dir.mkdir(parents=True, exist_ok=True)
 

@@ -121,13 +121,3 @@ def transition(state: str, event: str, resume_to: str | None = None) -> State:
         return TABLE[(State(state), Event(event))]
     except (KeyError, ValueError):
         raise InvalidTransition(state, event) from None
-
-
-def events_from(state: str) -> list[Event]:
-    """Every event the table accepts in `state` (for error messages and `hub status`)."""
-    events = [event for (s, event) in TABLE if s == state]
-    if state not in TERMINAL_STATES and state != ERIK_CONSULTATION:
-        events.append(HALT_EVENT)
-    if state == ERIK_CONSULTATION:
-        events.append(RESUME_EVENT)
-    return events
