@@ -25,8 +25,8 @@ smoke() {  # $1 label, $2 folder holding the installed hub
     "$bin/hub" --version
     py=$(head -1 "$bin/hub" | sed 's/^#!//' | cut -d' ' -f1)
     "$py" - <<'PY'
-import hub.phases.prompts, hub.review.rules
-prompts, rules = hub.phases.prompts.packaged_dir("prompts"), hub.review.rules.packaged_rules_dir()
+import hub.core.prompts, hub.review.rules
+prompts, rules = hub.core.prompts.packaged_dir("prompts"), hub.review.rules.packaged_rules_dir()
 assert "site-packages" in str(prompts) and (prompts / "implementer.md").is_file(), prompts
 assert "site-packages" in str(rules) and any(rules.glob("*.yml")), rules
 print("data from the wheel:", prompts.parent, "| ast-grep:", hub.review.rules.find_ast_grep())

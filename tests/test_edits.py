@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 
 from hub.edits.apply import apply_edits, plan_edits
 from hub.edits.edit import FileEdit, SearchReplace, render_edit
-from hub.edits.match import apply_blocks, feedback_for, unified_diff
+from hub.edits.feedback import blocks_failed
+from hub.edits.match import apply_blocks, unified_diff
 from hub.edits.parse import parse_edits
 from hub.edits.policy import Policy, path_allowed
 
@@ -499,12 +500,12 @@ def test_a_file_without_a_final_newline_keeps_it_that_way() -> None:
 
 def test_feedback_names_each_failed_block_its_reason_and_the_closest_lines() -> None:
     _, failures = apply_blocks("g.py", FILE, [SearchReplace("        message = f'hello {name}'\n", "x\n")])
-    text = feedback_for(failures)
+    text = blocks_failed(failures)
     assert "1 SEARCH/REPLACE block(s) did not match" in text
     assert "## 1. g.py: SEARCH text not found in the file" in text
     assert "        message = f'hello {name}'\n```" in text
     assert "6 |         message = f'hi {name}'" in text
-    assert feedback_for([]) == ""
+    assert blocks_failed([]) == ""
 
 
 # ---------------------------------------------------------------------------------------------- diffs
@@ -897,17 +898,20 @@ def test_no_retargeting_with_several_allowed_files_or_an_escaping_path(repo: Pat
 
 
 def test_a_cut_off_answer_is_refused_whole_even_when_its_first_block_is_complete(repo: Path) -> None:
-    from hub.edits.answer import OUTPUT_TRUNCATED, answer_feedback, apply_answer
+    from hub.edits.answer import apply_answer
+    from hub.edits.feedback import answer_feedback, output_truncated
 
     answer = "src/app.py\n" + fence(CODE.replace("1", "2")) + "\nsrc/b.py\n```python\ndef b():\n    ret"
     parsed, result = apply_answer(answer, policy(repo), done_reason="length")
-    assert parsed.problems == (OUTPUT_TRUNCATED,) and result.changed_files == ()
+    assert parsed.truncated and result.changed_files == ()
+    assert parsed.problems == (output_truncated(),)
     assert (repo / "src" / "app.py").read_text() == CODE
     assert "cut off" in answer_feedback(parsed, result)
 
 
 def test_feedback_names_each_refused_content_and_says_what_was_written(repo: Path) -> None:
-    from hub.edits.answer import answer_feedback, apply_answer
+    from hub.edits.answer import apply_answer
+    from hub.edits.feedback import answer_feedback
 
     answer = "src/app.py\n" + fence("") + "\nsrc/b.py\n" + fence("x = 1\n")
     parsed, result = apply_answer(answer, policy(repo))

@@ -15,13 +15,43 @@ if TYPE_CHECKING:
     # The fixtures' types (tests/conftest.py); pytest loads conftest, tests never import it.
     from conftest import TaskDriver
 
-PACKAGED = ("implementer", "implementer_system", "local_reviewer", "review_request")
+# Every text the hub sends a model: whole prompts, and the pieces its feedback is made of.
+PACKAGED = (
+    "implementer",
+    "implementer_system",
+    "local_reviewer",
+    "review_request",
+    "reflection",
+    "judge_system",
+    "second_look",
+    "judge_issues",
+    "judge_suggestions",
+    "previous_stall",
+    "notes",
+    "output_truncated",
+    "answer_cut_off",
+    "edits_refused",
+    "blocks_failed",
+    "block_failed",
+    "block_closest",
+    "block_nothing_close",
+    "search_replace_format",
+    "partial_change",
+    "partial_change_refused",
+    "command_restored",
+)
 PLACEHOLDER = re.compile(r"\$\{\w+\}")
 
 
 @pytest.mark.parametrize("name", PACKAGED)
 def test_every_packaged_template_is_found_without_a_repository_folder(tmp_path: Path, name: str) -> None:
     assert prompts.template(tmp_path, name).strip()
+
+
+def test_every_packaged_template_is_listed_here() -> None:
+    from hub.core.prompts import packaged_dir
+
+    assert sorted(p.stem for p in packaged_dir("prompts").glob("*.md")) == sorted(PACKAGED)
 
 
 def test_a_repositorys_own_template_overrides_the_packaged_one(tmp_path: Path) -> None:
@@ -45,6 +75,31 @@ def test_rendering_keeps_braces_and_unknown_placeholders_literal(tmp_path: Path)
     (tmp_path / "prompts" / "t.md").write_text("${code} {x} ${later}", encoding="utf-8")
 
     assert prompts.render(tmp_path, "t", code="d = {'a': 1}") == "d = {'a': 1} {x} ${later}"
+
+
+def test_a_fragment_leaves_out_only_the_line_end_its_file_closes_with(tmp_path: Path) -> None:
+    (tmp_path / "prompts").mkdir()
+    (tmp_path / "prompts" / "piece.md").write_text("say ${what}\n", encoding="utf-8")
+
+    assert prompts.fragment(tmp_path, "piece", what="hi\n") == "say hi\n"
+    assert prompts.render(tmp_path, "piece", what="hi") == "say hi\n"
+
+
+def test_the_feedback_on_an_answer_is_worded_by_the_repositorys_own_templates(tmp_path: Path) -> None:
+    from hub.edits.apply import ApplyResult, Refusal
+    from hub.edits.edit import ParseResult
+    from hub.edits.feedback import answer_feedback
+
+    refused = ApplyResult((), (Refusal("a.py", "the new content is empty", retry=True),), ())
+    (tmp_path / "prompts").mkdir()
+    (tmp_path / "prompts" / "search_replace_format.md").write_text("Use our blocks.\n", encoding="utf-8")
+
+    ours = answer_feedback(ParseResult((), ()), refused, tmp_path)
+    packaged = answer_feedback(ParseResult((), ()), refused)
+
+    assert ours.endswith("\n\nUse our blocks.\n")
+    assert "- a.py: the new content is empty" in ours
+    assert "<<<<<<< SEARCH" in packaged and "Use our blocks." not in packaged
 
 
 def test_bullets_and_issue_lines_read_as_markdown_lists() -> None:

@@ -1,5 +1,6 @@
 """A model's text into file edits, in pipeline order: `answer` (the implementer's path through one reply:
-its caps, a cut-off reply refused whole, the feedback), `parse` (the reply into edits, with `parse_blocks`,
+its caps, a cut-off reply refused whole, what was not written), `feedback` (what goes back to the model,
+worded by prompts/*.md templates), `parse` (the reply into edits, with `parse_blocks`,
 `parse_diff` and `parse_paths` for SEARCH/REPLACE blocks, unified diffs and the lines naming a file; `edit`
 holds the edits themselves), `policy` (where an edit may go: inside the allowed paths, never a control
 file), `match` (search/replace against the file), `patch` (unified diffs via `git apply`), `check` (the

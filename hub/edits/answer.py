@@ -1,31 +1,25 @@
 """A model's whole answer, the implementer's path: `apply_answer` (a cut-off answer is refused whole,
 blocks an earlier answer already wrote are left out), the caps checked before anything is read whole or
-written (`check_reply`, `check_files_per_reply`), and what goes back to the model or the person
-(`answer_feedback`, `unapplied`, `not_made_good`). Only `apply_answer` writes, through
-`hub.edits.apply.apply_edits`."""
+written (`check_reply`, `check_files_per_reply`), and what of it was not written (`unapplied`,
+`not_made_good`; the words sent back to the model are `hub.edits.feedback`'s). Only `apply_answer` writes,
+through `hub.edits.apply.apply_edits`."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
+from pathlib import Path
 
 import structlog
 
 from hub.core.errors import EditError
 from hub.edits.apply import ApplyResult, apply_edits
 from hub.edits.edit import FileEdit, ParseResult
-from hub.edits.match import feedback_for
+from hub.edits.feedback import output_truncated
 from hub.edits.parse import parse_edits
 from hub.edits.policy import Policy, resolve_target
 
 log = structlog.get_logger(__name__)
-
-
-OUTPUT_TRUNCATED = (
-    "output_truncated: the answer was cut off at the token limit, so none of it was applied (a "
-    "half-written change is worse than none). Answer with SEARCH/REPLACE blocks that quote only the "
-    "lines that change instead of whole files (a person can raise roles.implementer.num_predict in hub.yaml)"
-)
 
 
 # A search/replace block where it was written: (repo-relative path, SEARCH, REPLACE).
@@ -39,14 +33,16 @@ def apply_answer(
     default_path: str | None = None,
     done_reason: str = "",
     written: frozenset[Block] = frozenset(),
+    trust_root: Path | None = None,
 ) -> tuple[ParseResult, ApplyResult]:
     """The implementer's path from a model's answer to written files. An answer the server cut off at
-    its token limit (`done_reason` "length") is refused whole: its complete first blocks could land
-    while the rest of the change never comes. Blocks in `written` (an earlier answer of this attempt
-    wrote them) that the answer sends again are left out: their SEARCH text is gone from the file, so
-    applied twice they would fail and fail the change with them."""
+    its token limit (`done_reason` "length") is refused whole (`truncated`, the why worded from
+    `trust_root`'s templates): its complete first blocks could land while the rest of the change never
+    comes. Blocks in `written` (an earlier answer of this attempt wrote them) that the answer sends
+    again are left out: their SEARCH text is gone from the file, so applied twice they would fail and
+    fail the change with them."""
     if done_reason == "length":
-        return ParseResult((), (OUTPUT_TRUNCATED,)), ApplyResult((), (), ())
+        return ParseResult((), (output_truncated(trust_root),), truncated=True), ApplyResult((), (), ())
     parsed = parse_edits(text, default_path=default_path)
     if written:
         parsed = _without(parsed, written, policy)
@@ -120,36 +116,6 @@ def not_made_good(first: ApplyResult, retry: ParseResult, again: ApplyResult, po
     ]
 
 
-def answer_feedback(parsed: ParseResult, result: ApplyResult) -> str:
-    """The message sent to the model (once) about what of its answer was refused and how to fix it:
-    a cut-off answer, content the pre-write check refused, SEARCH blocks that did not match. "" when
-    there is nothing it could fix by answering again."""
-    parts = []
-    if OUTPUT_TRUNCATED in parsed.problems:
-        parts.append(f"Your answer was NOT applied. {OUTPUT_TRUNCATED}.")
-    retry = [r for r in result.refused if r.retry]
-    if retry:
-        written = ", ".join(result.changed_files)
-        parts.append(
-            f"{len(retry)} edit(s) were refused and NOT written"
-            + (f" (written: {written})" if written else "")
-            + ". For each, send it again, fixed:"
-        )
-        parts += [f"- {r.path}: {r.reason}" for r in retry]
-    if result.failed_blocks:
-        parts.append(feedback_for(result.failed_blocks))
-    if parts and not result.failed_blocks:
-        # The prompt asks for whole files; the advice above may be the model's first sight of blocks.
-        parts.append(SEARCH_REPLACE_FORMAT)
-    return "\n\n".join(parts) + ("\n" if parts else "")
-
-
-PARTIAL_CHANGE = (
-    "partial_change: part of the change was written, but these edits were still not applied after the "
-    "feedback round, so the change is incomplete: "
-)
-
-
 def unapplied(parsed: ParseResult, result: ApplyResult) -> list[str]:
     """The parts of an answer that were not written (refused edits, SEARCH blocks that did not match,
     blocks the parser dropped), each with its reason; [] when all of it was applied."""
@@ -157,16 +123,6 @@ def unapplied(parsed: ParseResult, result: ApplyResult) -> list[str]:
     missing += [f"{f.path}: a SEARCH block did not match ({f.reason})" for f in result.failed_blocks]
     missing += list(parsed.problems)
     return missing
-
-
-SEARCH_REPLACE_FORMAT = """A SEARCH/REPLACE block changes only the lines it quotes:
-
-path/to/file.py
-<<<<<<< SEARCH
-the lines to change, copied exactly from the file
-=======
-the new lines
->>>>>>> REPLACE"""
 
 
 def check_reply(text: str, max_chars: int) -> None:

@@ -29,10 +29,12 @@ class FileEdit:
 
 @dataclass(frozen=True)
 class ParseResult:
-    """The edits found in a model's answer, and why anything in it could not become an edit."""
+    """The edits found in a model's answer, and why anything in it could not become an edit.
+    `truncated`: the server cut the answer off, so none of it is an edit (`problems` says why)."""
 
     edits: tuple[FileEdit, ...]
     problems: tuple[str, ...]
+    truncated: bool = False
 
 
 def render_edit(edit: FileEdit) -> str:

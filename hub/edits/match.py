@@ -1,4 +1,5 @@
-"""Search/replace matching, the closest-lines report, feedback for the model, and unified diffs. Pure."""
+"""Search/replace matching, the closest-lines report (`hub.edits.feedback` words it for the model), and
+unified diffs. Pure."""
 
 from __future__ import annotations
 
@@ -336,29 +337,6 @@ def _closest(lines: list[str], search: list[str], context: int = 0) -> str:
     stop = min(len(lines), offset + len(_trim_blank(search)) + context)
     width = len(str(stop))
     return "\n".join(f"{n + 1:>{width}} | {lines[n]}" for n in range(start, stop))
-
-
-def feedback_for(failures: Sequence[BlockFailure]) -> str:
-    """The message to send the model (once) about blocks that did not apply."""
-    if not failures:
-        return ""
-    parts = [
-        f"{len(failures)} SEARCH/REPLACE block(s) did not match the files and were NOT applied; "
-        "the other edits were applied. For each, resend a corrected block whose SEARCH part is copied "
-        "exactly from the current file (whitespace included)."
-    ]
-    for n, failure in enumerate(failures, 1):
-        parts.append(
-            f"\n## {n}. {failure.path}: {failure.reason}\nYour SEARCH text:\n```\n{failure.search}```"
-        )
-        if failure.closest:
-            parts.append(
-                f"The closest lines in {failure.path} (line numbers are not part of the file):\n"
-                f"```\n{failure.closest}\n```"
-            )
-        else:
-            parts.append(f"Nothing in {failure.path} resembles it.")
-    return "\n".join(parts) + "\n"
 
 
 # ------------------------------------------------------------------------------------------------- diffs

@@ -11,7 +11,8 @@ So a reviewer's finding halts only when
 
 Every other critical is kept as a major finding for the judge (in the review request), with the reason
 it did not halt. A static rule hit (ast-grep, severity error, tagged security) still halts at once: it is
-evidence by construction. Pure: no files, no model calls (the second look is the caller's).
+evidence by construction. No model calls (the second look is the caller's), and the one file read is the
+second look's template (prompts/second_look.md).
 """
 
 from __future__ import annotations
@@ -19,27 +20,17 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
+from hub.core.prompts import fragment
 from hub.state.contract import Issue
+
+if TYPE_CHECKING:
+    from hub.core.config import Config
 
 # A quote shorter than this is too common to prove anything ("return x", "}").
 MIN_QUOTE_CHARS = 8
 HALTING_KINDS = frozenset({"security"})
-
-SECOND_LOOK = """\
-A code reviewer claims that this line, added by a change to {file}, is a security hole that must stop
-the change from being merged:
-
-    {quote}
-
-The reviewer's reason: {description}
-
-Is this line itself a real security hole: running code built from input (eval, exec, a shell or SQL
-command built from strings), reading or writing a path taken from input without a check, a secret
-written into the code, unsafe deserialisation, or a disabled TLS check? Missing input validation,
-style and correctness are not security holes here.
-
-Answer YES or NO on the first line, then one sentence why."""
 
 
 @dataclass(frozen=True)
@@ -106,8 +97,12 @@ def downgrade(issue: Issue, why: str) -> Issue:
     }
 
 
-def second_look_prompt(issue: Issue) -> str:
-    return SECOND_LOOK.format(
+def second_look_prompt(issue: Issue, config: Config | None = None) -> str:
+    """The question about one finding, from prompts/second_look.md (the trust root's own first; without
+    a config, the packaged one)."""
+    return fragment(
+        config.trust_root if config is not None else None,
+        "second_look",
         file=issue.get("file") or "the change",
         quote=_squeeze(str(issue.get("quote") or "")),
         description=str(issue.get("description") or "").strip(),

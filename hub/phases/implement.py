@@ -67,6 +67,16 @@ def run_implementer(ctx: Context) -> Outcome:
         return Attempt(run).execute()
 
 
+class Failed(Exception):
+    """A step of the attempt cannot go on: `failure` is what that means, a halt (`Trip`) or a stall
+    strike (`Stall`). The steps raise it; the attempt catches it once, where it ends (`Attempt.execute`),
+    beside the worker errors `worker_failure` reads the same way."""
+
+    def __init__(self, failure: Trip | Stall) -> None:
+        super().__init__(failure.reason)
+        self.failure = failure
+
+
 class Attempt:
     """One implementer attempt, from health check to code_written (or a stall, or a halt)."""
 
@@ -88,71 +98,84 @@ class Attempt:
         try:
             return self._attempt(worker)
         except WorkerError as exc:
-            failure = worker_failure(exc, self.model)
-            if isinstance(failure, Trip):
-                return self.run.halt(failure)
-            return self._stall(failure.reason, failure.detail, failure.raw_tail or self.raw, failure.event)
+            return self._failed(worker_failure(exc, self.model))
+        except Failed as exc:
+            return self._failed(exc.failure)
         finally:
             worker.close()
 
-    def _stall(self, reason: str, detail: str, raw: str | None = None, event: Event = Event.STALL) -> Outcome:
+    def _failed(self, failure: Trip | Stall) -> Outcome:
+        """Where every failure of the attempt ends: a halt, or a stall strike with the model's last raw
+        output (unless the failure brought its own) and where the attempt's time went."""
+        if isinstance(failure, Trip):
+            return self.run.halt(failure)
         timings = {**self.timings, "attempt": round(time.perf_counter() - self.started, 3)}
         return implementer_stall(
-            self.run, Stall(reason, detail, (raw if raw is not None else self.raw), timings, event=event)
+            self.run, replace(failure, raw_tail=failure.raw_tail or self.raw, timings=timings)
         )
 
     def _attempt(self, worker: Worker) -> Outcome:
+        from hub.edits.feedback import answer_feedback
+
+        self._preflight(worker)
+        system = prompts.template(self.config.trust_root, "implementer_system").strip()
+        prompt, generation = self._first_call(worker, system)
+        answer = self._apply(generation, feedback_due=True)
+        feedback = answer_feedback(*answer, self.config.trust_root)
+        if feedback:
+            self._feedback_round(worker, prompt + "\n\n" + feedback, system, answer)
+        return self._written(self._acceptance(worker, system))
+
+    def _preflight(self, worker: Worker) -> None:
+        """What must hold before the model is called: a jail for the acceptance commands (under `sandbox:
+        required` nothing runs unsandboxed) and a server that has the model; else a halt."""
         if self.contract["specification"].get("acceptance_commands"):
-            # Decided before the model is called: under `sandbox: required` nothing runs unsandboxed.
             try:
                 self.jail = jail_for(self.config, self.run.worktree)
             except SandboxUnavailable as exc:
-                return self.run.halt(Trip("sandbox_unavailable", str(exc), {"fix": exc.fix}))
+                raise Failed(Trip("sandbox_unavailable", str(exc), {"fix": exc.fix})) from exc
             self.contract["handoff_data"]["sandbox"] = self.jail.why
         trip = model_unavailable(self.run, worker, self.model)
         if trip:
-            return self.run.halt(trip)
-        system = prompts.template(self.config.trust_root, "implementer_system").strip()
+            raise Failed(trip)
+
+    def _first_call(self, worker: Worker, system: str) -> tuple[str, Generation]:
+        """The prompt the model answered, and its answer. A prompt that does not fit is retried smaller,
+        never unchanged: the files other than the target as outlines."""
         prompt = build_prompt(self.run)
         try:
-            generation = self._call(worker, prompt, system, "implement")
+            return prompt, self._call(worker, prompt, system, "implement")
         except ContextOverflow as exc:
             smaller = build_prompt(self.run, outlines=True)
             if smaller == prompt:
                 raise
-            # Retried smaller, never unchanged: the files other than the target as outlines.
             log.warning("implement.outlines", task=self.run.task_id, reason=str(exc))
-            prompt, self.outlines = smaller, True
-            generation = self._call(worker, prompt, system, "implement-outlines")
-        result = self._apply(generation, feedback_due=True)
-        if isinstance(result, Stall):
-            return self._stall(result.reason, result.detail)
-        from hub.edits.answer import answer_feedback
+            self.outlines = True
+            return smaller, self._call(worker, smaller, system, "implement-outlines")
 
-        feedback = answer_feedback(*result)
-        if feedback:
-            from hub.edits.answer import PARTIAL_CHANGE, not_made_good, unapplied, written_blocks
+    def _feedback_round(self, worker: Worker, prompt: str, system: str, first: Answer) -> None:
+        """The one answer to the feedback on what of the first answer was refused. Some of the change
+        written and some still refused after it is a partial_change stall: a change only partly made
+        must not go on to review as if whole (issue 12)."""
+        from hub.edits.answer import not_made_good, unapplied, written_blocks
 
-            retry = self._call(worker, prompt + "\n\n" + feedback, system, "block-feedback")
+        root = self.config.trust_root
+        retry = self._call(worker, prompt, system, "block-feedback")
+        refused: list[str] = []
+        try:
             # The blocks already written, sent again with the fixed ones, are not applied twice.
-            again = self._apply(retry, written=written_blocks(*result, self._policy()))
-            if isinstance(again, Stall) and not self.applied_any:
-                return self._stall(again.reason, again.detail)
-            # Some of the change is written and some is still refused after the one feedback round: a
-            # change only partly made must not go on to review as if whole (issue 12).
-            if isinstance(again, Stall):
-                missing = unapplied(*result)
-            else:
-                missing = unapplied(*again) + not_made_good(result[1], *again, self._policy())
-            if missing:
-                detail = "; ".join(missing)
-                if isinstance(again, Stall):
-                    detail += f"; and the answer to the feedback was refused ({again.reason}: {again.detail})"
-                return self._stall("partial_change", PARTIAL_CHANGE + detail)
-        acceptance = self._acceptance(worker, system)
-        if isinstance(acceptance, Stall):
-            return self._stall(acceptance.reason, acceptance.detail)
-        return self._written(acceptance)
+            again = self._apply(retry, written=written_blocks(*first, self._policy()))
+        except Failed as exc:
+            if not self.applied_any or not isinstance(exc.failure, Stall):
+                raise
+            stall, missing = exc.failure, unapplied(*first)
+            why = prompts.fragment(root, "partial_change_refused", reason=stall.reason, detail=stall.detail)
+            refused = [why]
+        else:
+            missing = unapplied(*again) + not_made_good(first[1], *again, self._policy())
+        if missing:
+            detail = prompts.fragment(root, "partial_change", unapplied="; ".join(missing + refused))
+            raise Failed(Stall("partial_change", detail))
 
     def _call(self, worker: Worker, prompt: str, system: str, purpose: str) -> Generation:
         from hub.workers.bridge import request_for
@@ -200,17 +223,19 @@ class Attempt:
 
     def _apply(
         self, generation: Generation, feedback_due: bool = False, written: frozenset[Block] = frozenset()
-    ) -> Answer | Stall:
-        """Parse, check and write the edits; a Stall when nothing usable came of it. With `feedback_due`,
-        an answer whose edits were all refused for what the model can fix (SEARCH blocks that did not
-        match, content the pre-write check refused, a cut-off answer) is not yet a stall: the caller
-        feeds the reasons back to the model once."""
+    ) -> Answer:
+        """Parse, check and write the edits; `Failed` (a stall) when nothing usable came of it. With
+        `feedback_due`, an answer whose edits were all refused for what the model can fix (SEARCH blocks
+        that did not match, content the pre-write check refused, a cut-off answer) is not yet a stall:
+        the caller feeds the reasons back to the model once."""
         from hub.core.errors import EditError
-        from hub.edits.answer import OUTPUT_TRUNCATED, answer_feedback, apply_answer, check_reply
+        from hub.edits.answer import apply_answer, check_reply
+        from hub.edits.feedback import answer_feedback, output_truncated
 
+        root = self.config.trust_root
         text = generation.text
         if not text.strip():
-            return Stall("empty_output", "the model's answer was empty (after removing think blocks)")
+            raise Failed(Stall("empty_output", "the model's answer was empty (after removing think blocks)"))
         policy = self._policy()
         allowed = policy.allowed_paths
         single = allowed[0] if len(allowed) == 1 and not any(c in allowed[0] for c in "*?[") else None
@@ -218,27 +243,30 @@ class Attempt:
         try:
             check_reply(text, self.config.max_reply_chars)
             parsed, result = apply_answer(
-                text, policy, default_path=single, done_reason=generation.done_reason, written=written
+                text,
+                policy,
+                default_path=single,
+                done_reason=generation.done_reason,
+                written=written,
+                trust_root=root,
             )
         except EditError as exc:
-            return Stall("reply_too_large", str(exc))
+            raise Failed(Stall("reply_too_large", str(exc))) from exc
         self._record_edits(parsed, result)
-        truncated = OUTPUT_TRUNCATED in parsed.problems
-        if not parsed.edits and not truncated:
+        if not parsed.edits and not parsed.truncated:
             why = "; ".join(parsed.problems) or "no file path followed by a fenced code block was found"
-            return Stall("malformed_output", why)
+            raise Failed(Stall("malformed_output", why))
         if not result.changed_files and not self.applied_any:
-            if feedback_due and answer_feedback(parsed, result):
+            if feedback_due and answer_feedback(parsed, result, root):
                 return parsed, result
             parts = [f"{r.path}: {r.reason}" for r in result.refused]
             parts += [f"{f.path}: a SEARCH block did not match ({f.reason})" for f in result.failed_blocks]
             if result.unchanged:
                 parts.append(f"{', '.join(result.unchanged)}: the new content is the same as the old")
-            if truncated:
-                return Stall("output_truncated", OUTPUT_TRUNCATED)
-            return Stall(
-                "malformed_output", "no edit could be applied: " + ("; ".join(parts) or "nothing parsed")
-            )
+            if parsed.truncated:
+                raise Failed(Stall("output_truncated", output_truncated(root)))
+            why = "no edit could be applied: " + ("; ".join(parts) or "nothing parsed")
+            raise Failed(Stall("malformed_output", why))
         self.applied_any = self.applied_any or bool(result.changed_files)
         return parsed, result
 
@@ -266,7 +294,9 @@ class Attempt:
         for record in records:
             write_record(self.run.ctx.handoff, self.run.task_id, "diff", record, self.run.now)
 
-    def _acceptance(self, worker: Worker, system: str) -> list[CommandResult] | Stall:
+    def _acceptance(self, worker: Worker, system: str) -> list[CommandResult]:
+        """The acceptance commands, and up to MAX_REFLECTIONS answers to their failures; `Failed` (a
+        stall) while they still fail."""
         commands = self.contract["specification"].get("acceptance_commands") or []
         results: list[CommandResult] = []
         for reflection in range(MAX_REFLECTIONS + 1):
@@ -287,12 +317,10 @@ class Attempt:
                 feedback=feedback,
             )
             generation = self._call(worker, reflect, system, f"reflection-{reflection + 1}")
-            applied = self._apply(generation)
-            if isinstance(applied, Stall):
-                return applied
+            self._apply(generation)
         self.contract["handoff_data"]["acceptance_results"] = [r.summary() for r in results]
         failed = [r for r in results if not r.ok]
-        return Stall("tests_failed", "\n\n".join(r.feedback() for r in failed)[-3000:])
+        raise Failed(Stall("tests_failed", "\n\n".join(r.feedback() for r in failed)[-3000:]))
 
     def _command(self, command: str) -> CommandResult:
         # PhaseTimeout (a phase_timeout stall) when the attempt's clock is spent: no command starts.
@@ -309,13 +337,8 @@ class Attempt:
             shown = ", ".join(restored[:20]) + (
                 f" and {len(restored) - 20} more" if len(restored) > 20 else ""
             )
-            result = replace(
-                result,
-                stderr=result.stderr
-                + f"\nhub: the command changed files outside the allowed paths ({shown}); "
-                "those changes were undone (the task branch's committed state is back): only the allowed "
-                "paths may change",
-            )
+            note = prompts.fragment(self.config.trust_root, "command_restored", paths=shown)
+            result = replace(result, stderr=result.stderr + "\n" + note)
         write_record(
             self.run.ctx.handoff,
             self.run.task_id,
@@ -474,24 +497,24 @@ def outline_section(repo_root: Path, rel: str) -> str:
 
 def feedback_section(run: Run) -> str:
     """What the model must know from earlier: the judge's issues, its own last stall, a person's notes."""
-    data = run.contract["handoff_data"]
+    data, root = run.contract["handoff_data"], run.ctx.config.trust_root
     parts: list[str] = []
     if data.get("judge_verdict") in (Verdict.FAIL, Verdict.CONDITIONAL) and data.get("judge_blocking_issues"):
-        parts.append(
-            f"## The judge rated the last attempt {data['judge_verdict']}. Fix every blocking issue\n\n"
-            + prompts.issue_lines(data["judge_blocking_issues"])
-        )
+        issues = prompts.issue_lines(data["judge_blocking_issues"])
+        parts.append(prompts.fragment(root, "judge_issues", verdict=data["judge_verdict"], issues=issues))
         if data.get("judge_suggestions"):
-            parts.append("Suggestions (optional):\n" + prompts.bullets(data["judge_suggestions"]))
+            suggestions = prompts.bullets(data["judge_suggestions"])
+            parts.append(prompts.fragment(root, "judge_suggestions", suggestions=suggestions))
     stalls = [s for s in data.get("stalls", []) if s.get("role") == "implementer"]
     if stalls and stalls[-1].get("attempt") == run.contract["attempt"] - 1:
         last = stalls[-1]
-        parts.append(f"## Your previous attempt failed ({last['reason']})\n\n{last.get('detail', '')[:1500]}")
+        detail = last.get("detail", "")[:1500]
+        parts.append(prompts.fragment(root, "previous_stall", reason=last["reason"], detail=detail))
     notes = list(data.get("resume_notes", []))
     notes += [
         f"({n.get('type', 'note')}) {n.get('content', '')}"
         for n in notes_for_prompt(run.ctx.handoff, run.task_id)
     ]
     if notes:
-        parts.append("## Notes\n\n" + prompts.bullets(notes))
+        parts.append(prompts.fragment(root, "notes", notes=prompts.bullets(notes)))
     return ("\n" + "\n\n".join(parts) + "\n") if parts else ""

@@ -35,6 +35,7 @@ from hub.core.atomic import write_atomic
 from hub.core.errors import ConfigError, ContractInvalid, HubError, WorkerError, WrongState
 from hub.core.faults import crash_point
 from hub.core.log import get_logger
+from hub.phases import prompts
 from hub.phases.calls import generate
 from hub.phases.context import Context, Outcome
 from hub.phases.judge import (
@@ -59,15 +60,6 @@ log = get_logger(__name__)
 WAITING_FOR_VERDICT = frozenset({PENDING_JUDGE_REVIEW, JUDGE_REVIEW_IN_PROGRESS})
 KILL_GRACE_SECONDS = 2.0  # between SIGTERM and SIGKILL of a judge command's process group
 TAIL_CHARS = 4000
-
-JUDGE_SYSTEM = """You are the judge of a code change made by another model. Read the review request and
-decide. Answer with one JSON object in a ```json fenced block and nothing else:
-{"verdict": "PASS" | "CONDITIONAL" | "FAIL" | "CRITICAL_HALT", "summary": "...",
- "blocking_issues": [{"id": "B1", "severity": "critical|major|minor", "file": "path", "line": 1,
-   "description": "what is wrong", "fix_required": "what to change"}],
- "suggestions": ["..."]}
-PASS merges the change. FAIL and CONDITIONAL send it back with your blocking issues. CRITICAL_HALT stops
-the task for a person. Do not run any command; your answer is the report."""
 
 
 @dataclass
@@ -275,7 +267,8 @@ def _run_model(run: Run, request: str, seconds: float) -> JudgeResult:
 
     config = run.ctx.config
     role = config.judge_role()
-    chat = request_for(config, role, request, system=JUDGE_SYSTEM)
+    system = prompts.template(config.trust_root, "judge_system").strip()
+    chat = request_for(config, role, request, system=system)
     chat = replace(chat, total_timeout=min(chat.total_timeout, seconds))
     record: dict[str, Any] = {"judge": "model", "backend": role.backend, "model": role.model}
     worker = run.ctx.worker("judge")

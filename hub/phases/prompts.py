@@ -1,44 +1,22 @@
-"""Prompt templates: `prompts/<name>.md`, a repository's own folder first, then the packaged one.
-
-Templates use `string.Template` placeholders (`${requirements}`), so braces in code stay literal.
+"""The phases' side of the prompt templates (`hub.core.prompts`: finding and rendering them): lists and
+issues as markdown, and the review request.
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from string import Template
 from typing import TYPE_CHECKING, Any
 
-import hub
+from hub.core.prompts import fragment, render, template
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from hub.state.contract import Contract, Issue
 
-
-def packaged_dir(kind: str) -> Path:
-    """`hub/_data/<kind>` in a wheel, `<checkout>/<kind>` in an editable install."""
-    installed = Path(hub.__file__).parent / "_data" / kind
-    return installed if installed.is_dir() else Path(hub.__file__).parent.parent / kind
-
-
-def template(repo_root: Path, name: str) -> str:
-    for folder in (repo_root / "prompts", packaged_dir("prompts")):
-        path = folder / f"{name}.md"
-        if path.is_file():
-            try:
-                return path.read_text(encoding="utf-8")
-            except UnicodeDecodeError as exc:
-                from hub.core.errors import ConfigError
-
-                raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start})") from None
-    raise FileNotFoundError(f"no prompt template {name}.md in {repo_root / 'prompts'} or the package")
-
-
-def render(repo_root: Path, name: str, **values: Any) -> str:
-    return Template(template(repo_root, name)).safe_substitute({k: str(v) for k, v in values.items()})
+# The loader, as the phases have always reached it (`prompts.render(...)`).
+__all__ = ["bullets", "fragment", "issue_lines", "render", "render_review_request", "template"]
 
 
 def bullets(items: list[Any], empty: str = "(none)") -> str:

@@ -287,7 +287,7 @@ class Review:
             if n >= MAX_SECOND_LOOKS:
                 kept.append(downgrade(issue, "more critical findings than the review looks at twice"))
                 continue
-            request = request_for(self.config, "local_reviewer", second_look_prompt(issue))
+            request = request_for(self.config, "local_reviewer", second_look_prompt(issue, self.config))
             answer = generate(self.run, worker, "local_reviewer", request, "second-look")
             if agrees(answer.text):
                 confirmed.append(
