@@ -6,6 +6,7 @@
 #
 #   scripts/real_model.sh provision   # ~2 min download + ~20 min build on 2 cores, once
 #   scripts/real_model.sh serve       # start llama-server on 127.0.0.1:$PORT (default 8089), wait for /health
+#                                     # (SLOTS=2: two requests at once, each with a CTX window)
 #   scripts/real_model.sh stop
 #   scripts/real_model.sh status
 #
@@ -14,7 +15,8 @@ set -euo pipefail
 
 CACHE="${AGENT_HUB_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/agent-hub}"
 PORT="${PORT:-8089}"
-CTX="${CTX:-8192}"
+CTX="${CTX:-8192}"      # the context window of each slot
+SLOTS="${SLOTS:-1}"     # requests served at once (two runs side by side, e.g. bench_real_model's hub and aider)
 MODEL="${MODEL:-1.5b}"
 LLAMA_VERSION="0.3.36"
 PY="${PYTHON:-python3}"
@@ -78,7 +80,7 @@ running() { [ -f "$PIDFILE" ] && kill -0 "$(cat "$PIDFILE")" 2>/dev/null; }
 serve() {
   if running; then echo "llama-server already running (pid $(cat "$PIDFILE")) on port $PORT" >&2; return; fi
   [ -f "$GGUF" ] && [ -x "$SERVER" ] || { echo "run '$0 provision' first" >&2; exit 1; }
-  LD_LIBRARY_PATH="$CACHE/llama.cpp/bin" setsid "$SERVER" -m "$GGUF" -a "$NAME" -c "$CTX" -np 1 -t 2 \
+  LD_LIBRARY_PATH="$CACHE/llama.cpp/bin" setsid "$SERVER" -m "$GGUF" -a "$NAME" -c "$((CTX * SLOTS))" -np "$SLOTS" -t 2 \
     --host 127.0.0.1 --port "$PORT" --jinja >"$LOG" 2>&1 < /dev/null &
   echo $! > "$PIDFILE"
   for _ in $(seq 1 120); do
