@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from hub.edits.apply import apply_edits, plan_edits
-from hub.edits.edit import FileEdit, SearchReplace, render_edit
+from hub.edits.edit import FileEdit, SearchReplace
 from hub.edits.feedback import blocks_failed
 from hub.edits.match import apply_blocks, unified_diff
 from hub.edits.parse import parse_edits
@@ -25,6 +25,21 @@ CODE = "def main():\n    return 1\n"
 def fence(body: str, info: str = "python") -> str:
     body = body if not body or body.endswith("\n") else body + "\n"
     return f"```{info}\n{body}```\n"
+
+
+def render_edit(edit: FileEdit) -> str:
+    """An edit in the format `parse_edits` reads (whole file or search/replace): the oracle of the round trips."""
+    if edit.delete:
+        return f"DELETE: {edit.path}\n"
+    parts = [edit.path]
+    if edit.content is not None:
+        longest = max((len(m) for m in re.findall(r"^[ \t]*(`{3,})", edit.content, re.MULTILINE)), default=2)
+        outer = "`" * max(3, longest + 1)
+        body = edit.content if not edit.content or edit.content.endswith("\n") else edit.content + "\n"
+        parts.append(f"{outer}\n{body}{outer}")
+    for block in edit.blocks:
+        parts.append(f"<<<<<<< SEARCH\n{block.search}=======\n{block.replace}>>>>>>> REPLACE")
+    return "\n".join(parts) + "\n"
 
 
 def only_edit(text: str, default_path: str | None = None) -> FileEdit:

@@ -10,16 +10,15 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
-import structlog
-
 from hub.core.errors import EditError
+from hub.core.log import get_logger
 from hub.edits.apply import ApplyResult, apply_edits
 from hub.edits.edit import FileEdit, ParseResult
 from hub.edits.feedback import output_truncated
 from hub.edits.parse import parse_edits
 from hub.edits.policy import Policy, resolve_target
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 
 # A search/replace block where it was written: (repo-relative path, SEARCH, REPLACE).

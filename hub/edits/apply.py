@@ -18,16 +18,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import structlog
-
 from hub.core.atomic import write_bytes_atomic
 from hub.core.errors import EditError
+from hub.core.log import get_logger
 from hub.edits.check import judge
 from hub.edits.edit import FileEdit
 from hub.edits.match import BlockFailure, apply_blocks, diff_stats, unified_diff
 from hub.edits.policy import Policy, check_filesystem, check_path, retarget
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 
 @dataclass(frozen=True)
@@ -142,7 +141,7 @@ def plan_edits(edits: Sequence[FileEdit], policy: Policy) -> Plan:
             delete_allowed=policy.delete_allowed,
         )
         if why is not None:
-            log.debug("edit_refused_before_write", path=rel, reason=why)
+            log.debug("edits.refused_before_write", path=rel, reason=why)
             refused.append(Refusal(edit.path, why, retry=True))
             continue
         applied.append(
@@ -170,12 +169,12 @@ def apply_edits(edits: Sequence[FileEdit], policy: Policy) -> ApplyResult:
             _write(root / write.path, write.data, write.mode)
         except (EditError, OSError) as error:
             failed_paths[write.path] = f"write failed: {error}"
-            log.debug("edit_write_failed", path=write.path, error=str(error))
+            log.debug("edits.write_failed", path=write.path, error=str(error))
     applied = tuple(a for a in plan.applied if a.path not in failed_paths)
     refused = plan.refused + tuple(Refusal(path, reason) for path, reason in failed_paths.items())
     result = ApplyResult(applied, refused, plan.failed_blocks, plan.unchanged)
     log.debug(
-        "edits_applied",
+        "edits.applied",
         files=list(result.changed_files),
         refused=[r.path for r in refused],
         failed_blocks=len(plan.failed_blocks),

@@ -320,7 +320,7 @@ class _Parser:
 
 def _wraps_answer(fence: str, info: str, body: list[str], path: str | None) -> bool:
     """A ```markdown (or bare ```) fence around blocks of its own, for a file that is not markdown. A
-    longer bare fence is the way to hold a file that contains fences (`render_edit` writes one)."""
+    longer bare fence is the way to hold a file that contains fences (the tests' `render_edit` writes one)."""
     kind = info.split()[0].lower() if info.split() else ""
     if kind not in ("markdown", "md") and not (kind == "" and len(fence) == 3):
         return False

@@ -17,13 +17,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import structlog
-
 from hub.core.errors import EditError
+from hub.core.log import get_logger
 from hub.edits.edit import FileEdit
 from hub.safety.trust import CONTROL_FILES
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 
 @dataclass(frozen=True)
@@ -66,12 +65,12 @@ def retarget(edit: FileEdit, policy: Policy, root: Path) -> str:
     if path_allowed("/".join(parts), policy.allowed_paths) or (root / "/".join(parts)).exists():
         return edit.path
     if parts[-1] == only.rsplit("/", 1)[-1]:
-        log.debug("edit_retargeted", path=edit.path, to=only, why="same file name")
+        log.debug("edits.retargeted", path=edit.path, to=only, why="same file name")
         return only
     if edit.blocks and edit.content is None and edit.patch is None and (root / only).is_file():
         text = (root / only).read_text(encoding="utf-8", errors="replace").replace("\r\n", "\n")
         if all(b.search.strip() and text.count(b.search) == 1 for b in edit.blocks):
-            log.debug("edit_retargeted", path=edit.path, to=only, why="SEARCH found in the allowed file")
+            log.debug("edits.retargeted", path=edit.path, to=only, why="SEARCH found in the allowed file")
             return only
     return edit.path
 

@@ -46,7 +46,7 @@ if TYPE_CHECKING:
 MAX_REFLECTIONS = 2
 MAX_FILE_CHARS = 60_000
 
-log = get_logger("hub.implement")
+log = get_logger(__name__)
 
 
 def run_implementer(ctx: Context) -> Outcome:
@@ -55,7 +55,7 @@ def run_implementer(ctx: Context) -> Outcome:
         require_setup(run)
         if run.contract["status"] == TIMEOUT_IMPLEMENTER:
             stalls = run.contract["handoff_data"].get("stalls")
-            return strike(run, stalls[-1]["reason"] if stalls else "interrupted")
+            return strike(run, stalls[-1]["reason"] if stalls else Event.INTERRUPTED)
         trip = pre_phase_trip(run)
         if trip:
             return run.halt(trip)
@@ -133,7 +133,7 @@ class Attempt:
             try:
                 self.jail = jail_for(self.config, self.run.worktree)
             except SandboxUnavailable as exc:
-                raise Failed(Trip("sandbox_unavailable", str(exc), {"fix": exc.fix})) from exc
+                raise Failed(Trip("sandbox_unavailable", str(exc), hint=exc.hint)) from exc
             self.contract["handoff_data"]["sandbox"] = self.jail.why
         trip = model_unavailable(self.run, worker, self.model)
         if trip:
@@ -375,7 +375,7 @@ class Attempt:
         # lets recovery tell "killed after the commit" (finish the attempt) from "before" (stash it).
         data["committing"] = {"attempt": self.contract["attempt"], "parent": gitops.head_commit(run.repo)}
         run.save()
-        commit = run.checkpoint("code_written")
+        commit = run.checkpoint(Event.CODE_WRITTEN)
         crash_point("implement:after-commit")
         return finish_code_written(run, commit)
 

@@ -234,11 +234,6 @@ class SandboxUnavailable(HubError):
         self.why = why
         super().__init__(f"sandbox: required, but {why}", hint=FIX_INSTALL)
 
-    @property
-    def fix(self) -> str:
-        # Until hub/phases/implement.py's halt passes `hint=exc.hint` to its Trip (issue 26).
-        return self.hint
-
 
 def prepare(
     settings: SandboxSettings,

@@ -25,14 +25,6 @@ class Trip:
     evidence: dict[str, object] = field(default_factory=dict)
     hint: str = ""
 
-    def __post_init__(self) -> None:
-        # Until hub/phases/implement.py's sandbox halt passes `hint=` (issue 26): a fix given as evidence
-        # is the hint.
-        if "fix" in self.evidence and not self.hint:
-            evidence = {k: v for k, v in self.evidence.items() if k != "fix"}
-            object.__setattr__(self, "hint", str(self.evidence["fix"]))
-            object.__setattr__(self, "evidence", evidence)
-
 
 def counter(contract: Contract, name: str) -> int:
     return int(contract.get("breaker", {}).get("counters", {}).get(name, 0))
