@@ -18,6 +18,7 @@ from typing import Any
 
 from hub.core.config_schema import BACKENDS, ROLES, TRANSPORTS
 from hub.core.errors import ConfigError
+from hub.core.text import and_more
 
 # The one default of the changed-files breaker: hub.yaml's limits.max_changed_files overrides it.
 DEFAULT_MAX_CHANGED_FILES = 20
@@ -306,7 +307,7 @@ def check(raw: Any, path: Path) -> None:
     except (OSError, UnicodeDecodeError):
         text = None
     shown = config_schema.render(problems[:20], str(path), text)
-    more = f"\n... and {len(problems) - 20} more" if len(problems) > 20 else ""
+    more = f"\n...{and_more(len(problems), 20)}" if len(problems) > 20 else ""
     head = f"{path}: {len(problems)} problems; fix them and run again\n" if len(problems) > 1 else ""
     raise ConfigError(head + shown + more)
 

@@ -38,6 +38,8 @@ and a halt (whose `Trip` carries a hint too).
 
 from __future__ import annotations
 
+from hub.core.text import listed
+
 EXIT_OK = 0
 EXIT_ERROR = 1
 EXIT_USAGE = 2
@@ -86,8 +88,9 @@ class DirtyWorkTree(GitError):
 
     def __init__(self, files: list[str]) -> None:
         self.files = files
-        shown = ", ".join(files[:10]) + (f" and {len(files) - 10} more" if len(files) > 10 else "")
-        super().__init__(f"work tree has uncommitted changes: {shown}; commit or stash them first")
+        super().__init__(
+            f"work tree has uncommitted changes: {listed(files, 10)}; commit or stash them first"
+        )
 
 
 class EditError(HubError):

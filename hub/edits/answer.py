@@ -118,10 +118,7 @@ def not_made_good(first: ApplyResult, retry: ParseResult, again: ApplyResult, po
 def unapplied(parsed: ParseResult, result: ApplyResult) -> list[str]:
     """The parts of an answer that were not written (refused edits, SEARCH blocks that did not match,
     blocks the parser dropped), each with its reason; [] when all of it was applied."""
-    missing = [f"{r.path}: {r.reason}" for r in result.refused]
-    missing += [f"{f.path}: a SEARCH block did not match ({f.reason})" for f in result.failed_blocks]
-    missing += list(parsed.problems)
-    return missing
+    return result.not_applied() + list(parsed.problems)
 
 
 def check_reply(text: str, max_chars: int) -> None:

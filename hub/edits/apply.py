@@ -71,6 +71,11 @@ class ApplyResult:
         """Paths written, in order, each once."""
         return tuple(dict.fromkeys(a.path for a in self.applied))
 
+    def not_applied(self) -> list[str]:
+        """Each refused edit and each SEARCH block that did not match, as `path: reason`."""
+        missing = [f"{r.path}: {r.reason}" for r in self.refused]
+        return missing + [f"{f.path}: a SEARCH block did not match ({f.reason})" for f in self.failed_blocks]
+
 
 @dataclass(frozen=True)
 class _Write:

@@ -23,6 +23,8 @@ import itertools
 import re
 from collections import Counter
 
+from hub.core.text import listed
+
 # A line that stands for code left out: bare dots, a comment of dots and words, or a comment or bracket
 # naming what was left out. Matched on stripped lines; a new one the original lacked is refused.
 _COMMENT = r"(?:#+|//+|/\*+|<!--|--|;+|\*|\{/\*)"
@@ -56,6 +58,7 @@ _MARKER = re.compile(
     r"|(?:`{3,}|~{3,})[\w+#.-]*)$",
     re.IGNORECASE,
 )
+
 # Documents where fences, `===` underlines and diff lines are content, not stray markers.
 _PROSE = (".md", ".markdown", ".rst", ".txt", ".adoc")
 _NUMBERED = re.compile(r"^\s*(\d+)(?:[ \t]*[|:.)][ \t]?|[ \t]+)")
@@ -234,9 +237,8 @@ def _dropped_definitions(path: str, before: str, after: str) -> str | None:
             gone.append(symbol.name)
     if not gone:
         return None
-    shown = ", ".join(gone[:5]) + (f" and {len(gone) - 5} more" if len(gone) > 5 else "")
     return (
-        f"as the whole file, this answer leaves out {shown}, which the file defines now. Send the "
+        f"as the whole file, this answer leaves out {listed(gone, 5)}, which the file defines now. Send the "
         "complete file; to remove a definition on purpose, use a SEARCH/REPLACE block that quotes it"
     )
 

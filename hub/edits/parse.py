@@ -36,6 +36,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import replace
 
+from hub.core.paths import clean_path
 from hub.edits.edit import FileEdit, ParseResult, SearchReplace
 from hub.edits.parse_blocks import SR_START, group_blocks, read_blocks
 from hub.edits.parse_diff import NUMBERED_HUNK, hunk_blocks, in_hunk, looks_like_diff, split_diff
@@ -360,7 +361,7 @@ def _merge(found: list[FileEdit], problems: list[str]) -> list[FileEdit]:
     later whole file or delete replaces what came before."""
     merged: dict[str, FileEdit] = {}
     for edit in found:
-        key = _normalize_key(edit.path)
+        key = clean_path(edit.path)
         earlier = merged.get(key)
         if earlier is None:
             merged[key] = edit
@@ -372,7 +373,3 @@ def _merge(found: list[FileEdit], problems: list[str]) -> list[FileEdit]:
             patch = earlier.patch if edit.patch is None else (earlier.patch or "") + edit.patch
             merged[key] = replace(earlier, blocks=earlier.blocks + edit.blocks, delete=False, patch=patch)
     return list(merged.values())
-
-
-def _normalize_key(path: str) -> str:
-    return "/".join(part for part in path.replace("\\", "/").split("/") if part not in ("", "."))

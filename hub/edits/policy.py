@@ -19,6 +19,7 @@ from pathlib import Path
 
 from hub.core.errors import EditError
 from hub.core.log import get_logger
+from hub.core.paths import clean_path, is_glob, path_parts
 from hub.edits.edit import FileEdit
 from hub.safety.trust import CONTROL_FILES
 
@@ -59,7 +60,7 @@ def retarget(edit: FileEdit, policy: Policy, root: Path) -> str:
     written, for `check_path` to judge."""
     only = _only_file(policy, root)
     path = edit.path.strip().replace("\\", "/")
-    parts = [p for p in path.split("/") if p not in ("", ".")]
+    parts = path_parts(path)
     if only is None or not parts or "/".join(parts) == only or path.startswith(("/", "~")) or ".." in parts:
         return edit.path
     if path_allowed("/".join(parts), policy.allowed_paths) or (root / "/".join(parts)).exists():
@@ -78,8 +79,8 @@ def retarget(edit: FileEdit, policy: Policy, root: Path) -> str:
 def _only_file(policy: Policy, root: Path) -> str | None:
     if len(policy.allowed_paths) != 1:
         return None
-    entry = "/".join(p for p in policy.allowed_paths[0].strip().split("/") if p not in ("", "."))
-    if not entry or any(c in entry for c in "*?[") or (root / entry).is_dir():
+    entry = "/".join(path_parts(policy.allowed_paths[0].strip()))
+    if not entry or is_glob(entry) or (root / entry).is_dir():
         return None
     return entry
 
@@ -95,7 +96,7 @@ def check_path(raw: str, policy: Policy, root: Path) -> str:
         raise EditError("path escapes the repository (home-relative '~')")
     if path.startswith("/") or re.match(r"^[A-Za-z]:", path):
         raise EditError("path escapes the repository (absolute path)")
-    parts = [p for p in path.split("/") if p not in ("", ".")]
+    parts = path_parts(path)
     if not parts:
         raise EditError("path names the repository root, not a file")
     if ".." in parts:
@@ -163,12 +164,12 @@ def path_allowed(path: str, entries: Sequence[str]) -> bool:
 
 def _first_match(path: str, entries: Sequence[str]) -> str | None:
     for entry in entries:
-        pattern = "/".join(p for p in entry.strip().replace("\\", "/").split("/") if p not in ("", "."))
+        pattern = clean_path(entry.strip())
         if not pattern:
             if entry.strip() in (".", "./", "/"):
                 return entry
             continue
-        if any(ch in pattern for ch in "*?["):
+        if is_glob(pattern):
             target = path if "/" in pattern else path.rsplit("/", 1)[-1]
             if _glob_regex(pattern).match(target) or ("/" not in pattern and _under_glob(path, pattern)):
                 return entry

@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 from hub.core.errors import ContextOverflow, WorkerError
 from hub.core.faults import crash_point
 from hub.core.log import get_logger
+from hub.core.paths import is_glob
+from hub.core.text import listed
 from hub.phases import prompts
 from hub.phases.acceptance import CommandResult, jail_for, run_command
 from hub.phases.calls import generate
@@ -238,7 +240,7 @@ class Attempt:
             raise Failed(Stall("empty_output", "the model's answer was empty (after removing think blocks)"))
         policy = self._policy()
         allowed = policy.allowed_paths
-        single = allowed[0] if len(allowed) == 1 and not any(c in allowed[0] for c in "*?[") else None
+        single = allowed[0] if len(allowed) == 1 and not is_glob(allowed[0]) else None
         # Bounded before anything is parsed or written: the whole reply, and the files it may touch.
         try:
             check_reply(text, self.config.max_reply_chars)
@@ -259,8 +261,7 @@ class Attempt:
         if not result.changed_files and not self.applied_any:
             if feedback_due and answer_feedback(parsed, result, root):
                 return parsed, result
-            parts = [f"{r.path}: {r.reason}" for r in result.refused]
-            parts += [f"{f.path}: a SEARCH block did not match ({f.reason})" for f in result.failed_blocks]
+            parts = result.not_applied()
             if result.unchanged:
                 parts.append(f"{', '.join(result.unchanged)}: the new content is the same as the old")
             if parsed.truncated:
@@ -334,10 +335,7 @@ class Attempt:
         )
         restored = self._restore_outside_allowed(command)
         if restored:
-            shown = ", ".join(restored[:20]) + (
-                f" and {len(restored) - 20} more" if len(restored) > 20 else ""
-            )
-            note = prompts.fragment(self.config.trust_root, "command_restored", paths=shown)
+            note = prompts.fragment(self.config.trust_root, "command_restored", paths=listed(restored, 20))
             result = replace(result, stderr=result.stderr + "\n" + note)
         write_record(
             self.run.ctx.handoff,

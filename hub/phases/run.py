@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from hub.core.errors import EXIT_HALTED, PhaseTimeout, with_hint
 from hub.core.log import get_logger
+from hub.core.text import listed
 from hub.phases.context import Context, Outcome
 from hub.phases.halts import render_halt
 from hub.phases.status import write_status
@@ -149,7 +150,7 @@ class Run:
         task's title, who changed which files, and the transition in the body."""
 
         def message(files: list[str]) -> str:
-            shown = ", ".join(files[:4]) + (f" and {len(files) - 4} more" if len(files) > 4 else "")
+            shown = listed(files, 4)
             attempt = self.contract["attempt"]
             what = {
                 Event.CODE_WRITTEN: f"implementer attempt {attempt} changes {shown}",

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from hub.core.errors import GitError
 from hub.core.log import get_logger
+from hub.core.paths import clean_path
 
 if TYPE_CHECKING:
     from git import Repo
@@ -121,7 +122,7 @@ def branch_exists(repo: Repo, name: str) -> bool:
 def in_scope(path: str, scopes: list[str]) -> bool:
     for scope in scopes:
         # `.`, `./` and `./src` name what `` and `src` do (an allowed path `.` was never committed).
-        scope = "/".join(p for p in scope.replace("\\", "/").split("/") if p not in ("", "."))
+        scope = clean_path(scope)
         if not scope:
             return True
         if path == scope or path.startswith(scope + "/") or fnmatch.fnmatchcase(path, scope):
