@@ -5,6 +5,8 @@ Precedence: explicit arguments (CLI flags) > environment (`OLLAMA_HOST`, `HUB_*`
 
 from __future__ import annotations
 
+import contextlib
+import difflib
 import json
 import os
 import re
@@ -16,6 +18,8 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from hub.core import config_schema
+from hub.core.atomic import write_atomic
 from hub.core.config_schema import BACKENDS, ROLES, TRANSPORTS
 from hub.core.errors import ConfigError
 from hub.core.text import and_more
@@ -249,7 +253,6 @@ def mistyped_env(env: Mapping[str, str]) -> list[tuple[str, str]]:
     unknown = sorted(name for name in env if name.startswith("HUB_") and name not in ENV_NAMES)
     if not unknown:
         return []
-    import difflib
 
     found = []
     for name in unknown:
@@ -297,8 +300,6 @@ def load_config(
 
 def check(raw: Any, path: Path) -> None:
     """Raise one ConfigError naming every problem in hub.yaml (line, key path, expected form)."""
-    from hub.core import config_schema
-
     problems = config_schema.validate(raw)
     if not problems:
         return
@@ -348,12 +349,9 @@ def read_yaml(path: Path) -> dict[str, Any]:
     # Like git's "racily clean" rule: a file changed within the mtime granularity of some file
     # systems could change again unseen, so it is not cached until it has been still a while.
     if cache.parent.is_dir() and time.time() - stat.st_mtime > 2:
-        try:
-            from hub.core.atomic import write_atomic
-
+        # An unwritable .git, or YAML values JSON cannot hold (dates): parse each time.
+        with contextlib.suppress(OSError, TypeError, ValueError):
             write_atomic(cache, json.dumps({"key": key, "raw": raw}))
-        except (OSError, TypeError, ValueError):
-            pass  # an unwritable .git, or YAML values JSON cannot hold (dates): parse each time
     return raw
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 def configure(fmt: str = "auto", level: str = "INFO") -> None:
     """Route structlog and stdlib logging to stderr, as console text or JSON lines."""
+    # Here, not at the top: `hub status` never configures logging and does not load it.
     import logging
 
     import structlog

@@ -14,6 +14,7 @@ from string import Template
 from typing import Any
 
 import hub
+from hub.core.errors import ConfigError
 
 
 def packaged_dir(kind: str) -> Path:
@@ -31,8 +32,6 @@ def template(repo_root: Path | None, name: str) -> str:
             try:
                 return path.read_text(encoding="utf-8")
             except UnicodeDecodeError as exc:
-                from hub.core.errors import ConfigError
-
                 raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start})") from None
     where = f"{repo_root / 'prompts'} or the package" if repo_root is not None else "the package"
     raise FileNotFoundError(f"no prompt template {name}.md in {where}")

@@ -24,6 +24,7 @@ from hub.core.log import get_logger
 from hub.edits.check import judge
 from hub.edits.edit import FileEdit
 from hub.edits.match import BlockFailure, apply_blocks, diff_stats, unified_diff
+from hub.edits.patch import apply_patch
 from hub.edits.policy import Policy, check_filesystem, check_path, retarget
 
 log = get_logger(__name__)
@@ -205,7 +206,6 @@ def _new_text(
             )
         if is_binary(edit.patch):
             raise EditError("binary payload (NUL bytes or mostly control characters)")
-        from hub.edits.patch import apply_patch
 
         try:
             return apply_patch(rel, state.current, edit.patch), []

@@ -19,11 +19,16 @@ Refused:
 
 from __future__ import annotations
 
+import ast
+import difflib
 import itertools
 import re
+import warnings
 from collections import Counter
 
 from hub.core.text import listed
+from hub.review.code import language_for, outline, syntax_errors
+from hub.state.breakers import destructive_diff
 
 # A line that stands for code left out: bare dots, a comment of dots and words, or a comment or bracket
 # naming what was left out. Matched on stripped lines; a new one the original lacked is refused.
@@ -84,7 +89,6 @@ def judge(
         )
     new_lines = after.split("\n")
     old_lines = old.split("\n")
-    from hub.review.code import language_for
 
     # In code with a grammar a stray marker breaks the parse, and the parse check says so; there, a
     # fence or `=======` inside a docstring is content. Prose holds fences and underlines as content.
@@ -162,10 +166,6 @@ def _numbered(new: list[str], old: list[str]) -> str | None:
 
 
 def _destructive(old: str, new: str, delete_allowed: bool) -> str | None:
-    import difflib
-
-    from hub.state.breakers import destructive_diff
-
     added = removed = 0
     for line in difflib.unified_diff(old.split("\n"), new.split("\n"), lineterm="", n=0):
         if line.startswith(("---", "+++")):
@@ -186,8 +186,6 @@ def _destructive(old: str, new: str, delete_allowed: bool) -> str | None:
 
 
 def _parse_broken(path: str, before: str | None, after: str) -> str | None:
-    from hub.review.code import language_for, syntax_errors
-
     language = language_for(path)
     if language is None:
         return None
@@ -219,8 +217,6 @@ def _dropped_definitions(path: str, before: str, after: str) -> str | None:
     """Whole-file content that leaves out a function or class the file defines, body and all: the usual
     sign of a model that printed only the part it changed (a renamed one keeps its body). Removing one
     on purpose is a SEARCH/REPLACE block that quotes it, which says so."""
-    from hub.review.code import outline
-
     old, new = outline(path, before), outline(path, after)
     if old is None or new is None:
         return None
@@ -244,9 +240,6 @@ def _dropped_definitions(path: str, before: str, after: str) -> str | None:
 
 
 def _python_errors(source: str) -> list[tuple[int, str]]:
-    import ast
-    import warnings
-
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # invalid escape sequences warn; they still parse

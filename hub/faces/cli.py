@@ -1,11 +1,13 @@
 """The `hub` command line: parse, call one function, print. Errors become exit codes in `main()` only.
 
-Heavy libraries are imported inside the commands that need them so `hub --help` and `hub status`
-start fast.
+Each command imports its phase inside its body, and the group imports configuration and logging only
+for the commands that use them, so `hub --help` loads little beyond click and `hub status` only what
+status reads (tests/test_cli.py holds both to none of the heavy libraries).
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -54,8 +56,6 @@ def cli(ctx: click.Context, repo: Path | None, handoff: Path | None, log_format:
     """agent-hub: run coding tasks through local models, one restartable phase at a time."""
     ctx.obj = State(repo, handoff)
     if ctx.invoked_subcommand not in (None, "status", "log"):
-        import os
-
         from hub.core.config import mistyped_env
         from hub.core.log import configure, get_logger
 
@@ -297,7 +297,6 @@ def next_(state: State, as_json: bool, until_idle: bool, stop_on_eof: bool) -> N
 
 def _stdin_open() -> bool:
     """False once stdin has reached its end: `hub watch` closes it to say "start nothing new"."""
-    import os
     import select
 
     try:

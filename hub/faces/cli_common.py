@@ -9,6 +9,8 @@ from typing import Any
 
 import click
 
+from hub.core.errors import ContractInvalid
+
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
 
@@ -31,6 +33,7 @@ class State:
     def context(self, ready: bool = True) -> Any:
         """A phase context: hub.yaml checked and, with `ready`, the repository initialised (or exit 1
         saying what to run, before anything is written)."""
+        # Here, not at the top: hub/faces/cli.py imports this module, and `hub --help` needs none of them.
         from hub.core.config import load_config
         from hub.phases.context import Context
 
@@ -81,8 +84,6 @@ json_option = click.option("--json", "as_json", is_flag=True, help="Print one JS
 def read_input(path: Path) -> str:
     """A file named on the command line (a proposal, a rebuttal), as text: one that is not UTF-8 is an
     error naming it, not a traceback."""
-    from hub.core.errors import ContractInvalid
-
     try:
         return path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:

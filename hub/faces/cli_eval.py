@@ -1,6 +1,7 @@
 """`hub eval`: run a suite of exercises through the whole pipeline and report what became of each.
 
-Registered on the main group by hub/faces/cli.py.
+Registered on the main group by hub/faces/cli.py; the command imports hub.evals when it runs, so
+`hub --help` does not.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import click
 
+from hub.core.errors import SuiteInvalid
 from hub.faces.cli_common import emit, json_option
 
 
@@ -61,7 +63,6 @@ def eval_(
     as_json: bool,
 ) -> None:
     """Run a suite of exercises (exercism's practice layout) through every phase and report the results."""
-    from hub.core.errors import SuiteInvalid
     from hub.evals.run import EvalSettings, run_eval
     from hub.evals.suite import load_suite
 

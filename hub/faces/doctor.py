@@ -16,9 +16,13 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from hub.core.config import Config, RoleConfig
+from hub.core.config import CONFIG_FILE, Config, RoleConfig, load_config, mistyped_env
 from hub.core.errors import ConfigError, HubError
-from hub.workers.base import ServerWorker, Worker
+from hub.repo.workspace import problems
+from hub.review.rules import find_ast_grep
+from hub.safety.sandbox import FIX_INSTALL, SandboxMode, availability
+from hub.workers.base import ServerWorker, Worker, same_model
+from hub.workers.bridge import make_worker, npm_dialect_warning
 
 Which = Callable[[str], str | None]
 WorkerFactory = Callable[[Config, RoleConfig], Worker]
@@ -82,8 +86,6 @@ def list_worker_models(
 ) -> list[WorkerModels]:
     """Ask each worker the roles use which models it has, and which configured ones it lacks."""
     if make is None:
-        from hub.workers.bridge import make_worker
-
         make = make_worker
     groups: dict[tuple[str, str], list[RoleConfig]] = {}
     for r in model_roles(config, role):
@@ -101,9 +103,6 @@ def diagnose(
     """`hub doctor`: hub.yaml through the same validation every command runs, then the repository
     (git, `hub init`), then `run_doctor`. A hub.yaml that does not validate stops there: nothing else
     can be known without it."""
-    from hub.core.config import CONFIG_FILE, load_config, mistyped_env
-    from hub.repo.workspace import problems
-
     path = repo / CONFIG_FILE
     try:
         config = load_config(repo, handoff, env)
@@ -166,8 +165,6 @@ def check_git(which: Which = shutil.which) -> Check:
 def check_sandbox(config: Config, which: Which = shutil.which) -> Check:
     """Whether acceptance commands will run sandboxed. `auto` without bwrap passes, saying plainly that
     commands run unsandboxed; `required` without it fails with the fix."""
-    from hub.safety.sandbox import FIX_INSTALL, SandboxMode, availability
-
     mode = config.sandbox.mode
     if mode == SandboxMode.OFF:
         return Check("sandbox", True, "off in hub.yaml: acceptance commands run with your full rights")
@@ -183,8 +180,6 @@ def check_sandbox(config: Config, which: Which = shutil.which) -> Check:
 
 
 def check_ast_grep(which: Which = shutil.which) -> Check:
-    from hub.review.rules import find_ast_grep
-
     fix = "pip install ast-grep-cli (an agent-hub dependency: reinstalling agent-hub brings it back)"
     path = find_ast_grep(which)
     if path is None:
@@ -222,8 +217,6 @@ def render_checks(checks: list[Check]) -> str:
 
 def render_models(groups: list[WorkerModels]) -> str:
     """Each worker's models; `*` marks a model a role uses; what is missing is named with the fix."""
-    from hub.workers.base import same_model
-
     lines = []
     for g in groups:
         if not g.reached:
@@ -308,7 +301,6 @@ def _npm_check(group: WorkerModels) -> Check:
         "for num_ctx, keep_alive, the first-token and stall clocks and token counts, use `worker: hub` "
         "(hub worker serve) or `backend: ollama`"
     )
-    from hub.workers.bridge import npm_dialect_warning
 
     return Check(f"worker '{group.worker}' dialect", True, npm_dialect_warning(group.worker), fix)
 

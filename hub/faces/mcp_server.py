@@ -43,6 +43,7 @@ from hub.faces.mcp_pipeline import PIPELINE_TOOLS, add_pipeline_tools
 from hub.faces.mcp_rules import RULES_TOOLS, add_rules_tools
 from hub.phases.context import Context
 from hub.repo.workspace import require_ready
+from hub.workers.pool import WorkerPool
 
 if TYPE_CHECKING:
     from hub.core.config import Config
@@ -183,8 +184,6 @@ def serve(
 ) -> None:
     """Serve until stdin closes (stdio) or the process is stopped (http). The phases the tools run, for
     as long as this serves, share their MCP worker servers: each is spawned once, not per phase."""
-    from hub.workers.pool import WorkerPool
-
     config = load_config(repo_root, handoff_dir)
     if transport not in ("stdio", "http"):
         raise ConfigError(f"unknown transport '{transport}' (stdio or http)")

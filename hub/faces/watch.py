@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import os
 import signal
 import subprocess
@@ -44,8 +45,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hub.core.config import load_config
 from hub.core.errors import HubError, describe
 from hub.core.log import get_logger
+from hub.phases.context import Context
+from hub.phases.next import due_jobs, idle_reason
+from hub.phases.status import active_contract, free_task_slots
+from hub.state.backlog import next_task
 
 log = get_logger(__name__)
 
@@ -104,10 +110,6 @@ def fingerprint(handoff_dir: Path) -> str:
 
 def decide(ctx: Any) -> tuple[list[str] | None, str]:
     """The `hub` subcommand to run now (None: nothing is due) and why."""
-    from hub.phases.next import due_jobs, idle_reason
-    from hub.phases.status import free_task_slots
-    from hub.state.backlog import next_task
-
     jobs, halted = due_jobs(ctx)
     if jobs:
         # "phase: task" first, as `_known` and the log line read it.
@@ -286,9 +288,6 @@ class Watcher:
     # --- the loop ---------------------------------------------------------------------------------------
 
     def context(self) -> Any:
-        from hub.core.config import load_config
-        from hub.phases.context import Context
-
         return Context(load_config(self.repo_root, self.handoff_dir))
 
     def run(self) -> int:
@@ -392,8 +391,6 @@ class Watcher:
     def _run_child(self, command: list[str], known: Mapping[str, Any] | None = None) -> PhaseRun:
         """Run one phase as a child; log one line with what it did, or, when it failed without an
         outcome, the phase, task and state the watcher saw and the child's own error message."""
-        import json
-
         known = known or {}
         started = time.monotonic()
         log.debug("watch.spawn", command=command)
@@ -487,8 +484,6 @@ def _close_stdin(proc: subprocess.Popen[bytes]) -> None:
 
 def _known(ctx: Any, why: str) -> dict[str, Any]:
     """The task, its state and the due phase as the watcher saw them before starting a child."""
-    from hub.phases.status import active_contract
-
     try:
         contract = active_contract(ctx)
     except HubError:

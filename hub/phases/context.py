@@ -60,6 +60,7 @@ class Context:
         """A worker for `role`; `host`: on that model server of the pool instead of `ollama.host`."""
         if self.worker_factory is not None:
             return self.worker_factory(role)
+        # Here, not at the top: `hub status` and an idle `hub next` build a Context but never a worker.
         from hub.workers.bridge import make_worker
 
         config = replace(self.config, ollama_host=host) if host else self.config

@@ -14,11 +14,14 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hub.core.errors import ContextOverflow, WorkerError
+from hub.core.errors import ContextOverflow, EditError, WorkerError
 from hub.core.faults import crash_point
 from hub.core.log import get_logger
 from hub.core.paths import is_glob
 from hub.core.text import listed
+from hub.edits.answer import apply_answer, check_reply, not_made_good, unapplied, written_blocks
+from hub.edits.feedback import answer_feedback, output_truncated
+from hub.edits.policy import Policy
 from hub.phases import prompts
 from hub.phases.acceptance import CommandResult, jail_for, run_command
 from hub.phases.calls import generate
@@ -28,19 +31,22 @@ from hub.phases.session import pre_phase_trip, require_setup, running
 from hub.phases.stall import Stall, implementer_stall, model_unavailable, strike, worker_failure
 from hub.phases.written import finish_code_written
 from hub.repo import gitops
+from hub.review.code import language_for, outline, render_outline
 from hub.safety.sandbox import Jail, SandboxUnavailable
+from hub.safety.trust import control_paths
 from hub.state.backlog import notes_for_prompt
 from hub.state.breakers import Trip
 from hub.state.contract import Contract, Verdict
 from hub.state.machine import PENDING_IMPLEMENTER, TIMEOUT_IMPLEMENTER, Event
 from hub.state.provenance import write_record
+from hub.workers import budget
 from hub.workers.base import Generation, Worker
+from hub.workers.bridge import request_for
 
 if TYPE_CHECKING:
     from hub.edits.answer import Block
     from hub.edits.apply import ApplyResult
     from hub.edits.edit import ParseResult
-    from hub.edits.policy import Policy
 
     # What an answer became: how it parsed, and what was written, refused or failed.
     Answer = tuple[ParseResult, ApplyResult]
@@ -117,8 +123,6 @@ class Attempt:
         )
 
     def _attempt(self, worker: Worker) -> Outcome:
-        from hub.edits.feedback import answer_feedback
-
         self._preflight(worker)
         system = prompts.template(self.config.trust_root, "implementer_system").strip()
         prompt, generation = self._first_call(worker, system)
@@ -159,8 +163,6 @@ class Attempt:
         """The one answer to the feedback on what of the first answer was refused. Some of the change
         written and some still refused after it is a partial_change stall: a change only partly made
         must not go on to review as if whole (issue 12)."""
-        from hub.edits.answer import not_made_good, unapplied, written_blocks
-
         root = self.config.trust_root
         retry = self._call(worker, prompt, system, "block-feedback")
         refused: list[str] = []
@@ -180,8 +182,6 @@ class Attempt:
             raise Failed(Stall("partial_change", detail))
 
     def _call(self, worker: Worker, prompt: str, system: str, purpose: str) -> Generation:
-        from hub.workers.bridge import request_for
-
         request = request_for(self.config, "implementer", prompt, system)
         generation = generate(self.run, worker, "implementer", request, purpose)
         if generation.truncated:
@@ -209,9 +209,6 @@ class Attempt:
 
     def _policy(self) -> Policy:
         """What the implementer's answer may write: the task's constraints, in its worktree."""
-        from hub.edits.policy import Policy
-        from hub.safety.trust import control_paths
-
         constraints = self.contract["constraints"]
         return Policy(
             control_paths=control_paths(self.config),
@@ -230,10 +227,6 @@ class Attempt:
         `feedback_due`, an answer whose edits were all refused for what the model can fix (SEARCH blocks
         that did not match, content the pre-write check refused, a cut-off answer) is not yet a stall:
         the caller feeds the reasons back to the model once."""
-        from hub.core.errors import EditError
-        from hub.edits.answer import apply_answer, check_reply
-        from hub.edits.feedback import answer_feedback, output_truncated
-
         root = self.config.trust_root
         text = generation.text
         if not text.strip():
@@ -381,9 +374,6 @@ class Attempt:
 def budget_warning(ctx: Context, contract: Contract) -> str | None:
     """What `hub new` and `hub setup-task` say when the task's files will not fit the implementer's
     context with room for its answer, naming the fix; None when they fit."""
-    from hub.workers import budget
-    from hub.workers.bridge import request_for
-
     run = Run(ctx, contract, "budget")
     system = prompts.template(ctx.repo_root, "implementer_system").strip()
     request = request_for(ctx.config, "implementer", build_prompt(run), system)
@@ -433,7 +423,6 @@ def build_prompt(run: Run, outlines: bool = False) -> str:
     files_root = run.worktree if run.worktree.is_dir() else run.ctx.repo_root
     paths = list(dict.fromkeys(p for p in [spec.get("target_file"), *spec.get("source_files", [])] if p))
     example = spec.get("target_file") or (paths[0] if paths else "path/to/file.py")
-    from hub.review.code import language_for
 
     forbidden = constraints["forbidden_paths"]
     # Templates from the trust root (the user's checkout), never from the task's files.
@@ -462,8 +451,6 @@ def build_prompt(run: Run, outlines: bool = False) -> str:
 
 
 def file_section(repo_root: Path, rel: str) -> str:
-    from hub.review.code import language_for, outline, render_outline
-
     path = repo_root / rel
     if not path.resolve().is_relative_to(repo_root.resolve()):
         # A symlink in the repository pointing out of it: its target is never sent to the model.
@@ -483,8 +470,6 @@ def file_section(repo_root: Path, rel: str) -> str:
 
 def outline_section(repo_root: Path, rel: str) -> str:
     """A source file as its outline (functions, classes, imports): what fits when the whole does not."""
-    from hub.review.code import outline, render_outline
-
     path = repo_root / rel
     if not path.is_file():
         return file_section(repo_root, rel)

@@ -8,6 +8,7 @@ from pathlib import Path
 from hub.core.errors import ContractInvalid, WrongState
 from hub.core.log import get_logger
 from hub.phases.context import Context, Outcome
+from hub.phases.prompts import render_review_request
 from hub.phases.run import Run
 from hub.phases.session import running
 from hub.phases.status import review_deadline
@@ -66,8 +67,6 @@ def report_is_fresh(run: Run, path: Path) -> bool:
 
 
 def write_review_request(run: Run, diff: str | None = None) -> Path:
-    from hub.phases.prompts import render_review_request
-
     contract = run.contract
     base, branch = contract["git"].get("base_commit"), contract["git"].get("task_branch")
     if diff is None:

@@ -54,6 +54,8 @@ from hub.repo import leftovers
 from hub.state import handoff, provenance, store
 from hub.state.judge_report import JudgeReport, validate_judge_report
 from hub.state.machine import JUDGE_REVIEW_IN_PROGRESS, PENDING_JUDGE_REVIEW, Event
+from hub.workers.base import split_thinking
+from hub.workers.bridge import request_for
 
 log = get_logger(__name__)
 
@@ -263,8 +265,6 @@ def _kill_group(proc: subprocess.Popen[str]) -> None:
 
 
 def _run_model(run: Run, request: str, seconds: float) -> JudgeResult:
-    from hub.workers.bridge import request_for
-
     config = run.ctx.config
     role = config.judge_role()
     system = prompts.template(config.trust_root, "judge_system").strip()
@@ -314,8 +314,6 @@ _FENCE = re.compile(r"```(?:json|JSON)?[ \t]*\n(.*?)```", re.DOTALL)
 
 def extract_report(text: str) -> JudgeReport:
     """The judge report in a reply: a ```json fenced block, or the first JSON object in the text. Pure."""
-    from hub.workers.base import split_thinking
-
     text, _ = split_thinking(text)
     candidates = [m.group(1) for m in _FENCE.finditer(text)] + [text]
     decoder = json.JSONDecoder()

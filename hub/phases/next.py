@@ -6,7 +6,10 @@ moves tasks on, so one process takes a task as far as it can go without a person
 from __future__ import annotations
 
 import importlib
+import os
+import sys
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor, wait
 from typing import TYPE_CHECKING, Any
 
 from hub.core.errors import (
@@ -30,6 +33,7 @@ from hub.core.log import get_logger
 from hub.phases.context import Context, Outcome
 from hub.phases.finalize import archive_merged
 from hub.phases.status import active_contract, due, judge_configured, report_waiting
+from hub.state import store
 from hub.state.contract import Contract
 from hub.state.machine import ERIK_CONSULTATION, MERGED
 
@@ -160,8 +164,6 @@ def progress_marks(ctx: Context) -> dict[str, tuple[object, ...]]:
     """Per task, what a phase that moves it on changes: its state, its attempt, its branch, its verdict,
     its breaker's counters (a strike is a step towards a halt, so a retry after it is bounded); a task
     whose contract cannot be read has none."""
-    from hub.state import store
-
     marks: dict[str, tuple[object, ...]] = {}
     for task_id in ctx.handoff_root.task_ids():
         try:
@@ -309,7 +311,6 @@ def run_concurrently(jobs: list[tuple[Context, str, Contract]], parallel: int) -
     A Ctrl-C (KeyboardInterrupt) reaches the main thread alone, and a phase in a thread cannot be
     interrupted: the phases not started are dropped and the running ones finished (`_interrupted`), and
     a second Ctrl-C stops the process at once."""
-    from concurrent.futures import ThreadPoolExecutor
 
     def one(job: tuple[Context, str, Contract]) -> Outcome:
         bound, phase, contract = job
@@ -347,10 +348,6 @@ def _interrupted(pool: ThreadPoolExecutor, futures: list[Future[Outcome]]) -> No
     now, as a SIGKILL would. Every phase is built to be killed anywhere (a later run recovers its task:
     the interrupted attempt recorded, its work kept, a judge command or sandbox it left ended), and a
     person pressing Ctrl-C twice should not wait minutes for model calls."""
-    import os
-    import sys
-    from concurrent.futures import wait
-
     try:  # from the first line: a second Ctrl-C may come at any moment from here on
         pool.shutdown(wait=False, cancel_futures=True)
         log.warning(

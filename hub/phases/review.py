@@ -29,9 +29,13 @@ from hub.phases.run import Run
 from hub.phases.session import pre_phase_trip, require_setup, running
 from hub.phases.stall import Stall, model_unavailable, review_stall, worker_failure
 from hub.repo import gitops
+from hub.review.code import syntax_errors
+from hub.review.scan import is_blocking, scan_paths
 from hub.state.breakers import Trip
 from hub.state.contract import Issue, task_refs
 from hub.state.machine import PENDING_LOCAL_REVIEW, Event
+from hub.workers import budget
+from hub.workers.bridge import request_for
 
 if TYPE_CHECKING:
     from hub.workers.base import Worker
@@ -200,9 +204,6 @@ class Review:
 
     def _static(self) -> list[Issue] | Outcome:
         """ast-grep rules and tree-sitter syntax errors; a blocking finding halts at once."""
-        from hub.review.code import syntax_errors
-        from hub.review.scan import is_blocking, scan_paths
-
         issues: list[Issue] = []
         try:
             findings = (
@@ -258,8 +259,6 @@ class Review:
         return issues
 
     def _ask(self, worker: Worker, static: list[Issue]) -> ReviewReport | Outcome:
-        from hub.workers.bridge import request_for
-
         trip = model_unavailable(self.run, worker, self.model)
         if trip:
             return self.run.halt(trip)
@@ -278,8 +277,6 @@ class Review:
         """Keep as critical only the findings with evidence (hub.phases.evidence): a security finding
         that quotes a line the change adds, which a second look at that line alone confirms. The rest
         are major findings for the judge, each saying why it did not halt."""
-        from hub.workers.bridge import request_for
-
         judged = sort_criticals(review["issues"], self.diff)
         confirmed: list[Issue] = []
         kept = list(judged.downgraded)
@@ -314,8 +311,6 @@ class Review:
         """The reviewer's prompt, its diff cut so the whole prompt fits the model's num_ctx with room for
         the answer (a prompt that does not fit is refused, and the review would stall on every big change).
         The judge still gets the whole diff in REVIEW_REQUEST.md."""
-        from hub.workers import budget
-        from hub.workers.bridge import request_for
 
         def render(diff: str) -> str:
             return prompts.render(

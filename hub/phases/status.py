@@ -9,6 +9,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any, NotRequired, Required, TypedDict
 
+from hub.core.atomic import write_atomic
 from hub.core.errors import ContractInvalid, HubError, TaskChoice
 from hub.core.log import get_logger
 from hub.phases.context import Context
@@ -316,8 +317,6 @@ def write_status(ctx: Context) -> None:
     before it began."""
     from filelock import FileLock, Timeout
 
-    from hub.core.atomic import write_atomic
-
     root = ctx.handoff_root
     root.dir.mkdir(parents=True, exist_ok=True)
     lock = FileLock(str(root.status_lock), timeout=STATUS_LOCK_SECONDS, is_singleton=False)
@@ -337,6 +336,7 @@ def idle_next(ctx: Context) -> str:
     """What `hub next` does with no active task: promote a ready backlog proposal (or block it, by the
     same decision promotion makes; it asks git only to name the closest file to a missing one), or
     nothing (then say how to start one, rather than suggest promoting a backlog that is empty)."""
+    # Here, not at the top: `hub status` with a task under way never reads the backlog.
     from hub.state.backlog import peek_next, proposal_to_fields
 
     entry, why = peek_next(ctx.handoff)
@@ -355,6 +355,7 @@ def log_entries(ctx: Context, task_id: str | None = None) -> list[LogEntry]:
         {"kind": "transition", **line} for line in handoff.read_transitions(ctx.handoff, task_id)
     ]
     if task_id:
+        # Here, not at the top: of the commands that import this module, only `hub log --task` needs it.
         from hub.state.provenance import read_records
 
         entries += [{"kind": "run", **record} for record in read_records(ctx.handoff, task_id)]

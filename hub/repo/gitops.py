@@ -5,6 +5,9 @@ behind is `killed_git.py`."""
 from __future__ import annotations
 
 import fnmatch
+import hashlib
+import shutil
+import subprocess
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -154,8 +157,6 @@ def restore_outside(repo: Repo, scopes: list[str]) -> list[str]:
         if not path.parent.resolve().is_relative_to(root):
             continue
         if path.is_dir() and not path.is_symlink():
-            import shutil
-
             shutil.rmtree(path)  # a nested repository, listed as one folder
         else:
             path.unlink(missing_ok=True)
@@ -253,8 +254,6 @@ def diff_text(repo: Repo, base_commit: str, ref: str = "HEAD") -> str:
 
 def content_hash(repo_dir: Path, files: list[str]) -> str:
     """A hash of the named files' current contents (missing files count as empty)."""
-    import hashlib
-
     digest = hashlib.sha256()
     for name in sorted(files):
         digest.update(name.encode() + b"\0")
@@ -454,7 +453,6 @@ def merge_in_checkout(checkout: Path, commit: str, message: str) -> str:
     Call only after `merge_conflicts` found none: git then either merges, or refuses before touching
     anything because a file the merge changes has uncommitted changes (MergeRefused).
     """
-    import subprocess
 
     def git(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(["git", *args], cwd=checkout, capture_output=True, text=True, check=False)

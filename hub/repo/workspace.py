@@ -9,6 +9,7 @@ every phase refuse a "dirty" work tree. `problems` is what `hub doctor` shows fo
 
 from __future__ import annotations
 
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,7 +45,6 @@ def handoff_ignored(repo_root: Path, handoff_dir: Path) -> bool:
             continue
         if lines & {f"/{name}/", f"{name}/", f"/{name}", name}:
             return True
-    import subprocess
 
     try:
         done = subprocess.run(

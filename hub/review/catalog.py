@@ -23,12 +23,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
+from urllib.parse import urljoin
 
 import yaml
 
 from hub.core.errors import RuleError
 from hub.core.log import get_logger
-from hub.review.rules import add_or_update_rule, check_rule_id, normalize_language
+from hub.review.rules import add_or_update_rule, check_rule_id, normalize_language, packaged_rules
 
 log = get_logger(__name__)
 
@@ -140,8 +141,6 @@ def search_packaged_rules(
 ) -> list[dict[str, Any]]:
     """The rules shipped with agent-hub that match, the same way as `search_community_rules`. They run
     in every scan already: an agent searching for "eval" learns it is covered, with nothing to import."""
-    from hub.review.rules import packaged_rules
-
     entries = [
         {
             "id": info.id,
@@ -283,8 +282,6 @@ def _cache_folder(url: str, cache_dir: Path | None) -> Path:
 
 def _fetch(url: str, cache: Path, timeout: float) -> Catalog:
     """Download the index and every rule file, then swap them into the cache in one rename."""
-    from urllib.parse import urljoin
-
     import httpx
 
     cache.parent.mkdir(parents=True, exist_ok=True)

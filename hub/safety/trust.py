@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from hub.core.config import CONFIG_FILE, Config
+from hub.core.errors import RuleError
 
 # Repo-relative names that are control files in every repository, whatever its configuration says.
 CONTROL_FILES = ("_handoff", CONFIG_FILE, "prompts", "sgconfig.yml", "sgconfig.yaml", ".git")
@@ -25,7 +26,8 @@ def control_paths(config: Config, rule_dirs: Sequence[Path] | None = None) -> tu
     root = config.repo_root.resolve()
     found = list(CONTROL_FILES)
     if rule_dirs is None:
-        from hub.core.errors import RuleError
+        # Here, not at the top: hub.review.rules loads yaml, and `hub next` and `hub watch` import this
+        # module on their way to deciding there is nothing to do.
         from hub.review.rules import project_rules, project_util_dirs
 
         try:

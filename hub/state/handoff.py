@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
@@ -451,8 +452,6 @@ def _line_from_history(contract: Contract, entry: HistoryEntry) -> TransitionLin
 
 
 def append_transition(handoff: Handoff, line: TransitionLine) -> None:
-    import fcntl
-
     path = handoff.transitions
     # Every task appends to the one log: an exclusive flock on it makes the size check, the rotation and
     # the append one step, so two tasks rotating at once cannot throw away the other's rotated file.

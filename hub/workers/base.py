@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 from hub.core.errors import WorkerError
+from hub.workers import budget
 
 THINK_RE = re.compile(r"<think>(.*?)(?:</think>|\Z)", re.DOTALL | re.IGNORECASE)
 # Not after a backtick or quote: prose may name the tag (`<think>`) without opening anything.
@@ -162,6 +163,4 @@ def same_model(a: str, b: str) -> bool:
 
 def estimate_tokens(text: str) -> int:
     """A conservative token estimate for dense text too (see hub.workers.budget)."""
-    from hub.workers.budget import estimate_tokens as estimate
-
-    return estimate(text)
+    return budget.estimate_tokens(text)

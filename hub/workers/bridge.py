@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hub.core.errors import (
+    ConfigError,
     ContextOverflow,
     MalformedStream,
     MCPError,
@@ -50,10 +51,11 @@ from hub.workers.base import (
     same_model,
     split_thinking,
 )
+from hub.workers.mcp_client import MCPClient
 
 if TYPE_CHECKING:
     from hub.core.config import Config, RoleConfig, WorkerServer
-    from hub.workers.mcp_client import MCPClient, ToolResult
+    from hub.workers.mcp_client import ToolResult
 
 log = get_logger(__name__)
 
@@ -127,6 +129,7 @@ class WorkerClient:
     # -- the Worker protocol ---------------------------------------------------------------------
 
     def generate(self, request: ChatRequest) -> Generation:
+        # Here, not at the top: hub.workers.streaming loads httpx, and every phase imports this module.
         from hub.workers.streaming import check_fits
 
         client = self._connect()
@@ -202,8 +205,6 @@ class WorkerClient:
             return self._connect_locked()
 
     def _connect_locked(self) -> MCPClient:
-        from hub.workers.mcp_client import MCPClient
-
         if self._client is not None and self._client.running:
             return self._client
         if self._client is not None:
@@ -414,6 +415,7 @@ def make_worker(config: Config, role: str | RoleConfig) -> Worker:
             config.worker_server(role_config.worker), config.ollama_host, log_dir=log_dir_for(config)
         )
     if role_config.backend == "ollama":
+        # Each backend's module loads httpx at its top: only the backend in use is imported.
         from hub.workers.ollama import OllamaProvider
 
         return OllamaProvider(config.ollama_host)
@@ -421,7 +423,6 @@ def make_worker(config: Config, role: str | RoleConfig) -> Worker:
         from hub.workers.openai import OpenAIProvider
 
         return OpenAIProvider(config.openai_base_url, config.openai_api_key)
-    from hub.core.errors import ConfigError
 
     raise ConfigError(f"roles.{role_config.name}.backend: unknown backend '{role_config.backend}'")
 

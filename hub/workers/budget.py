@@ -25,6 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from hub.core.atomic import write_atomic
 from hub.core.errors import ContextOverflow
 
 # One match per pre-token, in the spirit of the Qwen2/Llama-3 split pattern (stdlib `re` has no \p{L}:
@@ -278,6 +279,4 @@ class Calibration:
         return cls(clean, kept)
 
     def save(self, path: Path) -> None:
-        from hub.core.atomic import write_atomic
-
         write_atomic(path, json.dumps({"ratios": self.ratios, "prefixes": self.prefixes}) + "\n")

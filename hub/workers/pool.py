@@ -9,6 +9,8 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING
 
+from hub.workers.bridge import WorkerClient, log_dir_for, make_worker
+
 if TYPE_CHECKING:
     from hub.core.config import Config, RoleConfig
     from hub.workers.base import ChatRequest, Generation, Health, Worker
@@ -28,8 +30,6 @@ class WorkerPool:
         self._clients: dict[tuple[object, ...], WorkerClient] = {}
 
     def worker(self, config: Config, role: str | RoleConfig) -> Worker:
-        from hub.workers.bridge import WorkerClient, log_dir_for, make_worker
-
         role_config = config.role(role) if isinstance(role, str) else role
         if role_config.backend != "mcp":
             return make_worker(config, role_config)

@@ -27,16 +27,20 @@ Nothing but protocol goes to stdout; logs go to stderr.
 
 from __future__ import annotations
 
+import argparse
+import ctypes
 import json
 import os
+import signal
 import sys
 import time
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from hub.core.config import normalize_ollama_host
 from hub.core.errors import ContextOverflow, ModelNotFound, WorkerError, WorkerTimeout
-from hub.core.log import get_logger
+from hub.core.log import configure, get_logger
 from hub.workers.base import ChatRequest, Generation
 
 if TYPE_CHECKING:
@@ -249,8 +253,6 @@ def die_with_parent() -> None:
     for it. Linux only (prctl); elsewhere stdin's end-of-file still stops an idle server."""
     if not sys.platform.startswith("linux"):
         return
-    import ctypes
-    import signal
 
     parent = os.getppid()
     try:
@@ -268,9 +270,7 @@ def serve(
     ollama_host: str | None = None,
 ) -> None:
     """Run the worker server until stdin closes (stdio) or the process is stopped (http, sse)."""
-    from hub.core.config import normalize_ollama_host
-    from hub.core.log import configure
-    from hub.workers.ollama import OllamaProvider
+    from hub.workers.ollama import OllamaProvider  # httpx: loaded when the server runs, not on import
 
     if transport == "stdio":
         die_with_parent()
@@ -299,8 +299,6 @@ def _pick(value: Any, default: Any) -> Any:
 
 def main(argv: list[str] | None = None) -> None:
     """`python -m hub.workers.server [--transport T] [--host H] [--port N]`, for when the CLI is not at hand."""
-    import argparse
-
     parser = argparse.ArgumentParser(prog="python -m hub.workers.server", description=__doc__.splitlines()[0])
     parser.add_argument("--transport", choices=("stdio", "http", "sse"), default="stdio")
     parser.add_argument("--host", default="127.0.0.1")
