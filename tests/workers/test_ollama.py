@@ -373,6 +373,18 @@ def test_an_answer_that_loops_is_stopped_early_with_what_it_said(
     assert partial.startswith("def abbreviate(words):") and len(partial) < len(LOOP) / 2
 
 
+def test_a_loop_inside_one_line_is_stopped_early_too(fake: FakeOllama, provider: OllamaProvider) -> None:
+    # The same model on exercism's luhn: one line of chained .replace(...) calls, for 900 s.
+    chain = "".join(f'.replace("{c}", "")' for c in "?!@#$%^&*()[]{}|:;~`'" * 200)
+    fake.script(
+        "m",
+        Reply(text=f"class Luhn:\n    def __init__(self, n):\n        self.n = n{chain}\n", chunk_chars=40),
+    )
+    with pytest.raises(RunawayOutput) as caught:
+        provider.generate(request())
+    assert "one piece of" in str(caught.value) and len(caught.value.partial_text) < len(chain) / 2
+
+
 def test_long_code_with_many_repeated_short_lines_is_no_loop(
     fake: FakeOllama, provider: OllamaProvider
 ) -> None:
