@@ -114,7 +114,7 @@ def models_of(config_file: Path) -> dict[str, str]:
 def make_repo(repo: Path, exercises: Iterable[Exercise], config: str) -> None:
     """A new repository holding every exercise's stub and tests, and the configuration under test."""
     for ex in exercises:
-        for rel in (*ex.solution, *ex.tests):
+        for rel in exercise_files(ex):
             dest = repo / "exercises" / ex.name / rel
             dest.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(ex.folder / rel, dest)
@@ -126,6 +126,18 @@ def make_repo(repo: Path, exercises: Iterable[Exercise], config: str) -> None:
     git(repo, "config", "user.email", "hub-eval@localhost")
     git(repo, "add", "-A")
     git(repo, "commit", "-qm", "the suite")
+
+
+def exercise_files(ex: Exercise) -> list[str]:
+    """What an exercise's folder gives the repository: the stub, the tests and the helpers its tests
+    import (exercism's error-handling imports test_utils.py, listed in no `files` key); never `.meta/`
+    (the example solution) or `.docs/`."""
+    return sorted(
+        str(p.relative_to(ex.folder))
+        for p in ex.folder.rglob("*")
+        if p.is_file()
+        and not any(part.startswith(".") or part == "__pycache__" for part in p.relative_to(ex.folder).parts)
+    )
 
 
 def git(repo: Path, *args: str) -> str:
@@ -241,6 +253,22 @@ def run_tests(ex: Exercise, root: Path, python: str) -> bool:
     return done.returncode == 0
 
 
+def has_work(repo: Path, contract: dict[str, Any]) -> bool:
+    """Whether the task's branch holds commits of its own and its worktree is there to test."""
+    refs = contract.get("git") or {}
+    worktree, branch, base = refs.get("worktree"), refs.get("task_branch"), refs.get("base_commit")
+    if not (worktree and branch and base and Path(worktree).is_dir()):
+        return False
+    done = subprocess.run(
+        ["git", "rev-list", "--count", f"{base}..{branch}"],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    return done.returncode == 0 and done.stdout.strip() not in ("", "0")
+
+
 def collect(hub: Hub, task_id: str, ex: Exercise, python: str) -> TaskResult:
     folder = task_folder(hub.repo, task_id)
     contract = json.loads((folder / "TASK_CONTRACT.json").read_text(encoding="utf-8"))
@@ -255,9 +283,11 @@ def collect(hub: Hub, task_id: str, ex: Exercise, python: str) -> TaskResult:
     tests_pass = None
     if status == MERGED:
         tests_pass = run_tests(ex, hub.repo, python)
-    elif contract.get("git", {}).get("worktree"):
-        worktree = Path(contract["git"]["worktree"])
-        tests_pass = run_tests(ex, worktree, python) if worktree.is_dir() else None
+    elif has_work(hub.repo, contract):
+        # A halted task's work is on its branch (a stalled attempt's went to a stash: its tests failed,
+        # or nothing of it could be applied). Without work there is nothing of the model's to test: the
+        # stub of a refactoring exercise passes its tests by itself.
+        tests_pass = run_tests(ex, Path(contract["git"]["worktree"]), python)
     breaker = contract.get("breaker") or {}
     return TaskResult(
         name=ex.name,

@@ -98,7 +98,8 @@ def test_the_shipped_suite_is_solved_stalled_and_reported_per_task(tmp_path: Pat
     # The reviewer's "critical" names no line of the change: the judge weighs it, nobody is halted.
     assert tasks["running-total"]["solved"], tasks["running-total"]
     wrong = tasks["title-case"]
-    assert not wrong["solved"] and wrong["halted"] and wrong["tests_pass"] is False
+    # Both attempts went to stashes (their tests failed): nothing of the model's is on the branch to test.
+    assert not wrong["solved"] and wrong["halted"] and wrong["tests_pass"] is None
     assert wrong["halt_trigger"] == "stall" and wrong["stalls"] == 2
     assert doc["totals"]["solved"] == 2
     assert doc["totals"]["halts_of_passing_work"] == 0
@@ -108,7 +109,7 @@ def test_the_shipped_suite_is_solved_stalled_and_reported_per_task(tmp_path: Pat
     # Progress went to stderr as the tasks moved; the same report lies in the workdir.
     assert "vowel-count: pending_implementer -[lock_acquired]-> implementation_in_progress" in done.stderr
     assert json.loads((workdir / "report.json").read_text(encoding="utf-8"))["totals"] == doc["totals"]
-    assert "| title-case | halted: stall | fail |" in (workdir / "report.md").read_text(encoding="utf-8")
+    assert "| title-case | halted: stall | - |" in (workdir / "report.md").read_text(encoding="utf-8")
     # The merged base holds the two solutions, and the model never saw a test file.
     repo = workdir / "repo"
     assert (repo / "exercises" / "vowel-count" / "vowel_count.py").read_text(encoding="utf-8") == example(
@@ -148,3 +149,26 @@ def test_letters_and_only_choose_the_exercises(tmp_path: Path) -> None:
     assert [e.name for e in load_suite(SUITE, ["vowel-count"])] == ["vowel-count"]
     done = hub_eval(tmp_path, str(SUITE), "--letters", "x-z", "--config", "nope.yaml")
     assert done.returncode == 2 and "no exercise starts with a letter in x-z" in done.stderr
+
+
+def test_the_repository_gets_the_helpers_a_test_imports_but_never_the_example(tmp_path: Path) -> None:
+    from hub.evals.run import exercise_files, make_repo
+    from hub.evals.suite import load_exercise
+
+    folder = tmp_path / "suite" / "error-handling"
+    (folder / ".meta").mkdir(parents=True)
+    (folder / ".docs").mkdir()
+    (folder / ".meta" / "config.json").write_text(
+        '{"files": {"solution": ["eh.py"], "test": ["eh_test.py"], "example": [".meta/example.py"]}}',
+        encoding="utf-8",
+    )
+    (folder / ".meta" / "example.py").write_text("SOLVED = True\n", encoding="utf-8")
+    (folder / ".docs" / "instructions.md").write_text("Handle errors.\n", encoding="utf-8")
+    (folder / "eh.py").write_text("def f():\n    pass\n", encoding="utf-8")
+    (folder / "eh_test.py").write_text("from test_utils import FileLike\n", encoding="utf-8")
+    (folder / "test_utils.py").write_text("class FileLike:\n    pass\n", encoding="utf-8")
+    ex = load_exercise(folder)
+    assert exercise_files(ex) == ["eh.py", "eh_test.py", "test_utils.py"]
+    make_repo(tmp_path / "repo", [ex], "project: x\n")
+    copied = tmp_path / "repo" / "exercises" / "error-handling"
+    assert sorted(p.name for p in copied.iterdir()) == ["eh.py", "eh_test.py", "test_utils.py"]
