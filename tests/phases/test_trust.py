@@ -159,7 +159,11 @@ def test_allowed_path_dot_commits_the_edit(pipe: Pipeline) -> None:
 def test_a_reply_over_the_size_cap_is_refused_before_anything_is_written(pipe: Pipeline) -> None:
     pipe.configure(extra_yaml="limits:\n  max_reply_chars: 5000\n")
     # Numbered, so it is a long reply and not a loop (a loop is stopped before the cap: runaway_output).
-    huge = "def greet(name):\n" + "".join(f"    # padding {i}\n" for i in range(1000)) + '    return "hello, " + name\n'
+    huge = (
+        "def greet(name):\n"
+        + "".join(f"    # padding {i}\n" for i in range(1000))
+        + '    return "hello, " + name\n'
+    )
     pipe.fake.script(IMPL, whole_file("src/app.py", huge))
     pipe.start()
 
