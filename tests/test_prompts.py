@@ -22,6 +22,7 @@ PACKAGED = (
     "local_reviewer",
     "review_request",
     "reflection",
+    "reflection_same",
     "judge_system",
     "second_look",
     "judge_issues",

@@ -52,6 +52,8 @@ if TYPE_CHECKING:
     Answer = tuple[ParseResult, ApplyResult]
 
 MAX_REFLECTIONS = 2
+# The temperature of a reflection after an answer that changed nothing (see _acceptance).
+SAME_ANSWER_TEMPERATURE = 0.7
 MAX_FILE_CHARS = 60_000
 
 log = get_logger(__name__)
@@ -181,8 +183,12 @@ class Attempt:
             detail = prompts.fragment(root, "partial_change", unapplied="; ".join(missing + refused))
             raise Failed(Stall("partial_change", detail))
 
-    def _call(self, worker: Worker, prompt: str, system: str, purpose: str) -> Generation:
+    def _call(
+        self, worker: Worker, prompt: str, system: str, purpose: str, temperature: float | None = None
+    ) -> Generation:
         request = request_for(self.config, "implementer", prompt, system)
+        if temperature is not None:
+            request = replace(request, temperature=temperature)
         generation = generate(self.run, worker, "implementer", request, purpose)
         if generation.truncated:
             # Only a count that filled the window is a sure cut; a low one is also Ollama's prompt
@@ -293,8 +299,10 @@ class Attempt:
         stall) while they still fail."""
         commands = self.contract["specification"].get("acceptance_commands") or []
         results: list[CommandResult] = []
+        same = False  # the last answer changed nothing: the same code, failing the same way
         for reflection in range(MAX_REFLECTIONS + 1):
-            results = [self._command(c) for c in commands]
+            if not same:
+                results = [self._command(c) for c in commands]
             failed = [r for r in results if not r.ok]
             if not failed:
                 return results
@@ -310,8 +318,17 @@ class Attempt:
                 prompt=build_prompt(self.run, outlines=self.outlines),
                 feedback=feedback,
             )
-            generation = self._call(worker, reflect, system, f"reflection-{reflection + 1}")
-            self._apply(generation)
+            if same:
+                reflect += "\n\n" + prompts.fragment(self.config.trust_root, "reflection_same")
+            # A small model at a low temperature answers the same prompt with the same code (the real
+            # 1.5B sent one wrong answer back word for word through every reflection): after an answer
+            # that changed nothing, the next is sampled warmer.
+            warmer = (
+                max(self.config.role("implementer").temperature, SAME_ANSWER_TEMPERATURE) if same else None
+            )
+            generation = self._call(worker, reflect, system, f"reflection-{reflection + 1}", warmer)
+            _, result = self._apply(generation)
+            same = not result.changed_files
         self.contract["handoff_data"]["acceptance_results"] = [r.summary() for r in results]
         failed = [r for r in results if not r.ok]
         raise Failed(Stall("tests_failed", "\n\n".join(r.feedback() for r in failed)[-3000:]))

@@ -265,6 +265,24 @@ def test_acceptance_failure_is_fed_back_and_the_fixed_answer_moves_on(pipe: Pipe
     assert "greet returned 'hi x'" in commands[0]["stdout"]
 
 
+def test_an_answer_that_changes_nothing_is_not_tested_again_and_the_next_is_sampled_warmer(
+    pipe: Pipeline,
+) -> None:
+    wrong = whole_file("src/app.py", 'def greet(name):\n    return "hi " + name\n')
+    pipe.fake.script(IMPL, wrong, wrong, whole_file("src/app.py", GREET_FIXED))
+    pipe.start(acceptance_commands=[greet_check("hello, x")])
+
+    assert pipe.implement().to_state == "pending_local_review"
+
+    # The same code twice: the commands ran once for it, then once for the fix.
+    assert [c["exit_code"] for c in pipe.records("command")] == [1, 0]
+    calls = [r.body for r in pipe.fake.requests if r.body and r.path == "/api/chat"]
+    temperatures = [b["options"]["temperature"] for b in calls if b["model"] == IMPL]
+    assert temperatures == [0.2, 0.2, 0.7]
+    assert "Your last answer was the same code" in pipe.prompts()[2]
+    assert "Your last answer was the same code" not in pipe.prompts()[1]
+
+
 def test_acceptance_still_failing_after_the_reflections_is_a_tests_failed_stall(pipe: Pipeline) -> None:
     wrong = [whole_file("src/app.py", f'def greet(name):\n    return "hi{n} " + name\n') for n in range(3)]
     pipe.fake.script(IMPL, *wrong)
