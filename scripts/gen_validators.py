@@ -2,7 +2,7 @@
 
 Compiling the schema with fastjsonschema costs tens of milliseconds on every command; the generated
 modules cost about one. schema.py checks SCHEMA_HASH and compiles at run time if they are stale,
-and tests/test_validators.py fails until they are regenerated:
+and tests/state/test_validators.py fails until they are regenerated:
 
     .venv/bin/python scripts/gen_validators.py
 """

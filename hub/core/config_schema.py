@@ -462,7 +462,7 @@ def render(problems: Sequence[Problem], source: str, text: str | None) -> str:
 
 def reference(spec: Spec = SCHEMA, prefix: str = "") -> list[tuple[str, str]]:
     """Every key hub.yaml may hold, as (key path, its form in a few words), in the table's order: the
-    key and type columns of README's key reference, which tests/test_config.py checks against this so
+    key and type columns of README's key reference, which tests/core/test_config.py checks against this so
     the two cannot drift. `roles.<role>`: a mapping whose keys all take one mapping form; `workers[]`:
     a list of mappings."""
     rows: list[tuple[str, str]] = []

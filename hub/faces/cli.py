@@ -2,7 +2,7 @@
 
 Each command imports its phase inside its body, and the group imports configuration and logging only
 for the commands that use them, so `hub --help` loads little beyond click and `hub status` only what
-status reads (tests/test_cli.py holds both to none of the heavy libraries).
+status reads (tests/faces/test_cli.py holds both to none of the heavy libraries).
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ import pytest
 
 from hub.testing import FakeOllama, Reply, load_script
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture

@@ -52,7 +52,7 @@ def test_the_default_hub_yaml_loads_with_every_role_on_the_hub_worker(tmp_path: 
 def test_hub_init_writes_the_num_ctx_the_readme_shows() -> None:
     from hub.core.config import DEFAULT_NUM_CTX
 
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
     assert f"{{num_ctx: {DEFAULT_NUM_CTX}}}" in readme
     assert f"num_ctx: {DEFAULT_NUM_CTX}" in default_yaml("p")
 
@@ -61,7 +61,7 @@ def test_a_typical_source_file_and_its_whole_file_answer_fit_the_default_window(
     from hub.core.config import DEFAULT_NUM_CTX, DEFAULT_NUM_PREDICT
     from hub.workers import budget
 
-    source = (Path(__file__).resolve().parents[1] / "hub" / "phases" / "implement.py").read_text(
+    source = (Path(__file__).resolve().parents[2] / "hub" / "phases" / "implement.py").read_text(
         encoding="utf-8"
     )
     # A typical file, a few hundred lines: a fixed share of one, so the file's growth cannot fail this.
@@ -255,7 +255,7 @@ def test_any_hub_yaml_loads_or_is_refused_with_a_config_error_never_another_exce
 
 
 def readme_key_table() -> list[list[str]]:
-    readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
     section = readme.split("### Every key", 1)[1].split("\n## ", 1)[0]
     return [
         [cell.strip() for cell in line.strip().strip("|").split("|")]

@@ -22,7 +22,7 @@ from hub.review import catalog as rules_catalog
 from hub.review import rules
 from hub.review.scan import CODE_FILE, Finding, is_blocking, scan_code, scan_paths
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 RULE_TESTS = REPO / "tests" / "rules"
 PACKAGED_TESTS = RULE_TESTS / "rule-tests"
 CATALOG_TESTS = RULE_TESTS / "catalog-tests"
