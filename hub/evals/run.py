@@ -67,7 +67,8 @@ def run_eval(
     if settings.workdir.exists() and any(settings.workdir.iterdir()):
         raise SuiteInvalid(f"{settings.workdir}: not empty; `hub eval` works in a new folder (--workdir)")
     hub = Hub(repo, settings.workdir / "hub-next.log")
-    make_repo(repo, exercises, eval_config(settings))
+    config = eval_config(settings)
+    make_repo(repo, exercises, yaml.safe_dump(config, sort_keys=False))
     hub.call("init")
     tasks: dict[str, Exercise] = {}
     for ex in exercises:
@@ -78,17 +79,24 @@ def run_eval(
         hub.until_idle(lambda line: progress(describe(line, tasks)))
         if hub.transitions_seen == seen:
             break
-    results = [collect(hub, task_id, ex, settings.python) for task_id, ex in tasks.items()]
+    phases = hub.phase_seconds()
+    results = [
+        collect(hub, task_id, ex, settings.python, phases.get(task_id, 0.0)) for task_id, ex in tasks.items()
+    ]
     return EvalReport(
         suite=str(exercises[0].folder.parent) if exercises else "",
         config=str(settings.config_file),
-        models=models_of(settings.config_file),
+        models={
+            role: str(spec.get("model"))
+            for role, spec in (config.get("roles") or {}).items()
+            if isinstance(spec, dict)
+        },
         seconds=round(time.monotonic() - started, 1),
         tasks=results,
     )
 
 
-def eval_config(settings: EvalSettings) -> str:
+def eval_config(settings: EvalSettings) -> dict[str, Any]:
     """The hub.yaml under test, with the eval's judge and parallelism; ConfigError if it is unreadable."""
     try:
         data = yaml.safe_load(settings.config_file.read_text(encoding="utf-8")) or {}
@@ -100,15 +108,7 @@ def eval_config(settings: EvalSettings) -> str:
         data["judge"] = {"command": APPROVE, "backend": None}
     if settings.parallel_tasks is not None:
         data.setdefault("limits", {})["parallel_tasks"] = settings.parallel_tasks
-    return yaml.safe_dump(data, sort_keys=False)
-
-
-def models_of(config_file: Path) -> dict[str, str]:
-    try:
-        roles = (yaml.safe_load(config_file.read_text(encoding="utf-8")) or {}).get("roles") or {}
-    except (OSError, yaml.YAMLError, AttributeError):
-        return {}
-    return {role: str(spec.get("model")) for role, spec in roles.items() if isinstance(spec, dict)}
+    return data
 
 
 def make_repo(repo: Path, exercises: Iterable[Exercise], config: str) -> None:
@@ -269,7 +269,8 @@ def has_work(repo: Path, contract: dict[str, Any]) -> bool:
     return done.returncode == 0 and done.stdout.strip() not in ("", "0")
 
 
-def collect(hub: Hub, task_id: str, ex: Exercise, python: str) -> TaskResult:
+def collect(hub: Hub, task_id: str, ex: Exercise, python: str, phase: float) -> TaskResult:
+    """What became of one task; `phase` is its seconds in phases (Hub.phase_seconds)."""
     folder = task_folder(hub.repo, task_id)
     contract = json.loads((folder / "TASK_CONTRACT.json").read_text(encoding="utf-8"))
     status = str(contract["status"])
@@ -279,7 +280,6 @@ def collect(hub: Hub, task_id: str, ex: Exercise, python: str) -> TaskResult:
     commands = [r for r in records if r.get("kind") == "command"]
     model_seconds = sum(float(r.get("call_seconds") or r.get("seconds") or 0.0) for r in calls)
     command_seconds = sum(float(r.get("seconds") or 0.0) for r in commands)
-    phase = hub.phase_seconds().get(task_id, 0.0)
     tests_pass = None
     if status == MERGED:
         tests_pass = run_tests(ex, hub.repo, python)

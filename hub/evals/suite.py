@@ -36,9 +36,10 @@ class Exercise:
     instructions: str
 
 
-def load_suite(root: Path, names: Sequence[str] = ()) -> list[Exercise]:
-    """Every exercise under `root` (sorted by name), or the ones named; SuiteInvalid naming what is
-    wrong and where when the folder is no suite or a named exercise is missing or broken."""
+def load_suite(root: Path, names: Sequence[str] = (), letters: str | None = None) -> list[Exercise]:
+    """Every exercise under `root` (sorted by name), or the ones named, or those whose names start
+    with a letter in `letters` (a range such as "a-o"); SuiteInvalid naming what is wrong and where when
+    the folder is no suite or a named exercise is missing or broken."""
     if not root.is_dir():
         raise SuiteInvalid(f"{root}: not a folder (a suite is a folder of exercises in exercism's layout)")
     found = {p.parent.parent.name: p.parent.parent for p in root.glob("*/.meta/config.json")}
@@ -52,6 +53,13 @@ def load_suite(root: Path, names: Sequence[str] = ()) -> list[Exercise]:
         raise SuiteInvalid(
             f"{root}: no exercise named {', '.join(unknown)} (known: {', '.join(sorted(found))})"
         )
+    if letters:
+        first, _, last = letters.lower().partition("-")
+        if not (len(first) == 1 and len(last) == 1 and first <= last):
+            raise SuiteInvalid(f"--letters {letters}: expected a range of two letters such as a-o")
+        wanted = [n for n in wanted if first <= n[:1].lower() <= last]
+        if not wanted:
+            raise SuiteInvalid(f"{root}: no exercise starts with a letter in {letters}")
     return [load_exercise(found[name]) for name in wanted]
 
 

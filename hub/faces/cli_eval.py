@@ -66,14 +66,7 @@ def eval_(
     from hub.evals.run import EvalSettings, run_eval
     from hub.evals.suite import load_suite
 
-    exercises = load_suite(suite, only)
-    if letters:
-        first, _, last = letters.lower().partition("-")
-        if not (len(first) == 1 and len(last) == 1 and first <= last):
-            raise SuiteInvalid(f"--letters {letters}: expected a range of two letters such as a-o")
-        exercises = [e for e in exercises if first <= e.name[:1].lower() <= last]
-        if not exercises:
-            raise SuiteInvalid(f"{suite}: no exercise starts with a letter in {letters}")
+    exercises = load_suite(suite, only, letters)
     if not config_file.is_file():
         raise SuiteInvalid(f"{config_file}: no such configuration file to evaluate (--config)")
     folder = (workdir or default_workdir()).resolve()

@@ -342,12 +342,14 @@ def _consume(
         timeouts["read"] = max(0.001, clocks.total_deadline - time.monotonic())
     sock = _response_socket(response)
     key = watchdog.watch(clocks, sock) if sock is not None else None
-    checked = 0
+    size = checked = counted = 0
     try:
         for line in _lines(response, clocks, state):
             if parse_line(line, state) and clocks.token(time.monotonic()):
                 watchdog.nudge()
-            size = sum(map(len, state.content))
+            # Only the new pieces: summing every piece on each line made a long answer quadratic.
+            size += sum(map(len, state.content[counted:]))
+            counted = len(state.content)
             if size - checked >= LOOP_CHECK_CHARS:
                 checked = size
                 loop = repeating(state.text())
