@@ -6,7 +6,9 @@ An edit is written only inside `Policy.allowed_paths` and never inside `forbidde
 symlink anywhere on the way, even one pointing inside the repository, since the link's target is what
 gets written); a path into `.git/`. When exactly one file is allowed, an edit naming it under another
 folder, or naming a missing file whose every SEARCH block matches it exactly, goes to that file (aider
-reads these the same way). Reads the file system, never writes.
+reads these the same way). Files that change how git, CI or agents behave (`.gitattributes`, `.claude/`,
+`CLAUDE.md`, ...) only when `allowed_paths` names them exactly. Whether a path is allowed is decided by
+the one matcher, `hub.core.paths.refusal`. Reads the file system, never writes.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from pathlib import Path
 
 from hub.core.errors import EditError
 from hub.core.log import get_logger
-from hub.core.paths import clean_path, is_glob, path_parts
+from hub.core.paths import first_match, is_glob, path_parts, refusal
 from hub.edits.edit import FileEdit
 from hub.safety.trust import CONTROL_FILES
 
@@ -109,12 +111,9 @@ def check_path(raw: str, policy: Policy, root: Path) -> str:
     control = control_file_refusal(rel, policy.control_paths)
     if control is not None:
         raise EditError(control)
-    forbidden = _first_match(rel, policy.forbidden_paths)
-    if forbidden is not None:
-        raise EditError(f"path is inside forbidden_paths ({forbidden!r})")
-    if _first_match(rel, policy.allowed_paths) is None:
-        shown = ", ".join(policy.allowed_paths) if policy.allowed_paths else "none"
-        raise EditError(f"path is not inside allowed_paths ({shown})")
+    refused = refusal(rel, policy.allowed_paths, policy.forbidden_paths)
+    if refused is not None:
+        raise EditError(refused)
     check_filesystem(root, rel)
     return rel
 
@@ -159,54 +158,4 @@ def _inside(root: Path, target: Path) -> bool:
 
 def path_allowed(path: str, entries: Sequence[str]) -> bool:
     """Whether a clean repo-relative path falls under any entry (file, directory or glob)."""
-    return _first_match(path, entries) is not None
-
-
-def _first_match(path: str, entries: Sequence[str]) -> str | None:
-    for entry in entries:
-        pattern = clean_path(entry.strip())
-        if not pattern:
-            if entry.strip() in (".", "./", "/"):
-                return entry
-            continue
-        if is_glob(pattern):
-            target = path if "/" in pattern else path.rsplit("/", 1)[-1]
-            if _glob_regex(pattern).match(target) or ("/" not in pattern and _under_glob(path, pattern)):
-                return entry
-        elif path == pattern or path.startswith(pattern + "/"):
-            return entry
-    return None
-
-
-def _under_glob(path: str, pattern: str) -> bool:
-    """A slash-free glob also matches a folder anywhere on the path (`build*` covers `build1/x`)."""
-    regex = _glob_regex(pattern)
-    return any(regex.match(part) for part in path.split("/")[:-1])
-
-
-def _glob_regex(pattern: str) -> re.Pattern[str]:
-    out = []
-    i = 0
-    while i < len(pattern):
-        if pattern.startswith("**/", i):
-            out.append("(?:[^/]+/)*")
-            i += 3
-        elif pattern.startswith("**", i):
-            out.append(".*")
-            i += 2
-        elif pattern[i] == "*":
-            out.append("[^/]*")
-            i += 1
-        elif pattern[i] == "?":
-            out.append("[^/]")
-            i += 1
-        elif pattern[i] == "[" and "]" in pattern[i + 2 :]:
-            close = pattern.index("]", i + 2)
-            body = pattern[i + 1 : close]
-            out.append("[" + ("^" + body[1:] if body.startswith("!") else body).replace("\\", "\\\\") + "]")
-            i = close + 1
-        else:
-            out.append(re.escape(pattern[i]))
-            i += 1
-    # A glob naming a folder allows everything under it, like a plain directory entry.
-    return re.compile("".join(out) + "(?:/.*)?$")
+    return first_match(path, entries) is not None

@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hub.core.errors import EXIT_HALTED, PhaseTimeout, with_hint
+from hub.core.errors import EXIT_HALTED, ContractInvalid, PhaseTimeout, with_hint
 from hub.core.log import get_logger
 from hub.core.text import listed
 from hub.phases.context import Context, Outcome
@@ -62,7 +62,21 @@ class Run:
     def worktree(self) -> Path:
         """The task's own git worktree, where every edit, acceptance command, scan and checkpoint happens."""
         recorded = self.contract["git"].get("worktree")
-        return Path(recorded) if recorded else worktree_path(self.ctx, self.user_repo, self.task_id)
+        if not recorded:
+            return worktree_path(self.ctx, self.user_repo, self.task_id)
+        # A hand-edited contract must not point the hub at a folder of the user's: a worktree it finds
+        # broken there is renamed aside, and its ignored files are removed before each command.
+        folder = worktree_path(self.ctx, self.user_repo, self.task_id).parent.resolve()
+        path = Path(recorded)
+        resolved = path.resolve()
+        if not path.is_absolute() or resolved == folder or not resolved.is_relative_to(folder):
+            raise ContractInvalid(
+                str(self.ctx.handoff.contract),
+                "$.git.worktree",
+                f"{recorded!r} does not lie under the worktrees folder {folder}; a task's worktree is "
+                "always there (setup-task puts it there)",
+            )
+        return path
 
     @property
     def repo(self) -> Repo:
@@ -134,7 +148,8 @@ class Run:
         self.contract["lock"] = None
 
     def checkpoint(self, event: str) -> str | None:
-        """Commit the work on the task branch, scoped to the allowed paths when the contract sets them."""
+        """Commit the work on the task branch: what the task may write (the allowed paths when the contract
+        sets them, never the forbidden ones or the control files), as the edit layer decides it."""
         branch = self.contract["git"].get("task_branch")
         if not branch:
             return None
@@ -143,6 +158,7 @@ class Run:
             self.commit_message(event),
             self.contract["constraints"]["allowed_paths"] or None,
             exclude=list(control_paths(self.ctx.config)),
+            forbidden=self.contract["constraints"]["forbidden_paths"],
         )
 
     def commit_message(self, event: str) -> Callable[[list[str]], str]:

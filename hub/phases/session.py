@@ -182,8 +182,9 @@ def _committed_before_kill(run: Run) -> bool:
     if marker["attempt"] != contract["attempt"]:
         return False
     scope = contract["constraints"]["allowed_paths"] or None
+    forbidden = contract["constraints"]["forbidden_paths"]
     dirty = gitops.dirty_files(run.repo)
-    return not [p for p in dirty if scope is None or gitops.in_scope(p, scope)]
+    return not [p for p in dirty if scope is None or gitops.in_scope(p, scope, forbidden)]
 
 
 def pre_phase_trip(run: Run) -> Trip | None:

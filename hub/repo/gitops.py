@@ -4,12 +4,11 @@ behind is `killed_git.py`."""
 
 from __future__ import annotations
 
-import fnmatch
 import hashlib
 import shutil
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from hub.core.errors import GitError
 from hub.core.log import get_logger
-from hub.core.paths import clean_path
+from hub.core.paths import first_match, refusal
 
 if TYPE_CHECKING:
     from git import Repo
@@ -122,19 +121,20 @@ def branch_exists(repo: Repo, name: str) -> bool:
     return bool(run(repo, "branch", "--list", name).strip())
 
 
-def in_scope(path: str, scopes: list[str]) -> bool:
-    for scope in scopes:
-        # `.`, `./` and `./src` name what `` and `src` do (an allowed path `.` was never committed).
-        scope = clean_path(scope)
-        if not scope:
-            return True
-        if path == scope or path.startswith(scope + "/") or fnmatch.fnmatchcase(path, scope):
-            return True
-    return False
+def in_scope(
+    path: str, scopes: Sequence[str], forbidden: Sequence[str] = (), control: Sequence[str] = ()
+) -> bool:
+    """Whether a task may have written `path`: inside `scopes` (the allowed paths), outside `forbidden`
+    and the control files, and a behaviour file only where named exactly. The one matcher decides
+    (`hub.core.paths.refusal`), as it does for the edit layer: a file one side allowed and the other
+    did not was written and never committed, or committed and never allowed."""
+    return refusal(path, scopes, forbidden, control) is None
 
 
-def restore_outside(repo: Repo, scopes: list[str]) -> list[str]:
-    """Put the work tree back as HEAD has it everywhere outside `scopes` (the allowed paths): changed
+def restore_outside(
+    repo: Repo, scopes: Sequence[str], forbidden: Sequence[str] = (), control: Sequence[str] = ()
+) -> list[str]:
+    """Put the work tree back as HEAD has it everywhere a task may not write (`in_scope`): changed
     or deleted tracked files restored, new untracked files removed (ignored ones, caches and installed
     packages, are left). What an acceptance command changed there must not become the tests the next
     run checks against. Returns the paths restored or removed."""
@@ -148,8 +148,8 @@ def restore_outside(repo: Repo, scopes: list[str]) -> list[str]:
         (untracked if entry[:2] == "??" else tracked).append(entry[3:])
         if entry[0] in "RC":
             tracked.append(next(entries, ""))
-    untracked = [p for p in untracked if p and not in_scope(p, scopes)]
-    tracked = [p for p in tracked if p and not in_scope(p, scopes)]
+    untracked = [p for p in untracked if p and not in_scope(p, scopes, forbidden, control)]
+    tracked = [p for p in tracked if p and not in_scope(p, scopes, forbidden, control)]
     root = Path(str(repo.working_tree_dir)).resolve()
     for rel in untracked:
         path = root / rel.rstrip("/")
@@ -177,15 +177,19 @@ def restore_outside(repo: Repo, scopes: list[str]) -> list[str]:
 def checkpoint(
     repo: Repo,
     message: str | Callable[[list[str]], str],
-    scope: list[str] | None = None,
-    exclude: list[str] | None = None,
+    scope: Sequence[str] | None = None,
+    exclude: Sequence[str] | None = None,
+    forbidden: Sequence[str] = (),
 ) -> str | None:
-    """Commit what changed, only inside `scope` (allowed paths) when given and never inside `exclude`
-    (the hub's control files); None if nothing changed. `message` may be a function of the changed
-    files, so the title can say what changed."""
+    """Commit what changed, only what a task may write (`in_scope`: inside `scope`, the allowed paths,
+    outside `forbidden`) when `scope` is given, and never inside `exclude` (the hub's control files);
+    None if nothing changed. `message` may be a function of the changed files, so the title can say
+    what changed."""
     changed = dirty_files(repo)
     if scope:
-        changed = [path for path in changed if in_scope(path, scope)]
+        changed = [path for path in changed if in_scope(path, scope, forbidden, exclude or ())]
+    elif forbidden:
+        changed = [path for path in changed if first_match(path, forbidden) is None]
     if exclude:
         lowered = [e.strip("/").lower() for e in exclude]
         changed = [
