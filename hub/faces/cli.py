@@ -195,7 +195,7 @@ def run_local_review(state: State, as_json: bool) -> None:
 @json_option
 @pass_state
 def report_judge(state: State, as_json: bool) -> None:
-    """Apply the verdict in _handoff/JUDGE_REPORT.json (or JUDGE_REPORT.md)."""
+    """Apply the verdict in _handoff/tasks/<task_id>/JUDGE_REPORT.json (or JUDGE_REPORT.md)."""
     from hub.phases.judge import report_judge as run
 
     finish(run(state.context()), as_json)

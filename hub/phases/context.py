@@ -35,6 +35,12 @@ class Context:
     # phase starts and stops its own.
     workers: WorkerPool | None = None
 
+    def __post_init__(self) -> None:
+        # The CLI and every MCP tool build their Context with the task id they were given: checked here
+        # once, before anything joins it to a path.
+        if self.task_id is not None:
+            handoff.check_task_id(self.task_id)
+
     @property
     def handoff_root(self) -> handoff.Handoff:
         """The handoff folder, bound to no task: what all tasks share."""

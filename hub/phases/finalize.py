@@ -11,7 +11,7 @@ from hub.phases.judge import write_review_request
 from hub.phases.run import Run
 from hub.phases.session import require_setup, running
 from hub.phases.status import active_contract, write_status
-from hub.repo import gitops
+from hub.repo import gitops, untrusted
 from hub.repo.gitops import MergeConflict, MergeRefused
 from hub.state import handoff
 from hub.state.breakers import Trip
@@ -50,7 +50,8 @@ def finalize_task(ctx: Context) -> Outcome:
             return back_to_review(run, reviewed, head)
         user = run.user_repo
         message = f"[TASK: {run.task_id}] Merge {branch}"
-        with gitops.merge_lock(user):
+        # In-tree merge drivers off: a planted `merge=union` must not resolve a conflict unseen.
+        with gitops.merge_lock(user), untrusted.merge_drivers_off(user):
             merged = _merge(run, reviewed, message)
         if isinstance(merged, Outcome):
             return merged
@@ -186,6 +187,39 @@ def resume(ctx: Context, to_state: str, note: str | None = None) -> Outcome:
         return Outcome("resume", run.task_id, run.start_state, to_state, f"resumed to {to_state}")
 
 
+def _not_in_base(run: Run) -> Trip | None:
+    """Why a contract that says `merged` must not be archived (its branch and worktree deleted): the
+    reviewed commit or the branch's head is not in the base, so the status was set by hand or the base
+    was rewound since. The contract goes back to the last state the hub recorded, to halt from there."""
+    contract = run.contract
+    base = contract["git"].get("base_branch")
+    branch = contract["git"].get("task_branch")
+    if not base or not branch:
+        return None
+    user = run.user_repo
+    heads = [contract["handoff_data"].get("reviewed_commit")]
+    if gitops.branch_exists(user, branch):
+        heads.append(gitops.commit_of(user, branch))
+    base_there = gitops.branch_exists(user, base)
+    outside = [
+        c for c in dict.fromkeys(heads) if c and not (base_there and gitops.is_ancestor(user, c, base))
+    ]
+    if not outside:
+        return None
+    recorded = [str(entry["to"]) for entry in contract["history"] if entry.get("to")]
+    last = recorded[-1] if recorded else REVIEW_COMPLETE
+    contract["status"] = REVIEW_COMPLETE if last in (MERGED, ERIK_CONSULTATION) else last
+    log.warning("archive.not_in_base", task=run.task_id, commits=[c[:12] for c in outside], base=base)
+    return Trip(
+        "not_in_base",
+        f"the contract says merged, but {', '.join(c[:12] for c in outside)} is not in {base}"
+        + ("" if base_there else f" (the branch {base} does not exist)")
+        + f": nothing was archived or deleted, and {branch} and its worktree are kept",
+        {"base": base, "commits": ", ".join(outside)},
+        f"`hub resume --task {run.task_id}` to a state that leads to a merge, or merge {branch} by hand",
+    )
+
+
 def archive_merged(ctx: Context) -> Contract | None:
     """Finish the archiving of a task a finalize killed between `pass` and its archiving left merged
     (else `hub new` would overwrite it); the active contract after: None once archived."""
@@ -194,8 +228,13 @@ def archive_merged(ctx: Context) -> Contract | None:
         with handoff.phase_lock(hand, "archive", ctx.clock()):
             current = active_contract(ctx)
             if current is not None and current["status"] == MERGED:
+                run = Run(ctx, current, "archive")
+                missing = _not_in_base(run)
+                if missing is not None:
+                    run.halt(missing)
+                    return current
                 if current["git"].get("task_branch"):
-                    cleanup(Run(ctx, current, "archive"))
+                    cleanup(run)
                 handoff.archive_task(ctx.handoff_root, str(current["task_id"]))
                 return None
             return current

@@ -30,7 +30,7 @@ from hub.phases.run import Run
 from hub.phases.session import pre_phase_trip, require_setup, running
 from hub.phases.stall import Stall, implementer_stall, model_unavailable, strike, worker_failure
 from hub.phases.written import finish_code_written
-from hub.repo import gitops
+from hub.repo import gitops, untrusted
 from hub.review.code import language_for, outline, render_outline
 from hub.safety.sandbox import Jail, SandboxUnavailable
 from hub.safety.trust import control_paths
@@ -97,6 +97,7 @@ class Attempt:
         self.model = self.config.role("implementer").model
         self.raw = ""
         self.applied_any = False
+        self.written: set[str] = set()  # every path an answer of this attempt wrote
         self.started = time.perf_counter()
         # For STALL_REPORT.md: where the attempt's time went.
         self.timings: dict[str, float] = {}
@@ -268,6 +269,7 @@ class Attempt:
             why = "no edit could be applied: " + ("; ".join(parts) or "nothing parsed")
             raise Failed(Stall("malformed_output", why))
         self.applied_any = self.applied_any or bool(result.changed_files)
+        self.written.update(result.changed_files)
         return parsed, result
 
     def _record_edits(self, parsed: ParseResult, result: ApplyResult) -> None:
@@ -336,6 +338,11 @@ class Attempt:
     def _command(self, command: str) -> CommandResult:
         # PhaseTimeout (a phase_timeout stall) when the attempt's clock is spent: no command starts.
         left = self.run.remaining(f"the acceptance command `{command}`")
+        # Every run starts from the same state: what an earlier command left in ignored files (a
+        # planted json.pyc, a poisoned .venv) must not decide this one (issue 28).
+        cleaned = untrusted.remove_ignored(self.run.repo)
+        if cleaned:
+            log.debug("acceptance.cleaned", task=self.run.task_id, command=command, paths=cleaned[:50])
         result = run_command(
             command,
             self.run.worktree,
@@ -370,7 +377,13 @@ class Attempt:
         """Undo what a command changed in the worktree outside the allowed paths (a rewritten test, a
         new conftest.py): the next run, a reflection's, must check against the task's own tests. The
         allowed paths keep their changes; the user's checkout is never touched."""
-        restored = gitops.restore_outside(self.run.repo, list(self.contract["constraints"]["allowed_paths"]))
+        constraints = self.contract["constraints"]
+        restored = gitops.restore_outside(
+            self.run.repo,
+            constraints["allowed_paths"],
+            constraints["forbidden_paths"],
+            control_paths(self.config),
+        )
         if restored:
             log.warning("acceptance.restored", task=self.run.task_id, command=command, paths=restored[:50])
         return restored
@@ -385,6 +398,17 @@ class Attempt:
         run.save()
         commit = run.checkpoint(Event.CODE_WRITTEN)
         crash_point("implement:after-commit")
+        left = untrusted.uncommitted(run.repo, sorted(self.written))
+        if left:
+            # Never "N files changed" and on to review while a written edit is not in the commit (an
+            # ignored path, say): the review and the judge would see a change without it.
+            data.pop("committing", None)
+            raise Failed(
+                Stall(
+                    "uncommitted_edit",
+                    prompts.fragment(self.config.trust_root, "uncommitted_edit", paths=listed(left, 20)),
+                )
+            )
         return finish_code_written(run, commit)
 
 

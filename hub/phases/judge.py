@@ -66,6 +66,13 @@ def report_is_fresh(run: Run, path: Path) -> bool:
     return path.stat().st_mtime_ns >= int(written)
 
 
+def shown_path(ctx: Context, path: Path) -> str:
+    """A path as a judge or person should type it: relative to the repository when inside it."""
+    root = ctx.repo_root.resolve()
+    resolved = path.resolve()
+    return resolved.relative_to(root).as_posix() if resolved.is_relative_to(root) else str(resolved)
+
+
 def write_review_request(run: Run, diff: str | None = None) -> Path:
     contract = run.contract
     base, branch = contract["git"].get("base_commit"), contract["git"].get("task_branch")
@@ -73,8 +80,14 @@ def write_review_request(run: Run, diff: str | None = None) -> Path:
         diff = gitops.diff_text(run.repo, base, branch) if base and branch else "(no git base recorded)"
     rebuttal_path = run.ctx.handoff.rebuttal
     rebuttal = rebuttal_path.read_text(encoding="utf-8") if rebuttal_path.exists() else ""
-    text = render_review_request(run.ctx.config.trust_root, contract, diff, rebuttal)
     path = run.ctx.handoff.review_request
+    text = render_review_request(
+        run.ctx.config.trust_root,
+        contract,
+        diff,
+        rebuttal,
+        shown_path(run.ctx, run.ctx.handoff.judge_report_json),
+    )
     handoff.write_report(path, text)
     contract["handoff_data"]["review_request_mtime_ns"] = path.stat().st_mtime_ns
     return path

@@ -3,7 +3,7 @@
 Two kinds of judge (`judge:` in hub.yaml):
 
 - `command`: a shell command run in the repository with the review request on stdin, e.g. a `claude -p`
-  line. It writes `_handoff/JUDGE_REPORT.json` (the path is in `$HUB_JUDGE_REPORT`) or prints the JSON on
+  line. It writes `_handoff/tasks/<task_id>/JUDGE_REPORT.json` (the path is in `$HUB_JUDGE_REPORT`) or prints the JSON on
   stdout. It runs in a process group of its own so that a timeout, or a stop of the hub, kills its
   children too.
 - `backend` (ollama | openai | mcp): the `roles.judge` model through the workers, asked to answer with
@@ -29,6 +29,7 @@ import subprocess
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any, TypedDict
 
 from hub.core.atomic import write_atomic
@@ -47,10 +48,10 @@ from hub.phases.judge import (
     report_judge,
     write_review_request,
 )
-from hub.phases.run import Run
+from hub.phases.run import Run, worktree_path
 from hub.phases.session import bind, pre_phase_trip, running
 from hub.phases.stall import Stall, worker_failure
-from hub.repo import leftovers
+from hub.repo import gitops, leftovers, untrusted
 from hub.state import handoff, provenance, store
 from hub.state.judge_report import JudgeReport, validate_judge_report
 from hub.state.machine import JUDGE_REVIEW_IN_PROGRESS, PENDING_JUDGE_REVIEW, Event
@@ -81,7 +82,7 @@ def run_judge(ctx: Context) -> Outcome:
     if not (judge.command or judge.backend):
         raise ConfigError(
             "no judge configured: set judge.command or judge.backend in hub.yaml, or write "
-            "_handoff/JUDGE_REPORT.json and run `hub report-judge`"
+            "_handoff/tasks/<task_id>/JUDGE_REPORT.json and run `hub report-judge`"
         )
     with running(ctx, "run-judge", {PENDING_JUDGE_REVIEW}) as run:
         trip = pre_phase_trip(run)
@@ -99,7 +100,8 @@ def run_judge(ctx: Context) -> Outcome:
         run.start_clock(run.contract["limits"]["timeout_minutes"]["judge"])
         started = time.perf_counter()
         if judge.command:
-            result = _run_command(run, judge.command, request, seconds)
+            with _judged_folder(run) as folder:
+                result = _run_command(run, judge.command, request, seconds, folder)
         else:
             result = _run_model(run, request, seconds)
         result.record.update(seconds=round(time.perf_counter() - started, 3), timeout_seconds=seconds)
@@ -166,7 +168,18 @@ def _failed(run: Run, error: str) -> Outcome:
 # --- a command judge ---------------------------------------------------------------------------------
 
 
-def _run_command(run: Run, command: str, request: str, seconds: float) -> JudgeResult:
+def _judged_folder(run: Run) -> contextlib.AbstractContextManager[Path]:
+    """Where the judge command runs: a fresh checkout of exactly the reviewed commit beside the task's
+    worktree, never the worktree itself, where the task's sandboxed code may have left ignored files
+    for an unsandboxed judge to import or read (issue 28)."""
+    reviewed = run.contract["handoff_data"].get("reviewed_commit") or gitops.commit_of(
+        run.user_repo, str(run.contract["git"].get("task_branch"))
+    )
+    path = worktree_path(run.ctx, run.user_repo, run.task_id)
+    return untrusted.judged_checkout(run.user_repo, reviewed, path.with_name(f".judge-{run.task_id}"))
+
+
+def _run_command(run: Run, command: str, request: str, seconds: float, folder: Path) -> JudgeResult:
     hand = run.ctx.handoff
     env = {
         **os.environ,
@@ -180,7 +193,7 @@ def _run_command(run: Run, command: str, request: str, seconds: float) -> JudgeR
     proc = subprocess.Popen(
         command,
         shell=True,
-        cwd=run.worktree,  # the code under review; the command itself comes from the user's hub.yaml
+        cwd=folder,  # the code under review, exactly; the command itself comes from the user's hub.yaml
         env=env,
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,

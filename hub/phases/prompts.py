@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from hub.core.paths import behaviour_file
 from hub.core.prompts import fragment, render, template
 
 if TYPE_CHECKING:
@@ -38,7 +39,12 @@ def issue_lines(issues: Sequence[Issue], empty: str = "(none)") -> str:
     return "\n".join(lines) or empty
 
 
-def render_review_request(repo_root: Path, contract: Contract, diff: str, rebuttal: str = "") -> str:
+def render_review_request(
+    repo_root: Path, contract: Contract, diff: str, rebuttal: str = "", report_path: str = "JUDGE_REPORT.json"
+) -> str:
+    """REVIEW_REQUEST.md: `report_path` is where the hub reads the judge's report (the task's own folder).
+    Changed files that alter how git, CI or agents behave come first, marked, so the judge reads them
+    before anything else."""
     spec = contract["specification"]
     data = contract["handoff_data"]
     acceptance = data.get("acceptance_results") or []
@@ -59,8 +65,17 @@ def render_review_request(repo_root: Path, contract: Contract, diff: str, rebutt
         local_review_passed=str(data.get("local_review_passed"))
         + (f"; {data['local_review_note']}" if data.get("local_review_note") else ""),
         local_review_issues=issue_lines(local),
-        changed_files=bullets(data.get("changed_files", [])),
+        changed_files=bullets(_behaviour_first(data.get("changed_files", []))),
         diff=diff.strip() or "(empty diff)",
         rebuttal=rebuttal.strip() or "(none)",
-        report_path="_handoff/JUDGE_REPORT.json",
+        report_path=report_path,
     )
+
+
+def _behaviour_first(files: list[str]) -> list[str]:
+    marked = [
+        f"**{f}** (changes how git, CI or coding agents behave: read it first)"
+        for f in files
+        if behaviour_file(f) is not None
+    ]
+    return marked + [f for f in files if behaviour_file(f) is None]

@@ -38,6 +38,14 @@ TASK_FILES = (
 )
 
 
+def check_task_id(task_id: str) -> str:
+    """`task_id` if it is one (letters, digits, `.`, `_`, `-`, starting with a letter or digit), else
+    ContractInvalid naming it."""
+    if not isinstance(task_id, str) or not TASK_ID.fullmatch(task_id):
+        raise ContractInvalid("task_id", "$", f"{task_id!r} is not a task id (letters, digits, . _ -)")
+    return task_id
+
+
 @dataclass(frozen=True)
 class Handoff:
     """Paths inside one handoff folder, bound to one task (`task_id`) or to none.
@@ -51,6 +59,12 @@ class Handoff:
     dir: Path
     halt_name: str = "ERIK_HALT.md"
     task_id: str | None = None
+
+    def __post_init__(self) -> None:
+        # Every face reaches a task's folder through here: a task id from outside (`--task`, an MCP
+        # tool's task_id) names a folder inside tasks/ and nothing else (`../../x`, `/abs`: refused).
+        if self.task_id is not None:
+            check_task_id(self.task_id)
 
     def for_task(self, task_id: str | None) -> Handoff:
         return Handoff(self.dir, self.halt_name, task_id)
@@ -140,8 +154,7 @@ class Handoff:
     def runs(self, task_id: str) -> Path:
         """A task's provenance records: in its folder while it lives, in the archive after."""
         # A task id from outside (hub_log over MCP, --task) must name a folder inside tasks/, nothing else.
-        if not TASK_ID.fullmatch(task_id):
-            raise ContractInvalid("task_id", "$", f"{task_id!r} is not a task id (letters, digits, . _ -)")
+        check_task_id(task_id)
         live = self.tasks_dir / task_id
         archived = self.archive / task_id / "runs"
         return archived if not live.is_dir() and archived.is_dir() else live / "runs"

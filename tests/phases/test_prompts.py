@@ -40,6 +40,7 @@ PACKAGED = (
     "partial_change",
     "partial_change_refused",
     "command_restored",
+    "uncommitted_edit",
 )
 PLACEHOLDER = re.compile(r"\$\{\w+\}")
 

@@ -1,0 +1,106 @@
+"""Git operations that keep what a task's code wrote from reaching anything outside the sandbox: the
+ignored files it leaves in its worktree, a fresh checkout of exactly the judged commit for the judge
+command, the written edits a checkpoint did not commit, and the in-tree merge drivers a merge must not
+obey (issue 28)."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from hub.core.atomic import write_bytes_atomic
+from hub.core.errors import GitError
+from hub.repo.gitops import common_dir, remove_worktree, run
+
+if TYPE_CHECKING:
+    from git import Repo
+
+
+def uncommitted(repo: Repo, files: Sequence[str]) -> list[str]:
+    """Of `files`, those whose content in the work tree is not what HEAD has: changed, untracked or
+    git-ignored (a written file git does not see is still not committed)."""
+    if not files:
+        return []
+    out = run(
+        repo,
+        "status",
+        "--porcelain=v1",
+        "-z",
+        "--ignored=matching",
+        "--untracked-files=all",
+        "--",
+        *(f":(literal){f}" for f in files),
+    )
+    found: list[str] = []
+    entries = iter(out.split("\0"))
+    for entry in entries:
+        if len(entry) > 3:
+            found.append(entry[3:])
+            if entry[0] in "RC":
+                next(entries, "")
+    return sorted(set(found))
+
+
+def remove_ignored(repo: Repo) -> list[str]:
+    """Remove every git-ignored file and folder from a task's worktree (`git clean -ffdX`): the worktree
+    was checked out clean, so each is something a command wrote, and must not be there when the next
+    command runs (a `json.pyc` the code wrote, or a `sitecustomize.py` in an ignored `.venv`, would run in
+    it). Untracked files that are not ignored are the task's work, or `restore_outside`'s. Returns the
+    paths removed. Never for the user's checkout: their ignored files are theirs."""
+    root = Path(str(repo.working_tree_dir)).resolve()
+    if not (root / ".git").is_file():
+        raise GitError(f"{root} is not a linked worktree; its ignored files are not the hub's to remove")
+    out = run(repo, "clean", "-ffdX", "--dry-run")
+    removed = [line.removeprefix("Would remove ").strip() for line in out.splitlines() if line.strip()]
+    if removed:
+        run(repo, "clean", "-ffdX", "-q")
+    return removed
+
+
+@contextmanager
+def judged_checkout(repo: Repo, commit: str, path: Path) -> Iterator[Path]:
+    """A fresh, detached checkout of exactly `commit` at `path`, for a command that runs outside the
+    sandbox (the judge): nothing a task's code wrote into its worktree (an ignored `json.pyc`, a
+    `.claude/settings.local.json`, a `CLAUDE.local.md`) is in it. Removed afterwards, and before, if a
+    killed run left one."""
+    if path.exists() or str(path) in run(repo, "worktree", "list", "--porcelain"):
+        remove_worktree(repo, path)
+        if path.exists():
+            shutil.rmtree(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    run(repo, "worktree", "add", "--quiet", "--detach", "--force", str(path), commit)
+    try:
+        yield path
+    finally:
+        remove_worktree(repo, path)
+
+
+# Prepended to $GIT_DIR/info/attributes while the hub merges: that file outranks every in-tree
+# .gitattributes (gitattributes(5), precedence), so a `* merge=union` (or `ours`, or a custom driver) that
+# a task planted cannot resolve a conflict no judge saw; git's own text merge runs and a conflict halts
+# `git_conflict`. The user's own lines stay after it, and a later line wins: their choices still hold.
+# (git >= 2.41 has --attr-source, but reading no tree's attributes would drop eol and text settings too.)
+MERGE_DRIVERS_OFF = (
+    b"# agent-hub: in-tree merge drivers disregarded during its merge; removed after\n* !merge\n"
+)
+
+
+@contextmanager
+def merge_drivers_off(repo: Repo) -> Iterator[None]:
+    """In-tree merge drivers disregarded for the merges made inside (call under `merge_lock`). A block
+    left by a killed hub is taken out first; the file is put back as the user had it afterwards."""
+    path = common_dir(repo) / "info" / "attributes"
+    before = path.read_bytes() if path.is_file() else None
+    theirs = (before or b"").replace(MERGE_DRIVERS_OFF, b"")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_bytes_atomic(path, MERGE_DRIVERS_OFF + theirs)
+    try:
+        yield
+    finally:
+        if before is None or (not theirs and before == MERGE_DRIVERS_OFF):
+            path.unlink(missing_ok=True)
+        else:
+            write_bytes_atomic(path, theirs)
