@@ -304,6 +304,7 @@ class Attempt:
         same = False  # the last answer changed nothing: the same code, failing the same way
         for reflection in range(MAX_REFLECTIONS + 1):
             if not same:
+                self._clean_state()
                 results = [self._command(c) for c in commands]
             failed = [r for r in results if not r.ok]
             if not failed:
@@ -335,14 +336,17 @@ class Attempt:
         failed = [r for r in results if not r.ok]
         raise Failed(Stall("tests_failed", "\n\n".join(r.feedback() for r in failed)[-3000:]))
 
+    def _clean_state(self) -> None:
+        """Every run of the commands starts from the same state: what an earlier run left in ignored
+        files (a planted json.pyc, a poisoned .venv) must not decide this one (issue 28). Within a run
+        the commands share what they build (`make`, then `make test`)."""
+        cleaned = untrusted.remove_ignored(self.run.repo)
+        if cleaned:
+            log.debug("acceptance.cleaned", task=self.run.task_id, paths=cleaned[:50])
+
     def _command(self, command: str) -> CommandResult:
         # PhaseTimeout (a phase_timeout stall) when the attempt's clock is spent: no command starts.
         left = self.run.remaining(f"the acceptance command `{command}`")
-        # Every run starts from the same state: what an earlier command left in ignored files (a
-        # planted json.pyc, a poisoned .venv) must not decide this one (issue 28).
-        cleaned = untrusted.remove_ignored(self.run.repo)
-        if cleaned:
-            log.debug("acceptance.cleaned", task=self.run.task_id, command=command, paths=cleaned[:50])
         result = run_command(
             command,
             self.run.worktree,

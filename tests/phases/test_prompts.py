@@ -168,7 +168,9 @@ def test_the_review_request_fills_every_placeholder(task: TaskDriver) -> None:
     assert not PLACEHOLDER.search(text)
     assert "greet() says 'hello, NAME'" in text
     assert '+    return "hello, " + name' in text
-    assert "_handoff/JUDGE_REPORT.json" in text and "hub report-judge" in text
+    # The path the hub reads the report from, not one beside the handoff folder it never looks in.
+    task_id = task.contract()["task_id"]
+    assert f"write `_handoff/tasks/{task_id}/JUDGE_REPORT.json`" in text and "hub report-judge" in text
 
 
 def test_a_repositorys_template_that_is_not_utf8_is_a_config_error_naming_it(tmp_path: Path) -> None:
