@@ -461,13 +461,22 @@ def mcp() -> None:
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind (http).")
 @click.option("--port", type=int, default=8766, show_default=True, help="Port to bind (http: endpoint /mcp).")
 @click.option("--token", envvar="HUB_MCP_TOKEN", help="Require 'Authorization: Bearer TOKEN' (http).")
+@click.option(
+    "--idle-timeout",
+    type=click.FloatRange(min=0.1),
+    default=30.0,
+    show_default=True,
+    help="Close an HTTP connection that sends no complete request for this long (seconds).",
+)
 @pass_state
-def mcp_serve(state: State, transport: str, host: str, port: int, token: str | None) -> None:
+def mcp_serve(
+    state: State, transport: str, host: str, port: int, token: str | None, idle_timeout: float
+) -> None:
     """Serve the hub's tools over MCP: stdio for a client that spawns it, or streamable HTTP at /mcp."""
     from hub.faces.mcp_server import serve
 
     state.context()  # refuse to serve a repository the tools could not work in
-    serve(state.repo, state.handoff, transport, host, port, token)
+    serve(state.repo, state.handoff, transport, host, port, token, idle_timeout)
 
 
 @cli.command()

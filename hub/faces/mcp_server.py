@@ -25,6 +25,7 @@ default and, with a token, refusing any request without `Authorization: Bearer <
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import ipaddress
 import json
@@ -181,6 +182,7 @@ def serve(
     host: str = "127.0.0.1",
     port: int = DEFAULT_HTTP_PORT,
     token: str | None = None,
+    idle_seconds: float = 30.0,
 ) -> None:
     """Serve until stdin closes (stdio) or the process is stopped (http). The phases the tools run, for
     as long as this serves, share their MCP worker servers: each is spawned once, not per phase."""
@@ -189,13 +191,21 @@ def serve(
         raise ConfigError(f"unknown transport '{transport}' (stdio or http)")
     workers = WorkerPool()
     try:
-        _serve(build_server(repo_root, handoff_dir, workers), config, transport, host, port, token)
+        _serve(
+            build_server(repo_root, handoff_dir, workers), config, transport, host, port, token, idle_seconds
+        )
     finally:
         workers.close()
 
 
 def _serve(
-    server: MCPServer, config: Config, transport: str, host: str, port: int, token: str | None
+    server: MCPServer,
+    config: Config,
+    transport: str,
+    host: str,
+    port: int,
+    token: str | None,
+    idle_seconds: float = 30.0,
 ) -> None:
     if transport == "stdio":
         log.info("mcp.serve", transport="stdio", repo=str(config.repo_root))
@@ -207,9 +217,21 @@ def _serve(
     token = token or config.mcp_token
     app = http_app(server, host, token, port)
     log.info("mcp.serve", transport="http", url=f"http://{url_host(host)}:{port}/mcp", auth=bool(token))
-    # uvicorn's INFO lines go to stderr and say when it listens; access logs would drown them.
-    uvicorn.Server(
+    # Here, not at the top: it loads uvicorn, which only this transport needs.
+    from hub.faces import http_guard
+
+    # uvicorn's INFO lines go to stderr and say when it listens; access logs would drown them. The
+    # asyncio loop (not uvloop): http_guard answers 503 from its accept-error handler.
+    server_ = uvicorn.Server(
         uvicorn.Config(
-            app, host=bind_address(host), port=port, log_level="info", access_log=False, lifespan="on"
+            app,
+            host=bind_address(host),
+            port=port,
+            log_level="info",
+            access_log=False,
+            lifespan="on",
+            http=http_guard.GuardedH11,
+            loop="asyncio",
         )
-    ).run()
+    )
+    asyncio.run(http_guard.serve(server_, idle_seconds))
