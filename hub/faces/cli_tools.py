@@ -240,7 +240,7 @@ def rules_add(state: State, file: Any, rule_id: str | None) -> None:
     from hub.review.rules import add_or_update_rule, validate_rule
 
     text = file.read()
-    click.echo(add_or_update_rule(state.repo, rule_id or str(validate_rule(text)["id"]), text))
+    click.echo(add_or_update_rule(state.repo, rule_id or str(validate_rule(text)["id"]), text, person=True))
 
 
 @rules.command("remove")

@@ -160,6 +160,11 @@ def transport_security(host: str, port: int) -> Any:
     )
 
 
+# A token guarding a non-loopback address: long enough that guessing it is no option (128 bits of
+# token_urlsafe are 22 characters).
+MIN_TOKEN_CHARS = 16
+
+
 def http_app(server: MCPServer, host: str, token: str | None, port: int = DEFAULT_HTTP_PORT) -> Any:
     """The streamable HTTP app (endpoint /mcp): behind the bearer check when there is a token, and on a
     loopback address behind the Host/Origin check too (a browser page cannot send the token, but it can
@@ -169,6 +174,12 @@ def http_app(server: MCPServer, host: str, token: str | None, port: int = DEFAUL
         raise ConfigError(
             f"refusing to serve on {host} without a token: anyone who can reach it could drive the hub; "
             "pass --token or set HUB_MCP_TOKEN (or bind 127.0.0.1)"
+        )
+    if token and not loopback and len(token) < MIN_TOKEN_CHARS:
+        raise ConfigError(
+            f"refusing to serve on {host} with a {len(token)}-character token: anyone who can reach it could "
+            f"guess it; use at least {MIN_TOKEN_CHARS} random characters (`python -c 'import secrets; "
+            "print(secrets.token_urlsafe(24))'`)"
         )
     security = transport_security(host, port) if loopback else None
     app = server.streamable_http_app(host=bind_address(host), transport_security=security)

@@ -83,6 +83,15 @@ def _merge(run: Run, reviewed: str, message: str) -> str | Outcome:
     if gitops.is_ancestor(user, reviewed, base):
         # A finalize-task killed after its merge and before recording it: the merge is there.
         merge_commit = gitops.commit_of(user, base)
+    elif not gitops.branch_exists(user, base):
+        return run.halt(
+            Trip(
+                "base_missing",
+                f"the base branch {base} does not exist any more (deleted or renamed?): nothing was merged",
+                {"base": base},
+                f"recreate it (`git branch {base} <commit>`) and `hub resume --task {run.task_id}`",
+            )
+        )
     else:
         conflicts = gitops.merge_conflicts(user, base, reviewed)
         if conflicts is not None:

@@ -8,6 +8,8 @@ import subprocess
 from pathlib import Path
 
 from hub.core.errors import ConfigError
+from hub.core.paths import clean_path
+from hub.safety.trust import CONTROL_FILES
 from hub.state import schema
 from hub.state.contract import TaskFields
 
@@ -38,6 +40,15 @@ def check_task_paths(repo_root: Path, fields: TaskFields, create_target: bool = 
             "the task names no file to change: give --target FILE (or --allowed-path PATH); "
             "without one the model may write nowhere and every edit would be refused"
         )
+    # A control file as the target or an allowed path: the edit layer refuses every edit there.
+    named = [("--target", target), *(("--allowed-path", p) for p in fields.get("allowed_paths") or [])]
+    for flag, path in named:
+        control = _control_file(str(path)) if path else None
+        if control:
+            raise ConfigError(
+                f"{flag} {path}: that is the hub's control file {control!r} (its configuration, prompts, "
+                "rules, hand-off folder or git's), which no task may edit: every edit there would be refused"
+            )
     # The contract's own path check, here too so that promotion blocks such a proposal (a ConfigError)
     # instead of failing on it at every `hub next`.
     for flag, path in [("--target", target), *(("--source", p) for p in fields.get("source_files") or [])]:
@@ -56,6 +67,14 @@ def check_task_paths(repo_root: Path, fields: TaskFields, create_target: bool = 
             raise ConfigError(
                 f"--source {source}: no such file in {repo_root}{hint} (a source is read, so it must exist)"
             )
+
+
+def _control_file(path: str) -> str | None:
+    rel = clean_path(path).lower()
+    for name in CONTROL_FILES:
+        if rel == name.lower() or rel.startswith(name.lower() + "/"):
+            return name
+    return ".git" if ".git" in rel.split("/") else None
 
 
 def _exists(repo_root: Path, path: str) -> bool:

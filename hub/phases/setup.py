@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
 from hub.core.config import CONFIG_FILE, default_yaml
-from hub.core.errors import GitError, HubError, WrongState
+from hub.core.errors import GitError, HubError, NotInitialised, WrongState
 from hub.phases.context import Context, Outcome
 from hub.phases.implement import budget_warning
 from hub.phases.paths import check_task_paths
@@ -33,6 +33,12 @@ task; ERIK_HALT.md or STALL_REPORT.md there, when present, need you.
 def init(ctx: Context) -> Outcome:
     """Create _handoff/, a default hub.yaml, and keep _handoff/ out of git."""
     repo = gitops.open_repo(ctx.repo_root)
+    if repo.bare or repo.working_tree_dir is None:
+        # Nothing written: in a bare repository `_handoff/` and hub.yaml would land in the git folder.
+        raise NotInitialised(
+            f"{ctx.repo_root} is a bare git repository (no work tree): the hub works in a checkout",
+            hint="clone it (`git clone <bare> proj`) and run `hub init` in the clone",
+        )
     hand = ctx.handoff
     hand.ensure()
     created: list[str] = []

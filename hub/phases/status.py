@@ -12,6 +12,7 @@ from typing import Any, NotRequired, Required, TypedDict
 from hub.core.atomic import write_atomic
 from hub.core.errors import ContractInvalid, HubError, TaskChoice
 from hub.core.log import get_logger
+from hub.core.text import one_line
 from hub.phases.context import Context
 from hub.phases.halts import resume_targets
 from hub.phases.paths import why_blocked
@@ -226,7 +227,7 @@ def task_view(ctx: Context) -> TaskView:
     owner = handoff.lock_owner(hand)
     return {
         "task_id": contract["task_id"],
-        "title": contract.get("title", ""),
+        "title": one_line(str(contract.get("title", ""))),
         "status": contract["status"],
         "status_reason": contract.get("status_reason"),
         "attempt": contract["attempt"],

@@ -396,13 +396,19 @@ def _require_inside(repo_root: Path, path: Path) -> None:
         )
 
 
-def add_or_update_rule(repo_root: Path, rule_id: str, rule_yaml: str) -> Path:
-    """Validate a rule, then write it (atomically) into the repository's first rule dir; return its file."""
+def add_or_update_rule(repo_root: Path, rule_id: str, rule_yaml: str, person: bool = False) -> Path:
+    """Validate a rule, then write it (atomically) into the repository's first rule dir; return its file.
+
+    A rule replacing a packaged security rule must keep it blocking (severity error, tagged security)
+    unless `person` (the CLI): an agent's tool call must not switch off the check that would halt its
+    own task's code."""
     repo_root = Path(repo_root).resolve()
     check_rule_id(rule_id)
     if read_sgconfig(repo_root) is None:
         raise RuleError(NO_SGCONFIG)
-    validate_rule(rule_yaml, rule_id, repo_root=repo_root)
+    parsed = validate_rule(rule_yaml, rule_id, repo_root=repo_root)
+    if not person:
+        _keeps_security(rule_id, parsed)
     dirs = project_rules(repo_root)
     if not dirs:
         raise RuleError(f"{repo_root / SGCONFIG}: ruleDirs is empty: name a folder for the rules")
@@ -419,6 +425,20 @@ def add_or_update_rule(repo_root: Path, rule_id: str, rule_yaml: str) -> Path:
     write_atomic(target, rule_yaml if rule_yaml.endswith("\n") else rule_yaml + "\n")
     log.debug("rules.saved", rule_id=rule_id, path=str(target), replaced=bool(existing))
     return target
+
+
+def _keeps_security(rule_id: str, parsed: dict[str, Any]) -> None:
+    packaged = [r.info for r in load_dirs([packaged_rules_dir()], "packaged") if r.info.id == rule_id]
+    if not packaged or packaged[0].severity != "error" or "security" not in packaged[0].tags:
+        return
+    metadata = parsed.get("metadata")
+    raw_tags = (metadata.get("tags") if isinstance(metadata, dict) else None) or []
+    tags = [raw_tags] if isinstance(raw_tags, str) else [str(t) for t in raw_tags]
+    if _severity(parsed.get("severity", "hint")) != "error" or "security" not in tags:
+        raise RuleError(
+            f"'{rule_id}' is a packaged security rule: a tool call may not make it non-blocking (severity "
+            "error and the security tag stay); a person can, with `hub rules add FILE`"
+        )
 
 
 def remove_rule(repo_root: Path, rule_id: str) -> Path:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from hub.core.config import DEFAULT_MAX_CHANGED_FILES
 from hub.core.errors import ContractInvalid
+from hub.core.text import one_line
 from hub.state.contract import COMPLEXITIES, SCHEMA_VERSION, iso
 from hub.state.machine import PENDING_IMPLEMENTER
 from hub.state.schema import validate
@@ -61,8 +62,8 @@ def new_contract(
         allowed_paths = sorted({p for p in [target_file, *source_files] if p})
     contract: Contract = {
         "schema_version": SCHEMA_VERSION,
-        "task_id": make_task_id(project, title, now),
-        "title": title,
+        "task_id": make_task_id(project, one_line(title), now),
+        "title": one_line(title),
         "project": project,
         "complexity": complexity,
         "status": PENDING_IMPLEMENTER,

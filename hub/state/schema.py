@@ -260,6 +260,19 @@ NUMBER_BOUNDS: dict[tuple[str, ...], float] = {
 }
 
 
+# Counts: JSON Schema calls 2.0 an integer, Python does not (`range(2.0)`, an attempt shown as "2.0").
+INTEGER_FIELDS = frozenset(
+    {
+        ("attempt",),
+        ("limits", "max_rebuttals"),
+        ("limits", "max_review_cycles"),
+        ("limits", "token_budget"),
+        ("limits", "max_changed_files"),
+        ("constraints", "max_diff_lines"),
+    }
+)
+
+
 def _check_numbers(contract: dict[str, Any], file: str) -> None:
     for keys, bound in NUMBER_BOUNDS.items():
         value: Any = contract
@@ -267,6 +280,10 @@ def _check_numbers(contract: dict[str, Any], file: str) -> None:
             value = value.get(key) if isinstance(value, dict) else None
         if value is None or isinstance(value, bool):
             continue
+        if keys in INTEGER_FIELDS and isinstance(value, float):
+            raise ContractInvalid(
+                file, "$." + ".".join(keys), f"{value!r} is not a whole number (write it without '.')"
+            )
         if not math.isfinite(value) or value > bound:
             raise ContractInvalid(
                 file, "$." + ".".join(keys), f"{value!r} is out of range (at most {bound:g})"

@@ -151,7 +151,9 @@ def test_the_judge_command_sees_exactly_the_reviewed_commit_nothing_the_code_lef
         f"find . -path ./.git -prune -o -type f -print | sort > {saw}; pwd >> {saw}; "
         f"printf '%s' '{report}' > \"$HUB_JUDGE_REPORT\""
     )
-    (repo / CONFIG_FILE).write_text(f"project: demo\njudge:\n  command: {json.dumps(command)}\n", encoding="utf-8")
+    (repo / CONFIG_FILE).write_text(
+        f"project: demo\njudge:\n  command: {json.dumps(command)}\n", encoding="utf-8"
+    )
     git(repo, "commit", "-qam", "a judge command")
     ctx = context(repo)
     worktree = to_judge_review(ctx)
@@ -279,7 +281,9 @@ def test_mcp_tools_refuse_a_task_id_outside_the_handoff_folder(repo: Path, outsi
 
     anyio.run(main)
 
-    assert all("is not a task id" in text for text in errors.values()), {k: v[-200:] for k, v in errors.items() if "is not a task id" not in v}
+    assert all("is not a task id" in text for text in errors.values()), {
+        k: v[-200:] for k, v in errors.items() if "is not a task id" not in v
+    }
     assert list(evil.iterdir()) == []
 
 
