@@ -66,11 +66,12 @@ def judged_checkout(repo: Repo, commit: str, path: Path) -> Iterator[Path]:
     sandbox (the judge): nothing a task's code wrote into its worktree (an ignored `json.pyc`, a
     `.claude/settings.local.json`, a `CLAUDE.local.md`) is in it. Removed afterwards, and before, if a
     killed run left one."""
-    if path.exists() or str(path) in run(repo, "worktree", "list", "--porcelain"):
+    if path.exists():
         remove_worktree(repo, path)
         if path.exists():
             shutil.rmtree(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    # --force: a registration a killed run left for a folder since deleted is reused, not an error.
     run(repo, "worktree", "add", "--quiet", "--detach", "--force", str(path), commit)
     try:
         yield path

@@ -231,7 +231,8 @@ def test_scan_paths_without_any_rule_finds_nothing(tmp_path: Path) -> None:
 
 def test_a_project_rule_with_a_packaged_id_replaces_the_packaged_rule(project: Path) -> None:
     silenced = "id: py-eval-exec\nlanguage: python\nseverity: off\nrule:\n  pattern: eval($X)\n"
-    rules.add_or_update_rule(project, "py-eval-exec", silenced)
+    # A person's choice (`hub rules add`): a tool call may not weaken a packaged security rule.
+    rules.add_or_update_rule(project, "py-eval-exec", silenced, person=True)
     assert [f.rule_id for f in scan_paths(project)] == ["no-print"]
     assert [f.rule_id for f in scan_code("eval(x)\n", "python", project)] == []
     listed = [r for r in rules.list_rules(project) if r.id == "py-eval-exec"]
