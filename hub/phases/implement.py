@@ -337,10 +337,13 @@ class Attempt:
         raise Failed(Stall("tests_failed", "\n\n".join(r.feedback() for r in failed)[-3000:]))
 
     def _clean_state(self) -> None:
-        """Every run of the commands starts from the same state: what an earlier run left in ignored
-        files (a planted json.pyc, a poisoned .venv) must not decide this one (issue 28). Within a run
-        the commands share what they build (`make`, then `make test`)."""
-        cleaned = untrusted.remove_ignored(self.run.repo)
+        """The worktree as the branch and the model's answers made it, nothing else: before every run
+        of the commands (what an earlier run left, a planted json.pyc, a poisoned .venv, a conftest.py it
+        wrote, must not decide this one) and before the commit (what the commands wrote is not the
+        task's change). Within a run the commands share what they build (`make`, then `make test`)."""
+        repo = self.run.repo
+        written = sorted(self.written)
+        cleaned = untrusted.remove_ignored(repo, written) + untrusted.keep_only(repo, written)
         if cleaned:
             log.debug("acceptance.cleaned", task=self.run.task_id, paths=cleaned[:50])
 
@@ -398,6 +401,8 @@ class Attempt:
         # Commit first, then record: the other order left an uncommitted edit behind a recorded
         # code_written when killed between the two (review and judge saw an empty diff). The marker
         # lets recovery tell "killed after the commit" (finish the attempt) from "before" (stash it).
+        if self.contract["specification"].get("acceptance_commands"):
+            self._clean_state()
         data["committing"] = {"attempt": self.contract["attempt"], "parent": gitops.head_commit(run.repo)}
         run.save()
         commit = run.checkpoint(Event.CODE_WRITTEN)

@@ -44,20 +44,65 @@ def uncommitted(repo: Repo, files: Sequence[str]) -> list[str]:
     return sorted(set(found))
 
 
-def remove_ignored(repo: Repo) -> list[str]:
-    """Remove every git-ignored file and folder from a task's worktree (`git clean -ffdX`): the worktree
-    was checked out clean, so each is something a command wrote, and must not be there when the next
-    command runs (a `json.pyc` the code wrote, or a `sitecustomize.py` in an ignored `.venv`, would run in
-    it). Untracked files that are not ignored are the task's work, or `restore_outside`'s. Returns the
-    paths removed. Never for the user's checkout: their ignored files are theirs."""
+def remove_ignored(repo: Repo, keep: Sequence[str] = ()) -> list[str]:
+    """Remove every git-ignored file and folder from a task's worktree but those in `keep` (what the
+    model's answers wrote: a written file git ignores is the uncommitted-edit check's to report, not
+    this clean's to drop unseen). The worktree was checked out clean, so each is something a command
+    wrote, and must not be there when the next run starts (a `json.pyc` the code wrote, or a
+    `sitecustomize.py` in an ignored `.venv`, would run in it). Returns the paths removed. Never for the
+    user's checkout: their ignored files are theirs."""
     root = Path(str(repo.working_tree_dir)).resolve()
     if not (root / ".git").is_file():
         raise GitError(f"{root} is not a linked worktree; its ignored files are not the hub's to remove")
     out = run(repo, "clean", "-ffdX", "--dry-run")
-    removed = [line.removeprefix("Would remove ").strip() for line in out.splitlines() if line.strip()]
-    if removed:
-        run(repo, "clean", "-ffdX", "-q")
+    listed = [line.removeprefix("Would remove ").strip() for line in out.splitlines() if line.strip()]
+    removed = []
+    for rel in listed:
+        # git names a wholly ignored folder once, `build/`: kept whole if a written file lies in it.
+        if any(k == rel.rstrip("/") or k.startswith(rel if rel.endswith("/") else rel + "/") for k in keep):
+            continue
+        path = root / rel.rstrip("/")
+        if not path.parent.resolve().is_relative_to(root):
+            continue
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink(missing_ok=True)
+        removed.append(rel)
     return removed
+
+
+def keep_only(repo: Repo, written: Sequence[str]) -> list[str]:
+    """Put every file of a task's worktree that is not in `written` (what the model's answers wrote)
+    back as HEAD has it: untracked files removed, changed or deleted tracked files restored. What a
+    command wrote there, even inside the allowed paths, is not the task's change and must not decide
+    the next run or ride into the commit. Returns the paths put back."""
+    keep = set(written)
+    out = run(repo, "status", "--porcelain=v1", "-z", "--untracked-files=all", "--no-renames")
+    untracked: list[str] = []
+    tracked: list[str] = []
+    for entry in out.split("\0"):
+        if len(entry) > 3 and entry[3:] not in keep:
+            (untracked if entry[:2] == "??" else tracked).append(entry[3:])
+    root = Path(str(repo.working_tree_dir)).resolve()
+    for rel in untracked:
+        path = root / rel
+        if not path.parent.resolve().is_relative_to(root):
+            continue
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)  # a nested repository, listed as one folder
+        else:
+            path.unlink(missing_ok=True)
+        for parent in path.parents:
+            if parent == root or not parent.is_relative_to(root):
+                break
+            try:
+                parent.rmdir()
+            except OSError:
+                break
+    for start in range(0, len(tracked), 500):
+        run(repo, "--literal-pathspecs", "checkout", "-q", "HEAD", "--", *tracked[start : start + 500])
+    return sorted(untracked + tracked)
 
 
 @contextmanager
