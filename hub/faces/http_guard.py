@@ -5,11 +5,13 @@
   of them used up the process's descriptors. `GuardedH11` gives every connection a deadline from its
   opening (and from each response's end) to its next complete request; data that trickles in does not
   move it.
-- **Out of descriptors: 503, and one log line a minute.** asyncio's accept loop can only log an
-  EMFILE, with a traceback, and retry a second later; a server at its limit wrote hundreds of MB of them.
-  `OutOfDescriptors` keeps two descriptors in reserve: on EMFILE it lets them go, accepts the waiting
-  connection, answers `503 Service Unavailable` with `Retry-After`, closes it, and takes them back; the
-  condition is logged once per minute with a count.
+- **Out of descriptors: 503, and one log line a minute.** asyncio's accept loop meets an EMFILE by
+  logging a traceback and re-arming itself once per pending accept, up to the backlog each time: a server
+  at its limit wrote hundreds of MB of them and was too busy to close the connections that would have
+  freed descriptors. `GuardedSocket` keeps two descriptors in reserve: on EMFILE it lets them go,
+  accepts each waiting connection, answers `503 Service Unavailable` with `Retry-After`, closes it,
+  takes them back, and tells asyncio there is nothing more to accept; the condition is logged once per
+  minute with a count.
 
 Imported only by the HTTP transport (it loads uvicorn).
 """
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import logging
 import os
 import socket
 import time
@@ -25,6 +28,7 @@ from typing import Any
 
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from hub.core.errors import ConfigError
 from hub.core.log import get_logger
 
 log = get_logger(__name__)
@@ -70,8 +74,8 @@ class GuardedH11(H11Protocol):
 
 
 class OutOfDescriptors:
-    """The event loop's exception handler for `socket.accept() out of system resource`: answers the
-    waiting client 503 from a reserve of descriptors and logs the condition once per minute."""
+    """What the listening socket does when accepting finds no free descriptor: let the reserve go, answer
+    every waiting client 503, take the reserve back, and log the condition once per minute."""
 
     def __init__(self, clock: Any = time.monotonic) -> None:
         self.clock = clock
@@ -87,19 +91,22 @@ class OutOfDescriptors:
             except OSError:
                 return
 
-    def _release_reserve(self) -> None:
+    def refuse_waiting(self, listening: socket.socket, exc: OSError) -> None:
         while self.reserve:
             os.close(self.reserve.pop())
-
-    def __call__(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
-        exc = context.get("exception")
-        listening = context.get("socket")
-        if not (isinstance(exc, OSError) and exc.errno in (errno.EMFILE, errno.ENFILE)) or listening is None:
-            loop.default_exception_handler(context)
-            return
-        self._release_reserve()
         try:
-            self._answer_unavailable(listening.fileno())
+            for _ in range(MAX_ANSWERED):
+                try:
+                    conn, _ = socket.socket.accept(listening)
+                except OSError:
+                    break
+                with conn:
+                    self.refused += 1
+                    try:
+                        conn.setblocking(False)
+                        conn.send(UNAVAILABLE)
+                    except OSError:
+                        pass
         finally:
             self._take_reserve()
         now = self.clock()
@@ -113,32 +120,49 @@ class OutOfDescriptors:
             self.logged_at = now
             self.refused = 0
 
-    def _answer_unavailable(self, fd: int) -> None:
-        """Accept the connections waiting (as many as the reserve allows) and answer each 503."""
+
+class GuardedSocket(socket.socket):
+    """The listening socket. asyncio's accept loop, on EMFILE, logs a traceback and re-arms itself once
+    per pending accept (up to the backlog each time), which flooded the log and starved the connections
+    whose closing would have freed descriptors. Here an EMFILE answers the waiting clients 503 and reads
+    to asyncio as "nothing more to accept" (BlockingIOError): the queue is empty, nothing spins."""
+
+    guard: OutOfDescriptors
+
+    def accept(self) -> tuple[socket.socket, Any]:
         try:
-            listening = socket.socket(fileno=os.dup(fd))
-        except OSError:
-            return
-        try:
-            listening.setblocking(False)
-            for _ in range(MAX_ANSWERED):
-                try:
-                    conn, _ = listening.accept()
-                except OSError:
-                    return
-                with conn:
-                    self.refused += 1
-                    try:
-                        conn.setblocking(False)
-                        conn.send(UNAVAILABLE)
-                    except OSError:
-                        pass
-        finally:
-            listening.close()
+            return super().accept()
+        except OSError as exc:
+            if exc.errno not in (errno.EMFILE, errno.ENFILE):
+                raise
+            self.guard.refuse_waiting(self, exc)
+            raise BlockingIOError(
+                errno.EAGAIN, "out of descriptors; the waiting clients were answered 503"
+            ) from None
+
+
+def listening_socket(host: str, port: int, backlog: int) -> GuardedSocket:
+    """The listening GuardedSocket, listening before the line that says so (clients wait for it)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = GuardedSocket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(backlog)
+    except OSError as exc:
+        sock.close()
+        raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    sock.guard = OutOfDescriptors()
+    shown = f"[{host}]" if family == socket.AF_INET6 else host
+    # uvicorn's own words: it prints them only when it binds the socket itself.
+    logging.getLogger("uvicorn.error").info(
+        "Uvicorn running on http://%s:%d (Press CTRL+C to quit)", shown, port
+    )
+    return sock
 
 
 async def serve(server: Any, idle_seconds: float = IDLE_SECONDS) -> None:
-    """Run a `uvicorn.Server` (configured with `http=GuardedH11`) with the out-of-descriptors handler."""
+    """Run a `uvicorn.Server` (configured with `http=GuardedH11`) on a GuardedSocket."""
     GuardedH11.idle_seconds = idle_seconds
-    asyncio.get_running_loop().set_exception_handler(OutOfDescriptors())
-    await server.serve()
+    config = server.config
+    await server.serve(sockets=[listening_socket(config.host, config.port, config.backlog)])

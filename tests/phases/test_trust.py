@@ -289,7 +289,12 @@ def test_files_an_acceptance_command_changed_outside_the_allowed_paths_are_resto
     assert (pipe.repo / "tests/check.py").read_text(encoding="utf-8") == CHECK_PY
 
 
-def test_an_acceptance_commands_changes_inside_the_allowed_paths_stay(pipe: Pipeline) -> None:
+def test_what_an_acceptance_command_wrote_inside_the_allowed_paths_is_not_the_tasks_change(
+    pipe: Pipeline,
+) -> None:
+    # Issue 28: each run of the commands, and the commit, start from the branch plus what the model's
+    # answers wrote; a file the code wrote while tested (a conftest.py, generated output) is neither
+    # kept for the next run nor committed as the task's work.
     pipe.fake.script(IMPL, whole_file("src/app.py", GREET_FIXED))
     write = "import pathlib; pathlib.Path('src/generated.py').write_text('X = 1\\n')"
     pipe.start(
@@ -299,5 +304,6 @@ def test_an_acceptance_commands_changes_inside_the_allowed_paths_stay(pipe: Pipe
 
     assert pipe.implement().to_state == "pending_local_review"
 
-    assert pipe.read("src/generated.py") == "X = 1\n"
+    assert not (pipe.worktree / "src/generated.py").exists()
+    assert pipe.contract()["handoff_data"]["changed_files"] == ["src/app.py"]
     assert pipe.records("command")[0]["restored"] == []

@@ -137,6 +137,17 @@ def test_out_of_descriptors_answers_503_and_logs_one_line_not_a_flood(repo: Path
 
         assert answer.startswith(b"HTTP/1.1 503 Service Unavailable"), answer
         assert b"Retry-After" in answer
+        # The clients go: each says so (FIN) and waits until the server has closed its side, so the
+        # server's descriptors are free when the next client comes.
+        for conn in held:
+            conn.shutdown(socket.SHUT_WR)
+        for conn in held:
+            while conn.recv(4096):
+                pass
+        with server.connect() as again:
+            again.sendall(b"GET /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+            served = again.recv(1024)
+        assert served.startswith(b"HTTP/1.1 ") and not served.startswith(b"HTTP/1.1 503"), served
     finally:
         for conn in held:
             conn.close()
