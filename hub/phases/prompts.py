@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hub.core.paths import behaviour_file
+from hub.core.paths import behaviour_file, refusal
 from hub.core.prompts import fragment, render, template
 
 if TYPE_CHECKING:
@@ -65,17 +65,25 @@ def render_review_request(
         local_review_passed=str(data.get("local_review_passed"))
         + (f"; {data['local_review_note']}" if data.get("local_review_note") else ""),
         local_review_issues=issue_lines(local),
-        changed_files=bullets(_behaviour_first(data.get("changed_files", []))),
+        changed_files=bullets(_marked(data.get("changed_files", []), contract)),
         diff=diff.strip() or "(empty diff)",
         rebuttal=rebuttal.strip() or "(none)",
         report_path=report_path,
     )
 
 
-def _behaviour_first(files: list[str]) -> list[str]:
-    marked = [
-        f"**{f}** (changes how git, CI or coding agents behave: read it first)"
-        for f in files
-        if behaviour_file(f) is not None
-    ]
-    return marked + [f for f in files if behaviour_file(f) is None]
+def _marked(files: list[str], contract: Contract) -> list[str]:
+    """The changed files as the judge should read them: behaviour files first, then files the task may
+    not write (the one matcher says so; only a person's commit puts one there), then the rest."""
+    constraints = contract["constraints"]
+    first, outside, rest = [], [], []
+    for f in files:
+        if behaviour_file(f) is not None:
+            first.append(f"**{f}** (changes how git, CI or coding agents behave: read it first)")
+        elif refusal(f, constraints["allowed_paths"], constraints["forbidden_paths"]) is not None:
+            outside.append(
+                f"{f} (outside the task's allowed paths: not the implementer's; check who wrote it)"
+            )
+        else:
+            rest.append(f)
+    return first + outside + rest

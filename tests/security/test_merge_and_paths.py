@@ -256,7 +256,8 @@ def test_the_review_request_lists_a_changed_behaviour_file_first(outside_tmp: Pa
         now=now_utc(),
         roles={"implementer": "m", "local_reviewer": "m", "judge": "m"},
     )
-    contract["handoff_data"]["changed_files"] = ["src/app.py", "src/z.py", ".gitattributes"]
+    contract["constraints"]["allowed_paths"] = ["src", ".gitattributes"]
+    contract["handoff_data"]["changed_files"] = ["docs/x.md", "src/app.py", "src/z.py", ".gitattributes"]
 
     text = render_review_request(
         outside_tmp, contract, "diff", report_path="_handoff/tasks/t1/JUDGE_REPORT.json"
@@ -264,5 +265,6 @@ def test_the_review_request_lists_a_changed_behaviour_file_first(outside_tmp: Pa
 
     changed = text.split("## Changed files", 1)[1].strip().splitlines()
     assert changed[0].startswith("- **.gitattributes**") and "read it first" in changed[0]
-    assert changed[1:3] == ["- src/app.py", "- src/z.py"]
+    assert changed[1].startswith("- docs/x.md (outside the task's allowed paths")
+    assert changed[2:4] == ["- src/app.py", "- src/z.py"]
     assert "write `_handoff/tasks/t1/JUDGE_REPORT.json`" in text
