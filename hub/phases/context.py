@@ -38,6 +38,8 @@ class Context:
     def __post_init__(self) -> None:
         # The CLI and every MCP tool build their Context with the task id they were given: checked here
         # once, before anything joins it to a path.
+        if self.task_id == "":
+            self.task_id = None  # an empty task_id is no task id (some MCP clients send one)
         if self.task_id is not None:
             handoff.check_task_id(self.task_id)
 

@@ -261,7 +261,7 @@ def test_mcp_tools_refuse_a_task_id_outside_the_handoff_folder(repo: Path, outsi
 
     async def main() -> None:
         async with (
-            stdio_client(params) as (read, write),
+            stdio_client(params, errlog=server_log) as (read, write),
             ClientSession(read, write, read_timeout_seconds=60.0) as session,
         ):
             await session.initialize()
@@ -279,7 +279,9 @@ def test_mcp_tools_refuse_a_task_id_outside_the_handoff_folder(repo: Path, outsi
                     assert result.is_error, f"{name} accepted {task_id!r}: {text}"
                     errors[name] = text
 
-    anyio.run(main)
+    # The server's stderr to a real file: pytest may have replaced sys.stderr with one without a fileno.
+    with (outside_tmp / "server.log").open("w", encoding="utf-8") as server_log:
+        anyio.run(main)
 
     assert all("is not a task id" in text for text in errors.values()), {
         k: v[-200:] for k, v in errors.items() if "is not a task id" not in v
@@ -325,3 +327,7 @@ def test_report_judge_help_and_the_review_request_name_the_path_the_hub_reads(re
     request = ctx.handoff.review_request.read_text(encoding="utf-8")
     assert f"write `_handoff/tasks/{task_id}/JUDGE_REPORT.json`" in request
     assert ctx.handoff.judge_report_json == repo / "_handoff" / "tasks" / task_id / "JUDGE_REPORT.json"
+
+
+def test_an_empty_task_id_means_no_task_id_as_before(repo: Path) -> None:
+    assert Context(load_config(repo, env={}), task_id="").task_id is None
