@@ -7,7 +7,8 @@ code" left git-ignored files (a `json.pyc`, a `.venv` with a `sitecustomize.py`,
 `.claude/settings.local.json`). Measured, as medians of N runs (default 10):
 
 - `judged_checkout`: a fresh detached checkout of the reviewed commit for the judge, made and removed,
-  against the baseline of running the judge in the worktree itself (0 ms, and every planted file there);
+  against two baselines: running the judge in the worktree itself (0 ms, and every planted file there)
+  and git's own `worktree add --detach` + `worktree remove` (the ratio says what the hub adds to git);
 - `remove_ignored`: the clean at the start of each acceptance round.
 
 Counted: the planted files a judge command would find in its folder, in place and in the fresh checkout.
@@ -81,6 +82,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             with untrusted.judged_checkout(user, commit, worktree.with_name(".judge-t1")) as judged:
                 fresh_found = max(fresh_found, found(judged))
             checkout_ms.append((time.perf_counter() - started) * 1000)
+        git_ms = []
+        for _ in range(args.runs):
+            started = time.perf_counter()
+            git(repo, "worktree", "add", "-q", "--detach", str(worktree.with_name("raw")), commit)
+            git(repo, "worktree", "remove", "--force", str(worktree.with_name("raw")))
+            git_ms.append((time.perf_counter() - started) * 1000)
         clean_ms = []
         for _ in range(args.runs):
             plant(worktree)
@@ -91,6 +98,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     result = {
         "tracked_files": args.files,
         "judged_checkout_ms": round(statistics.median(checkout_ms), 1),
+        "git_worktree_add_remove_ms": round(statistics.median(git_ms), 1),
+        "judged_checkout_vs_git": round(statistics.median(checkout_ms) / statistics.median(git_ms), 2),
         "in_place_ms": 0.0,
         "remove_ignored_ms": round(statistics.median(clean_ms), 1),
         "planted_seen_by_judge_in_place": in_place,

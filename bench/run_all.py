@@ -26,6 +26,7 @@ BENCHES = (
     "sandbox",
     "bounds",
     "backlog",
+    "clean_folders",
 )
 
 
