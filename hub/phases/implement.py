@@ -382,8 +382,9 @@ class Attempt:
 
     def _restore_outside_allowed(self, command: str) -> list[str]:
         """Undo what a command changed in the worktree outside the allowed paths (a rewritten test, a
-        new conftest.py): the next run, a reflection's, must check against the task's own tests. The
-        allowed paths keep their changes; the user's checkout is never touched."""
+        new conftest.py): the next run, a reflection's, must check against the task's own tests; the
+        model is told. Inside the allowed paths the changes stay until the next round or the commit
+        (`_clean_state`); the user's checkout is never touched."""
         constraints = self.contract["constraints"]
         restored = gitops.restore_outside(
             self.run.repo,
