@@ -45,21 +45,22 @@ def uncommitted(repo: Repo, files: Sequence[str]) -> list[str]:
 
 
 def remove_ignored(repo: Repo, keep: Sequence[str] = ()) -> list[str]:
-    """Remove every git-ignored file and folder from a task's worktree but those in `keep` (what the
-    model's answers wrote: a written file git ignores is the uncommitted-edit check's to report, not
-    this clean's to drop unseen). The worktree was checked out clean, so each is something a command
+    """Remove every git-ignored file from a task's worktree (and the folders that leaves empty) but
+    those in `keep` (what the model's answers wrote: a written file git ignores is the uncommitted-edit
+    check's to report, not this clean's to drop unseen). The worktree was checked out clean, so each is something a command
     wrote, and must not be there when the next run starts (a `json.pyc` the code wrote, or a
     `sitecustomize.py` in an ignored `.venv`, would run in it). Returns the paths removed. Never for the
     user's checkout: their ignored files are theirs."""
     root = Path(str(repo.working_tree_dir)).resolve()
     if not (root / ".git").is_file():
         raise GitError(f"{root} is not a linked worktree; its ignored files are not the hub's to remove")
-    out = run(repo, "clean", "-ffdX", "--dry-run")
-    listed = [line.removeprefix("Would remove ").strip() for line in out.splitlines() if line.strip()]
+    # Each ignored file by name (a nested repository as its folder, `x/`): a written file inside an
+    # ignored folder stays while the rest of the folder goes.
+    out = run(repo, "ls-files", "-z", "--others", "--ignored", "--exclude-standard")
+    kept = set(keep)
     removed = []
-    for rel in listed:
-        # git names a wholly ignored folder once, `build/`: kept whole if a written file lies in it.
-        if any(k == rel.rstrip("/") or k.startswith(rel if rel.endswith("/") else rel + "/") for k in keep):
+    for rel in (entry for entry in out.split("\0") if entry):
+        if rel in kept or (rel.endswith("/") and any(k.startswith(rel) for k in kept)):
             continue
         path = root / rel.rstrip("/")
         if not path.parent.resolve().is_relative_to(root):
@@ -69,6 +70,13 @@ def remove_ignored(repo: Repo, keep: Sequence[str] = ()) -> list[str]:
         else:
             path.unlink(missing_ok=True)
         removed.append(rel)
+        for parent in path.parents:
+            if parent == root or not parent.is_relative_to(root):
+                break
+            try:
+                parent.rmdir()
+            except OSError:
+                break
     return removed
 
 

@@ -132,9 +132,14 @@ def test_ignored_files_the_code_wrote_are_removed_and_the_users_own_are_never_to
     (worktree / ".venv/lib").mkdir(parents=True)
     (worktree / ".venv/lib/sitecustomize.py").write_text("import os\n", encoding="utf-8")
 
-    removed = untrusted.remove_ignored(gitops.open_repo(worktree))
+    (worktree / ".venv/mine.py").write_text("written by the model\n", encoding="utf-8")
 
-    assert sorted(removed) == [".venv/", "json.pyc"]
+    removed = untrusted.remove_ignored(gitops.open_repo(worktree), keep=[".venv/mine.py"])
+
+    assert sorted(removed) == [".venv/lib/sitecustomize.py", "json.pyc"]
+    assert git(worktree, "status", "--porcelain", "--ignored") == "!! .venv/"
+    assert [p.name for p in (worktree / ".venv").iterdir()] == ["mine.py"]
+    untrusted.remove_ignored(gitops.open_repo(worktree))
     assert git(worktree, "status", "--porcelain", "--ignored") == ""
     assert (repo / ".env").read_text(encoding="utf-8") == USER_SECRET
     with pytest.raises(GitError, match="not a linked worktree"):
