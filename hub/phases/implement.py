@@ -144,7 +144,7 @@ class Attempt:
             except SandboxUnavailable as exc:
                 raise Failed(Trip("sandbox_unavailable", str(exc), hint=exc.hint)) from exc
             self.contract["handoff_data"]["sandbox"] = self.jail.why
-        trip = model_unavailable(self.run, worker, self.model)
+        trip = model_unavailable(self.run, worker, self.model, "implementer")
         if trip:
             raise Failed(trip)
 

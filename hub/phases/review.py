@@ -259,7 +259,7 @@ class Review:
         return issues
 
     def _ask(self, worker: Worker, static: list[Issue]) -> ReviewReport | Outcome:
-        trip = model_unavailable(self.run, worker, self.model)
+        trip = model_unavailable(self.run, worker, self.model, "local_reviewer")
         if trip:
             return self.run.halt(trip)
         prompt = self._prompt(static)

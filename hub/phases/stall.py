@@ -95,12 +95,26 @@ def worker_failure(exc: WorkerError, model: str) -> Trip | Stall:
     return Stall(f"error: {type(exc).__name__}", str(exc), exc.partial_text)
 
 
-def model_unavailable(run: Run, worker: Worker, model: str) -> Trip | None:
+def model_unavailable(run: Run, worker: Worker, model: str, role: str | None = None) -> Trip | None:
     """The health check before a role's first call: a server that cannot be reached is waited out
-    (`calls.wait_for_server`); then a Trip when it is still not there or lacks the model."""
+    (`calls.wait_for_server`); then a Trip when it is still not there or lacks the model. With a pool
+    (`ollama.hosts`) and the `role`, any server of the pool that answers will do (the GPU gate skips the
+    dead ones)."""
 
     def probe() -> Health:
         health = worker.check_health([model])
+        if not health.reached and role is not None:
+            config = run.ctx.config
+            for url, _ in config.model_servers():
+                if url == config.ollama_host:
+                    continue
+                other = run.ctx.worker(role, url)
+                try:
+                    health = other.check_health([model])
+                finally:
+                    other.close()
+                if health.reached:
+                    break
         if not health.reached:
             raise WorkerUnavailable(health.detail or "the model server cannot be reached")
         return health

@@ -9,7 +9,8 @@ that does not fit, how long loading takes. The shapes follow Ollama and the othe
 - `empty_stream`: llama-cpp-python's server answers 200 with an empty stream.
 
 The window in force is the request's `options.num_ctx` (Ollama's default, 4096, without one; /v1 has
-no num_ctx, so the model's loaded window or the default), capped at the model's `context_length`.
+no num_ctx, so the server default: Ollama reloads a model loaded with another window), capped at the
+model's `context_length`.
 """
 
 from __future__ import annotations

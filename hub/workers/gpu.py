@@ -13,6 +13,14 @@ hub's own (`gpu/<server>.json`), written by the call that holds the slot. The pr
 is kept in-process (the threads of one `hub next`), where a backlog is drained; across processes the
 slots still hold. A call waits at most until its deadline (the role's total clock): then it is a
 `gpu_queue` timeout, a stall strike like any other, never a wait without end under the task's lock.
+
+A server whose call failed as an outage (WorkerUnavailable: refused, reset, 5xx) is marked down
+(`gpu/<server>.down.json`, shared across processes like the rest) and skipped while another server is
+not: the outage wait (hub/workers/outage.py) then tries again on a live one, a second later instead of
+after the whole `server_wait_minutes`. A down server comes back once its mark has run out (DOWN_FIRST
+seconds, doubling to DOWN_MAX) and it answers a probe (`GET /api/tags`); a call that succeeds on it
+clears the mark. With every server down, they are tried in their usual order: the outage is the
+caller's to wait out.
 """
 
 from __future__ import annotations
@@ -29,12 +37,15 @@ from pathlib import Path
 from typing import NamedTuple
 
 from hub.core.atomic import write_atomic
-from hub.core.errors import WorkerTimeout
+from hub.core.errors import WorkerTimeout, WorkerUnavailable
 from hub.core.log import get_logger
 
 log = get_logger(__name__)
 
 POLL_SECONDS = 0.05
+DOWN_FIRST = 5.0
+DOWN_MAX = 60.0
+PROBE_TIMEOUT = 2.0
 
 
 @dataclass(frozen=True)
@@ -58,15 +69,40 @@ class Loaded(NamedTuple):
     num_ctx: int | None
 
 
-def order_hosts(hosts: Sequence[Host], want: Loaded, last: dict[str, Loaded | None]) -> list[Host]:
-    """Servers to try for `want`, best first: one that ran it last, then an idle one, then the rest.
-    Pure: `last` maps a server's key to what it ran last (None: nothing yet)."""
+def order_hosts(
+    hosts: Sequence[Host], want: Loaded, last: dict[str, Loaded | None], down: frozenset[str] = frozenset()
+) -> list[Host]:
+    """Servers to try for `want`, best first: one that ran it last, then an idle one, then the rest;
+    servers marked down are left out while any other is not. Pure: `last` maps a server's key to what it
+    ran last (None: nothing yet), `down` holds the keys of servers marked down."""
 
     def rank(host: Host) -> int:
         ran = last.get(host.key)
         return 0 if ran == want else 1 if ran is None else 2
 
-    return sorted(hosts, key=rank)
+    live = [h for h in hosts if h.key not in down]
+    return sorted(live or hosts, key=rank)
+
+
+@dataclass(frozen=True)
+class Down:
+    """A server's outage mark: when it was first seen, how many calls and probes failed since, and
+    until when it is skipped (wall-clock seconds: the mark is shared between processes)."""
+
+    since: float
+    failures: int
+    until: float
+    error: str = ""
+
+
+def probe(url: str) -> bool:
+    """Does the Ollama server at `url` answer `GET /api/tags` with 200?"""
+    import httpx
+
+    try:
+        return httpx.get(f"{url.rstrip('/')}/api/tags", timeout=PROBE_TIMEOUT).status_code == 200
+    except httpx.HTTPError:
+        return False
 
 
 def should_defer(want: Loaded, host_last: Loaded | None, waiting: Counter[Loaded]) -> bool:
@@ -84,15 +120,70 @@ class Gate:
     """The slots of every configured server, shared through lock files in `folder`."""
 
     def __init__(
-        self, folder: Path, hosts: Sequence[Host], on_queued: Callable[[str], None] | None = None
+        self,
+        folder: Path,
+        hosts: Sequence[Host],
+        on_queued: Callable[[str], None] | None = None,
+        probe: Callable[[str], bool] = probe,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.folder = folder
         self.hosts = list(hosts)
         # Told once a call is counted as waiting (for watchers and tests: an event, never a sleep).
         self.on_queued = on_queued
+        self.probe = probe
+        self.clock = clock
 
     def _record(self, host: Host) -> Path:
         return self.folder / f"{host.key}.json"
+
+    def _down_record(self, host: Host) -> Path:
+        return self.folder / f"{host.key}.down.json"
+
+    def down(self, host: Host) -> Down | None:
+        """The server's outage mark (None: not marked, or a record that does not parse)."""
+        try:
+            data = json.loads(self._down_record(host).read_text(encoding="utf-8"))
+            return Down(float(data["since"]), int(data["failures"]), float(data["until"]), str(data["error"]))
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def mark_down(self, host: Host, error: str) -> Down:
+        """Note a failed call or probe: skip the server for DOWN_FIRST seconds, doubling per failure."""
+        now = self.clock()
+        old = self.down(host)
+        failures = (old.failures if old else 0) + 1
+        mark = Down(
+            old.since if old else now, failures, now + min(DOWN_MAX, DOWN_FIRST * 2 ** (failures - 1)), error
+        )
+        write_atomic(self._down_record(host), json.dumps(mark.__dict__))
+        log.warning(
+            "gpu.host_down", host=host.url, failures=failures, skip_seconds=round(mark.until - now, 1)
+        )
+        return mark
+
+    def mark_up(self, host: Host) -> None:
+        path = self._down_record(host)
+        if path.exists():
+            path.unlink(missing_ok=True)
+            log.info("gpu.host_back", host=host.url)
+
+    def skipped(self) -> frozenset[str]:
+        """Keys of the servers to leave out now: marked down, and either still within their mark or
+        failing the probe once it has run out (which renews the mark)."""
+        out = set()
+        for host in self.hosts:
+            mark = self.down(host)
+            if mark is None:
+                continue
+            if self.clock() < mark.until:
+                out.add(host.key)
+            elif self.probe(host.url):
+                self.mark_up(host)
+            else:
+                self.mark_down(host, "no answer to GET /api/tags")
+                out.add(host.key)
+        return frozenset(out)
 
     def loaded(self, host: Host) -> Loaded | None:
         """What `host` ran last, from the hub's record (None: no record, or one that does not parse)."""
@@ -125,7 +216,8 @@ class Gate:
         try:
             while held is None:
                 last = {h.key: self.loaded(h) for h in self.hosts}
-                for host in order_hosts(self.hosts, want, last):
+                down = self.skipped() if len(self.hosts) > 1 else frozenset()
+                for host in order_hosts(self.hosts, want, last, down):
                     with _waiting_lock:
                         defer = should_defer(want, last[host.key], waiting)
                     if defer:
@@ -152,7 +244,14 @@ class Gate:
             assert chosen is not None
             write_atomic(self._record(chosen), json.dumps({"model": model, "num_ctx": num_ctx}))
             log.debug("gpu.slot", model=model, host=chosen.url, waited=round(time.monotonic() - started, 3))
-            yield chosen
+            try:
+                yield chosen
+            except WorkerUnavailable as exc:
+                if len(self.hosts) > 1:
+                    self.mark_down(chosen, str(exc)[:300])
+                raise
+            if len(self.hosts) > 1:
+                self.mark_up(chosen)
         finally:
             if counted:
                 with _waiting_lock:

@@ -10,7 +10,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from hub.core.errors import WorkerTimeout
+from hub.core.errors import WorkerTimeout, WorkerUnavailable
 from hub.testing import FakeOllama
 from hub.testing.gpu import SimulatedGPU
 from hub.workers.gpu import Gate, Host, Loaded, order_hosts, should_defer
@@ -204,3 +204,36 @@ def test_the_simulated_gpu_counts_a_call_as_asked_for_until_its_answer_is_known_
     with gpu.generation("coder", None), gpu.generation("coder", None):  # no answer yet: two at once
         pass
     assert gpu.stats.max_requested == 2
+
+
+# -- a pool with a dead server ---------------------------------------------------------------------------
+
+
+def test_a_server_marked_down_is_left_out_while_another_is_not() -> None:
+    a, b = Host("http://a:11434"), Host("http://b:11434")
+    last = {a.key: CODER, b.key: None}
+    assert order_hosts([a, b], CODER, last, frozenset({a.key})) == [b]
+    # Every server down: the usual order, and the outage is the caller's to wait out.
+    assert order_hosts([a, b], CODER, last, frozenset({a.key, b.key})) == [a, b]
+
+
+def test_a_failed_call_marks_its_server_down_until_it_answers_a_probe_again(tmp_path: Path) -> None:
+    now = [1000.0]
+    answers = {"http://a:11434": False}
+    a, b = Host("http://a:11434"), Host("http://b:11434")
+    gate = Gate(tmp_path, [a, b], probe=lambda url: answers.get(url, True), clock=lambda: now[0])
+    with pytest.raises(WorkerUnavailable), gate.slot("coder", 8192, time.monotonic() + WAIT) as first:
+        assert first == a
+        raise WorkerUnavailable("connection refused")
+    with gate.slot("coder", 8192, time.monotonic() + WAIT) as chosen:
+        assert chosen == b  # although a ran the model last
+    now[0] += 10  # the mark has run out, but a does not answer: marked again, for longer
+    with gate.slot("coder", 8192, time.monotonic() + WAIT) as chosen:
+        assert chosen == b
+    mark = gate.down(a)
+    assert mark is not None and mark.failures == 2 and mark.until - now[0] == 10
+    now[0] += 11
+    answers["http://a:11434"] = True  # back
+    with gate.slot("coder", 8192, time.monotonic() + WAIT) as chosen:
+        assert chosen == a
+    assert gate.down(a) is None
