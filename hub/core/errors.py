@@ -14,6 +14,8 @@
     ├── ReviewParseError           the reviewer's answer holds no review (also a ValueError; hub.phases.review)
     ├── WorkerError                talking to a model failed
     │   ├── WorkerUnavailable      an outage: down, restarting, connection reset, 5xx (waited out, then a halt)
+    │   │   └── ServerFailed       reached, but answered broken (tried a few times, not waited out)
+    │   ├── ServerBroken           it answered broken several times in a row: a stall strike
     │   ├── ModelNotFound          the server does not have the model
     │   ├── WorkerTimeout          one of the three clocks ran out (also a TimeoutError)
     │   ├── PhaseTimeout           the phase's own clock is spent: no new call or command starts (also a TimeoutError)
@@ -110,6 +112,21 @@ class WorkerError(HubError):
 class WorkerUnavailable(WorkerError):
     """The model server is down, restarting, resetting connections or answering 5xx: an outage, worth
     waiting out (limits.server_wait_minutes)."""
+
+    def __init__(self, message: str, partial_text: str = "") -> None:
+        self.partial_text = partial_text
+        super().__init__(message)
+
+
+class ServerFailed(WorkerUnavailable):
+    """The server was reached and answered, but broken: an error mid-generation, a stream that ended
+    without its final message, a 500 loading the model (out of memory). Tried again a few times
+    (hub/workers/outage.py), never waited out for limits.server_wait_minutes like an outage."""
+
+
+class ServerBroken(WorkerError):
+    """The server answered broken several times in a row: not an outage, a stall strike with what the
+    server said."""
 
     def __init__(self, message: str, partial_text: str = "") -> None:
         self.partial_text = partial_text

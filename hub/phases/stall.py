@@ -10,6 +10,7 @@ from hub.core.errors import (
     ModelNotFound,
     PhaseTimeout,
     RunawayOutput,
+    ServerBroken,
     WorkerError,
     WorkerTimeout,
     WorkerUnavailable,
@@ -47,6 +48,9 @@ ADVICE = {
     "reasons; consider a smaller task or a stronger model.",
     "tests_failed": "The acceptance commands still fail after the model's reflections. Read the command output "
     "below; the requirement may be ambiguous, or the task too big for this model.",
+    "server_error": "The model server answered, but broken, several times in a row: its message is above (an "
+    "error mid-generation, a stream that ended without its final message, a failure loading the model). Out of "
+    "memory: lower models.<model>.num_ctx in hub.yaml or use a smaller model; otherwise read the server's log.",
     "error": "The worker failed. Run `hub doctor`; check the worker log under _handoff/logs/.",
 }
 
@@ -78,7 +82,8 @@ def worker_failure(exc: WorkerError, model: str) -> Trip | Stall:
     - a prompt that does not fit (`ContextOverflow`, refused before sending or reported by the server)
       is deterministic: a strike would send the same prompt again, so it halts with the fix (the
       implementer first retries once with its source files as outlines);
-    - a clock that ran out (a call's, or the phase's own: `phase_timeout`), or any other worker error,
+    - a server that answered broken a few times in a row (`ServerBroken`: hub/workers/outage.py), a
+      clock that ran out (a call's, or the phase's own: `phase_timeout`), or any other worker error,
       is a stall strike."""
     if isinstance(exc, ModelNotFound):
         return model_missing(model, str(exc))
@@ -92,6 +97,8 @@ def worker_failure(exc: WorkerError, model: str) -> Trip | Stall:
         return Stall(f"timeout: {exc.clock}", str(exc), exc.partial_text, event=Event.TIMEOUT)
     if isinstance(exc, RunawayOutput):
         return Stall("runaway_output", str(exc), exc.partial_text)
+    if isinstance(exc, ServerBroken):
+        return Stall("server_error", str(exc), exc.partial_text)
     return Stall(f"error: {type(exc).__name__}", str(exc), exc.partial_text)
 
 

@@ -26,6 +26,7 @@ from hub.core.errors import (
     ContextOverflow,
     MalformedStream,
     ModelNotFound,
+    ServerFailed,
     WorkerError,
     WorkerTimeout,
     WorkerUnavailable,
@@ -52,6 +53,12 @@ COLD_LOAD_SECONDS = 1.0
 MAX_CONTINUATIONS = 2
 # /api/show's context_length per (host, model), for the process (see OllamaProvider.context_length).
 _CONTEXT_LENGTHS: dict[tuple[str, str], int | None] = {}
+# Statuses of a server that is busy or behind a proxy that lost it: an outage, waited out.
+BUSY_STATUSES = (502, 503, 504)
+LOAD_FIX = (
+    " (if the server's log says it ran out of memory: lower models.<model>.num_ctx in hub.yaml or use a "
+    "smaller model)"
+)
 
 
 class OllamaProvider:
@@ -192,8 +199,10 @@ class OllamaProvider:
         }
         timeout = httpx.Timeout(request.load_timeout, connect=self.connect_timeout)
         problem = ""
+        answered = False
         for attempt in range(1, self.retries + 2):
             started = time.monotonic()
+            answered = False
             try:
                 response = self._client.post("/api/generate", json=body, timeout=timeout)
             except httpx.TimeoutException as exc:
@@ -223,9 +232,15 @@ class OllamaProvider:
                         f"{self.host}: loading {request.model}: HTTP {response.status_code}: {message}"
                     )
                 problem = f"HTTP {response.status_code}: {message}"
+                answered = response.status_code not in BUSY_STATUSES
             if attempt <= self.retries:
                 time.sleep(self.backoff * 2 ** (attempt - 1))
-        raise WorkerUnavailable(f"ollama at {self.host}: cannot load {request.model}: {problem}")
+        # A 500 loading the model ("llama runner process has terminated", out of memory) is an answer
+        # that repeats; refused connections and 502-504 are an outage.
+        failure = ServerFailed if answered else WorkerUnavailable
+        raise failure(
+            f"ollama at {self.host}: cannot load {request.model}: {problem}{LOAD_FIX if answered else ''}"
+        )
 
     def context_length(self, model: str) -> int | None:
         """The model's trained context length from /api/show (None when the server does not say).
@@ -259,8 +274,9 @@ class OllamaProvider:
                 f"{self.host}: /api/chat sent a line that is not a JSON object: {shown(line)}"
             )
         if "error" in chunk:
-            # A server-side failure mid-generation (the runner crashed, ran out of memory): an outage.
-            raise WorkerUnavailable(
+            # A server-side failure mid-generation (the runner crashed, ran out of memory): it answered,
+            # broken; tried again a few times, not waited out (hub/workers/outage.py).
+            raise ServerFailed(
                 f"{self.host}: Ollama reported an error mid-stream: {chunk['error']}",
                 partial_text=state.text(),
             )

@@ -12,7 +12,7 @@ from typing import Any
 
 import httpx
 
-from hub.core.errors import MalformedStream, WorkerUnavailable
+from hub.core.errors import MalformedStream, ServerFailed, WorkerUnavailable
 from hub.workers.base import ChatRequest, Generation, Health, check_health
 from hub.workers.streaming import StreamState, Watchdog, error_text, shown, stream_generation
 
@@ -87,8 +87,8 @@ class OpenAIProvider:
         if not isinstance(event, dict):
             raise MalformedStream(f"{self.base_url}: an SSE event is not a JSON object: {shown(line)}")
         if "error" in event:
-            # A server-side failure mid-generation: an outage, with what was said so far.
-            raise WorkerUnavailable(
+            # A server-side failure mid-generation: an answer, broken, with what was said so far.
+            raise ServerFailed(
                 f"{self.base_url}: the server reported an error mid-stream: {_message(event)}",
                 partial_text=state.text(),
             )

@@ -6,8 +6,16 @@ caller's to report (a halt).
       └──▶ result: on_wait(None) (the wait is over)
 
 Back-off doubles from FIRST_PAUSE to MAX_PAUSE, so an outage of N seconds delays the work by at most
-min(N, MAX_PAUSE) beyond N (bench/bench_budget.py measures it). Pure apart from the `sleep` and `clock`
-it is given: tests pass a sleep that restarts the server, and the benchmark a simulated clock.
+min(N, MAX_PAUSE) beyond N (bench/bench_budget.py measures it). The last pause is cut to end at the
+limit, and the call is tried once more there: a server that comes back just before the limit is used.
+
+A server that answers, but answers broken (`ServerFailed`: an error mid-generation, a stream without
+its final message, a 500 loading the model), is no outage: waiting 30 minutes would repeat the same
+failure dozens of times. After BROKEN_TRIES such answers in a row (FIRST_PAUSE, then twice that,
+between them) it is `ServerBroken`, with the server's last message: a stall strike for the caller.
+
+Pure apart from the `sleep` and `clock` it is given: tests pass a sleep that restarts the server, and
+the benchmark a simulated clock.
 """
 
 from __future__ import annotations
@@ -17,12 +25,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
-from hub.core.errors import WorkerUnavailable
+from hub.core.errors import ServerBroken, ServerFailed, WorkerUnavailable
 
 T = TypeVar("T")
 
 FIRST_PAUSE = 1.0
 MAX_PAUSE = 30.0
+BROKEN_TRIES = 3
 
 
 @dataclass(frozen=True)
@@ -55,7 +64,7 @@ def wait_out(
     its message saying how long it was waited out."""
     pause_for = pause or pauses()
     since: float | None = None
-    attempts = 0
+    attempts = broken = 0
     while True:
         try:
             result = call()
@@ -64,8 +73,15 @@ def wait_out(
             since = now if since is None else since
             attempts += 1
             waited = now - since
-            step = pause_for(attempts)
-            if waited + step > limit_seconds:
+            broken = broken + 1 if isinstance(exc, ServerFailed) else 0
+            if broken >= BROKEN_TRIES:
+                raise ServerBroken(
+                    f"{exc} (the server answered broken {broken} times in a row within {waited:.0f} s: "
+                    "not an outage, so not waited out)",
+                    partial_text=exc.partial_text,
+                ) from exc
+            left = limit_seconds - waited
+            if left <= 0:
                 if attempts > 1:
                     minutes = waited / 60
                     raise WorkerUnavailable(
@@ -74,6 +90,8 @@ def wait_out(
                         partial_text=exc.partial_text,
                     ) from exc
                 raise
+            # The last pause ends at the limit, where the call is tried once more.
+            step = min(pause_for(attempts), left)
             on_wait(Wait(since, waited, limit_seconds, attempts, step, str(exc)))
             sleep(step)
             continue

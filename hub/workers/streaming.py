@@ -36,6 +36,7 @@ from hub.core.errors import (
     ContextOverflow,
     ModelNotFound,
     RunawayOutput,
+    ServerFailed,
     WorkerError,
     WorkerTimeout,
     WorkerUnavailable,
@@ -60,6 +61,8 @@ LOOP_MAX_PERIOD = 1000
 # How servers word a prompt longer than the context: Ollama (some versions answer 400 instead of
 # cutting silently) and llama.cpp's llama-server, which gives both numbers.
 CONTEXT_ERRORS = ("longer than the context", "exceeds the available context", "context length", "n_ctx")
+# Statuses of a server that is busy or behind a proxy that lost it: an outage, waited out.
+BUSY_STATUSES = (502, 503, 504)
 LLAMA_SERVER_NUMBERS = re.compile(r"\((\d+) tokens\) exceeds the available context size \((\d+) tokens\)")
 
 
@@ -264,7 +267,9 @@ def stream_generation(
     total_deadline = call_started + request.total_timeout
     attempts = retries + 1
     last_problem = ""
+    answered = False
     for attempt in range(1, attempts + 1):
+        answered = False
         clocks = Clocks(request, total_deadline)
         clock, _, limit = clocks.phase()
         header_wait = max(0.001, clocks.remaining())
@@ -279,6 +284,7 @@ def stream_generation(
                 body = response.read()
             raise_for_status(response.status_code, body, request, fit, host, url)
             problem = f"HTTP {response.status_code}: {error_text(body)}"
+            answered = response.status_code not in BUSY_STATUSES
         except httpx.TimeoutException as exc:
             if isinstance(exc, httpx.ConnectTimeout | httpx.PoolTimeout):
                 problem = f"connect timed out: {exc}"
@@ -299,6 +305,9 @@ def stream_generation(
         if time.monotonic() + pause >= total_deadline:
             break
         time.sleep(pause)
+    if answered:
+        # The server answered an error (500: its runner crashed, out of memory) rather than not at all.
+        raise ServerFailed(f"{provider} at {host}: {request.model}: the server answered {last_problem}")
     raise WorkerUnavailable(f"{provider} at {host} unavailable after {attempt} attempt(s): {last_problem}")
 
 
@@ -374,8 +383,8 @@ def _consume(
         )
     if not state.done:
         # Ollama's /v1 ends a failed generation with an empty chunk and no [DONE]; its own API with an
-        # error line (raised by the parser). Either way the server failed mid-generation.
-        raise WorkerUnavailable(
+        # error line (raised by the parser). Either way the server answered, and failed mid-generation.
+        raise ServerFailed(
             f"{host}: {request.model}: the server stopped mid-generation without its final message "
             f"after {len(state.text())} characters",
             partial_text=state.text(),
@@ -420,7 +429,9 @@ def _lines(response: httpx.Response, clocks: Clocks, state: StreamState) -> Iter
             raise WorkerTimeout(expired[0], expired[1], state.text()) from None
         if state.finished:
             return
-        raise WorkerUnavailable(
+        # The server answered (a 200 and a stream) and broke off: a few tries, not an outage's wait. A
+        # server that crashed is refused on the next try, and that is waited out as an outage.
+        raise ServerFailed(
             f"the connection was reset mid-generation after {len(state.text())} characters "
             f"(no final message): {type(exc).__name__}: {exc}",
             partial_text=state.text(),
