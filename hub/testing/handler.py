@@ -343,7 +343,9 @@ def _window(fake: FakeOllama, model: str, body: dict[str, Any], fmt: Format) -> 
         loaded = fake._loaded.get(fake._find(model) or model)
     # /v1 has no num_ctx: Ollama runs it at the server's default window (reloading a model loaded with
     # another), never at the window the last /api/chat loaded.
-    num_ctx = ctxsim.requested_num_ctx(body) or (loaded[0] if loaded and not isinstance(fmt, OpenAI) else None)
+    num_ctx = ctxsim.requested_num_ctx(body) or (
+        loaded[0] if loaded and not isinstance(fmt, OpenAI) else None
+    )
     window = ctxsim.window_for(fake.settings(model), num_ctx, count)
     fmt.evaluated = window.evaluated
     return window
