@@ -28,7 +28,7 @@ from hub.phases.calls import generate
 from hub.phases.context import Context, Outcome
 from hub.phases.run import Run
 from hub.phases.session import pre_phase_trip, require_setup, running
-from hub.phases.stall import Stall, implementer_stall, model_unavailable, strike, worker_failure
+from hub.phases.stall import Stall, empty_answer, implementer_stall, model_unavailable, strike, worker_failure
 from hub.phases.written import finish_code_written
 from hub.repo import gitops, untrusted
 from hub.review.code import language_for, outline, render_outline
@@ -237,7 +237,7 @@ class Attempt:
         root = self.config.trust_root
         text = generation.text
         if not text.strip():
-            raise Failed(Stall("empty_output", "the model's answer was empty (after removing think blocks)"))
+            raise Failed(Stall("empty_output", empty_answer(generation)))
         policy = self._policy()
         allowed = policy.allowed_paths
         single = allowed[0] if len(allowed) == 1 and not is_glob(allowed[0]) else None

@@ -25,14 +25,16 @@ from hub.state.contract import StallRecord, iso
 from hub.state.machine import IMPLEMENTATION_IN_PROGRESS, Event
 
 if TYPE_CHECKING:
-    from hub.workers.base import Health, Worker
+    from hub.workers.base import Generation, Health, Worker
 
 STRIKES_TO_HALT = 2
 TAIL_CHARS = 1200
 
 ADVICE = {
-    "empty_output": "The model answered with nothing. Check that it is loaded (`ollama ps`), try a larger or "
-    "instruction-tuned model, or lower temperature.",
+    "empty_output": "The model answered with nothing. If it thought instead (a thinking model: see the detail), "
+    "raise roles.<role>.num_predict so the answer has room after the thinking, or pick a model without "
+    "thinking. Otherwise check that it is loaded (`ollama ps`), try a larger or instruction-tuned model, or "
+    "lower temperature.",
     "malformed_output": "No edit could be parsed. Small models follow the whole-file format best: make sure the "
     "prompt's target file is named, or switch roles.implementer.model to a stronger coder model.",
     "timeout": "A clock ran out. first_token: the prompt is large or the model is loading (raise "
@@ -68,6 +70,17 @@ class Stall:
     @property
     def kind(self) -> str:
         return self.reason.split(":", 1)[0]
+
+
+def empty_answer(generation: Generation) -> str:
+    """Why an answer is empty, as the stall says it: a thinking model's thinking is not "nothing"."""
+    if not generation.thinking.strip():
+        return "the model's answer was empty (after removing think blocks)"
+    cut = " and was cut off at num_predict" if generation.done_reason == "length" else ""
+    return (
+        f"the model thought ({len(generation.thinking)} characters, {generation.completion_tokens} tokens in "
+        f"all){cut} but wrote no answer after its thinking"
+    )
 
 
 # --- what a worker error means: decided here, for every role ------------------------------------------------

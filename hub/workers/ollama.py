@@ -99,7 +99,40 @@ class OllamaProvider:
             generation = self._chat(request, fit)
         self._last_prompts[request.model] = (request.system or "") + request.prompt
         generation = self._continue(request, generation)
+        if not generation.text.strip() and generation.thinking and generation.done_reason == "length":
+            generation = self._without_thinking(request, fit, generation)
         return replace(generation, load_seconds=round(load_seconds + generation.load_seconds, 3))
+
+    def _without_thinking(self, request: ChatRequest, fit: budget.Fit, spent: Generation) -> Generation:
+        """A thinking model (qwen3, deepseek-r1) that spent all of num_predict thinking and never began
+        its answer, asked once more with thinking off (`think: false`), so the answer gets the room. The
+        first call's thinking and tokens stay on the record; if the second answer is empty too, its
+        thinking says why."""
+        log.info(
+            "ollama.thinking_spent_the_answer",
+            model=request.model,
+            thinking_chars=len(spent.thinking),
+            completion_tokens=spent.completion_tokens,
+            num_predict=request.num_predict,
+        )
+        note = (
+            f"[the model spent its whole answer room (num_predict {request.num_predict}, "
+            f"{spent.completion_tokens} tokens) thinking and was asked again with thinking off]"
+        )
+        try:
+            again = self._chat(request, fit, think=False)
+        except WorkerError as exc:
+            if isinstance(exc, WorkerUnavailable):
+                raise
+            log.info("ollama.no_answer_without_thinking", model=request.model, error=str(exc))
+            return replace(spent, thinking=f"{spent.thinking}\n\n{note}")
+        again = self._continue(request, again)
+        return replace(
+            again,
+            thinking="\n\n".join(t for t in (spent.thinking, note, again.thinking) if t),
+            completion_tokens=spent.completion_tokens + again.completion_tokens,
+            seconds=round(spent.seconds + again.seconds, 3),
+        )
 
     def _continue(self, request: ChatRequest, generation: Generation) -> Generation:
         """An answer cut off at num_predict (`done_reason` "length"), continued: the answer so far goes
@@ -152,15 +185,21 @@ class OllamaProvider:
         )
 
     def _chat(
-        self, request: ChatRequest, fit: budget.Fit, cached_prefix_tokens: int | None = None
+        self,
+        request: ChatRequest,
+        fit: budget.Fit,
+        cached_prefix_tokens: int | None = None,
+        think: bool | None = None,
     ) -> Generation:
-        payload = {
+        payload: dict[str, Any] = {
             "model": request.model,
             "messages": request.messages(),
             "stream": True,
             "options": request.ollama_options(),
             "keep_alive": self.keep_alive,
         }
+        if think is not None:
+            payload["think"] = think
         return stream_generation(
             self._client,
             url="/api/chat",

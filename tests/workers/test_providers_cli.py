@@ -1,0 +1,99 @@
+"""What the model servers do to a task, through the real CLI with FakeOllama: a thinking model that
+spends its answer's room thinking, and a slot held by another client of the same server."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from hub.testing import FakeOllama, Reply
+
+IMPL, REV = "impl-model", "rev-model"
+ANSWER = 'src/app.py\n```python\ndef greet(name):\n    return "hello, " + name\n```\n'
+THOUGHT = "Let me think about greet. " * 40
+
+
+def hub_yaml(extra: str = "") -> str:
+    return f"""\
+project: demo
+roles:
+  implementer: {{model: {IMPL}, backend: ollama, num_predict: 64}}
+  local_reviewer: {{model: {REV}, backend: ollama}}
+models:
+  {IMPL}: {{num_ctx: 8192}}
+  {REV}: {{num_ctx: 8192}}
+{extra}"""
+
+
+def runner(repo: Path, fake: FakeOllama) -> Callable[..., subprocess.CompletedProcess[str]]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HUB_")}
+    env.update(OLLAMA_HOST=fake.url, HUB_LOG_FORMAT="json", HUB_LOG_LEVEL="WARNING")
+
+    def hub(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "hub", *args], cwd=repo, env=env, capture_output=True, text=True,
+            timeout=120, check=False,
+        )  # fmt: skip
+
+    return hub
+
+
+def implement_once(repo: Path, run_git: Any, fake: FakeOllama, extra: str = "") -> dict[str, Any]:
+    """`hub new`, then `hub next` twice (set-up, implementer); the implementer's outcome."""
+    (repo / "hub.yaml").write_text(hub_yaml(extra), encoding="utf-8")
+    run_git(repo, "commit", "-qam", "configure")
+    hub = runner(repo, fake)
+    assert (
+        hub("new", "--title", "t", "--requirement", "greet politely", "--target", "src/app.py").returncode
+        == 0
+    )
+    assert json.loads(hub("next", "--json").stdout)["phase"] == "setup-task"
+    ran = hub("next", "--json")
+    outcome: dict[str, Any] = json.loads(ran.stdout)
+    assert outcome["phase"] == "run-implementer", ran.stdout + ran.stderr
+    return outcome
+
+
+def model_calls(repo: Path) -> list[dict[str, Any]]:
+    paths = sorted((repo / "_handoff").rglob("*model-call.json"))
+    return [json.loads(p.read_text(encoding="utf-8")) for p in paths]
+
+
+def thinks_through_num_predict(body: dict[str, Any]) -> Reply:
+    return Reply(text="", thinking=THOUGHT, thinking_field=True, done_reason="length", eval_count=64)
+
+
+def test_a_thinking_model_that_spent_num_predict_thinking_is_asked_again_with_thinking_off(
+    git_repo: Path, run_git: Any
+) -> None:
+    def model(body: dict[str, Any]) -> Reply:
+        return Reply(text=ANSWER) if body.get("think") is False else thinks_through_num_predict(body)
+
+    with FakeOllama({IMPL: model}) as fake:
+        outcome = implement_once(git_repo, run_git, fake)
+        sent = fake.chat_requests(IMPL)
+
+    assert outcome["to"] == "pending_local_review"
+    assert [b.get("think") for b in sent] == [None, False]
+    [call] = [c for c in model_calls(git_repo) if c["role"] == "implementer"]
+    assert THOUGHT.strip() in call["thinking"] and "asked again with thinking off" in call["thinking"]
+
+
+def test_a_thinking_model_that_never_answers_is_a_stall_that_says_it_thought(
+    git_repo: Path, run_git: Any
+) -> None:
+    with FakeOllama({IMPL: thinks_through_num_predict}) as fake:
+        outcome = implement_once(git_repo, run_git, fake)
+
+    assert outcome["to"] == "pending_implementer"  # a strike
+    contract = json.loads(
+        next((git_repo / "_handoff").rglob("TASK_CONTRACT.json")).read_text(encoding="utf-8")
+    )
+    detail = json.dumps(contract)
+    assert "the model thought (" in detail and "wrote no answer after its thinking" in detail
+    assert "answered with nothing" not in detail
