@@ -9,6 +9,7 @@ from dataclasses import replace
 from datetime import timedelta
 from typing import TypeVar
 
+from hub.core.errors import WorkerTimeout, WorkerUnavailable
 from hub.core.log import get_logger
 from hub.phases.run import Run
 from hub.state.contract import iso
@@ -115,10 +116,22 @@ def _generate_in_slot(run: Run, worker: Worker, role: str, request: ChatRequest)
     gate = gpu.gate_for(config.handoff_dir, [gpu.Host(url, slots) for url, slots in servers])
     deadline = time.monotonic() + min(config.role(role).timeouts.total, request.total_timeout)
     with gate.slot(request.model, request.num_ctx, deadline) as host:
-        if len(servers) == 1 or host.url == config.ollama_host:
-            return worker.generate(request)
-        other = run.ctx.worker(role, host.url)
         try:
-            return other.generate(request)
-        finally:
-            other.close()
+            if len(servers) == 1 or host.url == config.ollama_host:
+                return worker.generate(request)
+            other = run.ctx.worker(role, host.url)
+            try:
+                return other.generate(request)
+            finally:
+                other.close()
+        except WorkerTimeout as exc:
+            others = gate.held(host) - 1 if exc.clock == "first_token" else 0
+            if others <= 0:
+                raise
+            # ollama.slots above the server's own parallelism (OLLAMA_NUM_PARALLEL): this call waited in
+            # the server's queue behind the hub's own calls. Not the model's fault: waited out, no strike.
+            raise WorkerUnavailable(
+                f"{host.url}: no first token from {request.model} within {exc.seconds:g} s while {others} "
+                f"other call(s) of the hub ran on the same server: its queue, not the model (set ollama.slots "
+                "to the server's OLLAMA_NUM_PARALLEL)"
+            ) from exc

@@ -78,6 +78,27 @@ class Window:
         return self.prompt_tokens > self.num_ctx
 
 
+DEFAULT_KEEP_ALIVE = 300.0  # Ollama's: 5 minutes
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def keep_alive_seconds(value: Any) -> float | None:
+    """Ollama's `keep_alive` (seconds as a number, or a duration "30m", "1h", "10s"; negative: for good)
+    in seconds; None for good; the default when unset or not understood."""
+    if isinstance(value, bool) or value is None:
+        return DEFAULT_KEEP_ALIVE
+    if isinstance(value, int | float):
+        seconds = float(value)
+    else:
+        text = str(value).strip()
+        unit = next((u for u in ("ms", "s", "m", "h") if text.endswith(u)), "")
+        try:
+            seconds = float(text[: len(text) - len(unit)] if unit else text) * _UNITS.get(unit, 1.0)
+        except ValueError:
+            return DEFAULT_KEEP_ALIVE
+    return None if seconds < 0 else seconds
+
+
 def requested_num_ctx(body: dict[str, Any]) -> int | None:
     options = body.get("options")
     value = options.get("num_ctx") if isinstance(options, dict) else None

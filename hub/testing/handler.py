@@ -204,6 +204,8 @@ def _route(h: Handler, fake: FakeOllama, method: str, path: str, body: dict[str,
         h._send_json(200, {"models": [model_entry(name) for name in fake.models]})
     elif method == "GET" and path == "/api/ps":
         h._send_json(200, {"models": _running(fake)})
+    elif method == "GET" and path == "/slots":
+        h._send_json(200, _slots(fake))
     elif method == "GET" and path == "/v1/models":
         h._send_json(200, {"object": "list", "data": [openai_model(name) for name in fake.models]})
     elif method == "POST" and path == "/api/show":
@@ -269,12 +271,26 @@ def _generate(h: Handler, fake: FakeOllama, path: str, body: dict[str, Any] | No
     load_seconds = fake._load(model, body)
     fmt = kind(model, body, reply)
     window = _window(fake, model, body, fmt)
-    if fake.gpu is not None:
-        options = body.get("options") if isinstance(body.get("options"), dict) else {}
-        with fake.gpu.generation(model, (options or {}).get("num_ctx")) as answered:
-            _answer(h, kind, fmt, body, reply, load_seconds, window, answered)
-        return
-    _answer(h, kind, fmt, body, reply, load_seconds, window)
+    with fake._lock:
+        fake._in_flight += 1
+    try:
+        if fake.gpu is not None:
+            options = body.get("options") if isinstance(body.get("options"), dict) else {}
+            with fake.gpu.generation(model, (options or {}).get("num_ctx")) as answered:
+                _answer(h, kind, fmt, body, reply, load_seconds, window, answered)
+            return
+        _answer(h, kind, fmt, body, reply, load_seconds, window)
+    finally:
+        with fake._lock:
+            fake._in_flight -= 1
+
+
+def _slots(fake: FakeOllama) -> list[dict[str, Any]]:
+    """llama.cpp server's `GET /slots`: one entry per slot, busy ones first (a queued request holds none)."""
+    with fake._lock:
+        busy = fake._in_flight
+    slots = fake.gpu.slots if fake.gpu is not None else 1
+    return [{"id": n, "is_processing": n < busy} for n in range(slots)]
 
 
 def _nothing() -> None:
@@ -437,15 +453,24 @@ def _send_whole(h: Handler, fmt: Format, reply: Reply, answered: Callable[[], No
 
 
 def _running(fake: FakeOllama) -> list[dict[str, Any]]:
+    """What /api/ps lists: the models loaded and not past their keep_alive (with a simulated GPU, what
+    it holds), each with when it will be unloaded."""
     with fake._lock:
         loaded = dict(fake._loaded)
     if fake.gpu is not None:
-        loaded = {name: (num_ctx or 4096, time.time()) for name, num_ctx in fake.gpu.loaded()}
+        loaded = {
+            name: (num_ctx or 4096, time.time(), ctxsim.DEFAULT_KEEP_ALIVE)
+            for name, num_ctx in fake.gpu.loaded()
+        }
     out = []
-    for key, (num_ctx, at) in loaded.items():
+    now = time.time()
+    for key, (num_ctx, at, keep) in loaded.items():
+        if keep is not None and at + keep < now:
+            continue  # unloaded when its keep_alive ran out
         entry = model_entry(tagged(key))
         del entry["modified_at"]
-        expires = datetime.fromtimestamp(at, UTC) + timedelta(minutes=5)
+        # keep_alive for good: Ollama shows a far-off date.
+        expires = datetime.fromtimestamp(at, UTC) + timedelta(seconds=keep if keep is not None else 10**9)
         out.append(
             {
                 **entry,

@@ -44,7 +44,9 @@ class FakeOllama:
         self._lock = threading.Lock()
         self._queues: dict[str, deque[Reply | str]] = {}
         self._responders: dict[str, Responder] = {}
-        self._loaded: dict[str, tuple[int, float]] = {}
+        # model -> (num_ctx, last used (time.time()), keep_alive seconds: None keeps it for good)
+        self._loaded: dict[str, tuple[int, float, float | None]] = {}
+        self._in_flight = 0  # generations being answered now (llama.cpp's /slots shows them)
         self._stopping = threading.Event()
         self._server: Server | None = None
         self._thread: threading.Thread | None = None
@@ -209,11 +211,14 @@ class FakeOllama:
         with self._lock:
             key = self._find(model) or model
             loaded = self._loaded.get(key)
-            if body.get("keep_alive") in (0, "0", "0s"):
+            keep = ctxsim.keep_alive_seconds(body.get("keep_alive"))
+            if keep == 0:
                 self._loaded.pop(key, None)
                 return 0.0
+            if loaded is not None and loaded[2] is not None and loaded[1] + loaded[2] < time.time():
+                loaded = None  # its keep_alive ran out: unloaded since
             num_ctx = requested or (loaded[0] if loaded else ctxsim.DEFAULT_NUM_CTX)
-            self._loaded[key] = (num_ctx, time.time())
+            self._loaded[key] = (num_ctx, time.time(), keep)
         return 0.0 if loaded is not None and loaded[0] == num_ctx else settings.load_seconds
 
     def _pause(self, sock: socket.socket, seconds: float) -> bool:

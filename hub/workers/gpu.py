@@ -196,6 +196,21 @@ class Gate:
             return None
         return Loaded(str(model), num_ctx if isinstance(num_ctx, int) else None)
 
+    def held(self, host: Host) -> int:
+        """How many of `host`'s slots are held now, by any process (the caller's own included)."""
+        from filelock import FileLock, Timeout
+
+        n = 0
+        for i in range(host.slots):
+            lock = FileLock(str(self.folder / f"{host.key}.{i}.lock"), timeout=0, is_singleton=False)
+            try:
+                lock.acquire()
+            except Timeout:
+                n += 1
+            else:
+                lock.release()
+        return n
+
     @contextmanager
     def slot(self, model: str, num_ctx: int | None, deadline: float) -> Iterator[Host]:
         """Hold one slot on the best server for `model` with `num_ctx` until the call ends; yields the

@@ -90,13 +90,25 @@ class OllamaProvider:
         fit = check_fits(request, self.context_length(request.model))
         load_seconds = self.load(request)
         try:
-            generation = self._chat(request, fit)
+            try:
+                generation = self._chat(request, fit)
+            except WorkerTimeout as exc:
+                if exc.clock != "first_token" or load_seconds < COLD_LOAD_SECONDS:
+                    raise
+                # The model had just been loaded cold: give the first token one more chance, once.
+                load_seconds += self.load(request)
+                generation = self._chat(request, fit)
         except WorkerTimeout as exc:
-            if exc.clock != "first_token" or load_seconds < COLD_LOAD_SECONDS:
+            if exc.clock != "first_token":
                 raise
-            # The model had just been loaded cold: give the first token one more chance, once.
-            load_seconds += self.load(request)
-            generation = self._chat(request, fit)
+            others = self.serving_others(request.model)
+            if others is None:
+                raise
+            # Not the model's fault: a wait in the server's queue, waited out like an outage.
+            raise WorkerUnavailable(
+                f"{self.host}: no first token from {request.model} within {exc.seconds:g} s while the server "
+                f"had {others} loaded instead: it was serving another client (its queue, not the model)"
+            ) from exc
         self._last_prompts[request.model] = (request.system or "") + request.prompt
         generation = self._continue(request, generation)
         if not generation.text.strip() and generation.thinking and generation.done_reason == "length":
@@ -281,6 +293,22 @@ class OllamaProvider:
             f"ollama at {self.host}: cannot load {request.model}: {problem}{LOAD_FIX if answered else ''}"
         )
 
+    def serving_others(self, model: str) -> str | None:
+        """What the server holds when it does not hold `model` (`GET /api/ps`): the models another client
+        had it load, so a first token that never came was a queue; None when it holds `model`, holds
+        nothing, or does not say."""
+        try:
+            response = self._client.get("/api/ps", timeout=HEALTH_TIMEOUT)
+            listed = response.json().get("models") if response.status_code == 200 else None
+        except (httpx.HTTPError, ValueError, AttributeError):
+            return None
+        if not isinstance(listed, list):
+            return None
+        names = [str(m.get("name") or m.get("model")) for m in listed if isinstance(m, dict)]
+        if not names or any(_same_model(name, model) for name in names):
+            return None
+        return ", ".join(names)
+
     def context_length(self, model: str) -> int | None:
         """The model's trained context length from /api/show (None when the server does not say).
         Asked once per process, server and model: a provider lives for one phase, and a model's trained
@@ -369,6 +397,11 @@ class OllamaProvider:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.close()
+
+
+def _same_model(a: str, b: str) -> bool:
+    """Ollama names `m` and `m:latest` the same model."""
+    return (a if ":" in a else a + ":latest") == (b if ":" in b else b + ":latest")
 
 
 def _int_or_none(value: Any) -> int | None:

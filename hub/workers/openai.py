@@ -12,7 +12,7 @@ from typing import Any
 
 import httpx
 
-from hub.core.errors import MalformedStream, ServerFailed, WorkerUnavailable
+from hub.core.errors import MalformedStream, ServerFailed, WorkerTimeout, WorkerUnavailable
 from hub.workers.base import ChatRequest, Generation, Health, check_health
 from hub.workers.streaming import StreamState, Watchdog, error_text, shown, stream_generation
 
@@ -57,6 +57,33 @@ class OpenAIProvider:
         }
         if request.num_predict is not None:
             payload["max_tokens"] = request.num_predict
+        try:
+            return self._stream(request, payload)
+        except WorkerTimeout as exc:
+            busy = self.busy_slots() if exc.clock == "first_token" else None
+            if not busy:
+                raise
+            # Not the model's fault: a wait in the server's queue, waited out like an outage.
+            raise WorkerUnavailable(
+                f"{self.base_url}: no first token from {request.model} within {exc.seconds:g} s while "
+                f"{busy} of the server's slots were processing another client's request (its queue, "
+                "not the model)"
+            ) from exc
+
+    def busy_slots(self) -> int | None:
+        """How many slots llama.cpp's server is processing (`GET /slots`, beside /v1); None when the
+        server does not say (vLLM, Ollama's /v1, a llama-server started without --slots)."""
+        root = self.base_url.removesuffix("/v1")
+        try:
+            response = self._client.get(f"{root}/slots", timeout=HEALTH_TIMEOUT)
+            slots = response.json() if response.status_code == 200 else None
+        except (httpx.HTTPError, ValueError):
+            return None
+        if not isinstance(slots, list):
+            return None
+        return sum(1 for slot in slots if isinstance(slot, dict) and slot.get("is_processing"))
+
+    def _stream(self, request: ChatRequest, payload: dict[str, Any]) -> Generation:
         return stream_generation(
             self._client,
             url="chat/completions",

@@ -253,6 +253,27 @@ def test_ps_shows_called_models_with_their_context_length(fake: FakeOllama, clie
     assert "expires_at" in running[0]
 
 
+def test_ps_honours_keep_alive_as_ollama_does(fake: FakeOllama, client: httpx.Client) -> None:
+    from datetime import datetime, timedelta
+
+    fake.script("m", "x", "y", "z")
+    client.post("/api/chat", json=chat(stream=False, keep_alive="10m"))
+    [entry] = client.get("/api/ps").json()["models"]
+    expires = datetime.fromisoformat(entry["expires_at"].replace("Z", "+00:00"))
+    assert timedelta(minutes=9) < expires - datetime.now(expires.tzinfo) <= timedelta(minutes=10)
+    client.post("/api/chat", json=chat(stream=False, keep_alive=-1))  # for good
+    [entry] = client.get("/api/ps").json()["models"]
+    assert datetime.fromisoformat(entry["expires_at"].replace("Z", "+00:00")).year > 2050
+    client.post("/api/chat", json=chat(stream=False, keep_alive=0.000001))  # gone by the next request
+    assert client.get("/api/ps").json() == {"models": []}
+
+
+def test_slots_show_the_generations_in_progress_as_llama_server_does(
+    fake: FakeOllama, client: httpx.Client
+) -> None:
+    assert client.get("/slots").json() == [{"id": 0, "is_processing": False}]
+
+
 def test_show_describes_a_known_model(fake: FakeOllama, client: httpx.Client) -> None:
     fake.add_model("m")
     shown = client.post("/api/show", json={"model": "m"}).json()

@@ -82,7 +82,8 @@ def test_a_slow_first_token_fires_the_first_token_clock(fake: FakeOllama, provid
     with pytest.raises(WorkerTimeout) as caught:
         provider.generate(request(first_token_timeout=0.2))
     assert caught.value.clock == "first_token"
-    assert len(fake.requests) == 1
+    # Not retried; the one other request asked the server's slots whether it was a queue.
+    assert [r.path for r in fake.requests] == ["/v1/chat/completions", "/slots"]
 
 
 def test_a_slow_first_token_after_early_headers_fires_the_first_token_clock(
@@ -185,3 +186,37 @@ def test_health_of_an_unreachable_server_is_not_ok() -> None:
     with OpenAIProvider(url) as provider:
         health = provider.check_health(["m"])
     assert health.ok is False and url in health.detail
+
+
+def test_a_first_token_late_because_another_client_holds_the_slot_is_a_queue_not_the_models_timeout() -> None:
+    import threading
+
+    import httpx
+
+    from hub.core.errors import WorkerTimeout, WorkerUnavailable
+    from hub.testing.gpu import SimulatedGPU
+
+    foreign_in = threading.Event()
+
+    def foreign(_body: dict[str, Any]) -> Reply:
+        foreign_in.set()
+        return Reply(text="theirs", first_token_delay=2.0)
+
+    with FakeOllama({"m": "mine", "theirs": foreign}, gpu=SimulatedGPU(slots=1)) as fake:
+        client = threading.Thread(
+            target=lambda: httpx.post(
+                f"{fake.url}/v1/chat/completions",
+                json={"model": "theirs", "messages": [{"role": "user", "content": "hi"}]},
+                timeout=30,
+            )
+        )
+        client.start()
+        assert foreign_in.wait(30)
+        with OpenAIProvider(fake.url + "/v1") as p:
+            with pytest.raises(WorkerUnavailable, match="slots were processing another client"):
+                p.generate(request(first_token_timeout=0.3))
+            client.join(30)
+            # The slot is free again: a late first token now is the model's own.
+            fake.script("m", Reply(text="slow", first_token_delay=1.0))
+            with pytest.raises(WorkerTimeout):
+                p.generate(request(first_token_timeout=0.3))

@@ -7,27 +7,36 @@ import json
 import os
 import subprocess
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 from hub.testing import FakeOllama, Reply
+from hub.testing.gpu import SimulatedGPU
 
 IMPL, REV = "impl-model", "rev-model"
 ANSWER = 'src/app.py\n```python\ndef greet(name):\n    return "hello, " + name\n```\n'
 THOUGHT = "Let me think about greet. " * 40
 
 
-def hub_yaml(extra: str = "") -> str:
+def hub_yaml(extra: str = "", role_extra: bool = False) -> str:
+    role = f"\n{extra}" if role_extra else ""
+    rest = "" if role_extra else extra
     return f"""\
 project: demo
 roles:
-  implementer: {{model: {IMPL}, backend: ollama, num_predict: 64}}
+  implementer:
+    model: {IMPL}
+    backend: ollama
+    num_predict: 64{role}
   local_reviewer: {{model: {REV}, backend: ollama}}
 models:
   {IMPL}: {{num_ctx: 8192}}
   {REV}: {{num_ctx: 8192}}
-{extra}"""
+{rest}"""
 
 
 def runner(repo: Path, fake: FakeOllama) -> Callable[..., subprocess.CompletedProcess[str]]:
@@ -43,9 +52,16 @@ def runner(repo: Path, fake: FakeOllama) -> Callable[..., subprocess.CompletedPr
     return hub
 
 
-def implement_once(repo: Path, run_git: Any, fake: FakeOllama, extra: str = "") -> dict[str, Any]:
+def implement_once(
+    repo: Path,
+    run_git: Any,
+    fake: FakeOllama,
+    extra: str = "",
+    role_extra: bool = False,
+    before: Callable[[], None] = lambda: None,
+) -> dict[str, Any]:
     """`hub new`, then `hub next` twice (set-up, implementer); the implementer's outcome."""
-    (repo / "hub.yaml").write_text(hub_yaml(extra), encoding="utf-8")
+    (repo / "hub.yaml").write_text(hub_yaml(extra, role_extra), encoding="utf-8")
     run_git(repo, "commit", "-qam", "configure")
     hub = runner(repo, fake)
     assert (
@@ -53,6 +69,7 @@ def implement_once(repo: Path, run_git: Any, fake: FakeOllama, extra: str = "") 
         == 0
     )
     assert json.loads(hub("next", "--json").stdout)["phase"] == "setup-task"
+    before()
     ran = hub("next", "--json")
     outcome: dict[str, Any] = json.loads(ran.stdout)
     assert outcome["phase"] == "run-implementer", ran.stdout + ran.stderr
@@ -97,3 +114,51 @@ def test_a_thinking_model_that_never_answers_is_a_stall_that_says_it_thought(
     detail = json.dumps(contract)
     assert "the model thought (" in detail and "wrote no answer after its thinking" in detail
     assert "answered with nothing" not in detail
+
+
+def test_a_foreign_client_holding_the_servers_slot_is_waited_out_not_struck(
+    git_repo: Path, run_git: Any
+) -> None:
+    foreign_in = threading.Event()
+
+    def foreign(body: dict[str, Any]) -> Reply:
+        foreign_in.set()
+        return Reply(text="someone else's answer", first_token_delay=3.0)
+
+    gpu = SimulatedGPU(slots=1, max_loaded=1)
+    with FakeOllama({IMPL: lambda _b: ANSWER, "other-model": foreign}, gpu=gpu) as fake:
+        client = threading.Thread(
+            target=lambda: httpx.post(
+                f"{fake.url}/api/chat",
+                json={
+                    "model": "other-model",
+                    "messages": [{"role": "user", "content": "hi"}],
+                    "stream": False,
+                },
+                timeout=30,
+            )
+        )
+
+        def foreign_client_takes_the_slot() -> None:
+            client.start()
+            assert foreign_in.wait(30)
+
+        outcome = implement_once(
+            git_repo,
+            run_git,
+            fake,
+            extra="    timeouts: {first_token: 1}",
+            role_extra=True,
+            before=foreign_client_takes_the_slot,
+        )
+        client.join(30)
+        asked = [r.path for r in fake.requests if r.method == "GET"]
+
+    assert "/api/ps" in asked  # the first token was late, and the server said why
+    assert outcome["to"] == "pending_local_review"  # no strike
+    contract = json.loads(
+        next((git_repo / "_handoff").rglob("TASK_CONTRACT.json")).read_text(encoding="utf-8")
+    )
+    assert not contract.get("stalls") and contract["breaker"]["counters"].get("stall_strikes", 0) == 0
+    [call] = [c for c in model_calls(git_repo) if c["role"] == "implementer"]
+    assert call["outcome"] == "ok"
