@@ -176,14 +176,28 @@ class ContextOverflow(WorkerError):
         configured_num_ctx: int | None = None,
         source: str = "estimate",
         detail: str = "",
+        server_window: int | None = None,
     ) -> None:
         self.prompt_tokens = prompt_tokens
         self.num_ctx = num_ctx
         self.answer_tokens = answer_tokens
         self.context_length = context_length
         self.source = source
+        self.server_window = server_window
         approx = "~" if source == "estimate" else ""
         answer = f" plus {answer_tokens} for the answer" if answer_tokens else ""
+        if server_window is not None:
+            # The server's own window, smaller than num_ctx: raising num_ctx in hub.yaml changes nothing.
+            configured = f" (hub.yaml: num_ctx={configured_num_ctx})" if configured_num_ctx else ""
+            super().__init__(
+                (detail + ": " if detail else "")
+                + f"prompt of {approx}{prompt_tokens} tokens{answer} does not fit the server's own window of "
+                f"{server_window} tokens{configured}. The server sets that window, not hub.yaml: start it "
+                "with a larger one (llama-server -c/--ctx-size; Ollama's OLLAMA_CONTEXT_LENGTH for /v1 and "
+                f"ollama-mcp), or set models.<model>.num_ctx to {server_window} so prompts are planned for "
+                "it; or send fewer source files or outlines of them"
+            )
+            return
         capped = ""
         if configured_num_ctx and context_length and configured_num_ctx > context_length:
             capped = (

@@ -195,12 +195,15 @@ class Attempt:
             # Only a count that filled the window is a sure cut; a low one is also Ollama's prompt
             # cache. The first call retries smaller (the caller); later ones go on, on record.
             if generation.prompt_tokens >= request.num_ctx or purpose == "implement":
+                window = budget.cut_window(generation.prompt_tokens)
                 raise ContextOverflow(
                     generation.prompt_tokens,
                     request.num_ctx,
                     source="server",
                     detail=f"the server read only {generation.prompt_tokens} prompt tokens of a larger "
                     "prompt (its window is smaller than num_ctx): the start was silently dropped",
+                    server_window=window if window is not None and window < request.num_ctx else None,
+                    configured_num_ctx=request.num_ctx,
                 )
             log.warning(
                 "implement.prompt_count_low",

@@ -170,6 +170,8 @@ def overflow_trip(exc: ContextOverflow, model: str) -> Trip:
     }
     if exc.context_length:
         evidence["context_length"] = exc.context_length
+    if exc.server_window is not None:
+        evidence["server_window"] = exc.server_window
     return Trip("context_overflow", str(exc), evidence)
 
 

@@ -186,6 +186,14 @@ def truncated(count: int | None, estimate: int, num_ctx: int, cached_prefix_toke
     return count < TRUNCATION_SHARE * expected
 
 
+def cut_window(count: int) -> int | None:
+    """The window a server read `count` prompt tokens of, when the count is what a cut leaves (CUT_COUNTS):
+    all of a 2^k window (older runners) or half of it and 3 (newer); None otherwise."""
+    if count not in CUT_COUNTS:
+        return None
+    return count if count & (count - 1) == 0 else 2 * (count - 3)
+
+
 def shared_prefix(a: str, b: str) -> int:
     """How many leading characters two prompts share."""
     n = min(len(a), len(b))

@@ -112,6 +112,16 @@ def context_error(request: ChatRequest, fit: budget.Fit, message: str) -> Contex
     if not any(marker in lowered for marker in CONTEXT_ERRORS):
         return None
     numbers = LLAMA_SERVER_NUMBERS.search(message)
+    if numbers and int(numbers[2]) < fit.num_ctx:
+        # The server's own window (llama-server -c) is smaller than num_ctx: its numbers, and its fix.
+        return ContextOverflow(
+            int(numbers[1]),
+            int(numbers[2]),
+            source="server",
+            detail=f"the server said: {message}",
+            server_window=int(numbers[2]),
+            configured_num_ctx=fit.num_ctx,
+        )
     prompt, window = (int(numbers[1]), int(numbers[2])) if numbers else (fit.prompt_tokens, fit.num_ctx)
     return ContextOverflow(
         prompt, window, answer_tokens=fit.answer_tokens, source="server", detail=f"the server said: {message}"

@@ -390,3 +390,9 @@ def test_a_read_of_exactly_a_default_window_is_a_cut_although_within_the_share()
     assert budget.truncated(2051, budget.prompt_tokens(sample("Python source", 3000)), 16_384)
     assert not budget.truncated(4095, estimate, 16_384)
     assert not budget.truncated(4096, budget.prompt_tokens(sample("Python source", 3000)), 16_384)
+
+
+def test_the_window_a_cut_leaves_is_read_back_from_the_count() -> None:
+    assert budget.cut_window(4096) == 4096  # older runners: all of the window
+    assert budget.cut_window(2051) == 4096  # newer: half of it and 3
+    assert budget.cut_window(4000) is None

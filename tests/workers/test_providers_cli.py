@@ -162,3 +162,40 @@ def test_a_foreign_client_holding_the_servers_slot_is_waited_out_not_struck(
     assert not contract.get("stalls") and contract["breaker"]["counters"].get("stall_strikes", 0) == 0
     [call] = [c for c in model_calls(git_repo) if c["role"] == "implementer"]
     assert call["outcome"] == "ok"
+
+
+def test_a_server_window_smaller_than_num_ctx_halts_with_its_numbers_and_the_servers_fix(
+    git_repo: Path, run_git: Any
+) -> None:
+    # llama-server started with its default window (4096) while hub.yaml says num_ctx 16384: raising
+    # num_ctx would change nothing, so the halt must not say so.
+    big = "".join(f"def f{i}(x):\n    return x * {i} + {i * 7} - len(str(x))\n\n" for i in range(150))
+    (git_repo / "src" / "big.py").write_text(big, encoding="utf-8")
+    with FakeOllama({IMPL: lambda _b: ANSWER}) as fake:
+        fake.configure(IMPL, overflow="llama_server")
+        yaml = f"""\
+project: demo
+roles:
+  implementer: {{model: {IMPL}, backend: openai}}
+  local_reviewer: {{model: {REV}, backend: ollama}}
+models:
+  {IMPL}: {{num_ctx: 16384}}
+  {REV}: {{num_ctx: 8192}}
+openai: {{base_url: "{fake.url}/v1"}}
+"""
+        (git_repo / "hub.yaml").write_text(yaml, encoding="utf-8")
+        run_git(git_repo, "add", "-A")
+        run_git(git_repo, "commit", "-qm", "a big module and a llama-server")
+        hub = runner(git_repo, fake)
+        created = hub("new", "--title", "t", "--requirement", "r", "--target", "src/big.py")
+        assert created.returncode == 0, created.stderr
+        assert json.loads(hub("next", "--json").stdout)["phase"] == "setup-task"
+        ran = hub("next", "--json")
+
+    assert ran.returncode == 4, ran.stdout + ran.stderr
+    [halt] = (git_repo / "_handoff" / "tasks").glob("*/ERIK_HALT.md")
+    text = halt.read_text(encoding="utf-8")
+    assert "`context_overflow`" in text, text
+    assert "exceeds the available context size (4096 tokens)" in text
+    assert "the server's own window of 4096 tokens (hub.yaml: num_ctx=16384)" in text
+    assert "llama-server -c" in text and "raise models.<model>.num_ctx" not in text
