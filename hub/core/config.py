@@ -196,6 +196,8 @@ class Config:
     # Empty: `ollama_host` alone, with `ollama_slots`.
     ollama_slots: int = 1
     ollama_hosts: tuple[tuple[str, int], ...] = ()
+    # How long Ollama keeps a model loaded after a call (`keep_alive`: "30m", seconds, -1 for good).
+    ollama_keep_alive: str | float = "30m"
 
     def model_servers(self) -> tuple[tuple[str, int], ...]:
         """(url, slots) of every model server a call may go to."""
@@ -448,6 +450,7 @@ def _from_raw(
         server_wait_minutes=_or(limits.get("server_wait_minutes"), DEFAULT_SERVER_WAIT_MINUTES),
         ollama_slots=_positive_int(section("ollama").get("slots", 1), "ollama.slots", source),
         ollama_hosts=_hosts(section("ollama"), source),
+        ollama_keep_alive=section("ollama").get("keep_alive", "30m"),
         worktrees_dir=_worktrees_dir(raw.get("worktrees_dir"), repo_root, source),
         keep_branches=_bool(raw.get("keep_branches", False), "keep_branches", source),
         parallel_tasks=_env_int(env, "HUB_PARALLEL_TASKS")

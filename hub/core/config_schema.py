@@ -293,6 +293,7 @@ SCHEMA = Map(
             {
                 "host": Str(),
                 "slots": Int(1, unit="generations the server runs at once"),
+                "keep_alive": AnyOf((Num(unit="seconds; negative keeps the model loaded"), Str())),
                 "hosts": ListOf(
                     AnyOf(
                         (Str(), Map({"host": Str(), "slots": Int(1, unit="generations")}, required=("host",)))

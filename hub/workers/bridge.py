@@ -418,7 +418,7 @@ def make_worker(config: Config, role: str | RoleConfig) -> Worker:
         # Each backend's module loads httpx at its top: only the backend in use is imported.
         from hub.workers.ollama import OllamaProvider
 
-        return OllamaProvider(config.ollama_host)
+        return OllamaProvider(config.ollama_host, keep_alive=config.ollama_keep_alive)
     if role_config.backend == "openai":
         from hub.workers.openai import OpenAIProvider
 

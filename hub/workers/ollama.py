@@ -70,7 +70,7 @@ class OllamaProvider:
         *,
         retries: int = 2,
         backoff: float = 0.5,
-        keep_alive: str | int = "30m",
+        keep_alive: str | float = "30m",
         connect_timeout: float = 5.0,
     ) -> None:
         self.host = normalize_ollama_host(host)

@@ -199,3 +199,15 @@ openai: {{base_url: "{fake.url}/v1"}}
     assert "exceeds the available context size (4096 tokens)" in text
     assert "the server's own window of 4096 tokens (hub.yaml: num_ctx=16384)" in text
     assert "llama-server -c" in text and "raise models.<model>.num_ctx" not in text
+
+
+def test_keep_alive_set_in_hub_yaml_goes_with_every_load_and_call(git_repo: Path, run_git: Any) -> None:
+    with FakeOllama({IMPL: lambda _b: ANSWER}) as fake:
+        outcome = implement_once(git_repo, run_git, fake, extra="ollama: {keep_alive: 2h}\n")
+        bodies = [r.body for r in fake.requests if r.method == "POST" and r.path.startswith("/api/")]
+        [entry] = httpx.get(f"{fake.url}/api/ps").json()["models"]
+
+    assert outcome["to"] == "pending_local_review"
+    sent = [b.get("keep_alive") for b in bodies if b and "keep_alive" in b]
+    assert sent and set(sent) == {"2h"}
+    assert entry["name"] == f"{IMPL}:latest"  # loaded, for two hours
