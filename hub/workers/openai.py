@@ -7,14 +7,19 @@ against the request's num_ctx, which config should set to what the server was st
 from __future__ import annotations
 
 import json
+import time
 from types import TracebackType
 from typing import Any
 
 import httpx
 
 from hub.core.errors import MalformedStream, ServerFailed, WorkerTimeout, WorkerUnavailable
+from hub.core.log import get_logger
 from hub.workers.base import ChatRequest, Generation, Health, check_health
-from hub.workers.streaming import StreamState, Watchdog, error_text, shown, stream_generation
+from hub.workers.budget import Fit
+from hub.workers.streaming import StreamState, Watchdog, check_fits, error_text, shown, stream_generation
+
+log = get_logger(__name__)
 
 HEALTH_TIMEOUT = 10.0
 # Fields where servers put reasoning apart from the answer: vLLM and llama.cpp, and Ollama's /v1.
@@ -45,6 +50,7 @@ class OpenAIProvider:
             base_url=self.base_url + "/", headers=headers, verify=self.base_url.startswith("https:")
         )
         self._watchdog = Watchdog()
+        self._checked_load: set[str] = set()  # models whose load state was asked (once per provider)
 
     def generate(self, request: ChatRequest) -> Generation:
         """Stream one chat completion; raises the WorkerError leaves (see hub/core/errors.py)."""
@@ -57,8 +63,13 @@ class OpenAIProvider:
         }
         if request.num_predict is not None:
             payload["max_tokens"] = request.num_predict
+        fit = check_fits(request)
+        if request.model not in self._checked_load:
+            self._checked_load.add(request.model)
+            if self.ollama_loaded(request.model) is False:
+                self._load_on_ollama(request)
         try:
-            return self._stream(request, payload)
+            return self._stream(request, payload, fit)
         except WorkerTimeout as exc:
             busy = self.busy_slots() if exc.clock == "first_token" else None
             if not busy:
@@ -69,6 +80,39 @@ class OpenAIProvider:
                 f"{busy} of the server's slots were processing another client's request (its queue, "
                 "not the model)"
             ) from exc
+
+    def _load_on_ollama(self, request: ChatRequest) -> None:
+        """Ollama's /v1 loads a cold model inside the call, so the load would run on the first-token
+        clock: load it first through Ollama's own API (an empty generate, no num_ctx: the window /v1
+        uses too), on the load clock. A failure here is left to the call itself to meet and report."""
+        root = self.base_url.removesuffix("/v1")
+        started = time.monotonic()
+        try:
+            self._client.post(
+                f"{root}/api/generate",
+                json={"model": request.model},
+                timeout=httpx.Timeout(request.load_timeout, connect=self.connect_timeout),
+            )
+        except httpx.TimeoutException:
+            raise WorkerTimeout("load", request.load_timeout) from None
+        except httpx.HTTPError:
+            return
+        log.info("openai.loaded_first", model=request.model, seconds=round(time.monotonic() - started, 3))
+
+    def ollama_loaded(self, model: str) -> bool | None:
+        """Whether Ollama behind this /v1 has `model` loaded (`GET /api/ps`); None when the server is not
+        an Ollama (no /api/ps) or does not answer."""
+        root = self.base_url.removesuffix("/v1")
+        try:
+            response = self._client.get(f"{root}/api/ps", timeout=HEALTH_TIMEOUT)
+            listed = response.json().get("models") if response.status_code == 200 else None
+        except (httpx.HTTPError, ValueError, AttributeError):
+            return None
+        if not isinstance(listed, list):
+            return None
+        tagged = model if ":" in model else model + ":latest"
+        names = {str(m.get("name") or m.get("model")) for m in listed if isinstance(m, dict)}
+        return tagged in names or model in names
 
     def busy_slots(self) -> int | None:
         """How many slots llama.cpp's server is processing (`GET /slots`, beside /v1); None when the
@@ -83,7 +127,7 @@ class OpenAIProvider:
             return None
         return sum(1 for slot in slots if isinstance(slot, dict) and slot.get("is_processing"))
 
-    def _stream(self, request: ChatRequest, payload: dict[str, Any]) -> Generation:
+    def _stream(self, request: ChatRequest, payload: dict[str, Any], fit: Fit) -> Generation:
         return stream_generation(
             self._client,
             url="chat/completions",
@@ -96,6 +140,7 @@ class OpenAIProvider:
             backoff=self.backoff,
             connect_timeout=self.connect_timeout,
             provider="openai",
+            fit=fit,
         )
 
     def _parse_line(self, line: str, state: StreamState) -> bool:

@@ -317,16 +317,15 @@ def test_a_cold_load_longer_than_the_first_token_clock_is_loaded_first_on_its_ow
     assert load == {"model": "m", "keep_alive": "30m", "options": {"num_ctx": 4096}}
 
 
-def test_the_same_cold_load_without_loading_first_runs_out_the_first_token_clock(
+def test_the_same_cold_load_behind_ollamas_v1_is_loaded_first_too(
     fake: FakeOllama, v1: OpenAIProvider
 ) -> None:
+    # /v1 would load inside the call, on the first-token clock: Ollama's own API loads it first.
     fake.configure("m", load_seconds=0.6)
     fake.script("m", "warm now")
 
-    with pytest.raises(WorkerTimeout) as caught:
-        v1.generate(request(first_token_timeout=0.3))
-
-    assert caught.value.clock == "first_token"
+    assert v1.generate(request(first_token_timeout=0.3)).text == "warm now"
+    assert [r.path for r in fake.requests if r.method == "POST"] == ["/api/generate", "/v1/chat/completions"]
 
 
 def test_a_first_token_timeout_right_after_a_cold_load_is_retried_once(fake: FakeOllama) -> None:

@@ -67,8 +67,9 @@ def test_the_request_asks_for_a_stream_with_usage_and_carries_the_key(
     assert sent["stream"] is True and sent["stream_options"] == {"include_usage": True}
     assert (sent["max_tokens"], sent["temperature"]) == (50, 0.0)
     assert sent["messages"][0] == {"role": "system", "content": "be brief"}
-    assert fake.requests[0].path == "/v1/chat/completions"
-    assert fake.requests[0].headers["authorization"] == "Bearer sk-test"
+    # A cold model behind Ollama's /v1 is loaded first through Ollama's own API, on the load clock.
+    assert [r.path for r in fake.requests] == ["/api/ps", "/api/generate", "/v1/chat/completions"]
+    assert fake.requests[2].headers["authorization"] == "Bearer sk-test"
 
 
 def test_think_blocks_are_stripped_and_kept_apart(fake: FakeOllama, provider: OpenAIProvider) -> None:
@@ -82,8 +83,9 @@ def test_a_slow_first_token_fires_the_first_token_clock(fake: FakeOllama, provid
     with pytest.raises(WorkerTimeout) as caught:
         provider.generate(request(first_token_timeout=0.2))
     assert caught.value.clock == "first_token"
-    # Not retried; the one other request asked the server's slots whether it was a queue.
-    assert [r.path for r in fake.requests] == ["/v1/chat/completions", "/slots"]
+    # Not retried; after it, the server's slots were asked whether it was a queue.
+    assert [r.path for r in fake.requests if r.method == "POST"][-1:] == ["/v1/chat/completions"]
+    assert len(fake.chat_requests()) == 1 and fake.requests[-1].path == "/slots"
 
 
 def test_a_slow_first_token_after_early_headers_fires_the_first_token_clock(
@@ -124,7 +126,7 @@ def test_a_reset_stream_is_an_outage_and_never_retried_here(
     fake.script("m", Reply(text="0123456789" * 2, drop_after_chars=5), "a retry would get this")
     with pytest.raises(WorkerUnavailable, match="after 5 characters"):
         provider.generate(request())
-    assert len(fake.requests) == 1
+    assert len(fake.chat_requests()) == 1
 
 
 def test_a_broken_event_is_malformed_naming_it(fake: FakeOllama, provider: OpenAIProvider) -> None:
@@ -146,7 +148,7 @@ def test_a_failure_mid_stream_ends_as_ollama_sends_it_and_keeps_the_partial_text
 def test_a_server_error_is_retried_then_succeeds(fake: FakeOllama, provider: OpenAIProvider) -> None:
     fake.script("m", Reply(status=502, error="bad gateway"), "fine now")
     assert provider.generate(request()).text == "fine now"
-    assert len(fake.requests) == 2
+    assert len(fake.chat_requests()) == 2
 
 
 def test_a_refused_connection_is_unavailable_naming_the_server() -> None:

@@ -16,6 +16,7 @@ import httpx
 
 from hub.testing import FakeOllama, Reply
 from hub.testing.gpu import SimulatedGPU
+from hub.workers import budget
 
 IMPL, REV = "impl-model", "rev-model"
 ANSWER = 'src/app.py\n```python\ndef greet(name):\n    return "hello, " + name\n```\n'
@@ -211,3 +212,67 @@ def test_keep_alive_set_in_hub_yaml_goes_with_every_load_and_call(git_repo: Path
     sent = [b.get("keep_alive") for b in bodies if b and "keep_alive" in b]
     assert sent and set(sent) == {"2h"}
     assert entry["name"] == f"{IMPL}:latest"  # loaded, for two hours
+
+
+def v1_yaml(fake: FakeOllama, role: str = "") -> str:
+    return f"""\
+project: demo
+roles:
+  implementer:
+    model: {IMPL}
+    backend: openai
+{role}  local_reviewer: {{model: {REV}, backend: ollama}}
+models:
+  {IMPL}: {{num_ctx: 16384}}
+  {REV}: {{num_ctx: 8192}}
+openai: {{base_url: "{fake.url}/v1"}}
+"""
+
+
+def test_a_cold_load_behind_ollamas_v1_runs_on_the_load_clock_not_the_first_token_clock(
+    git_repo: Path, run_git: Any
+) -> None:
+    with FakeOllama({IMPL: lambda _b: ANSWER}) as fake:
+        fake.configure(IMPL, load_seconds=2.0)
+        (git_repo / "hub.yaml").write_text(
+            v1_yaml(fake, "    timeouts: {load: 30, first_token: 1}\n"), encoding="utf-8"
+        )
+        run_git(git_repo, "commit", "-qam", "ollama's /v1")
+        hub = runner(git_repo, fake)
+        assert hub("new", "--title", "t", "--requirement", "r", "--target", "src/app.py").returncode == 0
+        assert json.loads(hub("next", "--json").stdout)["phase"] == "setup-task"
+        ran = hub("next", "--json")
+        posts = [r.path for r in fake.requests if r.method == "POST"]
+
+    assert json.loads(ran.stdout)["to"] == "pending_local_review", ran.stdout + ran.stderr
+    # Loaded first through Ollama's own API (2 s, on the 30 s load clock), then the call on /v1.
+    assert posts[:2] == ["/api/generate", "/v1/chat/completions"]
+    [call] = [c for c in model_calls(git_repo) if c["role"] == "implementer"]
+    assert call["first_token_seconds"] < 1.0
+
+
+def test_ollamas_v1_reading_only_its_default_window_is_caught_as_a_cut(git_repo: Path, run_git: Any) -> None:
+    # /v1 has no num_ctx: Ollama runs it at its default 4096 whatever hub.yaml says; the older runner
+    # then reads exactly 4096 tokens of a longer prompt, a count the share rule alone let through.
+    big = "".join(f"def f{i}(x):\n    return x * {i} + {i * 7} - len(str(x))\n\n" for i in range(125))
+    (git_repo / "src" / "big.py").write_text(big, encoding="utf-8")
+    with FakeOllama({IMPL: lambda _b: ANSWER}) as fake:
+        fake.configure(IMPL, overflow="old_runner")
+        (git_repo / "hub.yaml").write_text(v1_yaml(fake), encoding="utf-8")
+        run_git(git_repo, "add", "-A")
+        run_git(git_repo, "commit", "-qm", "a big module behind ollama's /v1")
+        hub = runner(git_repo, fake)
+        assert hub("new", "--title", "t", "--requirement", "r", "--target", "src/big.py").returncode == 0
+        assert json.loads(hub("next", "--json").stdout)["phase"] == "setup-task"
+        ran = hub("next", "--json")
+
+    assert ran.returncode == 4, ran.stdout + ran.stderr
+    [halt] = (git_repo / "_handoff" / "tasks").glob("*/ERIK_HALT.md")
+    text = halt.read_text(encoding="utf-8")
+    assert "`context_overflow`" in text and "the server read only 4096 prompt tokens" in text
+    assert "the server's own window of 4096 tokens (hub.yaml: num_ctx=16384)" in text
+    assert (git_repo / "src" / "big.py").read_text(encoding="utf-8") == big  # nothing merged
+    # The share of the estimate alone would not have caught it (the prompt is 4,097-5,500 real tokens).
+    first = next(c for c in model_calls(git_repo) if c["role"] == "implementer")
+    estimate = budget.prompt_tokens(first["prompt"], first["system"])
+    assert budget.TRUNCATION_SHARE * estimate <= 4096
