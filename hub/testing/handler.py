@@ -208,6 +208,10 @@ def _route(h: Handler, fake: FakeOllama, method: str, path: str, body: dict[str,
         h._send_json(200, _slots(fake))
     elif method == "GET" and path == "/v1/models":
         h._send_json(200, {"object": "list", "data": [openai_model(name) for name in fake.models]})
+    elif method == "POST" and path == "/tokenize" and fake.tokenize and fake.tokenizer is not None:
+        # llama-server answers token ids; FakeOllama's tokenizer gives a count, so the ids are stand-ins.
+        content = str((body or {}).get("content") or "")
+        h._send_json(200, {"tokens": list(range(fake.tokenizer(content)))})
     elif method == "POST" and path == "/api/show":
         _show(h, fake, body or {})
     elif method == "POST" and path in GENERATING_PATHS:

@@ -29,7 +29,10 @@ class FakeOllama:
         port: int = 0,
         tokenizer: ctxsim.TokenCounter | bool | None = True,
         gpu: SimulatedGPU | None = None,
+        tokenize: bool = False,
     ) -> None:
+        # llama.cpp server's `POST /tokenize` (with the tokenizer): Ollama has none, so off by default.
+        self.tokenize = tokenize
         # With a simulated GPU, generations queue for its slots and pay its load and generation times.
         self.gpu = gpu
         self.host = host

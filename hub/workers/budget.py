@@ -143,12 +143,19 @@ def plan(
     *,
     scale: float = 1.0,
     context_length: int | None = None,
+    counted: int | None = None,
 ) -> Fit:
     """The budget of one call. A num_ctx above the model's trained length is capped (the server does the
-    same, silently)."""
+    same, silently). `counted`: the messages' tokens as the server's own tokenizer counts them (llama.cpp's
+    /tokenize), used instead of the estimate."""
     window = min(num_ctx, context_length) if context_length else num_ctx
+    if counted is not None:
+        messages = 2 if system else 1
+        tokens = counted + TEMPLATE_TOKENS + TEMPLATE_TOKENS_PER_MESSAGE * messages
+    else:
+        tokens = prompt_tokens(prompt, system, scale)
     return Fit(
-        prompt_tokens=prompt_tokens(prompt, system, scale),
+        prompt_tokens=tokens,
         answer_tokens=answer_tokens(window, num_predict),
         num_ctx=window,
         configured_num_ctx=num_ctx,

@@ -51,6 +51,7 @@ class OpenAIProvider:
         )
         self._watchdog = Watchdog()
         self._checked_load: set[str] = set()  # models whose load state was asked (once per provider)
+        self._tokenize: bool | None = None  # whether the server has llama.cpp's /tokenize (None: not asked)
 
     def generate(self, request: ChatRequest) -> Generation:
         """Stream one chat completion; raises the WorkerError leaves (see hub/core/errors.py)."""
@@ -63,7 +64,7 @@ class OpenAIProvider:
         }
         if request.num_predict is not None:
             payload["max_tokens"] = request.num_predict
-        fit = check_fits(request)
+        fit = check_fits(request, count=self.count_tokens)
         if request.model not in self._checked_load:
             self._checked_load.add(request.model)
             if self.ollama_loaded(request.model) is False:
@@ -80,6 +81,20 @@ class OpenAIProvider:
                 f"{busy} of the server's slots were processing another client's request (its queue, "
                 "not the model)"
             ) from exc
+
+    def count_tokens(self, text: str) -> int | None:
+        """`text`'s tokens by the model's own tokenizer, from llama.cpp's `POST /tokenize` beside /v1; None
+        when the server has none (asked once per provider: vLLM, Ollama's /v1 and LM Studio answer 404)."""
+        if self._tokenize is False:
+            return None
+        root = self.base_url.removesuffix("/v1")
+        try:
+            response = self._client.post(f"{root}/tokenize", json={"content": text}, timeout=HEALTH_TIMEOUT)
+            tokens = response.json().get("tokens") if response.status_code == 200 else None
+        except (httpx.HTTPError, ValueError, AttributeError):
+            tokens = None
+        self._tokenize = isinstance(tokens, list)
+        return len(tokens) if isinstance(tokens, list) else None
 
     def _load_on_ollama(self, request: ChatRequest) -> None:
         """Ollama's /v1 loads a cold model inside the call, so the load would run on the first-token

@@ -88,11 +88,17 @@ LineParser = Callable[[str, StreamState], bool]
 """Reads one non-blank line into the state; True when it carried a token (content or thinking)."""
 
 
-def check_fits(request: ChatRequest, context_length: int | None = None) -> budget.Fit:
+def check_fits(
+    request: ChatRequest,
+    context_length: int | None = None,
+    count: Callable[[str], int | None] | None = None,
+) -> budget.Fit:
     """The call's budget; ContextOverflow before anything is sent when the prompt and the room for its
-    answer exceed the window (num_ctx, capped by the model's context_length)."""
+    answer exceed the window (num_ctx, capped by the model's context_length). `count`: the server's own
+    tokenizer, when it has one (None from it: the estimate)."""
     # An answer to continue is part of the prompt (one more message of template, within the margin).
     prompt = request.prompt + ("\n" + request.prefill if request.prefill else "")
+    counted = count((request.system or "") + "\n" + prompt) if count is not None else None
     fit = budget.plan(
         prompt,
         request.system,
@@ -100,9 +106,10 @@ def check_fits(request: ChatRequest, context_length: int | None = None) -> budge
         request.num_predict,
         scale=request.token_scale,
         context_length=context_length,
+        counted=counted,
     )
     if not fit.fits:
-        raise budget.overflow(fit)
+        raise budget.overflow(fit, "estimate" if counted is None else "server tokenizer")
     return fit
 
 

