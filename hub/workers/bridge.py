@@ -35,6 +35,7 @@ from hub.core.errors import (
     MCPTimeoutError,
     ModelNotFound,
     RunawayOutput,
+    ServerFailed,
     WorkerError,
     WorkerTimeout,
     WorkerUnavailable,
@@ -364,6 +365,8 @@ def run_error(data: dict[str, Any], meta: dict[str, Any], request: ChatRequest) 
         )
     if kind == "WorkerUnavailable":
         return WorkerUnavailable(message, partial_text=partial)
+    if kind == "ServerFailed":  # answered broken: a few tries, not an outage's wait (hub/workers/outage.py)
+        return ServerFailed(message, partial_text=partial)
     if kind == "MalformedStream":
         return MalformedStream(message)
     if kind == "RunawayOutput":

@@ -250,3 +250,16 @@ def test_a_roles_request_carries_its_model_num_ctx_temperature_and_clocks(tmp_pa
         stall_timeout=7,
         total_timeout=99,
     )
+
+
+def test_a_broken_answer_reported_by_the_worker_server_stays_a_broken_answer_not_an_outage() -> None:
+    from hub.core.errors import ServerFailed
+    from hub.workers.base import ChatRequest
+    from hub.workers.bridge import run_error
+
+    error = run_error(
+        {"stderr": "Ollama reported an error mid-stream: out of memory", "stdout": "half"},
+        {"error_type": "ServerFailed"},
+        ChatRequest(model="m", prompt="p"),
+    )
+    assert isinstance(error, ServerFailed) and error.partial_text == "half"
