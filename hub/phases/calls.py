@@ -57,7 +57,7 @@ def generate(run: Run, worker: Worker, role: str, request: ChatRequest, purpose:
                 "purpose": purpose,
                 "attempt": run.contract["attempt"],
                 "model": request.model,
-                "num_ctx": request.num_ctx,
+                "num_ctx": (g.num_ctx if g and g.num_ctx else request.num_ctx),
                 "num_predict": request.num_predict,
                 "system": request.system or "",
                 "prompt": request.prompt,

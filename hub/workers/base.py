@@ -66,6 +66,7 @@ class Generation:
     raw: str = ""
     load_seconds: float = 0.0  # the server's load_duration: loading the model before this call
     tokens_estimated: bool = False  # the server sent no token counts; prompt/completion are estimates
+    num_ctx: int = 0  # the window the call ran in, when it differs from the request's (0: the request's)
 
 
 @dataclass(frozen=True)

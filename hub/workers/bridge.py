@@ -149,6 +149,7 @@ class WorkerClient:
         thinking = "\n\n".join(t for t in (reply.thinking, thinking) if t)
         estimated = reply.tokens_estimated or not reply.prompt_tokens
         return Generation(
+            num_ctx=request.num_ctx,  # npm ollama-mcp: the server's default window, not the role's
             text=text,
             model=reply.model or request.model,
             thinking=thinking,

@@ -69,9 +69,13 @@ def npm_worker(
 def test_worker_client_generates_through_npm_ollama_mcp(npm_worker: WorkerClient, fake: FakeOllama) -> None:
     fake.script("npm-coder", "<think>plan first</think>def f():\n    return 1\n")
 
-    generation = npm_worker.generate(ChatRequest(model="npm-coder", prompt="write f", system="be terse"))
+    generation = npm_worker.generate(
+        ChatRequest(model="npm-coder", prompt="write f", system="be terse", num_ctx=16_384)
+    )
 
     assert npm_worker.dialect == NPM_DIALECT
+    # npm ollama-mcp cannot pass num_ctx: the call ran in the server's default window, and says so.
+    assert generation.num_ctx == 4096
     assert generation.text == "def f():\n    return 1"
     assert generation.thinking == "plan first"
     assert generation.completion_tokens > 0 and generation.prompt_tokens > 0
