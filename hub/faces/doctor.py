@@ -136,7 +136,8 @@ def run_doctor(config: Config, which: Which = shutil.which, make: WorkerFactory 
         check_git(which),
         check_ast_grep(which),
         check_sandbox(config, which),
-        check_ollama(config.ollama_host),
+        # Every server of a pool (`ollama.hosts`): a dead one is skipped by the gate, but a person should know.
+        *(check_ollama(url) for url, _ in config.model_servers()),
     ]
     for group in list_worker_models(config, make=make):
         if group.server_started is not None:

@@ -245,6 +245,23 @@ def test_hub_doctor_exits_1_naming_the_fix_when_ollama_is_down(hub: HubRunner) -
     assert "FAIL  models for implementer, local_reviewer via ollama" in done.stdout
 
 
+def test_hub_doctor_checks_every_server_of_a_pool(
+    hub: HubRunner, scripted_ollama: FakeOllama, git_repo: Path
+) -> None:
+    dead = "http://127.0.0.1:9"
+    config = git_repo / "hub.yaml"
+    text = config.read_text(encoding="utf-8")
+    assert "ollama:\n  host: " in text
+    config.write_text(
+        text.replace("ollama:\n", f"ollama:\n  hosts: [{scripted_ollama.url}, {dead}]\n", 1), encoding="utf-8"
+    )
+    done = hub("doctor", "--json", env={"OLLAMA_HOST": scripted_ollama.url})
+
+    checks = [c for c in json.loads(done.stdout)["checks"] if c["name"] == "ollama"]
+    assert [c["ok"] for c in checks] == [True, False], done.stdout
+    assert dead in checks[1]["detail"]
+
+
 def test_doctor_says_whether_acceptance_commands_are_sandboxed(tmp_path: Path) -> None:
     from hub.faces.doctor import check_sandbox
     from hub.safety.sandbox import SandboxMode, SandboxSettings
