@@ -92,12 +92,12 @@ models:
   {model}:
     num_ctx: {num_ctx}
 
-# MCP worker servers. "hub" is this package's own (`hub worker serve`).
+# MCP worker servers. "hub" is this package's own, run inside each hub process (no process per phase);
+# as a process of its own:  {{name: hub, transport: stdio, command: [{python}, -m, hub, worker, serve]}}
 # npm ollama-mcp 2.x works too:  {{name: npm, transport: stdio, command: [npx, -y, ollama-mcp@2]}}
 workers:
   - name: hub
-    transport: stdio
-    command: [{python}, -m, hub, worker, serve]
+    transport: inprocess
 
 # The judge: a command given REVIEW_REQUEST.md on stdin (e.g. "claude -p ..."), or a model (backend).
 judge:
@@ -412,7 +412,7 @@ def _from_raw(
 
     workers = [_worker(w) for w in raw.get("workers") or []]
     if not any(w.name == "hub" for w in workers):
-        workers.append(WorkerServer(name="hub", command=(sys.executable, "-m", "hub", "worker", "serve")))
+        workers.append(WorkerServer(name="hub", transport="inprocess"))
 
     judge = section("judge")
     limits = section("limits")

@@ -252,7 +252,7 @@ class ListOf(Spec):
 
 ROLES = ("implementer", "local_reviewer", "judge")
 BACKENDS = ("mcp", "ollama", "openai")
-TRANSPORTS = ("stdio", "http", "sse")
+TRANSPORTS = ("inprocess", "stdio", "http", "sse")
 SANDBOX_MODES = ("auto", "required", "off")
 
 SECONDS = Num(0, above=True, unit="seconds")
@@ -363,6 +363,12 @@ def cross_checks(raw: Mapping[str, Any]) -> list[Problem]:
     for index, worker in enumerate(raw.get("workers") or []):
         names.append(str(worker["name"]))
         transport = worker.get("transport") or "stdio"
+        if transport == "inprocess":
+            for key in ("command", "url", "env"):
+                if worker.get(key):
+                    why = "an inprocess worker is the hub's own, in its process: it takes no command, url or env"
+                    problems.append(Problem(("workers", index, key), "is not used", why))
+            continue
         if transport == "stdio" and not worker.get("command"):
             problems.append(
                 Problem(("workers", index, "command"), "is missing", "a stdio worker needs a command")

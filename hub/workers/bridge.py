@@ -52,11 +52,14 @@ from hub.workers.base import (
     same_model,
     split_thinking,
 )
-from hub.workers.mcp_client import MCPClient
 
 if TYPE_CHECKING:
     from hub.core.config import Config, RoleConfig, WorkerServer
-    from hub.workers.mcp_client import ToolResult
+    from hub.workers.inprocess import InProcessWorker
+    from hub.workers.mcp_client import MCPClient
+    from hub.workers.tools import ToolResult
+
+    ToolClient = MCPClient | InProcessWorker
 
 log = get_logger(__name__)
 
@@ -100,7 +103,8 @@ class _Reply:
 
 
 class WorkerClient:
-    """A `Worker` that reaches Ollama through an MCP worker server (spawned on first use for stdio)."""
+    """A `Worker` that reaches Ollama through an MCP worker server (spawned on first use for stdio), or
+    through the hub's own worker in this process (`transport: inprocess`, hub/workers/inprocess.py)."""
 
     def __init__(
         self,
@@ -116,7 +120,7 @@ class WorkerClient:
         self.startup_timeout = startup_timeout
         self.dialect: str | None = None
         self.tools: tuple[str, ...] = ()
-        self._client: MCPClient | None = None
+        self._client: ToolClient | None = None
         self._warned = False
         # Phases of several tasks may share this client (WorkerPool): one of them spawns the server.
         self._connecting = threading.Lock()
@@ -202,27 +206,18 @@ class WorkerClient:
         assert self.dialect is not None
         return self.dialect
 
-    def _connect(self) -> MCPClient:
+    def _connect(self) -> ToolClient:
         with self._connecting:
             return self._connect_locked()
 
-    def _connect_locked(self) -> MCPClient:
+    def _connect_locked(self) -> ToolClient:
         if self._client is not None and self._client.running:
             return self._client
         if self._client is not None:
             # The last server died (its MCPServerCrashed reached the caller then); this is a fresh one.
             log.info("bridge.restart", server=self.server.name)
             self.close()
-        # The child sees none of our environment but what is passed here (and the server's own env).
-        env = {"OLLAMA_HOST": self.ollama_host}
-        if os.environ.get("HUB_LOG_LEVEL"):
-            env["HUB_LOG_LEVEL"] = os.environ["HUB_LOG_LEVEL"]
-        client = MCPClient.for_server(
-            self.server,
-            env=env,
-            log_dir=self.log_dir if self.log_dir is not None else default_log_dir(),
-            startup_timeout=self.startup_timeout,
-        )
+        client = self._new_client()
         client.start()
         try:
             self.tools = tuple(t.name for t in client.list_tools())
@@ -234,8 +229,27 @@ class WorkerClient:
         log.debug("bridge.connected", server=self.server.name, dialect=self.dialect, tools=len(self.tools))
         return client
 
+    def _new_client(self) -> ToolClient:
+        # Imported here: the in-process worker needs neither the SDK nor the MCP client's asyncio.
+        if self.server.transport == "inprocess":
+            from hub.workers.inprocess import InProcessWorker
+
+            return InProcessWorker(self.server.name, self.ollama_host)
+        from hub.workers.mcp_client import MCPClient
+
+        # The child sees none of our environment but what is passed here (and the server's own env).
+        env = {"OLLAMA_HOST": self.ollama_host}
+        if os.environ.get("HUB_LOG_LEVEL"):
+            env["HUB_LOG_LEVEL"] = os.environ["HUB_LOG_LEVEL"]
+        return MCPClient.for_server(
+            self.server,
+            env=env,
+            log_dir=self.log_dir if self.log_dir is not None else default_log_dir(),
+            startup_timeout=self.startup_timeout,
+        )
+
     def _call(
-        self, client: MCPClient, tool: str, args: dict[str, Any], timeout: float, total_clock: float | None
+        self, client: ToolClient, tool: str, args: dict[str, Any], timeout: float, total_clock: float | None
     ) -> ToolResult:
         try:
             return client.call_tool(tool, args, timeout=timeout, raise_on_error=False)
@@ -247,7 +261,7 @@ class WorkerClient:
 
     # -- dialects --------------------------------------------------------------------------------
 
-    def _run(self, client: MCPClient, request: ChatRequest) -> _Reply:
+    def _run(self, client: ToolClient, request: ChatRequest) -> _Reply:
         options: dict[str, Any] = {
             "temperature": request.temperature,
             "num_ctx": request.num_ctx,
@@ -269,7 +283,7 @@ class WorkerClient:
             raise _tool_error(self.server.name, "ollama_run", result.text, model=request.model)
         return unwrap_run_result(result.text, self.server.name, request)
 
-    def _chat(self, client: MCPClient, request: ChatRequest) -> _Reply:
+    def _chat(self, client: ToolClient, request: ChatRequest) -> _Reply:
         args = {
             "model": request.model,
             "messages": request.messages(),

@@ -23,12 +23,12 @@ import tempfile
 import threading
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hub.core.errors import MCPError, MCPServerCrashed, MCPTimeoutError
 from hub.core.log import get_logger
+from hub.workers.tools import ToolResult, ToolSpec
 
 if TYPE_CHECKING:
     from types import TracebackType
@@ -47,25 +47,6 @@ CRASH_REAP_SECONDS = 1.0  # how long a closed connection may wait for the exit c
 STDERR_TAIL_BYTES = 4000
 # The SDK enforces each call's timeout itself; this is the outer bound in case the loop is wedged.
 OUTER_GRACE_SECONDS = 5.0
-
-
-@dataclass(frozen=True)
-class ToolSpec:
-    """One tool a server offers."""
-
-    name: str
-    description: str = ""
-    input_schema: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class ToolResult:
-    """A tools/call result: its text blocks joined, structured content if any, and the isError flag."""
-
-    text: str
-    is_error: bool = False
-    structured: dict[str, Any] | None = None
-    seconds: float = 0.0
 
 
 class MCPClient:

@@ -29,19 +29,16 @@ from __future__ import annotations
 
 import argparse
 import ctypes
-import json
 import os
 import signal
 import sys
-import time
-from typing import TYPE_CHECKING, Any, Protocol
-
-from pydantic import BaseModel, ConfigDict, Field
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from hub.core.config import normalize_ollama_host
-from hub.core.errors import ContextOverflow, ModelNotFound, WorkerError, WorkerTimeout
 from hub.core.log import configure, get_logger
-from hub.workers.base import ChatRequest, Generation
+from hub.workers import tools
+from hub.workers.tools import Message, Provider, RunOptions
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
@@ -51,162 +48,22 @@ log = get_logger(__name__)
 SERVER_NAME = "agent-hub-worker"
 SERVER_VERSION = "0.1.0"
 DEFAULT_HTTP_PORT = 8765
-TIMEOUT_EXIT_CODE = -1  # the original ollama-mcp's code for a run that timed out
-ERROR_EXIT_CODE = 1
-TOOL_NAMES = ("ollama_run", "ollama_list_models", "ollama_chat")
-
-
-class Provider(Protocol):
-    """What the server needs from a model backend (OllamaProvider in production, fakes in tests)."""
-
-    def generate(self, request: ChatRequest) -> Generation: ...
-
-    def list_models(self) -> list[str]: ...
-
-    def close(self) -> None: ...
-
-
-class RunOptions(BaseModel):
-    """Generation options; timeouts are milliseconds. Unknown keys are ignored, as the original did."""
-
-    model_config = ConfigDict(extra="ignore")
-    system: str | None = None
-    temperature: float | None = Field(default=None, ge=0, le=2)
-    num_predict: int | None = Field(default=None, gt=0)
-    num_ctx: int | None = Field(default=None, ge=256)
-    timeout: float | None = Field(default=None, gt=0, description="total timeout, ms")
-    first_token_timeout: float | None = Field(default=None, gt=0, description="ms (hub extension)")
-    stall_timeout: float | None = Field(default=None, gt=0, description="ms (hub extension)")
-    load_timeout: float | None = Field(default=None, gt=0, description="ms (hub extension)")
-    token_scale: float | None = Field(default=None, gt=0, description="the model's token calibration")
-
-
-class Message(BaseModel):
-    """One chat message, as ollama_chat takes them."""
-
-    role: str = Field(pattern="^(system|user|assistant)$")
-    content: str
-
-
-def run_result(generation: Generation, task_type: str | None = None) -> dict[str, Any]:
-    """The original ollama-mcp result shape for a finished generation."""
-    metadata: dict[str, Any] = {
-        "model_used": generation.model,
-        "task_type": task_type or "auto",
-        "prompt_tokens": generation.prompt_tokens,
-        "completion_tokens": generation.completion_tokens,
-        "duration_ms": round(generation.seconds * 1000),
-        "first_token_ms": round(generation.first_token_seconds * 1000),
-        "done_reason": generation.done_reason,
-        "truncated": generation.truncated,
-        "timed_out": False,
-        "load_ms": round(generation.load_seconds * 1000),
-        "tokens_estimated": generation.tokens_estimated,
-    }
-    if generation.thinking:
-        metadata["thinking"] = generation.thinking
-    return {"stdout": generation.text, "stderr": "", "exitCode": 0, "metadata": metadata}
-
-
-def error_result(
-    error: WorkerError, model: str, seconds: float, task_type: str | None = None
-) -> dict[str, Any]:
-    """The result shape for a model call that failed, with enough detail to rebuild the hub error."""
-    timed_out = isinstance(error, WorkerTimeout)
-    metadata: dict[str, Any] = {
-        "model_used": model,
-        "task_type": task_type or "auto",
-        "duration_ms": round(seconds * 1000),
-        "timed_out": timed_out,
-        "truncated": False,
-        "error_type": type(error).__name__,
-    }
-    stdout = ""
-    if isinstance(error, WorkerTimeout):
-        metadata |= {"clock": error.clock, "timeout_seconds": error.seconds}
-        stdout = error.partial_text
-    elif isinstance(error, ContextOverflow):
-        metadata |= {
-            "prompt_tokens": error.prompt_tokens,
-            "num_ctx": error.num_ctx,
-            "answer_tokens": error.answer_tokens,
-            "context_length": error.context_length,
-            "source": error.source,
-        }
-    elif error.partial_text:
-        stdout = error.partial_text
-    elif isinstance(error, ModelNotFound):
-        metadata["model_missing"] = error.model
-    return {
-        "stdout": stdout,
-        "stderr": str(error),
-        "exitCode": TIMEOUT_EXIT_CODE if timed_out else ERROR_EXIT_CODE,
-        "error": "Timeout exceeded" if timed_out else str(error),
-        "metadata": metadata,
-    }
-
-
-def chat_request(model: str, prompt: str, options: dict[str, Any], system: str | None = None) -> ChatRequest:
-    """A ChatRequest from ollama_run's options; timeouts arrive in ms, unset values keep the defaults."""
-    defaults = ChatRequest(model=model, prompt=prompt)
-
-    def seconds(key: str, default: float) -> float:
-        value = options.get(key)
-        return default if value is None else float(value) / 1000.0
-
-    return ChatRequest(
-        model=model,
-        prompt=prompt,
-        system=options.get("system") if system is None else system,
-        temperature=_pick(options.get("temperature"), defaults.temperature),
-        num_ctx=int(_pick(options.get("num_ctx"), defaults.num_ctx)),
-        num_predict=options.get("num_predict"),
-        first_token_timeout=seconds("first_token_timeout", defaults.first_token_timeout),
-        stall_timeout=seconds("stall_timeout", defaults.stall_timeout),
-        total_timeout=seconds("timeout", defaults.total_timeout),
-        load_timeout=seconds("load_timeout", defaults.load_timeout),
-        token_scale=float(_pick(options.get("token_scale"), defaults.token_scale)),
-    )
-
-
-def flatten_messages(messages: list[dict[str, Any]]) -> tuple[str | None, str]:
-    """Chat messages as (system, prompt): ChatRequest carries one prompt, so earlier turns become a transcript."""
-    system = "\n\n".join(str(m.get("content", "")) for m in messages if m.get("role") == "system") or None
-    turns = [m for m in messages if m.get("role") != "system"]
-    if len(turns) == 1 and turns[0].get("role") == "user":
-        return system, str(turns[0].get("content", ""))
-    lines = [f"{str(m.get('role', 'user')).capitalize()}: {m.get('content', '')}" for m in turns]
-    return system, "\n\n".join(lines)
 
 
 def build_server(provider: Provider, name: str = SERVER_NAME) -> MCPServer:
-    """The worker MCP server over a provider (tests pass FakeOllama-backed or fake providers)."""
+    """The worker MCP server over a provider (tests pass FakeOllama-backed or fake providers): each
+    tool's body is hub.workers.tools', which the in-process worker calls too."""
     import anyio
     from mcp.server.mcpserver import MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
 
     server = MCPServer(name, version=SERVER_VERSION, instructions="Run prompts on local Ollama models.")
 
-    async def run(request: ChatRequest, task_type: str | None) -> str:
-        started = time.perf_counter()
-        log.debug("worker.run", model=request.model, prompt_chars=len(request.prompt))
+    async def in_thread(body: Callable[[], str]) -> str:
         try:
-            generation = await anyio.to_thread.run_sync(provider.generate, request, abandon_on_cancel=True)
-        except WorkerError as exc:
-            log.info("worker.run_failed", model=request.model, error=str(exc), kind=type(exc).__name__)
-            result = error_result(exc, request.model, time.perf_counter() - started, task_type)
-        else:
-            result = run_result(generation, task_type)
-        return json.dumps(result, ensure_ascii=False)
-
-    def parse_options(options: RunOptions | str | None) -> dict[str, Any]:
-        if isinstance(options, str):
-            # npm ollama-mcp passes options as a JSON string; accept that spelling too.
-            try:
-                options = RunOptions.model_validate_json(options) if options.strip() else None
-            except ValueError as exc:
-                raise ToolError(f"options is not a valid JSON object of options: {exc}") from None
-        return options.model_dump(exclude_none=True) if options is not None else {}
+            return await anyio.to_thread.run_sync(body, abandon_on_cancel=True)
+        except tools.ToolFailure as exc:
+            raise ToolError(str(exc)) from None
 
     @server.tool(structured_output=False)
     async def ollama_run(
@@ -217,7 +74,8 @@ def build_server(provider: Provider, name: str = SERVER_NAME) -> MCPServer:
         Returns JSON {stdout, stderr, exitCode, error?, metadata}: stdout is the model's reply; a failed
         or timed-out run has exitCode != 0 and the reason in stderr.
         """
-        return await run(chat_request(model, prompt, parse_options(options)), task_type)
+        args = tools.RunArguments(model=model, prompt=prompt, task_type=task_type, options=options)
+        return await in_thread(lambda: tools.execute(provider, *tools.run_request(args)))
 
     @server.tool(structured_output=False)
     async def ollama_chat(
@@ -230,19 +88,13 @@ def build_server(provider: Provider, name: str = SERVER_NAME) -> MCPServer:
 
         `format` is accepted for compatibility with npm ollama-mcp clients and ignored: replies are text.
         """
-        if not messages:
-            raise ToolError("messages must hold at least one message")
-        system, prompt = flatten_messages([m.model_dump() for m in messages])
-        return await run(chat_request(model, prompt, parse_options(options), system=system), None)
+        args = tools.ChatArguments(model=model, messages=messages, options=options, format=format)
+        return await in_thread(lambda: tools.execute(provider, tools.chat_tool_request(args), None))
 
     @server.tool(structured_output=False)
     async def ollama_list_models() -> str:
         """List the models the Ollama server has, as JSON {"models": [names]}."""
-        try:
-            models = await anyio.to_thread.run_sync(provider.list_models, abandon_on_cancel=True)
-        except WorkerError as exc:
-            raise ToolError(str(exc)) from None
-        return json.dumps({"models": models})
+        return await in_thread(lambda: tools.list_models(provider))
 
     return server
 
@@ -291,10 +143,6 @@ def serve(
             raise ValueError(f"unknown transport '{transport}' (expected stdio, http or sse)")
     finally:
         provider.close()
-
-
-def _pick(value: Any, default: Any) -> Any:
-    return default if value is None else value
 
 
 def main(argv: list[str] | None = None) -> None:
