@@ -1,10 +1,9 @@
-"""A task end to end as a person runs it: the real `hub` CLI in a subprocess, the real worker MCP server
-(`hub worker serve`, spawned by the CLI over stdio: backend mcp, the default) and FakeOllama on loopback.
+"""A task end to end as a person runs it: the real `hub` CLI in a subprocess, the hub's own worker (backend
+mcp, the default: its tools inside the CLI's process, `transport: inprocess`) and FakeOllama on loopback.
 
-The main path runs through the worker server, as a default install does. The failure paths run the
-same CLI with the roles' backend set to `ollama` (HUB_*_BACKEND), which spares each model phase the
-server's start-up (about a second) but changes nothing above the Worker seam; tests/phases/ has every
-failure case in-process.
+The main path runs through the worker, as a default install does. The failure paths run the same CLI
+with the roles' backend set to `ollama` (HUB_*_BACKEND), which changes nothing above the Worker seam;
+tests/phases/ has every failure case in-process, tests/faces/test_until_idle.py the worker over stdio.
 """
 
 from __future__ import annotations

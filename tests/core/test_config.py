@@ -42,7 +42,7 @@ def test_the_default_hub_yaml_loads_with_every_role_on_the_hub_worker(tmp_path: 
     config = load_config(tmp_path, env={})
     assert config.project == "demo"
     assert {r.backend for r in config.roles.values()} == {"mcp"}
-    assert config.worker_server("hub").command[-3:] == ("hub", "worker", "serve")
+    assert config.worker_server("hub").transport == "inprocess"
     assert config.num_ctx_for(config.role("implementer").model) == 16384
     assert config.server_wait_minutes == 30
     assert (config.role("implementer").num_predict, config.role("local_reviewer").num_predict) == (6144, 2048)
@@ -109,6 +109,7 @@ def test_the_environment_overrides_the_file(tmp_path: Path) -> None:
         ("workers:\n  - {name: w, transport: pigeon}\n", "workers[0].transport"),
         ("workers:\n  - {name: w, transport: stdio}\n", "workers[0].command"),
         ("workers:\n  - {name: w, transport: http}\n", "workers[0].url"),
+        ("workers:\n  - {name: w, transport: inprocess, command: [x]}\n", "workers[0].command"),
         ("judge: {backend: oracle}\n", "judge.backend"),
         ("limits: {parallel_tasks: 0}\n", "limits.parallel_tasks"),
         ("ollama: {slots: many}\n", "ollama.slots"),

@@ -1,7 +1,7 @@
 """`hub next --until-idle`: one process takes tasks as far as they go, its MCP worker server started once.
 
-Real subprocesses of the CLI, the default `mcp` backend (a real `hub worker serve` over stdio) and a
-FakeOllama; the judge is a command that passes.
+Real subprocesses of the CLI, the default `mcp` backend (the hub's own worker in-process, or a real
+`hub worker serve` over stdio) and a FakeOllama; the judge is a command that passes.
 """
 
 from __future__ import annotations
@@ -13,6 +13,8 @@ import subprocess
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+import pytest
 
 from hub.testing import FakeOllama
 
@@ -46,7 +48,10 @@ def implement(body: dict[str, Any]) -> str:
     return "no target found"
 
 
-def configure(repo: Path, run_git: Callable[..., str]) -> None:
+STDIO_WORKER = "workers:\n  - {name: hub, transport: stdio, command: [python, -m, hub, worker, serve]}\n"
+
+
+def configure(repo: Path, run_git: Callable[..., str], workers: str = "") -> None:
     (repo / "src" / "other.py").write_text("VALUE = 0\n", encoding="utf-8")
     (repo / "hub.yaml").write_text(
         f"""project: demo
@@ -58,7 +63,7 @@ models:
   {REV}: {{num_ctx: 8192}}
 judge:
   command: {json.dumps("echo " + json.dumps(VERDICT))}
-""",
+{workers}""",
         encoding="utf-8",
     )
     run_git(repo, "add", "-A")
@@ -77,10 +82,20 @@ def events(stderr: str, name: str) -> list[dict[str, Any]]:
     return found
 
 
+@pytest.mark.parametrize(
+    ("workers", "started", "stopped"),
+    [("", "worker.inprocess_started", None), (STDIO_WORKER, "mcp.spawned", "mcp.stopped")],
+    ids=["inprocess", "stdio"],
+)
 def test_one_run_takes_two_tasks_to_merged_with_one_worker_server(
-    git_repo: Path, hub: HubRunner, run_git: Callable[..., str]
+    git_repo: Path,
+    hub: HubRunner,
+    run_git: Callable[..., str],
+    workers: str,
+    started: str,
+    stopped: str | None,
 ) -> None:
-    configure(git_repo, run_git)
+    configure(git_repo, run_git, workers)
     with FakeOllama({IMPL: implement, REV: lambda _b: PASS_REVIEW}) as fake:
         env = {"OLLAMA_HOST": fake.url, "HUB_LOG_LEVEL": "DEBUG"}
         for rel in TARGETS:
@@ -98,9 +113,10 @@ def test_one_run_takes_two_tasks_to_merged_with_one_worker_server(
         assert phases == ["setup-task", "run-implementer", "run-local-review", "run-judge", "finalize-task"]
     for rel in TARGETS:
         assert run_git(git_repo, "show", f"main:{rel}") == changed(rel).rstrip("\n")
-    # Four model phases of two tasks, some at once: the one worker server was spawned once.
-    assert len(events(done.stderr, "mcp.spawned")) == 1
-    assert len(events(done.stderr, "mcp.stopped")) == 1
+    # Four model phases of two tasks, some at once: the one worker server was started once.
+    assert len(events(done.stderr, started)) == 1
+    if stopped:
+        assert len(events(done.stderr, stopped)) == 1
 
 
 def test_with_its_stdin_closed_a_watched_run_starts_no_second_round(
@@ -149,7 +165,7 @@ def alive(pid: int) -> bool:
 def test_a_shared_worker_server_killed_mid_call_strikes_both_tasks_and_a_fresh_one_finishes_them(
     git_repo: Path, hub: HubRunner, run_git: Callable[..., str]
 ) -> None:
-    configure(git_repo, run_git)
+    configure(git_repo, run_git, STDIO_WORKER)  # a worker server process, to be killed
     with (git_repo / "hub.yaml").open("a", encoding="utf-8") as config:
         config.write("ollama: {slots: 2}\n")  # both tasks' calls in flight on the one server at once
     run_git(git_repo, "commit", "-qam", "two calls at once")
