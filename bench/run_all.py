@@ -27,6 +27,7 @@ BENCHES = (
     "bounds",
     "backlog",
     "clean_folders",
+    "overhead",
 )
 
 
