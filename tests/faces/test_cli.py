@@ -19,6 +19,7 @@ import pytest
 
 from hub.phases.context import Context
 from hub.state.handoff import phase_lock
+from hub.testing import FakeOllama
 
 if TYPE_CHECKING:
     # The fixtures' types (tests/conftest.py); pytest loads conftest, tests never import it.
@@ -401,3 +402,47 @@ def test_log_of_a_mistyped_task_id_says_nothing_was_logged_rather_than_printing_
     assert done.returncode == 0
     assert done.stdout == "nothing logged for task nope; `hub log` lists every task's transitions\n"
     assert json.loads(hub("log", "--task", "nope", "--json").stdout) == []
+
+
+def test_no_command_of_a_whole_task_by_hand_imports_the_mcp_sdk(
+    git_repo: Path, hub: HubRunner, run_git: Callable[..., str]
+) -> None:
+    """The default worker is the hub's own, in-process: the SDK is for `hub mcp serve` and workers over
+    stdio, HTTP or SSE, and costs 0.6-1.9 s to import."""
+    fixed = 'def greet(name):\n    return "hello, " + name\n'
+    (git_repo / "hub.yaml").write_text(
+        "project: demo\nroles:\n  implementer: {model: impl}\n  local_reviewer: {model: rev}\n",
+        encoding="utf-8",
+    )
+    run_git(git_repo, "commit", "-qam", "configure the hub")
+    replies = {
+        "impl": lambda _body: f"src/app.py\n```python\n{fixed}```\n",
+        "rev": lambda _body: '{"passed": true, "critical": false, "issues": []}',
+    }
+    commands = (
+        ("new", "--title", "Greet", "--requirement", "say hello, NAME", "--target", "src/app.py"),
+        ("setup-task",),
+        ("run-implementer",),
+        ("run-local-review",),
+        ("report-judge",),
+        ("finalize-task",),
+        ("status",),
+        ("log",),
+        ("next",),
+    )
+    sdk: dict[str, set[str]] = {}
+    with FakeOllama(replies) as fake:
+        for args in commands:
+            if args[0] == "report-judge":
+                (folder,) = (git_repo / "_handoff" / "tasks").iterdir()
+                verdict = {"verdict": "PASS", "summary": "ok", "blocking_issues": []}
+                (folder / "JUDGE_REPORT.json").write_text(json.dumps(verdict), encoding="utf-8")
+            done = hub(*args, env={"OLLAMA_HOST": fake.url, "PYTHONPROFILEIMPORTTIME": "1"})
+            assert done.returncode == 0, (args, done.stderr[-2000:])
+            imported = imported_packages(done.stderr)
+            assert "click" in imported, args  # the profile was read
+            sdk[args[0]] = imported & {"mcp", "mcp_types"}
+        assert len(fake.chat_requests("impl")) == 1 and len(fake.chat_requests("rev")) == 1
+
+    assert sdk == {args[0]: set() for args in commands}
+    assert run_git(git_repo, "show", "main:src/app.py") + "\n" == fixed
