@@ -316,6 +316,12 @@ def busy_fraction(url: str, model: str, tasks: int, num_predict: int) -> dict[st
         stop.set()
         poller.join(timeout=10)
         merged = len(git(repo, "log", "--merges", "--format=%H", "main").splitlines())
+        handoff = repo / "_handoff"
+        model_calls = len(list(handoff.glob("*/*/runs/*model-call*.json")))
+        try:
+            outcome = json.loads(done.stdout)["message"].splitlines()
+        except (ValueError, KeyError):
+            outcome = [done.stdout[-1500:]]
     busy = [t for t, b in samples if b]
     whole = sum(1 for _, b in samples if b) / max(1, len(samples))
     window = [(t, b) for t, b in samples if busy and busy[0] <= t <= busy[-1]]
@@ -328,9 +334,11 @@ def busy_fraction(url: str, model: str, tasks: int, num_predict: int) -> dict[st
         "samples": len(samples),
         "busy_whole_drain": whole,
         "busy_first_to_last_call": sum(1 for _, b in window if b) / max(1, len(window)),
+        "model_calls": model_calls,
         "generation_spans": calls,
+        "outcome": outcome,
         "idle_seconds_between_calls": (len(window) - sum(1 for _, b in window if b)) * 0.05,
-        "stderr_tail": done.stderr[-1500:] if done.returncode else "",
+        "stderr_errors": [line for line in done.stderr.splitlines() if '"level": "error"' in line][-5:],
     }
 
 
@@ -379,7 +387,7 @@ def print_report(report: dict[str, Any]) -> None:
         b = report["busy"]
         print(
             f"\n4. real server: {b['tasks']} tasks, {b['merged']} merged, exit {b['exit_code']}, drain "
-            f"{b['drain_seconds']:.1f} s, {b['generation_spans']} generation spans; busy "
+            f"{b['drain_seconds']:.1f} s, {b['model_calls']} model calls in {b['generation_spans']} spans; busy "
             f"{b['busy_whole_drain']:.1%} of the whole drain, {b['busy_first_to_last_call']:.1%} from the first "
             f"call to the last (idle {b['idle_seconds_between_calls']:.1f} s between them)"
         )
@@ -421,14 +429,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--real-model", default="qwen2.5-coder-1.5b")
     parser.add_argument("--real-tasks", type=int, default=4)
     parser.add_argument("--num-predict", type=int, default=256)
+    parser.add_argument("--real-only", action="store_true", help="only the real server's busy fraction")
     parser.add_argument("--json", action="store_true", help="print one JSON document instead of tables")
     args = parser.parse_args(argv)
+    if args.real_only and not args.real_url:
+        parser.error("--real-only needs --real-url")
     report: dict[str, Any] = {
         "python": sys.version.split()[0],
         "cpus": os.cpu_count(),
         "load": os.getloadavg(),
         "runs": args.runs,
     }
+    if args.real_only:
+        report["busy"] = busy_fraction(args.real_url, args.real_model, args.real_tasks, args.num_predict)
+        print(json.dumps(report, indent=2))
+        return 0
     with FakeOllama() as fake:
         fake.respond_with(IMPL, lambda body: ANSWER)
         fake.respond_with(REV, lambda body: PASS_REVIEW)
