@@ -514,7 +514,7 @@ def test_a_whole_task_driven_only_through_mcp_tools_over_stdio(
 ) -> None:
     """An agent alone: create, next until the judge is due, read the review, submit the verdict, next to
     merged. The model is FakeOllama; no other command runs in between. With the `mcp` backend the
-    server's phases share one worker server."""
+    server's phases share one worker (the hub's own, in its process)."""
     from hub.testing import FakeOllama
 
     fixed = 'def greet(name):\n    return "hello, " + name\n'
@@ -572,6 +572,8 @@ def test_a_whole_task_driven_only_through_mcp_tools_over_stdio(
         ran = anyio.run(main)
     assert ran == ["setup-task", "run-implementer", "run-local-review", "finalize-task"]
     assert run_git(git_repo, "show", "main:src/app.py") == fixed.rstrip("\n")
-    spawned = [line for line in errlog.read_text(encoding="utf-8").splitlines() if '"mcp.spawned"' in line]
-    # Two model phases, each its own tool call: one worker server for both, stopped with the server.
-    assert len(spawned) == (1 if backend == "mcp" else 0)
+    lines = errlog.read_text(encoding="utf-8").splitlines()
+    started = [line for line in lines if '"worker.inprocess_started"' in line]
+    # Two model phases, each its own tool call: one worker for both (the default, in-process: no process).
+    assert len(started) == (1 if backend == "mcp" else 0)
+    assert not [line for line in lines if '"mcp.spawned"' in line]
