@@ -29,6 +29,7 @@ import argparse
 import itertools
 import json
 import os
+import resource
 import shlex
 import statistics
 import subprocess
@@ -89,13 +90,24 @@ def env_for(fake_url: str, level: str = "INFO") -> dict[str, str]:
     return env
 
 
+CPU_SECONDS: list[float] = []  # of the last run_hub: the command's and all its children's CPU time
+
+
+def children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def run_hub(repo: Path, env: dict[str, str], *args: str, flags: tuple[str, ...] = ()) -> tuple[float, str]:
-    """One CLI command: (wall seconds, stderr). Any exit but 0 aborts the benchmark."""
+    """One CLI command: (wall seconds, stderr); its CPU seconds (worker and git processes included) in
+    CPU_SECONDS. Any exit but 0 aborts the benchmark."""
+    cpu = children_cpu()
     started = time.perf_counter()
     done = subprocess.run(
         [sys.executable, *flags, "-m", "hub", *args], cwd=repo, env=env, capture_output=True, text=True
     )
     seconds = time.perf_counter() - started
+    CPU_SECONDS[:] = [children_cpu() - cpu]
     if done.returncode != 0:
         raise SystemExit(
             f"hub {' '.join(args)} exited {done.returncode}:\n{done.stdout}\n{done.stderr[-3000:]}"
@@ -122,10 +134,10 @@ def write_judge_report(repo: Path) -> None:
     (folder / "JUDGE_REPORT.json").write_text(json.dumps(report), encoding="utf-8")
 
 
-def one_task(fake_url: str, worker: str, driver: str) -> dict[str, tuple[float, float]]:
-    """(wall, work) seconds of each command of one task, from new to merged."""
+def one_task(fake_url: str, worker: str, driver: str) -> dict[str, tuple[float, float, float]]:
+    """(wall, work, CPU) seconds of each command of one task, from new to merged."""
     env = env_for(fake_url)
-    out: dict[str, tuple[float, float]] = {}
+    out: dict[str, tuple[float, float, float]] = {}
     with tempfile.TemporaryDirectory(prefix="hub-bench-overhead-") as tmp:
         files = {"src/app.py": APP_PY, "README.md": "# bench\n"}
         repo = commit_repo(
@@ -137,7 +149,7 @@ def one_task(fake_url: str, worker: str, driver: str) -> dict[str, tuple[float, 
             if command == "report-judge":
                 write_judge_report(repo)
             wall, stderr = run_hub(repo, env, *args)
-            out[command] = (wall, phase_seconds(stderr))
+            out[command] = (wall, phase_seconds(stderr), CPU_SECONDS[0])
         if git(repo, "show", "main:src/app.py") != GREET_FIXED:
             raise SystemExit(f"{worker}/{driver}: the task did not merge the scripted file")
     return out
@@ -148,14 +160,15 @@ def whole_tasks(fake_url: str, runs: int) -> dict[str, Any]:
     for driver in ("by hand", "until-idle"):
         for worker in WORKERS:
             one_task(fake_url, worker, driver)  # warm the page cache and the .pyc files
-            samples: dict[str, list[tuple[float, float]]] = defaultdict(list)
+            samples: dict[str, list[tuple[float, float, float]]] = defaultdict(list)
             for _ in range(runs):
                 for command, pair in one_task(fake_url, worker, driver).items():
                     samples[command].append(pair)
             commands = {
                 command: {
-                    "wall": statistics.median(w for w, _ in pairs),
-                    "work": statistics.median(p for _, p in pairs),
+                    "wall": statistics.median(w for w, _, _ in pairs),
+                    "work": statistics.median(p for _, p, _ in pairs),
+                    "cpu": statistics.median(c for _, _, c in pairs),
                 }
                 for command, pairs in samples.items()
             }
@@ -165,6 +178,7 @@ def whole_tasks(fake_url: str, runs: int) -> dict[str, Any]:
             results[f"{driver}, {worker}"] = {
                 "commands": commands,
                 "total": sum(c["wall"] for c in commands.values()),
+                "cpu": sum(c["cpu"] for c in commands.values()),
                 "without new": sum(commands[c]["wall"] for c in phases),
             }
     return results
@@ -357,14 +371,22 @@ def print_report(report: dict[str, Any]) -> None:
     print(
         f"\n1. a whole task, hub time (FakeOllama answers at once), median of {report['runs']} runs, seconds"
     )
-    print(f"  {'':<24} {'by hand':>9} {'(4 phases)':>11} {'until-idle':>11} {'(its next)':>11}")
+    print(
+        f"  {'':<12} {'by hand':>9} {'(4 phases)':>11} {'until-idle':>11} {'(its next)':>11}"
+        f" {'CPU: by hand':>13} {'(4 phases)':>11} {'(its next)':>11}"
+    )
     for worker in WORKERS:
         hand, idle = tasks[f"by hand, {worker}"], tasks[f"until-idle, {worker}"]
         four = sum(hand["commands"][c]["wall"] for c in BY_HAND[2:])
+        four_cpu = sum(hand["commands"][c]["cpu"] for c in BY_HAND[2:])
         print(
-            f"  {worker:<24} {hand['total']:9.3f} {four:11.3f} {idle['total']:11.3f} "
-            f"{idle['commands']['next --until-idle']['wall']:11.3f}"
+            f"  {worker:<12} {hand['total']:9.3f} {four:11.3f} {idle['total']:11.3f} "
+            f"{idle['commands']['next --until-idle']['wall']:11.3f} {hand['cpu']:13.3f} {four_cpu:11.3f} "
+            f"{idle['commands']['next --until-idle']['cpu']:11.3f}"
         )
+    print(
+        "  (CPU: user + system seconds of the command and every process it ran: what the load does not inflate)"
+    )
     base = tasks["by hand, stdio"]["total"]
     print(f"  in-process / stdio, by hand: {tasks['by hand, inprocess']['total'] / base:.2f}")
     print("\n2. each command by hand: wall = start-up + work (the phase's own log line), seconds")
@@ -402,10 +424,13 @@ def goals(report: dict[str, Any]) -> list[str]:
     idle = tasks["until-idle, inprocess"]["commands"]["next --until-idle"]["wall"]
     four = sum(hand["commands"][c]["wall"] for c in BY_HAND[2:])
     startups = {p: hand["commands"][p]["start-up"] for p in MODEL_PHASES}
+    four_cpu = sum(hand["commands"][c]["cpu"] for c in BY_HAND[2:])
+    idle_cpu = tasks["until-idle, inprocess"]["commands"]["next --until-idle"]["cpu"]
     lines = [
         f"whole task by hand < {GOALS['by hand']} s: {hand['total']:.3f} s with new + setup-task, "
-        f"{four:.3f} s the four phases: {verdict(four < GOALS['by hand'])}",
-        f"--until-idle < {GOALS['until-idle']} s: {idle:.3f} s: {verdict(idle < GOALS['until-idle'])}",
+        f"{four:.3f} s the four phases (CPU {four_cpu:.3f} s): {verdict(four < GOALS['by hand'])}",
+        f"--until-idle < {GOALS['until-idle']} s: {idle:.3f} s (CPU {idle_cpu:.3f} s): "
+        f"{verdict(idle < GOALS['until-idle'])}",
         *(
             f"{p} start-up < {GOALS['model phase start-up']} s: {s:.3f} s: "
             f"{verdict(s < GOALS['model phase start-up'])}"
