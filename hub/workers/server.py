@@ -33,17 +33,44 @@ import os
 import signal
 import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from hub.core.config import normalize_ollama_host
 from hub.core.log import configure, get_logger
 from hub.workers import tools
-from hub.workers.tools import Message, Provider, RunOptions
+from hub.workers.tools import Provider
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
 
 log = get_logger(__name__)
+
+
+class RunOptions(BaseModel):
+    """Generation options; timeouts are milliseconds. Unknown keys are ignored, as the original did.
+    The SDK publishes this as the tool's input schema; the limits are `tools.OPTIONS`' (a test holds
+    them equal), which check the options again."""
+
+    model_config = ConfigDict(extra="ignore")
+    system: str | None = None
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    num_predict: int | None = Field(default=None, gt=0)
+    num_ctx: int | None = Field(default=None, ge=256)
+    timeout: float | None = Field(default=None, gt=0, description="total timeout, ms")
+    first_token_timeout: float | None = Field(default=None, gt=0, description="ms (hub extension)")
+    stall_timeout: float | None = Field(default=None, gt=0, description="ms (hub extension)")
+    load_timeout: float | None = Field(default=None, gt=0, description="ms (hub extension)")
+    token_scale: float | None = Field(default=None, gt=0, description="the model's token calibration")
+
+
+class Message(BaseModel):
+    """One chat message, as ollama_chat takes them."""
+
+    role: str = Field(pattern="^(system|user|assistant)$")
+    content: str
+
 
 SERVER_NAME = "agent-hub-worker"
 SERVER_VERSION = "0.1.0"
@@ -74,7 +101,7 @@ def build_server(provider: Provider, name: str = SERVER_NAME) -> MCPServer:
         Returns JSON {stdout, stderr, exitCode, error?, metadata}: stdout is the model's reply; a failed
         or timed-out run has exitCode != 0 and the reason in stderr.
         """
-        args = tools.RunArguments(model=model, prompt=prompt, task_type=task_type, options=options)
+        args = {"model": model, "prompt": prompt, "task_type": task_type, "options": _dumped(options)}
         return await in_thread(lambda: tools.execute(provider, *tools.run_request(args)))
 
     @server.tool(structured_output=False)
@@ -88,7 +115,7 @@ def build_server(provider: Provider, name: str = SERVER_NAME) -> MCPServer:
 
         `format` is accepted for compatibility with npm ollama-mcp clients and ignored: replies are text.
         """
-        args = tools.ChatArguments(model=model, messages=messages, options=options, format=format)
+        args = {"model": model, "messages": [m.model_dump() for m in messages], "options": _dumped(options)}
         return await in_thread(lambda: tools.execute(provider, tools.chat_tool_request(args), None))
 
     @server.tool(structured_output=False)
@@ -97,6 +124,10 @@ def build_server(provider: Provider, name: str = SERVER_NAME) -> MCPServer:
         return await in_thread(lambda: tools.list_models(provider))
 
     return server
+
+
+def _dumped(options: RunOptions | str | None) -> dict[str, Any] | str | None:
+    return options.model_dump(exclude_none=True) if isinstance(options, RunOptions) else options
 
 
 def die_with_parent() -> None:

@@ -17,8 +17,6 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
-
 from hub.core.errors import ContextOverflow, ModelNotFound, WorkerError, WorkerTimeout
 from hub.core.log import get_logger
 from hub.workers.base import ChatRequest, Generation
@@ -68,46 +66,31 @@ class ToolFailure(Exception):
     """A tool call refused: wrong arguments, or no answer a result shape can carry (an isError result)."""
 
 
-class RunOptions(BaseModel):
-    """Generation options; timeouts are milliseconds. Unknown keys are ignored, as the original did."""
+@dataclass(frozen=True)
+class Limit:
+    """One option's type and bounds. `RunOptions` (hub/workers/server.py) says the same to the SDK,
+    which publishes it as the tool's input schema; tests/workers/test_inprocess.py holds the two equal."""
 
-    model_config = ConfigDict(extra="ignore")
-    system: str | None = None
-    temperature: float | None = Field(default=None, ge=0, le=2)
-    num_predict: int | None = Field(default=None, gt=0)
-    num_ctx: int | None = Field(default=None, ge=256)
-    timeout: float | None = Field(default=None, gt=0, description="total timeout, ms")
-    first_token_timeout: float | None = Field(default=None, gt=0, description="ms (hub extension)")
-    stall_timeout: float | None = Field(default=None, gt=0, description="ms (hub extension)")
-    load_timeout: float | None = Field(default=None, gt=0, description="ms (hub extension)")
-    token_scale: float | None = Field(default=None, gt=0, description="the model's token calibration")
+    kind: type
+    ge: float | None = None
+    gt: float | None = None
+    le: float | None = None
 
 
-class Message(BaseModel):
-    """One chat message, as ollama_chat takes them."""
-
-    role: str = Field(pattern="^(system|user|assistant)$")
-    content: str
-
-
-class RunArguments(BaseModel):
-    """ollama_run's arguments (the server's tool signature says the same to the SDK)."""
-
-    model_config = ConfigDict(title="ollama_runArguments")  # the SDK's name for them, in its messages
-    model: str
-    prompt: str
-    task_type: str | None = None
-    options: RunOptions | None = None
-
-
-class ChatArguments(BaseModel):
-    """ollama_chat's arguments; `options` may be a JSON string, as npm ollama-mcp clients send it."""
-
-    model_config = ConfigDict(title="ollama_chatArguments")
-    model: str
-    messages: list[Message]
-    options: RunOptions | str | None = None
-    format: str | None = None
+# ollama_run's and ollama_chat's options; timeouts are milliseconds. Unknown keys are ignored, as the
+# original did.
+OPTIONS: dict[str, Limit] = {
+    "system": Limit(str),
+    "temperature": Limit(float, ge=0, le=2),
+    "num_predict": Limit(int, gt=0),
+    "num_ctx": Limit(int, ge=256),
+    "timeout": Limit(float, gt=0),
+    "first_token_timeout": Limit(float, gt=0),
+    "stall_timeout": Limit(float, gt=0),
+    "load_timeout": Limit(float, gt=0),
+    "token_scale": Limit(float, gt=0),
+}
+ROLES = ("system", "user", "assistant")
 
 
 def run_result(generation: Generation, task_type: str | None = None) -> dict[str, Any]:
@@ -201,27 +184,78 @@ def flatten_messages(messages: list[dict[str, Any]]) -> tuple[str | None, str]:
     return system, "\n\n".join(lines)
 
 
-def parse_options(options: RunOptions | str | None) -> dict[str, Any]:
-    """The options as a dict of the set ones; npm ollama-mcp's spelling, a JSON string, is accepted too."""
+def check_options(options: Any) -> dict[str, Any]:
+    """The set options, each checked against its limit; npm ollama-mcp's spelling, a JSON string, too."""
     if isinstance(options, str):
+        if not options.strip():
+            return {}
         try:
-            options = RunOptions.model_validate_json(options) if options.strip() else None
+            options = json.loads(options)
         except ValueError as exc:
             raise ToolFailure(f"options is not a valid JSON object of options: {exc}") from None
-    return options.model_dump(exclude_none=True) if options is not None else {}
+    if options is None:
+        return {}
+    if not isinstance(options, dict):
+        raise ToolFailure("options: must be an object of options")
+    return {
+        name: _checked(f"options.{name}", options[name], limit)
+        for name, limit in OPTIONS.items()
+        if options.get(name) is not None
+    }
 
 
-def run_request(args: RunArguments) -> tuple[ChatRequest, str | None]:
-    """ollama_run's request and task type."""
-    return chat_request(args.model, args.prompt, parse_options(args.options)), args.task_type
+def _checked(where: str, value: Any, limit: Limit) -> Any:
+    if limit.kind is str:
+        if not isinstance(value, str):
+            raise ToolFailure(f"{where}: must be a string")
+        return value
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ToolFailure(f"{where}: must be a number")
+    if limit.kind is int and value != int(value):
+        raise ToolFailure(f"{where}: must be a whole number")
+    number = int(value) if limit.kind is int else float(value)
+    if limit.ge is not None and number < limit.ge:
+        raise ToolFailure(f"{where}: must be greater than or equal to {limit.ge:g}")
+    if limit.gt is not None and number <= limit.gt:
+        raise ToolFailure(f"{where}: must be greater than {limit.gt:g}")
+    if limit.le is not None and number > limit.le:
+        raise ToolFailure(f"{where}: must be less than or equal to {limit.le:g}")
+    return number
 
 
-def chat_tool_request(args: ChatArguments) -> ChatRequest:
-    """ollama_chat's request: its messages flattened into one prompt."""
-    if not args.messages:
+def _text(arguments: dict[str, Any], key: str, required: bool = True) -> str | None:
+    value = arguments.get(key)
+    if value is None and not required:
+        return None
+    if not isinstance(value, str):
+        raise ToolFailure(f"{key}: {'is required' if value is None else 'must be a string'}")
+    return value
+
+
+def run_request(arguments: dict[str, Any]) -> tuple[ChatRequest, str | None]:
+    """ollama_run's request and task type, its arguments checked."""
+    model, prompt = str(_text(arguments, "model")), str(_text(arguments, "prompt"))
+    task_type = _text(arguments, "task_type", required=False)
+    return chat_request(model, prompt, check_options(arguments.get("options"))), task_type
+
+
+def chat_tool_request(arguments: dict[str, Any]) -> ChatRequest:
+    """ollama_chat's request, its arguments checked: its messages flattened into one prompt."""
+    model = str(_text(arguments, "model"))
+    messages = arguments.get("messages")
+    if not isinstance(messages, list):
+        raise ToolFailure("messages: must be a list of {role, content}")
+    for index, message in enumerate(messages):
+        if (
+            not isinstance(message, dict)
+            or message.get("role") not in ROLES
+            or not isinstance(message.get("content"), str)
+        ):
+            raise ToolFailure(f"messages[{index}]: must be {{role: system|user|assistant, content: text}}")
+    if not messages:
         raise ToolFailure("messages must hold at least one message")
-    system, prompt = flatten_messages([m.model_dump() for m in args.messages])
-    return chat_request(args.model, prompt, parse_options(args.options), system=system)
+    system, prompt = flatten_messages(messages)
+    return chat_request(model, prompt, check_options(arguments.get("options")), system=system)
 
 
 def execute(provider: Provider, request: ChatRequest, task_type: str | None) -> str:
@@ -248,18 +282,18 @@ def list_models(provider: Provider) -> str:
 
 
 def call(provider: Provider, name: str, arguments: dict[str, Any]) -> str:
-    """One tool call by name, its arguments checked as the SDK checks them against the tool's schema;
-    a ToolFailure carries what the SDK would answer as the isError result's text."""
+    """One tool call by name, its arguments checked as the SDK checks them against the tool's schema
+    (without pydantic, whose import and plugin scan cost a phase ~0.1 s); a ToolFailure carries the
+    isError result's text, worded as the SDK words it."""
     if name not in TOOL_NAMES:
         raise ToolFailure(f"Unknown tool: {name}")
     try:
         if name == "ollama_run":
-            request, task_type = run_request(RunArguments.model_validate(arguments))
-            return execute(provider, request, task_type)
+            return execute(provider, *run_request(arguments))
         if name == "ollama_chat":
-            return execute(provider, chat_tool_request(ChatArguments.model_validate(arguments)), None)
+            return execute(provider, chat_tool_request(arguments), None)
         return list_models(provider)
-    except (ValidationError, ToolFailure) as exc:
+    except ToolFailure as exc:
         raise ToolFailure(f"Error executing tool {name}: {exc}") from None
 
 

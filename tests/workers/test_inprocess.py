@@ -22,8 +22,8 @@ from hub.workers.base import ChatRequest, Generation
 from hub.workers.bridge import HUB_DIALECT, WorkerClient
 from hub.workers.inprocess import InProcessWorker
 from hub.workers.ollama import OllamaProvider
-from hub.workers.server import build_server
-from hub.workers.tools import ToolResult
+from hub.workers.server import RunOptions, build_server
+from hub.workers.tools import OPTIONS, Limit, ToolResult
 
 INPROCESS = WorkerServer(name="hub", transport="inprocess")
 
@@ -50,17 +50,6 @@ def over_the_sdk(provider: OllamaProvider, calls: list[tuple[str, dict[str, Any]
 
     anyio.run(main)
     return results
-
-
-def without_clock(result: ToolResult) -> tuple[object, bool]:
-    """A result with the wall-clock figures (`*_ms`) taken out: everything else must be the same."""
-    try:
-        data = json.loads(result.text)
-    except ValueError:
-        return result.text, result.is_error
-    metadata = data.get("metadata", {})
-    data["metadata"] = {k: v for k, v in metadata.items() if not k.endswith("_ms")}
-    return data, result.is_error
 
 
 def test_every_tool_answers_as_the_mcp_server_does_over_the_sdk(fake: FakeOllama) -> None:
@@ -91,6 +80,38 @@ def test_every_tool_answers_as_the_mcp_server_does_over_the_sdk(fake: FakeOllama
     assert [without_clock(r) for r in here] == [without_clock(r) for r in there]
     assert [r.is_error for r in here] == [False, False, False, True, True, True, True, False, True]
     assert json.loads(here[0].text)["stdout"] == "print(1)"
+
+
+def without_clock(result: ToolResult) -> tuple[object, bool]:
+    """A result as both workers must give it: the wall-clock figures (`*_ms`) taken out, and a refusal
+    of wrong arguments by its wording's start and the argument it names (pydantic words the rest)."""
+    if result.is_error:
+        head, _, rest = result.text.partition(": ")
+        named = [word for word in ("num_ctx", "model", "options", "messages") if word in rest]
+        return (head, named[:1]), True
+    try:
+        data = json.loads(result.text)
+    except ValueError:
+        return result.text, result.is_error
+    metadata = data.get("metadata", {})
+    data["metadata"] = {k: v for k, v in metadata.items() if not k.endswith("_ms")}
+    return data, result.is_error
+
+
+def test_the_option_limits_are_the_ones_the_mcp_server_publishes() -> None:
+    published = RunOptions.model_json_schema()["properties"]
+    kinds = {"string": str, "number": float, "integer": int}
+
+    def limit(schema: dict[str, Any]) -> Limit:
+        (typed,) = [s for s in schema["anyOf"] if s.get("type") != "null"]
+        return Limit(
+            kinds[typed["type"]],
+            ge=typed.get("minimum"),
+            gt=typed.get("exclusiveMinimum"),
+            le=typed.get("maximum"),
+        )
+
+    assert {name: limit(schema) for name, schema in published.items()} == OPTIONS
 
 
 def test_a_role_on_the_inprocess_worker_gets_the_hub_dialect_and_unwrapped_replies(
@@ -195,7 +216,7 @@ def test_a_crash_is_reported_with_its_traceback_and_the_next_call_gets_a_fresh_w
     assert json.loads(result.text)["stdout"] == "fresh"
 
 
-def test_the_default_worker_reaches_a_model_without_importing_the_sdk(
+def test_the_default_worker_reaches_a_model_without_importing_the_sdk_or_pydantic(
     fake: FakeOllama, tmp_path: Path
 ) -> None:
     fake.script("coder", "done")
@@ -206,7 +227,7 @@ def test_the_default_worker_reaches_a_model_without_importing_the_sdk(
         "from hub.workers.bridge import WorkerClient\n"
         f"with WorkerClient(WorkerServer(name='hub', transport='inprocess'), {fake.url!r}) as w:\n"
         "    print(w.generate(ChatRequest(model='coder', prompt='p')).text)\n"
-        "print(sorted(m for m in sys.modules if m == 'mcp' or m.startswith('mcp.')))\n"
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'mcp', 'mcp_types', 'pydantic'}))\n"
     )
 
     done = subprocess.run(
