@@ -82,9 +82,10 @@ def _without(parsed: ParseResult, written: frozenset[Block], policy: Policy) -> 
 
 def not_made_good(first: ApplyResult, retry: ParseResult, again: ApplyResult, policy: Policy) -> list[str]:
     """What the first answer failed to write that the answer to the feedback did not write either. Per
-    file: a whole new file written covers it all; otherwise the retry must have written at least as many
-    blocks (or edits) there as failed the first time. A model that fixes one of two failed blocks and
-    says nothing of the other would otherwise pass half a change to review as if whole."""
+    file: a whole new file written covers it all; otherwise the retry must have sent at least as many
+    blocks (or edits) there as failed the first time (those it sent that failed again are `unapplied`
+    of the retry, with their reasons, and not said twice). A model that fixes one of two failed blocks
+    and says nothing of the other would otherwise pass half a change to review as if whole."""
     root = policy.repo_root.resolve()
     owed: dict[str, int] = {}
     for failure in first.failed_blocks:
@@ -95,23 +96,21 @@ def not_made_good(first: ApplyResult, retry: ParseResult, again: ApplyResult, po
     if not owed:
         return []
     changed = set(again.changed_files)
-    failed = {(f.path, f.search) for f in again.failed_blocks}
-    paid: dict[str, int] = {}
+    sent: dict[str, int] = {}
     whole: set[str] = set()
     for edit in retry.edits:
-        rel = resolve_target(edit, policy, root)
-        if rel is None or rel not in changed:
-            continue
-        if edit.content is not None or edit.patch is not None or edit.delete:
+        rel = resolve_target(edit, policy, root) or edit.path
+        if (edit.content is not None or edit.patch is not None or edit.delete) and rel in changed:
             whole |= {rel, edit.path}
-        written = sum(1 for b in edit.blocks if (rel, b.search) not in failed)
         for key in {rel, edit.path}:  # a refusal names the path as the answer wrote it
-            paid[key] = paid.get(key, 0) + max(written, 1)
+            sent[key] = sent.get(key, 0) + max(len(edit.blocks), 1)
+    # Edits sent again that failed again are `unapplied` of the retry, with their own reasons; only
+    # those not sent at all are said here.
     return [
-        f"{path}: {count - paid.get(path, 0)} of the {count} edit(s) refused the first time were not sent "
+        f"{path}: {count - sent.get(path, 0)} of the {count} edit(s) refused the first time were not sent "
         "again"
         for path, count in owed.items()
-        if path not in whole and paid.get(path, 0) < count
+        if path not in whole and sent.get(path, 0) < count
     ]
 
 

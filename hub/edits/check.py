@@ -14,7 +14,9 @@ Refused:
   a bare `...` line) the original did not have: they stand for lines the model did not write;
 - edit markers the parser did not read (`<<<<<<< SEARCH>`, `>>> REPLACE`, diff headers) or a fence line,
   in files without a grammar (in code, such a line breaks the parse; in prose, it may be content);
-- whole-file content whose every line starts with a line number (`1 def add...`).
+- whole-file content whose every line starts with a line number (`1 def add...`);
+- a file without a grammar broken in its own format (`hub.edits.formats`: YAML, JSON, TOML, a Makefile's
+  recipe tabs, Markdown's fences, HTML's tags).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import warnings
 from collections import Counter
 
 from hub.core.text import listed
+from hub.edits.formats import format_broken
 from hub.review.code import language_for, outline, syntax_errors
 from hub.state.breakers import destructive_diff
 
@@ -100,7 +103,7 @@ def judge(
         reason = _numbered(new_lines, old_lines) or _destructive(old, after, delete_allowed)
         if reason:
             return reason
-    reason = _parse_broken(path, before, after)
+    reason = _parse_broken(path, before, after) or format_broken(path, before, after)
     if reason is None and whole_file and before is not None and not delete_allowed:
         reason = _dropped_definitions(path, before, after)
     return reason

@@ -28,7 +28,8 @@ def answer_feedback(parsed: ParseResult, result: ApplyResult, trust_root: Path |
     there is nothing it could fix by answering again."""
     parts = []
     if parsed.truncated:
-        parts.append(fragment(trust_root, "answer_cut_off", output_truncated=output_truncated(trust_root)))
+        why = parsed.problems[0] if parsed.problems else output_truncated(trust_root)
+        parts.append(fragment(trust_root, "answer_cut_off", output_truncated=why))
     retry = [r for r in result.refused if r.retry]
     if retry:
         written = ", ".join(result.changed_files)
@@ -42,15 +43,19 @@ def answer_feedback(parsed: ParseResult, result: ApplyResult, trust_root: Path |
             )
         )
     if result.failed_blocks:
-        parts.append(blocks_failed(result.failed_blocks, trust_root))
+        parts.append(blocks_failed(result.failed_blocks, trust_root, result.changed_files))
     if parts and not result.failed_blocks:
         # The prompt asks for whole files; the advice above may be the model's first sight of blocks.
         parts.append(fragment(trust_root, "search_replace_format"))
     return "\n\n".join(parts) + ("\n" if parts else "")
 
 
-def blocks_failed(failures: Sequence[BlockFailure], trust_root: Path | None = None) -> str:
-    """The message about blocks that did not apply: each SEARCH as sent, and the closest real lines."""
+def blocks_failed(
+    failures: Sequence[BlockFailure], trust_root: Path | None = None, written: Sequence[str] = ()
+) -> str:
+    """The message about blocks that did not apply: each SEARCH as sent, the closest real lines, and
+    what of the answer was written (`written`, the files changed), so the model is never told that
+    other edits landed when none did."""
     if not failures:
         return ""
     blocks = [
@@ -67,4 +72,8 @@ def blocks_failed(failures: Sequence[BlockFailure], trust_root: Path | None = No
         )
         for n, failure in enumerate(failures, 1)
     ]
-    return fragment(trust_root, "blocks_failed", count=len(failures), blocks="\n\n".join(blocks)) + "\n"
+    done = f"the rest of your answer was written ({', '.join(written)})" if written else "no file was written"
+    return (
+        fragment(trust_root, "blocks_failed", count=len(failures), written=done, blocks="\n\n".join(blocks))
+        + "\n"
+    )

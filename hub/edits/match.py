@@ -67,20 +67,26 @@ def _apply_one(text: str | None, block: SearchReplace) -> tuple[str | None, str]
     new_lines, reason = _replace(lines, search, replacement)
     if new_lines is None and (_has_elision(search) or _has_elision(replacement)):
         new_lines, reason = _replace_elided(lines, search, replacement)
+    unnumbered = _unnumbered(search) if new_lines is None and _unnumbered(lines) is None else None
+    if unnumbered is not None:
+        # `24 | line`: the numbered excerpt of a prompt or of the hub's own feedback, copied with its
+        # numbers. They are not in the file, so they go, from REPLACE's numbered lines too.
+        plain = [_LINE_NUMBER.sub("", line, count=1) for line in replacement]
+        new_lines, reason = _replace(lines, unnumbered, plain)
     if new_lines is None:
         return None, reason
     return "\n".join(new_lines) + ("\n" if ends_with_newline and new_lines else ""), ""
 
 
 def _replace(lines: list[str], search: list[str], replacement: list[str]) -> tuple[list[str] | None, str]:
-    for tier in (_exact, _loose, _spaceless):
+    for tier in (_exact, _loose, _blankless):
         spans, pairs = tier(lines, search)
         if len(spans) > 1:
             places = ", ".join(str(s + 1) for s, _ in spans[:5])
             return None, f"SEARCH matches {len(spans)} places (lines {places}); add lines to make it unique"
         if spans:
             start, stop = spans[0]
-            fitted = _fit(lines, start, stop, replacement, pairs)
+            fitted = _fit(lines, start, stop, search, replacement, pairs)
             if fitted is None:
                 return None, _FLATTENED
             return lines[:start] + fitted + lines[stop:], ""
@@ -92,13 +98,25 @@ def _replace(lines: list[str], search: list[str], replacement: list[str]) -> tup
             "them differ from the file (lines added, skipped or changed); copy every SEARCH line exactly "
             "from the file"
         )
+    if _matches_inside_lines(lines, search):
+        return None, (
+            "SEARCH matches only if the spaces inside its lines are ignored (spacing inside a string, "
+            "a no-break space, aligned columns); copy the lines exactly as the file has them"
+        )
     return None, "SEARCH text not found in the file"
 
 
 def _fit(
-    lines: list[str], start: int, stop: int, replacement: list[str], pairs: list[tuple[str, str]]
+    lines: list[str],
+    start: int,
+    stop: int,
+    search: list[str],
+    replacement: list[str],
+    pairs: _Pairs,
 ) -> list[str] | None:
     """The replacement as it goes into lines[start:stop]: re-indented, with the span's own blank edges;
+    the lines REPLACE leaves as SEARCH quoted them, and the blank lines between them, are the file's own
+    (tolerance covers indentation, line ends and blank lines, so the file's spelling of them stays).
     None when the SEARCH's indentation gives no way to place it."""
     body = _trim_blank(replacement)
     if not body:
@@ -106,10 +124,51 @@ def _fit(
     span = lines[start:stop]
     lead = len(span) - len(_trim_blank_start(span))
     trail = len(span) - len(_trim_blank_end(span))
-    reindent = _reindenter(pairs, lines, body)
+    reindent = _reindenter([(search[i], lines[j]) for i, j in pairs], lines, body)
     if reindent is None:
         return None
-    return span[:lead] + [reindent(line) for line in body] + span[len(span) - trail :]
+    fitted = _own_lines(search, body, [reindent(line) for line in body], pairs, lines)
+    return span[:lead] + fitted + span[len(span) - trail :]
+
+
+def _own_lines(
+    search: list[str], body: list[str], fitted: list[str], pairs: _Pairs, lines: list[str]
+) -> list[str]:
+    """`fitted` with each line REPLACE keeps unchanged from SEARCH taken from the file, and each run of
+    blank lines REPLACE keeps as SEARCH had it taken from the file: a SEARCH with one blank line where
+    the file has two changes no blank line."""
+    file_of = dict(pairs)
+    quoted = [i for i, _ in pairs]
+    kept = [k for k, line in enumerate(body) if line.strip()]
+    matcher = difflib.SequenceMatcher(
+        None, [search[i] for i in quoted], [body[k] for k in kept], autojunk=False
+    )
+    same: dict[int, int] = {}  # body line -> the SEARCH line (index into `quoted`) it repeats
+    for a, b, size in matcher.get_matching_blocks():
+        for t in range(size):
+            same[kept[b + t]] = a + t
+
+    def file_gap(n: int) -> list[str]:  # the file's lines between the n-th and next quoted line
+        return lines[file_of[quoted[n]] + 1 : file_of[quoted[n + 1]]]
+
+    def quoted_gap(n: int) -> int:
+        return quoted[n + 1] - quoted[n] - 1
+
+    out: list[str] = []
+    for n, k in enumerate(kept):
+        if n:
+            prev = kept[n - 1]
+            gap = fitted[prev + 1 : k]
+            # REPLACE left the blank lines after a kept line, or before one, as SEARCH quoted them.
+            after = same.get(prev)
+            before = same[k] - 1 if k in same else None
+            for at in (after, before):
+                if at is not None and 0 <= at < len(quoted) - 1 and quoted_gap(at) == len(gap):
+                    gap = file_gap(at)
+                    break
+            out.extend(gap)
+        out.append(lines[file_of[quoted[same[k]]]] if k in same else fitted[k])
+    return out
 
 
 def _lines_of(text: str) -> list[str]:
@@ -124,41 +183,46 @@ _FLATTENED = (
     "are not, so where REPLACE's lines belong is unknown; copy the lines with the file's indentation"
 )
 _Spans = list[tuple[int, int]]
-_Pairs = list[tuple[str, str]]  # (SEARCH line, the file line it matched)
+_Pairs = list[tuple[int, int]]  # (index of a non-blank SEARCH line, index of the file line it matched)
+# Tolerance covers indentation and line ends only: never the inside of a line, where spaces may be a
+# string's content (a no-break space, column padding). str.strip() would also take U+00A0 and others.
+_EDGE = " \t\r"
+
+
+def _key(line: str) -> str:
+    return line.strip(_EDGE)
 
 
 def _exact(lines: list[str], search: list[str]) -> tuple[_Spans, _Pairs]:
     m = len(search)
     spans = [(i, i + m) for i in range(len(lines) - m + 1) if lines[i : i + m] == search]
-    pairs = list(zip(search, search, strict=True)) if len(spans) == 1 else []
-    return spans, pairs
+    if len(spans) != 1:
+        return spans, []
+    return spans, [(n, spans[0][0] + n) for n in range(m) if search[n].strip(_EDGE)]
 
 
 def _loose(lines: list[str], search: list[str]) -> tuple[_Spans, _Pairs]:
+    """Equal once indentation and trailing whitespace are ignored (blank edges of SEARCH too)."""
+    lead = len(search) - len(_trim_blank_start(search))
     trimmed = _trim_blank(search)
     if not trimmed:
         return [], []
-    wanted = [s.strip() for s in trimmed]
-    stripped = [line.strip() for line in lines]
+    wanted = [_key(s) for s in trimmed]
+    keys = [_key(line) for line in lines]
     m = len(wanted)
-    spans = [(i, i + m) for i in range(len(lines) - m + 1) if stripped[i : i + m] == wanted]
+    spans = [(i, i + m) for i in range(len(lines) - m + 1) if keys[i : i + m] == wanted]
     if len(spans) != 1:
         return spans, []
-    return spans, list(zip(trimmed, lines[spans[0][0] : spans[0][1]], strict=True))
+    return spans, [(lead + n, spans[0][0] + n) for n in range(m) if wanted[n]]
 
 
-def _squash(line: str) -> str:
-    # Runs of whitespace count as one space: `x  +=  1` is `x += 1`, but `"a b"` is not `"ab"`.
-    return " ".join(line.split())
-
-
-def _spaceless(lines: list[str], search: list[str]) -> tuple[_Spans, _Pairs]:
-    """Equal once blank lines are ignored and runs of whitespace count as one: only whitespace differs,
-    so nothing the model wrote in SEARCH is invented and no real line is skipped."""
-    wanted = [(line, _squash(line)) for line in search if line.strip()]
+def _blankless(lines: list[str], search: list[str]) -> tuple[_Spans, _Pairs]:
+    """Equal once blank lines are ignored, and indentation and trailing whitespace: nothing the model
+    wrote in SEARCH is invented and no real line is skipped; the file's blank lines are kept (`_fit`)."""
+    wanted = [(n, _key(line)) for n, line in enumerate(search) if _key(line)]
     if not wanted:
         return [], []
-    real = [(i, _squash(line)) for i, line in enumerate(lines) if line.strip()]
+    real = [(i, _key(line)) for i, line in enumerate(lines) if _key(line)]
     m = len(wanted)
     keys = [w for _, w in wanted]
     hits = [k for k in range(len(real) - m + 1) if [r for _, r in real[k : k + m]] == keys]
@@ -166,7 +230,15 @@ def _spaceless(lines: list[str], search: list[str]) -> tuple[_Spans, _Pairs]:
     if len(spans) != 1:
         return spans, []
     k = hits[0]
-    return spans, [(wanted[n][0], lines[real[k + n][0]]) for n in range(m)]
+    return spans, [(wanted[n][0], real[k + n][0]) for n in range(m)]
+
+
+def _matches_inside_lines(lines: list[str], search: list[str]) -> bool:
+    """Whether SEARCH would match with the spaces inside lines ignored: only to say so, never applied."""
+    wanted = ["".join(line.split()) for line in search if line.strip()]
+    real = ["".join(line.split()) for line in lines if line.strip()]
+    m = len(wanted)
+    return bool(wanted) and any(real[k : k + m] == wanted for k in range(len(real) - m + 1))
 
 
 def _anchors(lines: list[str], search: list[str]) -> tuple[int, int] | None:
@@ -206,10 +278,12 @@ def _trim_blank_end(lines: list[str]) -> list[str]:
 
 
 def _indent(line: str) -> str:
-    return line[: len(line) - len(line.lstrip())]
+    return line[: len(line) - len(line.lstrip(" \t"))]
 
 
-def _reindenter(pairs: _Pairs, lines: list[str], replacement: list[str]) -> Callable[[str], str] | None:
+def _reindenter(
+    pairs: list[tuple[str, str]], lines: list[str], replacement: list[str]
+) -> Callable[[str], str] | None:
     """Indent replacement lines as the file does: an indentation seen on a matched SEARCH line becomes
     that file line's; deeper ones keep their extra depth, in tabs if the file indents with tabs, in
     spaces (scaled to the file's step, when the matched lines show it) if it indents with spaces, so a
@@ -257,6 +331,20 @@ def _step(indents: list[str]) -> int:
     return 4 if step and step % 4 == 0 else 2 if step and step % 2 == 0 else step
 
 
+_LINE_NUMBER = re.compile(r"^[ \t]*\d+ ?\|(?: |$)")
+
+
+def _unnumbered(lines: list[str]) -> list[str] | None:
+    """The lines without their `24 | ` prefixes, when every non-blank one has one, counting up."""
+    numbers = [_LINE_NUMBER.match(line) for line in lines if line.strip()]
+    if not numbers or not all(numbers):
+        return None
+    values = [int(m[0].split("|")[0]) for m in numbers if m]
+    if any(b <= a for a, b in itertools.pairwise(values)):
+        return None
+    return [_LINE_NUMBER.sub("", line, count=1) for line in lines]
+
+
 def _has_elision(lines: list[str]) -> bool:
     return any(is_elision(line) for line in lines)
 
@@ -293,7 +381,7 @@ def _replace_elided(
             found = "is not in the file" if not spans else f"matches {len(spans)} places or is out of order"
             return None, f"a piece of SEARCH between elisions (`...`) {found}; {advice}"
         start, stop = spans[0]
-        fitted = _fit(result, start, stop, r_piece, pairs)
+        fitted = _fit(result, start, stop, s_piece, r_piece, pairs)
         if fitted is None:
             return None, _FLATTENED
         result[start:stop] = fitted

@@ -32,13 +32,14 @@ Paths are only parsed here; `hub.edits.policy` decides whether they may be writt
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Sequence
 from dataclasses import replace
 
 from hub.core.paths import clean_path
 from hub.edits.edit import FileEdit, ParseResult, SearchReplace
-from hub.edits.parse_blocks import SR_START, group_blocks, read_blocks
+from hub.edits.parse_blocks import CUT_DIVIDER, CUT_END, SR_START, group_blocks, read_blocks
 from hub.edits.parse_diff import NUMBERED_HUNK, hunk_blocks, in_hunk, looks_like_diff, split_diff
 from hub.edits.parse_paths import (
     BARE_HEADER,
@@ -49,12 +50,18 @@ from hub.edits.parse_paths import (
     path_from_info,
     path_in_prose,
 )
+from hub.edits.parse_tools import PATCH_BEGIN, TOOL_CALL_CLOSE, TOOL_CALL_OPEN, read_patch, tool_call
 
 _FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})(?P<info>.*)$")
 _DELETE = re.compile(r"^\s*DELETE(?:\s+FILE)?\s*:?\s+(?P<path>\S+)\s*$")
 _THINK_OPEN = re.compile(r"^\s*<think(?:ing)?>", re.IGNORECASE)
 # Not after a backtick or quote: prose may name the tag (`</think>`) without closing anything.
 _THINK_CLOSE = re.compile(r"(?<![`'\"])</think(?:ing)?>", re.IGNORECASE)
+# Blocks of commands or their output: never a file's content, whatever path the caller would give one.
+_COMMANDS = frozenset(
+    {"bash", "sh", "shell", "console", "zsh", "powershell", "ps1", "cmd", "bat", "terminal", "output", "text"}
+)
+_SCRIPTS = (".sh", ".bash", ".zsh", ".ps1", ".bat", ".cmd", ".txt")
 
 
 def parse_edits(text: str, default_path: str | None = None) -> ParseResult:
@@ -62,10 +69,15 @@ def parse_edits(text: str, default_path: str | None = None) -> ParseResult:
     lines = _clean_text(text)
     parser = _Parser(lines)
     parser.run()
+    if parser.cut:
+        return ParseResult((), (ends_inside(parser.cut),), truncated=True)
     problems = parser.problems
     found = parser.found
+    if default_path is not None and not default_path.lower().endswith(_SCRIPTS):
+        # A shell block after a file without a path is how to run it, not a second candidate file.
+        parser.bare = [b for b in parser.bare if b[2] not in _COMMANDS]
     if not found and default_path is not None and len(parser.bare) == 1:
-        content, blocks = parser.bare[0]
+        content, blocks, _ = parser.bare[0]
         found.append(FileEdit(default_path, content=content, blocks=blocks))
         parser.bare.clear()
     if parser.bare:
@@ -77,6 +89,15 @@ def parse_edits(text: str, default_path: str | None = None) -> ParseResult:
     if not edits and not problems:
         problems.append("no fenced code block or SEARCH/REPLACE block found")
     return ParseResult(edits=tuple(edits), problems=tuple(problems))
+
+
+def ends_inside(where: str) -> str:
+    """Why an answer that ends inside a block is refused whole, whatever the server said of its end."""
+    return (
+        f"the answer ends inside {where}, so it was cut off before its end and none of it was applied (a "
+        "half-written change is worse than none); send the whole change again, complete, shorter if need "
+        "be: SEARCH/REPLACE blocks that quote only the lines that change"
+    )
 
 
 def _clean_text(text: str) -> list[str]:
@@ -120,8 +141,10 @@ class _Parser:
     def __init__(self, lines: list[str]) -> None:
         self.lines = lines
         self.found: list[FileEdit] = []
-        self.bare: list[tuple[str | None, tuple[SearchReplace, ...]]] = []
+        # Blocks without a path: (content, blocks, the info string's first word).
+        self.bare: list[tuple[str | None, tuple[SearchReplace, ...], str]] = []
         self.problems: list[str] = []
+        self.cut: str | None = None  # where the answer ended inside a block, if it did
         self.sticky: str | None = None  # the file of the last edit, for search/replace blocks without one
         self.gap_start = 0  # path lines for the next block are searched from here
         self.carried: tuple[int, str] | None = None  # (line after a fence holding only a path, the path)
@@ -135,8 +158,18 @@ class _Parser:
                 i = self._fenced(i, fence)
             elif SR_START.match(line):
                 path, where = self._path_before(i) or self.sticky, f"line {i + 1}"
+                first = i
                 blocks, i, problem = read_blocks(self.lines, i)
+                if problem in (CUT_DIVIDER, CUT_END):
+                    last = max(k for k in range(first, len(self.lines)) if SR_START.match(self.lines[k]))
+                    named = f" for {path}" if path else ""
+                    self.cut = f"the SEARCH/REPLACE block at line {last + 1}{named} ({problem.split(' (')[0]})"
+                    return
                 self._search_replace(path, blocks, problem, where)
+            elif TOOL_CALL_OPEN.match(line) or (line.lstrip().startswith(("{", "[")) and '"' in line):
+                i = self._tool_call(i)
+            elif PATCH_BEGIN.match(line):
+                i = self._patch(self.lines, i, f"line {i + 1}")
             elif (
                 line.startswith("--- ") and self.lines[i + 1 : i + 2] and self.lines[i + 1].startswith("+++ ")
             ):
@@ -164,6 +197,20 @@ class _Parser:
         end, body = _read_fence(self.lines, start, fence)
         info = fence["info"].strip()
         where = f"the block at line {start + 1}"
+        if end is None:
+            named = path_from_info(info) or self._path_before(start)
+            self.cut = f"{where}{f' for {named}' if named else ''} (its fence has no closing line)"
+            return len(self.lines)
+        whole = body
+        text = [line for line in body if line.strip()]
+        if text and PATCH_BEGIN.match(text[0]):
+            self._patch(body, body.index(text[0]), where)
+            return end + 1
+        if text and (text[0].lstrip().startswith(("{", "[", "<tool_call>"))):
+            inner = "\n".join(body)
+            inner = TOOL_CALL_CLOSE.sub("", re.sub(r"<tool_call>", "", inner, flags=re.IGNORECASE))
+            if self._tool_edits(inner, where):
+                return end + 1
         alone = [line for line in body if line.strip()]
         if end is not None and len(alone) == 1 and self._block_follows(end + 1):
             # A fence holding only a path names the file of the block after it (aider reads it so too).
@@ -175,6 +222,10 @@ class _Parser:
         if header and as_path(header["path"]):
             body = body[1:]
         path = (header and as_path(header["path"])) or path_from_info(info) or self._path_before(start)
+        if path and path.lower().endswith((".md", ".markdown")):
+            dropped = len(whole) - len(body)  # the header line, when it named the file
+            end, whole = self._markdown_end(start, end, fence, whole)
+            body = whole[dropped:]
         bare_header = BARE_HEADER.match(body[0]) if body and path is None else None
         if bare_header and (path := as_path(bare_header["path"])):
             body = body[1:]
@@ -183,15 +234,15 @@ class _Parser:
         wrapped = (markdown or path is None) and _wraps_answer(fence["fence"], info, body, path)
         if end is not None and wrapped and self._wrapped(body, path if markdown else None):
             return end + 1
-        inner = clean_path_line(body[0]) if len(body) > 1 else None
+        own = clean_path_line(body[0]) if len(body) > 1 else None
         heading = (
             bool(body)
             and body[0].lstrip().startswith("#")
-            and (path or inner or "").lower().endswith((".md", ".markdown"))
+            and (path or own or "").lower().endswith((".md", ".markdown"))
         )
-        if inner and not heading and (path is None or basename(inner) == basename(path)):
+        if own and not heading and (path is None or basename(own) == basename(path)):
             # The path repeated as the block's first line is a label, not the file's first line.
-            body, path = body[1:], path or inner
+            body, path = body[1:], path or own
         text_lines = [*[line for line in body if line.strip()][:2], "", ""]
         first, second = text_lines[0], text_lines[1]
         if SR_START.match(first) or (clean_path_line(first) and SR_START.match(second)):
@@ -204,24 +255,16 @@ class _Parser:
                 else:
                     inner_path = clean_path_line(body[j]) or inner_path
                     j += 1
-            if problem is None and end is None:
-                problem = "the fence has no closing line (output cut off?)"
             for block_path, group in group_blocks(blocks):
                 self._search_replace(block_path, group, None, where)
             if problem:
                 self._search_replace(path, (), problem, where)
-            return len(self.lines) if end is None else end + 1
-        if end is None:
-            self.problems.append(
-                f"{where}{f' for {path}' if path else ''} has no closing fence: the output was probably cut "
-                "off, so it was not written; send the whole file again"
-            )
-            return len(self.lines)
+            return end + 1
         content = "\n".join(body) + ("\n" if body else "")
         if looks_like_diff(info, body, path):
             self._diff(body, path, where)
         elif path is None:
-            self.bare.append((content, ()))
+            self.bare.append((content, (), info.split()[0].lower() if info.split() else ""))
         else:
             self.sticky = path
             self.found.append(FileEdit(path, content=content))
@@ -238,7 +281,7 @@ class _Parser:
         if not blocks:
             return
         if path is None:
-            self.bare.append((None, tuple(blocks)))
+            self.bare.append((None, tuple(blocks), ""))
             return
         self.sticky = path
         self.found.append(FileEdit(path, blocks=tuple(blocks)))
@@ -255,8 +298,11 @@ class _Parser:
         inner = _Parser(body)
         inner.sticky = path or self.sticky
         inner.run()
+        if inner.cut:
+            self.cut = inner.cut
+            return True
         if not inner.found and path is not None and len(inner.bare) == 1:
-            content, blocks = inner.bare.pop()
+            content, blocks, _ = inner.bare.pop()
             inner.found.append(FileEdit(path, content=content, blocks=blocks))
         if not inner.found:
             return False
@@ -265,6 +311,86 @@ class _Parser:
         self.problems.extend(inner.problems)
         self.sticky = inner.sticky
         return True
+
+    def _tool_call(self, start: int) -> int:
+        """A JSON tool call written as text from line `start` (in `<tool_call>` tags or bare): its edits,
+        the index after it. A line that only looks like JSON is left alone."""
+        where = f"the tool call at line {start + 1}"
+        rest = "\n".join(self.lines[start:])
+        tagged = TOOL_CALL_OPEN.match(self.lines[start])
+        if tagged:
+            body = rest[rest.lower().index("<tool_call>") + len("<tool_call>") :]
+            close = TOOL_CALL_CLOSE.search(body)
+            if close is None:
+                try:
+                    json.loads(body)
+                except json.JSONDecodeError:
+                    self.cut = f"{where} (no </tool_call>)"
+                    return len(self.lines)
+            else:
+                body = body[: close.start()]
+            stop = start + 1 + rest[: rest.lower().index("<tool_call>") + len(body) + 12].count("\n")
+            if not self._tool_edits(body, where):
+                self.problems.append(
+                    f"{where} holds no edit the hub can read; send the file's path and its block"
+                )
+            return max(stop, start + 1)
+        offset = len(rest) - len(rest.lstrip())
+        try:
+            _, end = json.JSONDecoder().raw_decode(rest, offset)
+        except json.JSONDecodeError as error:
+            if '"name"' in self.lines[start] and error.pos >= len(rest.rstrip()) - 1:
+                self.cut = f"{where} (its JSON never ends)"
+                return len(self.lines)
+            return start + 1
+        if not self._tool_edits(rest[offset:end], where):
+            return start + 1
+        return start + 1 + rest[:end].count("\n")
+
+    def _tool_edits(self, text: str, where: str) -> bool:
+        """Whether `text` is a JSON tool call; its edits are kept and its problems said."""
+        call = tool_call(text.strip())
+        if call is None:
+            return False
+        edits, problem = call
+        for edit in edits:
+            self.sticky = edit.path
+            self.found.append(edit)
+        if problem:
+            self.problems.append(f"{where}: {problem}")
+        return True
+
+    def _patch(self, lines: list[str], start: int, where: str) -> int:
+        edits, stop, problems, cut = read_patch(lines, start)
+        if cut:
+            self.cut = f"the patch at {where} (no *** End Patch line)"
+            return len(self.lines)
+        self.found.extend(edits)
+        self.problems.extend(f"the patch at {where}: {p}" for p in problems)
+        return stop
+
+    def _markdown_end(
+        self, start: int, end: int, fence: re.Match[str], body: list[str]
+    ) -> tuple[int, list[str]]:
+        """A Markdown file's block closes at its last bare fence when an odd number of them follow before
+        the next edit: the file's own bare code blocks pair up inside it, and the first bare fence of
+        such a pair is not the end (that cut the README short)."""
+        char, length = fence["fence"][0], len(fence["fence"])
+        bare = []
+        for k in range(end + 1, len(self.lines)):
+            line = self.lines[k]
+            inner = _FENCE.match(line)
+            if inner and inner["info"].strip():
+                break
+            if SR_START.match(line) or (clean_path_line(line) and self._block_follows(k + 1)):
+                break
+            if inner and inner["fence"][0] == char and len(inner["fence"]) >= length:
+                bare.append(k)
+        if len(bare) % 2 == 0:
+            return end, body
+        last = bare[-1]
+        indent = len(fence["indent"])
+        return last, [_dedent(line, indent) for line in self.lines[start + 1 : last]]
 
     def _diff(self, body: list[str], path: str | None, where: str) -> None:
         """A unified diff: one patch edit per file in it, applied later with `git apply --check` first."""

@@ -10,9 +10,16 @@ from hub.edits.edit import SearchReplace
 
 # Three to nine marker characters, and `<<<<<<< SEARCH>` (aider's own pattern takes it): models print
 # all of these, and a marker the parser does not know would otherwise end up inside a file.
-SR_START = re.compile(r"^\s*<{3,9}\s*SEARCH\s*>?\s*$", re.IGNORECASE)
+# Cline's `------- SEARCH` / `+++++++ REPLACE` are the same markers drawn with other characters.
+SR_START = re.compile(r"^\s*(?:<{3,9}|-{3,9})\s*SEARCH\s*>?\s*$", re.IGNORECASE)
 _SR_DIVIDER = re.compile(r"^\s*={3,9}\s*$")
-_SR_END = re.compile(r"^\s*>{3,9}\s*REPLACE\s*<?\s*$", re.IGNORECASE)
+_SR_END = re.compile(r"^\s*(?:>{3,9}|\+{3,9})\s*REPLACE\s*<?\s*$", re.IGNORECASE)
+# Roo Code's header inside SEARCH: `:start_line:24` (and `:end_line:`), then a `-------` line.
+_ROO_LINE = re.compile(r"^\s*:(?:start|end)_line:\s*\d*\s*$")
+_ROO_RULE = re.compile(r"^\s*-{3,}\s*$")
+# Why a block broke off when the answer ended inside it: a cut, not a malformed block.
+CUT_DIVIDER = "a SEARCH section has no ======= line (output cut off?)"
+CUT_END = "a REPLACE section has no >>>>>>> REPLACE line (output cut off?)"
 
 
 def read_blocks(lines: list[str], start: int) -> tuple[list[SearchReplace], int, str | None]:
@@ -27,10 +34,10 @@ def read_blocks(lines: list[str], start: int) -> tuple[list[SearchReplace], int,
             continue
         divider = next((k for k in range(j + 1, len(lines)) if _SR_DIVIDER.match(lines[k])), None)
         if divider is None:
-            return blocks, len(lines), "a SEARCH section has no ======= line (output cut off?)"
+            return blocks, len(lines), CUT_DIVIDER
         end = next((k for k in range(divider + 1, len(lines)) if _SR_END.match(lines[k])), None)
         if end is None:
-            return blocks, len(lines), "a REPLACE section has no >>>>>>> REPLACE line (output cut off?)"
+            return blocks, len(lines), CUT_END
         if any(SR_START.match(line) for line in lines[j + 1 : end]):
             # A marker went missing and the next block's would be borrowed: stop rather than guess.
             return (
@@ -47,7 +54,12 @@ def read_blocks(lines: list[str], start: int) -> tuple[list[SearchReplace], int,
                 "a block holds more than one line of only '=' between SEARCH and REPLACE (a heading's "
                 "underline?), so where SEARCH ends is unclear; quote lines without one, or send the whole file",
             )
-        blocks.append(SearchReplace(join_lines(lines[j + 1 : divider]), join_lines(lines[divider + 1 : end])))
+        first = j + 1
+        while first < divider and _ROO_LINE.match(lines[first]):
+            first += 1
+        if first > j + 1 and first < divider and _ROO_RULE.match(lines[first]):
+            first += 1
+        blocks.append(SearchReplace(join_lines(lines[first:divider]), join_lines(lines[divider + 1 : end])))
         j = end + 1
     return blocks, j, None
 

@@ -268,7 +268,7 @@ class Attempt:
             if result.unchanged:
                 parts.append(f"{', '.join(result.unchanged)}: the new content is the same as the old")
             if parsed.truncated:
-                raise Failed(Stall("output_truncated", output_truncated(root)))
+                raise Failed(Stall("output_truncated", "; ".join(parsed.problems) or output_truncated(root)))
             why = "no edit could be applied: " + ("; ".join(parts) or "nothing parsed")
             raise Failed(Stall("malformed_output", why))
         self.applied_any = self.applied_any or bool(result.changed_files)

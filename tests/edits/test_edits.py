@@ -16,7 +16,7 @@ from hub.edits.apply import apply_edits, plan_edits
 from hub.edits.edit import FileEdit, SearchReplace
 from hub.edits.feedback import blocks_failed
 from hub.edits.match import apply_blocks, unified_diff
-from hub.edits.parse import parse_edits
+from hub.edits.parse import ends_inside, parse_edits
 from hub.edits.policy import Policy, path_allowed
 
 CODE = "def main():\n    return 1\n"
@@ -162,12 +162,13 @@ def test_several_files_come_back_in_the_order_given() -> None:
     ]
 
 
-def test_an_unterminated_fence_at_the_end_is_refused_as_truncated_and_earlier_edits_kept() -> None:
+def test_an_answer_ending_inside_a_fence_is_a_cut_and_refused_whole_whatever_the_server_said() -> None:
     text = f"a.py\n{fence('a = 1')}\nb.py\n```python\ndef half(\n    x"
     result = parse_edits(text)
-    assert result.edits == (FileEdit("a.py", content="a = 1\n"),)
-    assert len(result.problems) == 1
-    assert "b.py" in result.problems[0] and "no closing fence" in result.problems[0]
+    assert result.edits == () and result.truncated
+    assert result.problems == (
+        ends_inside("the block at line 7 for b.py (its fence has no closing line)"),
+    )
 
 
 def test_crlf_answers_give_lf_content() -> None:
@@ -307,11 +308,12 @@ def test_a_search_replace_block_after_a_whole_file_goes_to_that_file() -> None:
     )
 
 
-def test_a_truncated_search_replace_block_is_dropped_and_the_complete_ones_kept() -> None:
+def test_an_answer_ending_inside_a_search_replace_block_is_a_cut_and_refused_whole() -> None:
     text = "a.py\n" + SR.format("x\n", "y\n") + "<<<<<<< SEARCH\np\n=======\nq\n"
     result = parse_edits(text)
-    assert result.edits == (FileEdit("a.py", blocks=(SearchReplace("x\n", "y\n"),)),)
-    assert "REPLACE" in result.problems[0] and "a.py" in result.problems[0]
+    assert result.edits == () and result.truncated
+    assert "ends inside the SEARCH/REPLACE block at line 7" in result.problems[0]
+    assert "none of it was applied" in result.problems[0]
 
 
 def test_a_block_missing_its_divider_does_not_borrow_the_next_blocks() -> None:
@@ -404,17 +406,51 @@ def test_a_search_block_whose_middle_differs_is_refused_naming_its_anchor_lines(
     assert "message = f'hi {name}'" in failures[0].closest
 
 
-def test_a_search_block_differing_only_in_whitespace_and_blank_lines_applies() -> None:
+def test_a_search_block_differing_only_in_blank_lines_applies_and_keeps_the_files_blank_lines() -> None:
     block = SearchReplace(
-        "    def greet(self,  name):\n\n        message = f'hi {name}'\n        return  message\n",
-        "    def greet(self, name):\n        return f'hello {name}'\n",
+        "    def greet(self, name):\n\n        message = f'hi {name}'\n        return message\n",
+        "    def greet(self, name):\n\n        message = f'hi {name}'\n        return message.upper()\n",
     )
     text, failures = apply_blocks("g.py", FILE, [block])
     assert failures == []
-    assert text == FILE.replace(
-        "    def greet(self, name):\n        message = f'hi {name}'\n        return message\n",
-        "    def greet(self, name):\n        return f'hello {name}'\n",
-    )
+    assert text == FILE.replace("return message\n", "return message.upper()\n")
+
+
+def test_blank_lines_do_not_drift_either_way() -> None:
+    two = "a = 1\n\n\nb = 2\nc = 3\n"
+    one_in_search = SearchReplace("a = 1\n\nb = 2\n", "a = 1\n\nb = 20\n")
+    assert apply_blocks("f.py", two, [one_in_search]) == ("a = 1\n\n\nb = 20\nc = 3\n", [])
+    one = "a = 1\n\nb = 2\nc = 3\n"
+    two_in_search = SearchReplace("a = 1\n\n\nb = 2\n", "a = 1\n\n\nb = 20\n")
+    assert apply_blocks("f.py", one, [two_in_search]) == ("a = 1\n\nb = 20\nc = 3\n", [])
+
+
+@pytest.mark.parametrize(
+    ("file_line", "search_line"),
+    [
+        ('s = "a\u00a0b"\n', 's = "a b"\n'),  # a no-break space inside a string
+        ('row = "x     y"\n', 'row = "x y"\n'),  # column padding
+        ("x  =  1\n", "x = 1\n"),
+    ],
+)
+def test_spaces_inside_a_line_are_never_tolerated(file_line: str, search_line: str) -> None:
+    text = "import os\n" + file_line + "print(1)\n"
+    block = SearchReplace(search_line + "print(1)\n", search_line + "print(2)\n")
+    new, failures = apply_blocks("f.py", text, [block])
+    assert new == text
+    assert "spaces inside its lines" in failures[0].reason
+
+
+def test_a_line_kept_unchanged_keeps_the_files_trailing_whitespace_and_indentation() -> None:
+    text = "def f():\n    x = 1   \n    return x\n"
+    block = SearchReplace("  x = 1\n  return x\n", "  x = 1\n  return x + 1\n")
+    assert apply_blocks("f.py", text, [block]) == ("def f():\n    x = 1   \n    return x + 1\n", [])
+
+
+def test_search_lines_copied_with_their_line_numbers_match_without_them() -> None:
+    text = "def f():\n    x = 1\n    return x\n"
+    block = SearchReplace("2 |     x = 1\n3 |     return x\n", "2 |     x = 1\n3 |     return x + 1\n")
+    assert apply_blocks("f.py", text, [block]) == ("def f():\n    x = 1\n    return x + 1\n", [])
 
 
 def test_a_tab_indented_file_edited_with_spaces_keeps_its_tabs() -> None:

@@ -168,7 +168,8 @@ def test_corpus_cases_through_the_hub_run_implementer_command(pipe: Pipeline, na
 def test_a_block_the_parser_dropped_beside_applied_ones_is_on_record(pipe: Pipeline) -> None:
     case = next(c for c in CASES if c.name == "plain_search_replace")
     pipe.commit("the case's files", case.originals)
-    broken = "\n<<<<<<< SEARCH\nnever closed\n"
+    # A SEARCH whose markers are out of order (its ======= went missing), then a complete block.
+    broken = "\n<<<<<<< SEARCH\nnever divided\n<<<<<<< SEARCH\nx\n=======\ny\n>>>>>>> REPLACE\n"
     pipe.fake.script(IMPL, case.reply + broken, case.reply + broken)
     pipe.start(target_file=next(iter(case.originals)), allowed_paths=list(case.allowed))
 
@@ -176,4 +177,24 @@ def test_a_block_the_parser_dropped_beside_applied_ones_is_on_record(pipe: Pipel
 
     outcomes = [d["outcome"] for d in pipe.records("diff")]
     assert "applied" in outcomes
-    assert any(o.startswith("refused: SEARCH/REPLACE") and "no ======= line" in o for o in outcomes)
+    assert any(o.startswith("refused: SEARCH/REPLACE") and "out of order" in o for o in outcomes)
+
+
+def test_an_answer_ending_inside_a_block_with_stop_is_refused_whole_and_the_feedback_says_so(
+    pipe: Pipeline,
+) -> None:
+    case = next(c for c in CASES if c.name == "plain_search_replace")
+    pipe.commit("the case's files", case.originals)
+    cut = case.reply + "\n<<<<<<< SEARCH\nnever closed\n"
+    # The server says "stop" (as npm ollama-mcp, which hides done_reason, would): still a cut.
+    pipe.fake.script(IMPL, Reply(text=cut, done_reason="stop"), case.reply)
+    pipe.start(target_file=next(iter(case.originals)), allowed_paths=list(case.allowed))
+
+    assert pipe.implement().to_state == "pending_local_review"
+
+    diffs = pipe.records("diff")
+    assert diffs[0]["outcome"].startswith("refused: the answer ends inside the SEARCH/REPLACE block at line")
+    assert [d["outcome"] for d in diffs[1:]] == ["applied"]  # only the complete answer was written
+    feedback = pipe.prompts()[1]
+    assert "Your answer was NOT applied, none of it" in feedback
+    assert "were applied" not in feedback
