@@ -218,12 +218,26 @@ def _new_text(
         raise EditError("binary payload (NUL bytes or mostly control characters)")
     text = state.current
     if edit.content is not None:
-        text = edit.content.replace("\r\n", "\n")
+        text = _version(edit, state).replace("\r\n", "\n")
         if state.original is not None and not state.original.endswith("\n") and text.endswith("\n"):
             text = text[:-1]
     if edit.blocks:
         return apply_blocks(rel, text, edit.blocks)
     return text, []
+
+
+def _version(edit: FileEdit, state: _File) -> str:
+    """The whole version of the file to write when the answer gave several: the only one that differs
+    from the file (the others repeat it "for reference"), else the last (a correction)."""
+    content = edit.content or ""
+    if not edit.others:
+        return content
+    current = (state.current or "").rstrip("\n")
+    changes = [v for v in (*edit.others, content) if v.replace("\r\n", "\n").rstrip("\n") != current]
+    if len(changes) == 1:
+        return changes[0]
+    log.debug("edits.versions", path=edit.path, versions=len(edit.others) + 1, changes=len(changes))
+    return content
 
 
 def is_binary(text: str) -> bool:

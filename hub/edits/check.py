@@ -96,7 +96,10 @@ def judge(
     # In code with a grammar a stray marker breaks the parse, and the parse check says so; there, a
     # fence or `=======` inside a docstring is content. Prose holds fences and underlines as content.
     plain = language_for(path) is None and not path.lower().endswith(_PROSE)
-    reason = _placeholders(new_lines, old_lines) or (_markers(new_lines, old_lines) if plain else None)
+    markdown = path.lower().endswith((".md", ".markdown"))
+    reason = _placeholders(new_lines, old_lines, markdown) or (
+        _markers(new_lines, old_lines) if plain else None
+    )
     if reason:
         return reason
     if whole_file and before is not None:
@@ -109,8 +112,8 @@ def judge(
     return reason
 
 
-def _placeholders(new: list[str], old: list[str]) -> str | None:
-    extra = Counter(_elisions(new)) - Counter(_elisions(old))
+def _placeholders(new: list[str], old: list[str], markdown: bool = False) -> str | None:
+    extra = Counter(_elisions(new, markdown)) - Counter(_elisions(old, markdown))
     if not extra:
         return None
     first = next(line for line in new if line.strip() in extra)
@@ -121,11 +124,23 @@ def _placeholders(new: list[str], old: list[str]) -> str | None:
     )
 
 
-def _elisions(lines: list[str]) -> list[str]:
+_MD_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+
+
+def _elisions(lines: list[str], markdown: bool = False) -> list[str]:
+    """The placeholder lines; in Markdown, not those inside a fenced block: there `...` is the
+    example's own text (sample output cut short, a code sample's stub), not the file's lines left out."""
     found = []
     previous = ""
+    fence = ""
     for line in lines:
         text = line.strip()
+        opener = _MD_FENCE.match(line) if markdown else None
+        if opener and (not fence or (opener[1][0] == fence[0] and len(opener[1]) >= len(fence))):
+            fence = "" if fence else opener[1]
+            continue
+        if fence:
+            continue
         # `...` as the body of a `def f():` or `class P:` line is a Python stub, not code left out.
         stub = text in ("...", "…") and previous.endswith(":")
         if _ELISION.match(text) and not stub:

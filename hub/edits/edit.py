@@ -17,13 +17,16 @@ class SearchReplace:
 @dataclass(frozen=True)
 class FileEdit:
     """An edit of one file: a whole new `content`, search/replace `blocks` applied after it, `delete`, or
-    a unified diff's hunks (`patch`, from its first `@@` line; applied by `git apply` in `hub.edits.patch`)."""
+    a unified diff's hunks (`patch`, from its first `@@` line; applied by `git apply` in `hub.edits.patch`).
+    `others`: earlier whole versions the same answer gave (a new version, then the original "for
+    reference"): `hub.edits.apply` takes the one version that changes the file, else the last."""
 
     path: str
     content: str | None = None
     blocks: tuple[SearchReplace, ...] = ()
     delete: bool = False
     patch: str | None = None
+    others: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -142,6 +142,7 @@ class _Tags(HTMLParser):
         super().__init__(convert_charrefs=True)
         self.stack: list[str] = []
         self.stray: list[str] = []
+        self.unclosed: list[str] = []
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         if tag not in _VOID:
@@ -154,9 +155,10 @@ class _Tags(HTMLParser):
         if tag in _VOID:
             return
         if tag in self.stack:
-            # Elements HTML closes implicitly (<p>, <li>) before this end tag are not a fault.
-            while self.stack and self.stack.pop() != tag:
-                pass
+            # Elements HTML closes implicitly (<p>, <li>) before this end tag are not a fault; others are.
+            while self.stack and (inner := self.stack.pop()) != tag:
+                if inner not in _IMPLIED:
+                    self.unclosed.append(inner)
         else:
             self.stray.append(tag)
 
@@ -186,7 +188,7 @@ def _html_faults(text: str) -> list[str]:
     tags = _Tags()
     tags.feed(text)
     tags.close()
-    return [f"<{t}> never closed" for t in tags.stack if t not in _IMPLIED] + [
+    return [f"<{t}> never closed" for t in tags.unclosed + tags.stack if t not in _IMPLIED] + [
         f"</{t}> closes nothing" for t in tags.stray
     ]
 

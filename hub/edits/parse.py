@@ -50,7 +50,14 @@ from hub.edits.parse_paths import (
     path_from_info,
     path_in_prose,
 )
-from hub.edits.parse_tools import PATCH_BEGIN, TOOL_CALL_CLOSE, TOOL_CALL_OPEN, read_patch, tool_call
+from hub.edits.parse_tools import (
+    PATCH_BEGIN,
+    TOOL_CALL_CLOSE,
+    TOOL_CALL_OPEN,
+    TOOL_CALL_TAG,
+    read_patch,
+    tool_call,
+)
 
 _FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})(?P<info>.*)$")
 _DELETE = re.compile(r"^\s*DELETE(?:\s+FILE)?\s*:?\s+(?P<path>\S+)\s*$")
@@ -163,7 +170,9 @@ class _Parser:
                 if problem in (CUT_DIVIDER, CUT_END):
                     last = max(k for k in range(first, len(self.lines)) if SR_START.match(self.lines[k]))
                     named = f" for {path}" if path else ""
-                    self.cut = f"the SEARCH/REPLACE block at line {last + 1}{named} ({problem.split(' (')[0]})"
+                    self.cut = (
+                        f"the SEARCH/REPLACE block at line {last + 1}{named} ({problem.split(' (')[0]})"
+                    )
                     return
                 self._search_replace(path, blocks, problem, where)
             elif TOOL_CALL_OPEN.match(line) or (line.lstrip().startswith(("{", "[")) and '"' in line):
@@ -201,14 +210,12 @@ class _Parser:
             named = path_from_info(info) or self._path_before(start)
             self.cut = f"{where}{f' for {named}' if named else ''} (its fence has no closing line)"
             return len(self.lines)
-        whole = body
         text = [line for line in body if line.strip()]
         if text and PATCH_BEGIN.match(text[0]):
             self._patch(body, body.index(text[0]), where)
             return end + 1
-        if text and (text[0].lstrip().startswith(("{", "[", "<tool_call>"))):
-            inner = "\n".join(body)
-            inner = TOOL_CALL_CLOSE.sub("", re.sub(r"<tool_call>", "", inner, flags=re.IGNORECASE))
+        if text and (text[0].lstrip().startswith(("{", "[")) or TOOL_CALL_OPEN.match(text[0])):
+            inner = TOOL_CALL_CLOSE.sub("", TOOL_CALL_TAG.sub("", "\n".join(body)))
             if self._tool_edits(inner, where):
                 return end + 1
         alone = [line for line in body if line.strip()]
@@ -223,9 +230,14 @@ class _Parser:
             body = body[1:]
         path = (header and as_path(header["path"])) or path_from_info(info) or self._path_before(start)
         if path and path.lower().endswith((".md", ".markdown")):
-            dropped = len(whole) - len(body)  # the header line, when it named the file
-            end, whole = self._markdown_end(start, end, fence, whole)
-            body = whole[dropped:]
+            unclear = self._markdown_unclear(end, fence)
+            if unclear is not None:
+                self.problems.append(
+                    f"{where} for {path} ends at line {end + 1} on a bare fence, but another follows at line "
+                    f"{unclear + 1}: which one ends the file is unclear, so it was not written. Send {path} in a "
+                    "fence longer than any inside it (````markdown ... ````)"
+                )
+                return end + 1
         bare_header = BARE_HEADER.match(body[0]) if body and path is None else None
         if bare_header and (path := as_path(bare_header["path"])):
             body = body[1:]
@@ -319,7 +331,10 @@ class _Parser:
         rest = "\n".join(self.lines[start:])
         tagged = TOOL_CALL_OPEN.match(self.lines[start])
         if tagged:
-            body = rest[rest.lower().index("<tool_call>") + len("<tool_call>") :]
+            opening = TOOL_CALL_TAG.search(rest)
+            if opening is None:
+                return start + 1
+            body = rest[opening.end() :]
             close = TOOL_CALL_CLOSE.search(body)
             if close is None:
                 try:
@@ -329,7 +344,7 @@ class _Parser:
                     return len(self.lines)
             else:
                 body = body[: close.start()]
-            stop = start + 1 + rest[: rest.lower().index("<tool_call>") + len(body) + 12].count("\n")
+            stop = start + 1 + rest[: opening.end() + len(body)].count("\n")
             if not self._tool_edits(body, where):
                 self.problems.append(
                     f"{where} holds no edit the hub can read; send the file's path and its block"
@@ -369,28 +384,21 @@ class _Parser:
         self.problems.extend(f"the patch at {where}: {p}" for p in problems)
         return stop
 
-    def _markdown_end(
-        self, start: int, end: int, fence: re.Match[str], body: list[str]
-    ) -> tuple[int, list[str]]:
-        """A Markdown file's block closes at its last bare fence when an odd number of them follow before
-        the next edit: the file's own bare code blocks pair up inside it, and the first bare fence of
-        such a pair is not the end (that cut the README short)."""
+    def _markdown_unclear(self, end: int, fence: re.Match[str]) -> int | None:
+        """The line of a bare fence after a Markdown file's block, before the next edit, if there is one:
+        then the block's bare closing fence may as well have opened one of the file's own code blocks
+        (that cut a README short), and which fence ends the file is a guess."""
         char, length = fence["fence"][0], len(fence["fence"])
-        bare = []
         for k in range(end + 1, len(self.lines)):
             line = self.lines[k]
             inner = _FENCE.match(line)
             if inner and inner["info"].strip():
-                break
+                return None
             if SR_START.match(line) or (clean_path_line(line) and self._block_follows(k + 1)):
-                break
+                return None
             if inner and inner["fence"][0] == char and len(inner["fence"]) >= length:
-                bare.append(k)
-        if len(bare) % 2 == 0:
-            return end, body
-        last = bare[-1]
-        indent = len(fence["indent"])
-        return last, [_dedent(line, indent) for line in self.lines[start + 1 : last]]
+                return k
+        return None
 
     def _diff(self, body: list[str], path: str | None, where: str) -> None:
         """A unified diff: one patch edit per file in it, applied later with `git apply --check` first."""
@@ -491,6 +499,9 @@ def _merge(found: list[FileEdit], problems: list[str]) -> list[FileEdit]:
         earlier = merged.get(key)
         if earlier is None:
             merged[key] = edit
+        elif edit.content is not None and earlier.content is not None and not earlier.blocks:
+            # Which version is the change is decided against the file (`hub.edits.apply`).
+            merged[key] = replace(edit, others=(*earlier.others, earlier.content))
         elif edit.content is not None or edit.delete:
             problems.append(f"{edit.path} was given more than once; the last version is used")
             merged[key] = edit

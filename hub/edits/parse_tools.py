@@ -37,13 +37,15 @@ _EDIT = frozenset(
         "update_file",
     }
 )
-_PATH_KEYS = ("path", "file_path", "filepath", "filename", "file", "target_file")
+_PATH_KEYS = ("path", "file_path", "filePath", "filepath", "filename", "file", "target_file")
 _CONTENT_KEYS = ("content", "contents", "file_text", "text", "code", "new_content")
 _OLD_KEYS = ("old_str", "old_string", "old_text", "oldText", "search", "old")
 _NEW_KEYS = ("new_str", "new_string", "new_text", "newText", "replace", "new")
 
-TOOL_CALL_OPEN = re.compile(r"^\s*<tool_call>\s*(?P<rest>.*)$", re.IGNORECASE)
-TOOL_CALL_CLOSE = re.compile(r"</tool_call>", re.IGNORECASE)
+# Hermes' `<tool_call>` tags, and the `<tools>` tags Qwen2.5-Coder prints when shown them.
+TOOL_CALL_OPEN = re.compile(r"^\s*<(?:tool_call|tools)>\s*(?P<rest>.*)$", re.IGNORECASE)
+TOOL_CALL_CLOSE = re.compile(r"</(?:tool_call|tools)>", re.IGNORECASE)
+TOOL_CALL_TAG = re.compile(r"<(?:tool_call|tools)>", re.IGNORECASE)
 PATCH_BEGIN = re.compile(r"^\s*\*\*\* Begin Patch\s*$")
 _PATCH_END = re.compile(r"^\s*\*\*\* End Patch\s*$")
 _PATCH_FILE = re.compile(r"^\*\*\* (?P<op>Update|Add|Delete) File:\s*(?P<path>\S+)\s*$")
@@ -94,7 +96,7 @@ def _first(arguments: dict[str, Any], keys: tuple[str, ...]) -> str | None:
 def _edit_of(name: str, arguments: dict[str, Any]) -> tuple[FileEdit | None, str | None]:
     raw_path = _first(arguments, _PATH_KEYS)
     path = as_path(raw_path) if raw_path else None
-    short = name.rsplit(".", 1)[-1].lower()
+    short = re.split(r"[.:/]|__", name)[-1].lower()  # `fs.write_file`, `filesystem__write_file`
     command = str(arguments.get("command", "")).lower()
     if short not in _WRITE | _EDIT:
         return None, (

@@ -245,10 +245,10 @@ def test_a_diff_that_deletes_a_file_is_a_problem_not_an_edit() -> None:
     assert result.edits == () and "DELETE: path" in result.problems[0]
 
 
-def test_the_same_file_given_twice_keeps_the_last_version_and_says_so() -> None:
+def test_the_same_file_given_twice_keeps_both_versions_for_the_apply_to_choose() -> None:
     result = parse_edits(f"a.py\n{fence('a = 1')}\nOops, fixed:\n\na.py\n{fence('a = 2')}")
-    assert result.edits == (FileEdit("a.py", content="a = 2\n"),)
-    assert "more than once" in result.problems[0]
+    assert result.edits == (FileEdit("a.py", content="a = 2\n", others=("a = 1\n",)),)
+    assert result.problems == ()
 
 
 def test_a_delete_line_asks_to_delete_a_file() -> None:
