@@ -31,9 +31,13 @@ def apply_blocks(
 ) -> tuple[str | None, list[BlockFailure]]:
     """Apply blocks in order to a file's text (None: the file does not exist). Pure.
 
-    Tiers: exact lines; then lines equal after stripping; then lines equal ignoring blank lines and the
-    width of whitespace runs. The replacement is re-indented the way the matched lines differ from the SEARCH lines,
-    in the file's own indentation (tabs or spaces). Blank lines at the block's edges are the file's: a
+    Tiers: exact lines; then lines equal but for indentation and trailing whitespace; then the same with
+    blank lines ignored. Never the inside of a line: spaces there may be a string's (a no-break space, a
+    column's padding), and a SEARCH that matches only with them ignored is refused, saying so. The lines
+    REPLACE keeps as SEARCH quoted them, and the blank lines between them, are written as the file has
+    them. The replacement is re-indented the way the matched lines differ from the SEARCH lines, in the
+    file's own indentation (tabs or spaces). SEARCH lines copied with `24 | ` line numbers match without
+    them when the file has none. Blank lines at the block's edges are the file's: a
     replacement that drops or adds some there keeps the file's. A SEARCH whose first and last lines match
     but whose middle does not is refused, never guessed (the model invented or skipped lines). A block
     that matches in more than one place fails rather than guess. SEARCH and REPLACE may both elide

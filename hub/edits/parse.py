@@ -18,9 +18,17 @@ anything that could write a wrong file:
 - Shapes read as aider reads them: a fence holding only a path names the next block's file; the path
   repeated as a block's first line is a label, not content; a whole answer wrapped in a ```markdown
   fence is parsed from inside; markers of 3-9 characters and `<<<<<<< SEARCH>` count.
-- A fence with no closing line is refused, never written: truncation (the model hit its token limit) is
-  the usual cause and half a file is worse than none. Complete search/replace blocks before the cut are
-  kept, since each carries its own end marker.
+- An answer that ends inside a fence, a SEARCH/REPLACE block, a `<tool_call>` or a `*** Begin Patch`
+  envelope was cut off, whatever the server said of its end: none of it is an edit (`truncated`, and
+  `ends_inside` says where). Its complete first blocks would land while the rest of the change never
+  comes (a two-file change was merged half-applied so).
+- Other tools' shapes (`hub.edits.parse_tools`): JSON tool calls written as text, bare, in `<tool_call>`
+  tags or in a fence, and Codex's `*** Begin Patch` envelope. Cline's `------- SEARCH` / `+++++++ REPLACE`
+  and Roo's `:start_line:` header are SEARCH/REPLACE (`hub.edits.parse_blocks`).
+- A file given twice keeps both versions (`FileEdit.others`): `hub.edits.apply` writes the one that changes
+  the file. A Markdown file's block closed by a bare fence with another bare fence after it is refused:
+  which fence ends the file is a guess. Beside a block without a path, a shell block is not a candidate
+  for the caller's `default_path`.
 - A fenced block with no path is not an edit, unless the caller passes `default_path` and the block is
   the only one. Fences nest like Markdown inside files: an inner ```` ```lang ```` opens, a bare ``` closes it.
 
@@ -94,8 +102,14 @@ def parse_edits(text: str, default_path: str | None = None) -> ParseResult:
         )
     edits = _merge(found, problems)
     if not edits and not problems:
-        problems.append("no fenced code block or SEARCH/REPLACE block found")
+        problems.append(NO_EDIT)
     return ParseResult(edits=tuple(edits), problems=tuple(problems))
+
+
+NO_EDIT = (
+    "no edit found: the answer holds no fenced code block, SEARCH/REPLACE block, diff or tool call; send "
+    "each file's path on a line of its own, then its complete new content in a fenced block"
+)
 
 
 def ends_inside(where: str) -> str:

@@ -16,7 +16,7 @@ from hub.edits.apply import apply_edits, plan_edits
 from hub.edits.edit import FileEdit, SearchReplace
 from hub.edits.feedback import blocks_failed
 from hub.edits.match import apply_blocks, unified_diff
-from hub.edits.parse import ends_inside, parse_edits
+from hub.edits.parse import NO_EDIT, ends_inside, parse_edits
 from hub.edits.policy import Policy, path_allowed
 
 CODE = "def main():\n    return 1\n"
@@ -263,7 +263,8 @@ def test_dangerous_paths_are_parsed_so_the_policy_can_refuse_them_by_name(path: 
 def test_an_empty_answer_says_no_edit_was_found() -> None:
     result = parse_edits("I could not do it, sorry.")
     assert result.edits == ()
-    assert result.problems == ("no fenced code block or SEARCH/REPLACE block found",)
+    assert result.problems == (NO_EDIT,)
+    assert "send each file's path on a line of its own" in NO_EDIT
 
 
 def test_an_empty_fence_makes_an_empty_file() -> None:
