@@ -11,8 +11,9 @@ edit code (its Coder classes' `apply_updates`, as `aider --yes-always` runs them
   (`hub.testing.corpus.score`);
 - the real model's replies: implementer calls recorded by earlier `hub eval` runs (model-call records;
   exercises a-o only), their files taken from the prompt. No one wrote down what they should become, so
-  each tool's result is counted as written and parsing, written but not parsing (wrong), or nothing
-  written; and each reply is sorted into the classes of issue 20.
+  each tool's result is counted as written, wrong (a Python file that does not parse, or the start of a
+  file from a reply that ends inside its block), unchanged (the reply repeats the file) or refused; and
+  each reply is sorted into the classes of issue 20.
 
 The kind of a reply is its shape (whole file, SEARCH/REPLACE, unified diff, tool call, patch envelope);
 aider gets the edit format made for that kind (`whole`, `diff`, `udiff`, `patch`; a tool call, which
@@ -181,10 +182,22 @@ def prompt_files(prompt: str) -> dict[str, str]:
 
 
 def real_label(case: Case, after: dict[str, str | None]) -> str:
-    """written (the files parse), wrong (a written Python file does not parse) or nothing written."""
+    """What a tool made of a real reply: written; wrong (a written Python file does not parse, or the
+    reply ends inside its block, so what was written is the start of a file); unchanged (the reply
+    repeats the file); or refused."""
+    from hub.edits.parse import parse_edits
+
     changed = {p: t for p, t in after.items() if t != case.originals.get(p)}
+    parsed = parse_edits(case.reply, default_path=case.default_path)
     if not changed:
-        return "nothing written"
+        same = parsed.edits and all(
+            (e.content or "").rstrip("\n") == (case.originals.get(e.path) or "").rstrip("\n")
+            for e in parsed.edits
+            if e.content is not None and not e.others
+        )
+        return "unchanged" if same else "refused"
+    if parsed.truncated or case.done_reason == "length":
+        return "wrong"
     for path, text in changed.items():
         if path.endswith(".py") and text is not None:
             try:
@@ -319,19 +332,16 @@ def main(argv: list[str]) -> None:
         mine, theirs = real_label(case, hub_real[case.name]), real_label(case, aider_after)
         outcome[f"{kind}: hub"][mine] += 1
         outcome[f"{kind}: aider"][theirs] += 1
-        same = hub_real[case.name] == aider_after
-        outcome[f"{kind}: same files"]["written" if same else "nothing written"] += 0
         found = issue_classes(case)
         classes.update(found or ["none of the classes"])
         if args.verbose:
             print(f"  {case.name:60} {kind:15} hub {mine:16} aider {theirs:16} {', '.join(found)}")
-    outcome = {k: v for k, v in outcome.items() if not k.endswith("same files")}
     print()
     print(
         table(
             f"real replies: {len(real)} implementer answers of Qwen2.5-Coder-1.5B (hub eval records, a-o)",
             outcome,
-            ("written", "nothing written", "wrong"),
+            ("written", "unchanged", "refused", "wrong"),
         )
     )
     print("\nissue 20's classes among the real replies (a reply may fall into several):")

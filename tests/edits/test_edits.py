@@ -166,9 +166,7 @@ def test_an_answer_ending_inside_a_fence_is_a_cut_and_refused_whole_whatever_the
     text = f"a.py\n{fence('a = 1')}\nb.py\n```python\ndef half(\n    x"
     result = parse_edits(text)
     assert result.edits == () and result.truncated
-    assert result.problems == (
-        ends_inside("the block at line 7 for b.py (its fence has no closing line)"),
-    )
+    assert result.problems == (ends_inside("the block at line 7 for b.py (its fence has no closing line)"),)
 
 
 def test_crlf_answers_give_lf_content() -> None:
