@@ -38,7 +38,7 @@ def answer_feedback(parsed: ParseResult, result: ApplyResult, trust_root: Path |
                 trust_root,
                 "edits_refused",
                 count=len(retry),
-                written=f" (written: {written})" if written else "",
+                written=f" (written: {written})" if written else "; no file was written",
                 refusals="\n\n".join(f"- {r.path}: {r.reason}" for r in retry),
             )
         )

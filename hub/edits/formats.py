@@ -48,10 +48,22 @@ _VOID = frozenset(
 )
 
 
+# JSON with comments by convention (JSONC): the json module would refuse a valid one.
+_JSONC = re.compile(
+    r"(?:^|/)(?:tsconfig[\w.-]*|jsconfig[\w.-]*|devcontainer|\.vscode/[\w.-]+|\.?eslintrc)\.json$"
+)
+# A templated YAML file (Helm, Jinja, Ansible) is YAML only once rendered.
+_TEMPLATED = re.compile(r"\{\{|\{%")
+
+
 def format_broken(path: str, before: str | None, after: str) -> str | None:
     """Why `after` breaks the file's format where `before` did not, or None."""
     name = path.replace("\\", "/").rsplit("/", 1)[-1].lower()
     suffix = name.rsplit(".", 1)[-1] if "." in name else ""
+    if (suffix == "json" and _JSONC.search(path.lower())) or (
+        suffix in ("yaml", "yml") and _TEMPLATED.search(after)
+    ):
+        return None
     if suffix in ("html", "htm"):
         return _html_worse(before, after)
     check = _CHECKS.get(suffix) or (_makefile if name in _MAKEFILES or suffix == "mk" else None)

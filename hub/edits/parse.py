@@ -189,7 +189,7 @@ class _Parser:
                     )
                     return
                 self._search_replace(path, blocks, problem, where)
-            elif TOOL_CALL_OPEN.match(line) or (line.lstrip().startswith(("{", "[")) and '"' in line):
+            elif TOOL_CALL_OPEN.match(line) or _json_call_starts(self.lines, i):
                 i = self._tool_call(i)
             elif PATCH_BEGIN.match(line):
                 i = self._patch(self.lines, i, f"line {i + 1}")
@@ -465,6 +465,17 @@ class _Parser:
                 return path
             nearest = False
         return None
+
+
+_CALL_KEY = re.compile(r'"(?:name|function|tool)"\s*:')
+
+
+def _json_call_starts(lines: list[str], index: int) -> bool:
+    """Whether a JSON tool call may start on this line: JSON opening, a call's key in its first lines.
+    Checked before the rest of the answer is decoded, so prose and data lines cost nothing."""
+    if not lines[index].lstrip().startswith(("{", "[")):
+        return False
+    return bool(_CALL_KEY.search("\n".join(lines[index : index + 4])[:600]))
 
 
 def _wraps_answer(fence: str, info: str, body: list[str], path: str | None) -> bool:

@@ -1063,3 +1063,25 @@ def test_a_git_diff_file_without_its_own_minus_plus_lines_goes_to_the_file_its_d
         FileEdit("a.py", patch="@@ -1 +1 @@\n-x\n+y\n"),
         FileEdit("b.py", patch="@@ -1 +1 @@\n-p\n+q\n"),
     )
+
+
+def test_json_in_prose_is_not_a_tool_call_and_a_call_for_a_read_is_no_edit() -> None:
+    text = 'The config is\n{"name": "app", "version": 1}\n\na.py\n' + fence("x = 1")
+    assert parse_edits(text).edits == (FileEdit("a.py", content="x = 1\n"),)
+    call = '{"name": "run_command", "arguments": {"command": "pytest"}}\n'
+    result = parse_edits(call)
+    assert result.edits == () and "the hub runs no tools" in result.problems[0]
+
+
+def test_a_codex_patch_becomes_blocks_a_new_file_and_a_delete() -> None:
+    text = (
+        "*** Begin Patch\n*** Update File: a.py\n@@\n x = 1\n-y = 2\n+y = 3\n"
+        "*** Add File: b.py\n+z = 1\n*** Delete File: c.py\n*** End Patch\n"
+    )
+    assert parse_edits(text).edits == (
+        FileEdit("a.py", blocks=(SearchReplace("x = 1\ny = 2\n", "x = 1\ny = 3\n"),)),
+        FileEdit("b.py", content="z = 1\n"),
+        FileEdit("c.py", delete=True),
+    )
+    cut = parse_edits(text.replace("*** End Patch\n", ""))
+    assert cut.truncated and "the patch at line 1 (no *** End Patch line)" in cut.problems[0]

@@ -120,3 +120,14 @@ def test_a_whole_file_in_a_write_file_call_is_a_whole_file_not_an_excerpt(tmp_pa
     assert result.changed_files == ("calc.py",) and result.refused == ()
     assert (tmp_path / "calc.py").read_text(encoding="utf-8") == new
     assert answer_feedback(parsed, result) == ""
+
+
+def test_a_refused_whole_file_says_no_file_was_written(tmp_path: Path) -> None:
+    policy = setup(tmp_path)
+    broken = CALC.replace("return a + b", "return (a + b")
+    parsed, result = apply_answer(f"calc.py\n```python\n{broken}```\n", policy)
+
+    feedback = answer_feedback(parsed, result)
+
+    assert feedback.startswith("1 edit(s) were refused and NOT written; no file was written. For each")
+    assert "calc.py: the result would not parse" in feedback

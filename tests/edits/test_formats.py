@@ -48,3 +48,12 @@ def test_make_lines_of_its_own_may_be_indented_with_spaces_inside_a_rule() -> No
 def test_a_new_file_must_be_valid_from_the_start() -> None:
     assert format_broken("new.yaml", None, "a: [1\n") is not None
     assert format_broken("new.yaml", None, "a: [1]\n") is None
+
+
+def test_json_with_comments_by_convention_and_templated_yaml_are_left_alone() -> None:
+    assert format_broken("tsconfig.json", None, '{\n  // strict\n  "strict": true\n}\n') is None
+    assert format_broken(".vscode/settings.json", None, "{ /* x */ }\n") is None
+    assert (
+        format_broken("chart/templates/d.yaml", None, "{{- if .Values.on }}\nkind: X\n{{- end }}\n") is None
+    )
+    assert format_broken("plain.json", None, "{\n  // a comment\n}\n") is not None
