@@ -242,7 +242,8 @@ def _matches_inside_lines(lines: list[str], search: list[str]) -> bool:
     wanted = ["".join(line.split()) for line in search if line.strip()]
     real = ["".join(line.split()) for line in lines if line.strip()]
     m = len(wanted)
-    return bool(wanted) and any(real[k : k + m] == wanted for k in range(len(real) - m + 1))
+    starts = (k for k, line in enumerate(real[: len(real) - m + 1]) if wanted and line == wanted[0])
+    return any(real[k : k + m] == wanted for k in starts)
 
 
 def _anchors(lines: list[str], search: list[str]) -> tuple[int, int] | None:
