@@ -100,6 +100,8 @@ def kind_of(reply: str) -> str:
         return "patch envelope"
     if re.search(r'"(?:name|function)"\s*:', reply) and re.search(r'"(?:arguments|parameters)"', reply):
         return "tool call"
+    if re.search(r"^\s*<(?:write_to_file|replace_in_file|apply_diff)>", reply, re.M):
+        return "tool call"
     if re.search(r"^\s*(?:<{3,9}|-{3,9})\s*SEARCH", reply, re.M | re.I):
         return "search/replace"
     if re.search(r"^(?:--- |\+\+\+ |@@ )", reply, re.M):

@@ -23,7 +23,8 @@ anything that could write a wrong file:
   `ends_inside` says where). Its complete first blocks would land while the rest of the change never
   comes (a two-file change was merged half-applied so).
 - Other tools' shapes (`hub.edits.parse_tools`): JSON tool calls written as text, bare, in `<tool_call>`
-  tags or in a fence, and Codex's `*** Begin Patch` envelope. Cline's `------- SEARCH` / `+++++++ REPLACE`
+  tags or in a fence, Cline's and Roo's XML tools (`<write_to_file>`, `<replace_in_file>`), and Codex's
+  `*** Begin Patch` envelope. Cline's `------- SEARCH` / `+++++++ REPLACE`
   and Roo's `:start_line:` header are SEARCH/REPLACE (`hub.edits.parse_blocks`).
 - A file given twice keeps both versions (`FileEdit.others`): `hub.edits.apply` writes the one that changes
   the file. A Markdown file's block closed by a bare fence with another bare fence after it is refused:
@@ -63,7 +64,9 @@ from hub.edits.parse_tools import (
     TOOL_CALL_CLOSE,
     TOOL_CALL_OPEN,
     TOOL_CALL_TAG,
+    XML_CALL,
     read_patch,
+    read_xml_call,
     tool_call,
 )
 
@@ -193,6 +196,8 @@ class _Parser:
                 i = self._tool_call(i)
             elif PATCH_BEGIN.match(line):
                 i = self._patch(self.lines, i, f"line {i + 1}")
+            elif XML_CALL.match(line):
+                i = self._xml_call(i)
             elif (
                 line.startswith("--- ") and self.lines[i + 1 : i + 2] and self.lines[i + 1].startswith("+++ ")
             ):
@@ -228,6 +233,14 @@ class _Parser:
         if text and PATCH_BEGIN.match(text[0]):
             self._patch(body, body.index(text[0]), where)
             return end + 1
+        if text and XML_CALL.match(text[0]):
+            inner = _Parser(body)
+            inner.run()
+            if inner.found or inner.cut:
+                self.found.extend(inner.found)
+                self.problems.extend(inner.problems)
+                self.cut = inner.cut and f"{where}: {inner.cut}"
+                return end + 1
         if text and (text[0].lstrip().startswith(("{", "[")) or TOOL_CALL_OPEN.match(text[0])):
             inner = TOOL_CALL_CLOSE.sub("", TOOL_CALL_TAG.sub("", "\n".join(body)))
             if self._tool_edits(inner, where):
@@ -388,6 +401,18 @@ class _Parser:
         if problem:
             self.problems.append(f"{where}: {problem}")
         return True
+
+    def _xml_call(self, start: int) -> int:
+        edits, stop, problem, cut = read_xml_call(self.lines, start)
+        if cut:
+            self.cut = f"the {self.lines[start].strip()} call at line {start + 1} (no closing tag)"
+            return len(self.lines)
+        for edit in edits:
+            self.sticky = edit.path
+            self.found.append(edit)
+        if problem:
+            self.problems.append(f"line {start + 1}: {problem}")
+        return stop
 
     def _patch(self, lines: list[str], start: int, where: str) -> int:
         edits, stop, problems, cut = read_patch(lines, start)

@@ -46,6 +46,10 @@ _NEW_KEYS = ("new_str", "new_string", "new_text", "newText", "replace", "new")
 TOOL_CALL_OPEN = re.compile(r"^\s*<(?:tool_call|tools)>\s*(?P<rest>.*)$", re.IGNORECASE)
 TOOL_CALL_CLOSE = re.compile(r"</(?:tool_call|tools)>", re.IGNORECASE)
 TOOL_CALL_TAG = re.compile(r"<(?:tool_call|tools)>", re.IGNORECASE)
+# Cline's and Roo Code's tools as XML: `<write_to_file><path>a.py</path><content>...</content>`, or
+# `<replace_in_file>` / `<apply_diff>` with SEARCH/REPLACE blocks in `<diff>`. The text between the tags
+# is literal (those tools do not escape it).
+XML_CALL = re.compile(r"^\s*<(?P<tool>write_to_file|replace_in_file|apply_diff)>\s*$")
 PATCH_BEGIN = re.compile(r"^\s*\*\*\* Begin Patch\s*$")
 _PATCH_END = re.compile(r"^\s*\*\*\* End Patch\s*$")
 _PATCH_FILE = re.compile(r"^\*\*\* (?P<op>Update|Add|Delete) File:\s*(?P<path>\S+)\s*$")
@@ -137,6 +141,29 @@ def _replacements(arguments: dict[str, Any]) -> list[SearchReplace]:
 
 def _line_end(text: str) -> str:
     return text if not text or text.endswith("\n") else text + "\n"
+
+
+def read_xml_call(lines: list[str], start: int) -> tuple[list[FileEdit], int, str | None, bool]:
+    """A Cline/Roo XML tool call from `start`: the edits, the index after its closing tag, why it gave
+    none, and whether the answer ended before the closing tag (a cut)."""
+    opening = XML_CALL.match(lines[start])
+    tool = opening["tool"] if opening else ""
+    end = next((k for k in range(start + 1, len(lines)) if lines[k].strip() == f"</{tool}>"), None)
+    if end is None:
+        return [], len(lines), None, True
+    text = "\n".join(lines[start + 1 : end])
+    path_tag = re.search(r"<path>\s*(.*?)\s*</path>", text, re.S)
+    path = as_path(path_tag[1]) if path_tag else None
+    if path is None:
+        return [], end + 1, f"the <{tool}> call names no file path the hub can read", False
+    content = re.search(r"<content>\n?(.*?)</content>", text, re.S)
+    if tool == "write_to_file" and content is not None:
+        return [FileEdit(path, content=_line_end(content[1]))], end + 1, None, False
+    diff = re.search(r"<diff>\n?(.*?)</diff>", text, re.S)
+    blocks = _replacements({"diff": diff[1]}) if diff else []
+    if not blocks:
+        return [], end + 1, f"the <{tool}> call for {path} holds no content or SEARCH/REPLACE blocks", False
+    return [FileEdit(path, blocks=tuple(blocks))], end + 1, None, False
 
 
 def read_patch(lines: list[str], start: int) -> tuple[list[FileEdit], int, list[str], bool]:

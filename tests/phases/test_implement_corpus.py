@@ -162,6 +162,9 @@ ISSUE_20 = [
     "roo_start_line_header",
     "line_number_prefixes_in_search",
     "cline_dash_and_plus_markers",
+    "cline_write_to_file_xml",
+    "cline_replace_in_file_xml_with_dash_markers",
+    "cline_write_to_file_xml_cut",
 ]
 
 
