@@ -234,12 +234,12 @@ class _Parser:
             self._patch(body, body.index(text[0]), where)
             return end + 1
         if text and XML_CALL.match(text[0]):
-            inner = _Parser(body)
-            inner.run()
-            if inner.found or inner.cut:
-                self.found.extend(inner.found)
-                self.problems.extend(inner.problems)
-                self.cut = inner.cut and f"{where}: {inner.cut}"
+            calls = _Parser(body)
+            calls.run()
+            if calls.found or calls.cut:
+                self.found.extend(calls.found)
+                self.problems.extend(calls.problems)
+                self.cut = calls.cut and f"{where}: {calls.cut}"
                 return end + 1
         if text and (text[0].lstrip().startswith(("{", "[")) or TOOL_CALL_OPEN.match(text[0])):
             inner = TOOL_CALL_CLOSE.sub("", TOOL_CALL_TAG.sub("", "\n".join(body)))

@@ -1085,3 +1085,10 @@ def test_a_codex_patch_becomes_blocks_a_new_file_and_a_delete() -> None:
     )
     cut = parse_edits(text.replace("*** End Patch\n", ""))
     assert cut.truncated and "the patch at line 1 (no *** End Patch line)" in cut.problems[0]
+
+
+def test_clines_xml_write_inside_a_fence_is_a_whole_file_and_unclosed_it_is_a_cut() -> None:
+    call = "<write_to_file>\n<path>a.py</path>\n<content>\nx = 1\n</content>\n</write_to_file>\n"
+    assert parse_edits(f"```xml\n{call}```\n").edits == (FileEdit("a.py", content="x = 1\n"),)
+    cut = parse_edits("<write_to_file>\n<path>a.py</path>\n<content>\nx =")
+    assert cut.truncated and "the <write_to_file> call at line 1 (no closing tag)" in cut.problems[0]
