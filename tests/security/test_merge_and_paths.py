@@ -128,12 +128,14 @@ def test_the_edit_layer_the_clean_up_and_the_checkpoint_agree_on_every_glob_form
     verdict = refusal(path, entries, (), CONTROL_FILES)
     assert (verdict is None) is allowed, verdict
     # The edit layer writes it exactly when the matcher allows it.
-    result = apply_edits([FileEdit(path, content="x = 1\n")], Policy(repo, entries))
+    # Content every format check accepts (the pre-write check parses .json files).
+    content = "{}\n" if path.endswith(".json") else "x = 1\n"
+    result = apply_edits([FileEdit(path, content=content)], Policy(repo, entries))
     assert (result.changed_files == (path,)) is allowed, result.refused
     # The checkpoint commits what the edit layer wrote, and the clean-up keeps it; a file a command
     # wrote where the edit layer refuses is neither committed nor kept.
     (repo / path).parent.mkdir(parents=True, exist_ok=True)
-    (repo / path).write_text("x = 1\n", encoding="utf-8")
+    (repo / path).write_text(content, encoding="utf-8")
     assert gitops.in_scope(path, list(entries), (), CONTROL_FILES) is allowed
     restored = gitops.restore_outside(gitops.open_repo(repo), list(entries), (), CONTROL_FILES)
     assert (path in restored) is (not allowed)
@@ -141,7 +143,7 @@ def test_the_edit_layer_the_clean_up_and_the_checkpoint_agree_on_every_glob_form
     committed = gitops.checkpoint(gitops.open_repo(repo), "work", list(entries), list(CONTROL_FILES))
     assert (committed is not None) is allowed
     if allowed:
-        assert git(repo, "show", f"HEAD:{path}") == "x = 1"
+        assert git(repo, "show", f"HEAD:{path}") == content.strip()
         assert git(repo, "status", "--porcelain") == ""
 
 
