@@ -14,7 +14,6 @@ import sys
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -22,29 +21,25 @@ from hub.core import config_schema
 from hub.core.atomic import write_atomic
 from hub.core.config_schema import BACKENDS, ROLES, TRANSPORTS
 from hub.core.errors import ConfigError
+from hub.core.sandbox_config import SandboxMode, SandboxSettings, sandbox_settings
 from hub.core.text import and_more
 
 # The one default of the changed-files breaker: hub.yaml's limits.max_changed_files overrides it.
 DEFAULT_MAX_CHANGED_FILES = 20
 
 
-class SandboxMode(StrEnum):
-    AUTO = "auto"
-    REQUIRED = "required"
-    OFF = "off"
-
-
-@dataclass(frozen=True)
-class SandboxSettings:
-    """`sandbox:` in hub.yaml: a mode, or a mapping `{mode, network, writable_paths}`."""
-
-    mode: SandboxMode = SandboxMode.AUTO
-    network: bool = False
-    writable_paths: tuple[Path, ...] = ()
-
-
 CONFIG_FILE = "hub.yaml"
-__all__ = ["BACKENDS", "CONFIG_FILE", "ROLES", "TRANSPORTS", "Config", "ConfigError", "load_config"]
+__all__ = [
+    "BACKENDS",
+    "CONFIG_FILE",
+    "ROLES",
+    "TRANSPORTS",
+    "Config",
+    "ConfigError",
+    "SandboxMode",
+    "SandboxSettings",
+    "load_config",
+]
 
 DEFAULT_MODEL = "qwen2.5-coder:7b"
 HALT_NAME = re.compile(r"[A-Za-z0-9._-]{1,100}")
@@ -456,45 +451,6 @@ def _from_raw(
         parallel_tasks=_env_int(env, "HUB_PARALLEL_TASKS")
         or _positive_int(limits.get("parallel_tasks", 2), "limits.parallel_tasks", source),
     )
-
-
-# The `sandbox:` keys, in the shape issue 14's schema can take over as they are.
-SANDBOX_KEYS = {
-    "mode": "auto | required | off",
-    "network": "true | false",
-    "writable_paths": "a list of folders",
-}
-
-
-def sandbox_settings(raw: Any, env_mode: str | None, repo_root: Path, source: str) -> SandboxSettings:
-    """`sandbox: auto|required|off`, or a mapping with `mode`, `network` and `writable_paths`."""
-    if raw is None:
-        raw = {}
-    if isinstance(raw, str):
-        raw = {"mode": raw}
-    if isinstance(raw, bool):  # YAML reads a bare `off` as false
-        raw = {"mode": "auto" if raw else "off"}
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{source}: sandbox: expected auto, required, off or a mapping")
-    unknown = sorted(set(map(str, raw)) - set(SANDBOX_KEYS))
-    if unknown:
-        raise ConfigError(f"{source}: sandbox.{unknown[0]}: unknown key (known: {', '.join(SANDBOX_KEYS)})")
-    mode = env_mode or raw.get("mode", "auto")
-    if mode is False:
-        mode = "off"
-    if mode not in {m.value for m in SandboxMode}:
-        raise ConfigError(f"{source}: sandbox.mode: '{mode}' is not one of auto, required, off")
-    network = raw.get("network", False)
-    if not isinstance(network, bool):
-        raise ConfigError(f"{source}: sandbox.network: expected true or false")
-    paths = raw.get("writable_paths") or []
-    if isinstance(paths, str) or not isinstance(paths, list) or not all(isinstance(p, str) for p in paths):
-        raise ConfigError(f"{source}: sandbox.writable_paths: expected a list of folders")
-    resolved = []
-    for item in paths:
-        path = Path(item).expanduser()
-        resolved.append(path if path.is_absolute() else repo_root / path)
-    return SandboxSettings(SandboxMode(mode), network, tuple(resolved))
 
 
 def _hosts(ollama: dict[str, Any], source: str) -> tuple[tuple[str, int], ...]:

@@ -334,6 +334,14 @@ SCHEMA = Map(
                         "mode": AnyOf((Str(choices=SANDBOX_MODES), Bool())),
                         "network": Bool(),
                         "writable_paths": ListOf(Str(), what="a list of folders"),
+                        "read_paths": ListOf(Str(), what="a list of folders"),
+                        "limits": Map(
+                            {
+                                "processes": Int(1, unit="processes"),
+                                "memory_mb": Int(1, unit="MiB"),
+                                "disk_mb": Int(1, unit="MiB"),
+                            }
+                        ),
                     }
                 ),
             )

@@ -20,7 +20,7 @@ from hub.core.config import CONFIG_FILE, Config, RoleConfig, load_config, mistyp
 from hub.core.errors import ConfigError, HubError
 from hub.repo.workspace import problems
 from hub.review.rules import find_ast_grep
-from hub.safety.sandbox import FIX_INSTALL, SandboxMode, availability
+from hub.safety.sandbox import FIX_INSTALL, SYSTEM, SandboxMode, availability, view
 from hub.workers.base import ServerWorker, Worker, same_model
 from hub.workers.bridge import make_worker, npm_dialect_warning
 
@@ -172,7 +172,18 @@ def check_sandbox(config: Config, which: Which = shutil.which) -> Check:
     bwrap, why = availability(which)
     if bwrap is not None:
         net = "network on" if config.sandbox.network else "no network"
-        return Check("sandbox", True, f"{mode}: acceptance commands run in bwrap ({bwrap}, {net})")
+        seen = view(config.repo_root.resolve(), config.sandbox, os.environ)
+        limits = config.sandbox.limits
+        return Check(
+            "sandbox",
+            True,
+            f"{mode}: acceptance commands run in bwrap ({bwrap}, {net}); a command sees the system folders "
+            f"({', '.join(s for s in SYSTEM if os.path.lexists(s))}), a private /tmp, read-only "
+            f"{', '.join(map(str, seen.read)) or 'nothing else'}; writable "
+            f"{', '.join(map(str, seen.write))} (the task's worktree in its place); nothing else of "
+            f"the home folder or the checkout; at most {limits.processes} processes, {limits.memory_mb} "
+            f"MiB of memory, {limits.disk_mb} MiB written",
+        )
     if mode == SandboxMode.REQUIRED:
         return Check(
             "sandbox", False, f"required, but {why}: every task with commands will halt", FIX_INSTALL

@@ -1,15 +1,23 @@
 """The sandbox model-written code runs in: bubblewrap (`bwrap`) on Linux, no daemon.
 
-What a sandboxed command sees (issue 11; the same policy as Codex CLI's Linux sandbox):
+What a sandboxed command sees (issue 11; issue 28 made it hide by default, stricter than Codex CLI's
+whole-disk read-only view and sandbox-runtime's deny-list):
 
-- the whole filesystem read-only, except the *writable root* (the repository today, the task's worktree
-  once tasks have their own) and the extra writable paths of `sandbox.writable_paths`;
+- the system's programs and libraries (`/usr`, `/bin`, `/lib*`, `/etc` without its password hashes and
+  host keys, `/sys`), read-only;
+- the *writable root* (the task's worktree), the one writable place besides `sandbox.writable_paths`;
+- read-only, what its commands need to run: each `PATH` entry with the prefix it belongs to (a venv and
+  its base interpreter, `~/.pyenv`, `~/.nvm/versions/node/v20`, `~/.cargo`), the hub's own interpreter,
+  the git metadata the worktree points into, and `sandbox.read_paths`. Nothing else of the home folder
+  or of the user's checkout is there: not `~/.gitconfig`, `~/.bash_history`, the checkout's `.env`;
 - inside the writable root, the git metadata and the hub's control files (`_handoff/`, `hub.yaml`, the
   prompts folder, `sgconfig.yml` and its rule folders) read-only again: nothing the model's code does can
   forge a verdict, change the judge or the rules, or rewrite history;
-- a private, empty `/tmp`, and `HOME` pointing to a fresh folder in it; the real home stays readable
-  (pyenv, nvm and `~/.local` hold the toolchains tests need) except its credentials (`~/.ssh`, `~/.aws`,
-  `~/.config/gh`, `~/.netrc`, `~/.docker`, `~/.kube`, `~/.gnupg`...), which are hidden by empty mounts;
+- a private, empty `/tmp` and `/dev/shm` (`sandbox.limits.disk_mb` each), and `HOME` pointing into it;
+  the well-known credential files (`~/.ssh`, `~/.aws`, `~/.netrc`...) covered should a read path or a
+  toolchain folder hold them;
+- no socket file at all: `/run` is not there, and every socket file found in a folder it sees is
+  covered (a socket is reachable through a read-only mount and outside the network namespace);
 - no network but its own loopback (`--unshare-net`), unless `sandbox.network: true`; the well-known
   daemon sockets (docker, podman, containerd, libvirt, D-Bus, `/run/user`) and every socket file under
   `/run` (postgres, mysql, systemd...) hidden, since a socket file
@@ -40,10 +48,13 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hub.core.config import SandboxMode, SandboxSettings
 from hub.core.errors import HubError
+from hub.core.log import get_logger
+from hub.core.sandbox_config import SandboxLimits, SandboxMode, SandboxSettings
+from hub.safety.secrets import Redactor
 
 Which = Callable[[str], str | None]
+log = get_logger(__name__)
 
 
 # Variables a command may see. Anything else (tokens, keys, cloud credentials, HUB_MCP_TOKEN) stays out.
@@ -104,28 +115,13 @@ CREDENTIALS = (
     ".local/share/keyrings",
 )
 
-# Unix sockets outside HOME and /tmp through which a sandboxed command could act outside it: neither a
-# read-only mount nor --unshare-net stops connect() on a socket file, and docker.sock is root.
-HIDDEN_SOCKETS = (
-    "/var/run/docker.sock",
-    "/run/docker.sock",
-    "/run/podman",
-    "/run/containerd",
-    "/var/run/libvirt",
-    "/run/dbus",
-    "/run/snapd.socket",
-    "/run/user",
-)
-
-# Folders searched for any other socket file (postgres, mysql, systemd's private bus...) to hide the same
-# way: a list of daemons is never complete.
-SOCKET_ROOTS = ("/run", "/var/run")
-SOCKETS_SCANNED = 20000  # entries at most, so a huge /run costs a bounded walk
+SOCKETS_SCANNED = 20000  # entries at most, so a huge toolchain folder costs a bounded walk
 
 SANDBOX_HOME = "/tmp/home"
-# The size of the private /tmp (HOME is in it) and of /dev/shm: a tmpfs is memory, by default half the
-# host's RAM each, so an uncapped one let a command push the machine into the OOM killer.
-TMP_SIZE = 1024 * 1024 * 1024
+# The private /tmp (HOME is in it) and /dev/shm are sized `sandbox.limits.disk_mb` each: a tmpfs is
+# memory, by default half the host's RAM each, so an uncapped one let a command push the machine into
+# the OOM killer.
+MIB = 1024 * 1024
 FIX_INSTALL = (
     "install bubblewrap (Debian/Ubuntu: `sudo apt-get install -y bubblewrap`; Fedora: `sudo dnf install "
     "bubblewrap`), or set `sandbox: auto` or `sandbox: off` in hub.yaml to run acceptance commands "
@@ -144,12 +140,22 @@ class Jail:
     env: Mapping[str, str] = field(default_factory=dict)
     # The control files in the writable root: one absent before a command must be absent after it.
     guarded: tuple[Path, ...] = ()
+    # Sandboxed: the folders the command sees besides the system's (`hub doctor` prints them).
+    seen: View | None = None
+    limits: SandboxLimits = field(default_factory=SandboxLimits)
+    # What replaces the secrets in the command's output (hub.phases.acceptance sets the user's .env values).
+    redactor: Redactor | None = None
 
-    def argv(self, command: str, cwd: Path, info_fd: int | None = None) -> list[str]:
+    def argv(
+        self, command: str, cwd: Path, info_fd: int | None = None, binds: Sequence[Path] = ()
+    ) -> list[str]:
+        """The command line that runs `command` in `cwd`; `binds`: folders of the hub's made writable for
+        this command alone (where pytest writes its report)."""
         if not self.sandboxed:
             return ["/bin/sh", "-c", command]
         info = ["--info-fd", str(info_fd)] if info_fd is not None else []
-        return [*self.prefix, *info, "--chdir", str(cwd), "--", "/bin/sh", "-c", command]
+        extra = [arg for path in binds for arg in ("--bind", str(path), str(path))]
+        return [*self.prefix, *extra, *info, "--chdir", str(cwd), "--", "/bin/sh", "-c", command]
 
 
 def child_env(env: Mapping[str, str], home: str) -> dict[str, str]:
@@ -188,22 +194,36 @@ def _works(bwrap: str) -> str | None:
 
 
 def _sockets_under(roots: Sequence[str], hidden: Sequence[str]) -> list[str]:
-    """Socket files under `roots` (links not followed), except inside a folder hidden already."""
+    """Socket files under `roots` (links not followed), except inside a folder hidden already. Each root
+    costs at most SOCKETS_SCANNED entries; the directory entry's type says which are special files, so
+    only those are looked at closer."""
     skip = {os.path.realpath(h) for h in hidden}
     found: list[str] = []
-    seen = 0
     for top in dict.fromkeys(os.path.realpath(r) for r in roots):
-        for folder, dirs, files in os.walk(top):
-            dirs[:] = [d for d in dirs if os.path.join(folder, d) not in skip]
-            seen += len(dirs) + len(files)
-            for name in files:
-                path = os.path.join(folder, name)
+        seen = 0
+        stack = [top]
+        while stack and seen <= SOCKETS_SCANNED:
+            try:
+                entries = list(os.scandir(stack.pop()))
+            except OSError:
+                continue
+            seen += len(entries)
+            for entry in entries:
+                if entry.path in skip:
+                    continue
                 with contextlib.suppress(OSError):
-                    if stat.S_ISSOCK(os.lstat(path).st_mode) and path not in skip:
-                        found.append(path)
-            if seen > SOCKETS_SCANNED:
-                return found
+                    if entry.is_dir(follow_symlinks=False):
+                        stack.append(entry.path)
+                    elif _special(entry) and stat.S_ISSOCK(entry.stat(follow_symlinks=False).st_mode):
+                        found.append(entry.path)
+        if stack:
+            log.warning("sandbox.socket_scan_cut", root=top, entries=seen)
     return found
+
+
+def _special(entry: os.DirEntry[str]) -> bool:
+    """Neither a file, a folder nor a link, by the directory entry's own type (no stat)."""
+    return not entry.is_file(follow_symlinks=False) and not entry.is_symlink()
 
 
 @functools.cache
@@ -241,16 +261,22 @@ def prepare(
     protected: Iterable[Path] = (),
     env: Mapping[str, str] | None = None,
     which: Which = shutil.which,
-    hidden: Sequence[str] = HIDDEN_SOCKETS,
-    tmp_size: int = TMP_SIZE,
-    socket_roots: Sequence[str] = SOCKET_ROOTS,
+    hidden: Sequence[str] = (),
+    tmp_size: int | None = None,
 ) -> Jail:
     """The jail commands in `writable_root` run in. `protected` are paths inside the writable root that
-    stay read-only (git metadata and the hub's control files). Raises SandboxUnavailable for `required`."""
+    stay read-only (git metadata and the hub's control files); `hidden`, paths covered besides the
+    credentials and socket files. Raises SandboxUnavailable for `required`."""
     env = os.environ if env is None else env
     protected = tuple(protected)
     if settings.mode == SandboxMode.OFF:
-        return Jail(False, "unsandboxed: sandbox: off in hub.yaml", env=dict(env), guarded=protected)
+        return Jail(
+            False,
+            "unsandboxed: sandbox: off in hub.yaml",
+            env=dict(env),
+            guarded=protected,
+            limits=settings.limits,
+        )
     bwrap, why = availability(which)
     if bwrap is None:
         if settings.mode == SandboxMode.REQUIRED:
@@ -260,10 +286,10 @@ def prepare(
             f"unsandboxed (sandbox: auto): {why}",
             env=child_env(env, str(Path.home())),
             guarded=protected,
+            limits=settings.limits,
         )
     root = writable_root.resolve()
-    size = tmp_size if _sizes_tmpfs(bwrap) else None
-    hidden = (*hidden, *_sockets_under(socket_roots, hidden))
+    size = (tmp_size or settings.limits.disk_mb * MIB) if _sizes_tmpfs(bwrap) else None
     prefix = [bwrap, *_mounts(root, protected, settings, env, hidden, size)]
     prefix += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--die-with-parent", "--new-session"]
     # Run by root, bwrap keeps root's capabilities unless told: the command could umount the read-only
@@ -278,7 +304,110 @@ def prepare(
         tuple(prefix),
         child_env(env, SANDBOX_HOME),
         protected,
+        view(root, settings, env),
+        settings.limits,
     )
+
+
+# The system's programs and libraries: read-only, everything else of the disk absent (issue 28: a
+# whole-disk read-only view showed the user's home, the checkout's ignored .env, their other projects).
+SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/sys")
+# What of the system folders holds secrets a root hub could read: the password hashes, host keys.
+SYSTEM_SECRETS = ("/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-", "/etc/sudoers.d")
+SYSTEM_SECRET_GLOBS = ("/etc/ssh/ssh_host_*_key",)
+# A PATH entry named so is a tool manager's shims folder: its root (pyenv's, rbenv's) comes whole.
+SHIMS = "shims"
+# The sub-folders of a toolchain prefix (`<prefix>/bin` on PATH) a program in it may load from.
+PREFIX_PARTS = ("bin", "sbin", "lib", "lib64", "libexec", "include", "share")
+
+
+@dataclass(frozen=True)
+class View:
+    """What a sandboxed command sees besides the system folders: read-only folders, writable folders."""
+
+    read: tuple[Path, ...]
+    write: tuple[Path, ...]
+
+
+def view(root: Path, settings: SandboxSettings, env: Mapping[str, str]) -> View:
+    """The folders a command in `root` gets: its toolchain (PATH entries, their prefixes, the venv, the
+    hub's own interpreter), the git metadata the worktree needs, `sandbox.read_paths`, read-only; the
+    root and `sandbox.writable_paths`, writable. Anything else of the home folder or the user's
+    checkout is not there at all."""
+    home = _home(env)
+    wanted = [*_toolchain(env, home), Path(sys.prefix), Path(sys.base_prefix), *_git_dirs(root)]
+    wanted += [p.expanduser() for p in settings.read_paths]
+    write = [p.expanduser() for p in settings.writable_paths] + [root]
+    return View(_outermost(wanted, skip=SYSTEM), _outermost(write, skip=()))
+
+
+def _home(env: Mapping[str, str]) -> Path:
+    return Path(env.get("HOME") or str(Path.home())).resolve()
+
+
+def _toolchain(env: Mapping[str, str], home: Path) -> list[Path]:
+    """The folders the command's programs come from: each PATH entry, with the prefix it belongs to
+    (`~/.pyenv/versions/3.11/bin` -> `~/.pyenv/versions/3.11`: the interpreter's library), a venv's base
+    interpreter (pyvenv.cfg `home`), a shims folder's manager root. Never the home folder itself, and of
+    `~/.local` only its programs and libraries (its `share` holds applications' data)."""
+    found: list[Path] = []
+    entries = [Path(p) for p in env.get("PATH", "").split(os.pathsep) if p]
+    if env.get("VIRTUAL_ENV"):
+        entries.append(Path(env["VIRTUAL_ENV"]) / "bin")
+    for entry in entries:
+        try:
+            entry = entry.resolve()
+        except OSError:
+            continue
+        if not entry.is_dir():
+            continue
+        found.append(entry)
+        parent = entry.parent
+        if entry.name == SHIMS and parent != home:
+            found.append(parent)
+            continue
+        if entry.name not in {"bin", "sbin"} or parent in {home, Path("/")}:
+            continue
+        base = _venv_base(parent)
+        if base is not None:
+            found += [parent, base]
+        elif parent.name == ".local" and parent.parent == home:
+            found += [parent / "bin", parent / "lib"]
+        else:
+            found += [parent / part for part in PREFIX_PARTS]
+    return found
+
+
+def _venv_base(prefix: Path) -> Path | None:
+    """A venv's base interpreter prefix (pyvenv.cfg `home = <prefix>/bin`), or None if not a venv."""
+    try:
+        text = (prefix / "pyvenv.cfg").read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    for line in text.splitlines():
+        key, _, value = line.partition("=")
+        if key.strip() == "home" and value.strip():
+            home_bin = Path(value.strip())
+            return home_bin.parent if home_bin.name == "bin" else home_bin
+    return prefix
+
+
+def _outermost(paths: Iterable[Path], skip: Sequence[str]) -> tuple[Path, ...]:
+    """The existing folders (resolved) of `paths` not inside another of them nor inside a system folder,
+    outermost first, each once."""
+    systems = [Path(s).resolve() for s in skip]
+    found: set[Path] = set()
+    for path in paths:
+        with contextlib.suppress(OSError):
+            resolved = path.resolve()
+            if (
+                resolved.exists()
+                and resolved != Path("/")
+                and not any(resolved.is_relative_to(s) for s in systems)
+            ):
+                found.add(resolved)
+    outer = [p for p in found if not any(p != q and p.is_relative_to(q) for q in found)]
+    return tuple(sorted(outer, key=lambda p: (len(p.parts), str(p))))
 
 
 def _mounts(
@@ -290,20 +419,29 @@ def _mounts(
     tmp_size: int | None = None,
 ) -> list[str]:
     sized = ["--size", str(tmp_size)] if tmp_size else []
-    args = ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", *sized, "--tmpfs", "/tmp"]
+    args: list[str] = []
+    for name in SYSTEM:
+        path = Path(name)
+        if path.is_symlink():  # /bin -> usr/bin on a merged-/usr system
+            args += ["--symlink", os.readlink(path), name]
+        elif path.is_dir():
+            args += ["--ro-bind", name, name]
+    args += ["--dev", "/dev", "--proc", "/proc", *sized, "--tmpfs", "/tmp"]
     # /dev is a tmpfs of its own, writable by the command: read-only but for a capped /dev/shm.
     args += [*sized, "--tmpfs", "/dev/shm", "--remount-ro", "/dev"]
-    # What the command needs that the private /tmp would hide (a clone, its .venv, or a repository
-    # under /tmp: CI and pytest's tmp_path put them there) is shown again, read-only.
-    for path in _needed_under_tmp(root, env):
+    seen = view(root, settings, env)
+    for path in seen.read:
         args += ["--ro-bind", str(path), str(path)]
-    # The real HOME stays readable (pyenv, nvm, ~/.local hold the toolchain the tests need), minus every
-    # credential folder in it; the command's own HOME is a fresh folder in its private /tmp.
-    home = Path(env.get("HOME") or str(Path.home())).resolve()
+    if settings.network:
+        # DNS: /etc/resolv.conf is often a link into /run, which the command does not see otherwise.
+        with contextlib.suppress(OSError):
+            resolv = Path("/etc/resolv.conf").resolve()
+            if resolv.is_file() and not resolv.is_relative_to("/etc"):
+                args += ["--ro-bind", str(resolv), str(resolv)]
+    # The command's own HOME is a fresh folder in its private /tmp.
     args += ["--dir", SANDBOX_HOME]
-    for extra in settings.writable_paths:
-        path = extra.expanduser().resolve()
-        if path.exists():
+    for path in seen.write:
+        if path != root:
             args += ["--bind", str(path), str(path)]
     args += ["--bind", str(root), str(root)]
     read_only = _read_only_inside(root, protected)
@@ -313,40 +451,30 @@ def _mounts(
     pinned = _parents_inside(root, read_only)
     for path in sorted([*pinned, *read_only], key=lambda p: len(p.parts)):
         args += ["--bind" if path in pinned else "--ro-bind", str(path), str(path)]
-    for name in hidden:
-        path = Path(name)
-        if path.is_dir() and not path.is_symlink():
-            args += ["--tmpfs", str(path)]
-        elif path.exists():
-            args += ["--ro-bind", "/dev/null", str(path)]
+    shown = (*seen.read, *seen.write, *(Path(s) for s in SYSTEM))
+    # No socket file anywhere the command sees: neither a read-only mount nor --unshare-net stops
+    # connect() on one, and a user daemon's socket may sit in a toolchain folder or the checkout.
+    sockets = _sockets_under([str(p) for p in (*seen.write, *seen.read)], ())
+    secrets = [*SYSTEM_SECRETS, *(str(p) for g in SYSTEM_SECRET_GLOBS for p in Path("/").glob(g.lstrip("/")))]
+    for name in (*hidden, *secrets, *sockets):
+        args += _hide(Path(name), shown)
     # The account's own home too, should HOME point elsewhere.
     owner = Path(pwd.getpwuid(os.getuid()).pw_dir).resolve()
     for name in CREDENTIALS:
-        for base in {home, root, owner}:
-            secret = base / name
-            if secret.is_dir():
-                args += ["--tmpfs", str(secret)]
-            elif secret.exists():
-                args += ["--ro-bind", "/dev/null", str(secret)]
+        for base in {_home(env), root, owner}:
+            args += _hide(base / name, shown)
     return args
 
 
-def _needed_under_tmp(root: Path, env: Mapping[str, str]) -> list[Path]:
-    """The folders under /tmp a command needs to run at all: its PATH, the hub's own interpreter (tests
-    run `sys.executable`), and the git metadata of the writable root (a worktree's `.git` file points
-    into the repository's git folder). Outermost first, each once; none of them becomes writable."""
-    wanted = [Path(p) for p in env.get("PATH", "").split(os.pathsep) if p]
-    wanted += [Path(sys.prefix), Path(sys.base_prefix)]
-    wanted += _git_dirs(root)
-    tmp = Path("/tmp").resolve()
-    found: set[Path] = set()
-    for path in wanted:
-        with contextlib.suppress(OSError):
-            resolved = path.resolve()
-            if resolved.is_relative_to(tmp) and resolved != tmp and resolved.is_dir():
-                found.add(resolved)
-    outermost = [p for p in found if not any(p != q and p.is_relative_to(q) for q in found)]
-    return sorted(outermost, key=lambda p: len(p.parts))
+def _hide(path: Path, shown: Sequence[Path]) -> list[str]:
+    """The arguments that cover `path`, when it exists inside something the command sees."""
+    if not any(path.is_relative_to(p) for p in shown):
+        return []
+    if path.is_dir() and not path.is_symlink():
+        return ["--tmpfs", str(path)]
+    if os.path.lexists(path) and not path.is_symlink():
+        return ["--ro-bind", "/dev/null", str(path)]
+    return []
 
 
 def _git_dirs(root: Path) -> list[Path]:
