@@ -1,15 +1,25 @@
 """Running the contract's acceptance commands: in the sandbox (`hub.safety.sandbox`), each in its own process
-group, with a timeout that kills the whole tree."""
+group, with a timeout that kills the whole tree, within `sandbox.limits` (`hub.safety.limits`).
+
+What a command prints is kept to its tail and passed through the secret redactor (`hub.safety.secrets`)
+before anything else sees it: it goes into prompts, records, halts and REVIEW_REQUEST.md.
+A command that runs pytest must also leave pytest's own report of the run (issue 28: code calling
+`os._exit(0)` at import, or a conftest.py emptying the collection, made pytest exit 0): at least one test
+run and none failed, else the command fails with that reason though it exited 0.
+"""
 
 from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
 import signal
 import subprocess
+import tempfile
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
@@ -20,7 +30,9 @@ from hub.core.config import Config
 from hub.core.faults import crash_point
 from hub.core.log import get_logger
 from hub.repo import leftovers
+from hub.safety.limits import XFSZ_EXITS, Watch, remove_written, rlimits
 from hub.safety.sandbox import Jail, absent, prepare, remove_created
+from hub.safety.secrets import Redactor, redactor
 from hub.safety.trust import control_paths
 
 log = get_logger(__name__)
@@ -29,6 +41,13 @@ TAIL = 4000
 # Bytes of each stream the hub keeps (the end of it): a command printing for as long as its clock runs
 # must not fill the hub's memory (400 MB printed held 1.2 GB resident when all of it was kept).
 CAPTURE = 256 * 1024
+# Characters of each stream a result holds, redacted: more than any prompt or record shows (8,000), and
+# few enough for the secret scanner to read in milliseconds.
+SHOWN = 16 * 1024
+CUT_MARGIN = 256  # longer than any one-line secret
+# A command that runs pytest (`pytest`, `python -m pytest`, `py.test`, through make or tox alike).
+PYTEST = re.compile(r"(?<![\w./-])(py\.test|pytest)(?![\w-])")
+REPORT_BYTES = 20 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -39,21 +58,29 @@ class CommandResult:
     stderr: str
     seconds: float
     timed_out: bool = False
+    # Why the command failed though its exit code alone would not say: `resource_limit: ...`,
+    # `no_tests_run: ...` (the pytest report's verdict). None when the exit code tells all.
+    failure: str | None = None
 
     @property
     def ok(self) -> bool:
-        return self.exit_code == 0 and not self.timed_out
+        return self.exit_code == 0 and not self.timed_out and self.failure is None
 
     def summary(self) -> AcceptanceResult:
-        return {
+        summary: AcceptanceResult = {
             "command": self.command,
             "exit_code": self.exit_code,
             "seconds": round(self.seconds, 3),
             "timed_out": self.timed_out,
         }
+        if self.failure:
+            summary["failure"] = self.failure
+        return summary
 
     def feedback(self) -> str:
         what = "timed out" if self.timed_out else f"exited {self.exit_code}"
+        if self.failure:
+            what += f"; {self.failure}"
         out = (
             self.stdout[-TAIL:] + ("\n" if self.stdout and self.stderr else "") + self.stderr[-TAIL:]
         ).strip()
@@ -65,34 +92,72 @@ def run_command(
 ) -> CommandResult:
     """Run one shell command (in `jail` when given); on timeout kill its whole process group, so no child
     outlives it. In the sandbox the command also has a PID namespace of its own: killing bwrap ends
-    every process in it, even one that left the process group with setsid. `pidfile` records the
+    every process in it, even one that left the process group with setsid, and `sandbox.limits` bound
+    it (past one: killed, what it wrote removed, a `resource_limit` failure). `pidfile` records the
     sandbox's init (unsandboxed: the command's group) while it runs, for the task's next phase to end
-    should the hub be killed meanwhile (hub.repo.leftovers): bwrap arms its die-with-parent only after it has
-    forked, and unsandboxed nothing dies with the hub."""
+    should the hub be killed meanwhile (hub.repo.leftovers): bwrap arms its die-with-parent only after it
+    has forked, and unsandboxed nothing dies with the hub. What it printed comes back redacted."""
     started = time.perf_counter()
+    report = _ReportFolder() if PYTEST.search(command) else None
+    try:
+        result = _run(command, cwd, timeout, jail, pidfile, report)
+        if report is not None and result.ok:
+            result = replace(result, failure=report.verdict())
+    finally:
+        if report is not None:
+            report.close()
+    secrets = (jail.redactor if jail else None) or redactor(folders=[cwd, Path.home()])
+    return replace(
+        result,
+        stdout=_shown(result.stdout, secrets),
+        stderr=_shown(result.stderr, secrets),
+        seconds=time.perf_counter() - started,
+    )
+
+
+def _run(
+    command: str,
+    cwd: Path,
+    timeout: float,
+    jail: Jail | None,
+    pidfile: Path | None,
+    report: _ReportFolder | None,
+) -> CommandResult:
     sandboxed = jail is not None and jail.sandboxed
     # bwrap writes to --info-fd once the sandbox stands (its die-with-parent armed) and closes it: until
     # then a kill of the hub could leave a sandbox starting up without a parent to die with.
     info_read, info_write = os.pipe() if sandboxed else (-1, -1)
     were_absent = absent(jail.guarded) if jail else []
+    env = dict(jail.env) if jail else None
+    argv: list[str] | str = command
+    if jail:
+        binds = [report.folder] if report and sandboxed else []
+        argv = jail.argv(command, cwd, info_fd=info_write if sandboxed else None, binds=binds)
+    if report is not None:
+        env = {**(env if env is not None else os.environ), "PYTEST_ADDOPTS": report.addopts(env)}
     try:
         proc = subprocess.Popen(
-            jail.argv(command, cwd, info_fd=info_write if sandboxed else None) if jail else command,
+            argv,
             shell=jail is None,
-            env=dict(jail.env) if jail else None,
+            env=env,
             cwd=cwd,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             start_new_session=True,
             stdin=subprocess.DEVNULL,
             pass_fds=(info_write,) if sandboxed else (),
+            preexec_fn=rlimits(jail.limits) if jail and sandboxed else None,
         )
     finally:
         if sandboxed:
             os.close(info_write)
+    watch = None
     if sandboxed:
+        assert jail is not None
         with os.fdopen(info_read, "rb") as info:
-            _remember(pidfile, info.read())
+            init = _remember(pidfile, info.read())
+        if init is not None:
+            watch = Watch(jail.limits, init, cwd.resolve(), lambda: os.killpg(proc.pid, signal.SIGKILL))
     else:
         # Unsandboxed, the command's process group is what a later phase can still end.
         _remember(pidfile, json.dumps({"child-pid": proc.pid, "group": True}).encode())
@@ -106,10 +171,21 @@ def run_command(
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
         timed_out = True
+    if watch is not None:
+        watch.stop()
     stdout, stderr = (reader.text() for reader in readers)
     if pidfile is not None:
         pidfile.unlink(missing_ok=True)
     exit_code = proc.returncode
+    failure = None
+    if watch is not None and (watch.exceeded or exit_code in XFSZ_EXITS):
+        assert jail is not None
+        past = watch.exceeded or f"a file of {jail.limits.disk_mb} MiB (sandbox.limits.disk_mb)"
+        failure = f"resource_limit: {past}"
+        removed = remove_written(cwd.resolve(), watch.started)
+        stderr += f"\nhub: the command was ended: {failure}; {len(removed)} files it wrote were removed"
+        log.warning("acceptance.resource_limit", command=command, failure=failure, removed=len(removed))
+        exit_code = exit_code or 1
     created = remove_created(were_absent)
     if created:
         names = ", ".join(
@@ -120,7 +196,78 @@ def run_command(
         )
         log.warning("acceptance.control_files_created", paths=names)
         exit_code = exit_code or 1
-    return CommandResult(command, exit_code, stdout, stderr, time.perf_counter() - started, timed_out)
+    return CommandResult(command, exit_code, stdout, stderr, 0.0, timed_out, failure)
+
+
+def _shown(text: str, secrets: Redactor) -> str:
+    """The last SHOWN characters of `text`, redacted. Where the cut falls inside a line, the line's
+    first CUT_MARGIN characters go too: a secret cut in half would pass the scanner."""
+    if len(text) > SHOWN:
+        tail = text[-SHOWN:]
+        start = tail.find("\n") + 1
+        text = tail[start if 0 < start <= CUT_MARGIN else CUT_MARGIN :]
+    return secrets.redact(text)
+
+
+class _ReportFolder:
+    """A fresh folder pytest writes its JUnit report into (PYTEST_ADDOPTS `--junitxml`): outside the
+    worktree, so nothing the task left there can stand in for it, and made before the command starts,
+    so a report is this run's or none."""
+
+    def __init__(self) -> None:
+        self.folder = Path(tempfile.mkdtemp(prefix="hub-pytest-"))
+        self.path = self.folder / "report.xml"
+
+    def addopts(self, env: dict[str, str] | None) -> str:
+        before = (env or {}).get("PYTEST_ADDOPTS", "")
+        return f"{before} --junitxml={self.path}".strip()
+
+    def verdict(self) -> str | None:
+        """None when the report shows at least one test run and none failed; else why not."""
+        counts = _junit_counts(self.path)
+        if counts is None:
+            return (
+                "no_tests_run: pytest exited 0 but wrote no report of its run (it ended early: "
+                "os._exit, a crash, or no pytest ran); the command fails"
+            )
+        ran, failed = counts
+        if failed:
+            return f"tests_failed: pytest exited 0 but its report shows {failed} failed or erroring tests"
+        if ran == 0:
+            return "no_tests_run: pytest exited 0 but ran no test (none collected, or all skipped)"
+        return None
+
+    def close(self) -> None:
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def _junit_counts(path: Path) -> tuple[int, int] | None:
+    """(tests run, failed or erroring) from a JUnit XML report, or None if there is none to read. The
+    file was written by code the hub does not trust: capped, and refused with a DTD (entity bombs)."""
+    import xml.etree.ElementTree as ElementTree
+
+    try:
+        if path.is_symlink() or not path.is_file() or path.stat().st_size > REPORT_BYTES:
+            return None
+        data = path.read_bytes()
+        if b"<!DOCTYPE" in data or b"<!ENTITY" in data:
+            return None
+        root = ElementTree.fromstring(data)
+    except (OSError, ElementTree.ParseError):
+        return None
+    suites = [root] if root.tag == "testsuite" else root.findall("testsuite")
+    if not suites:
+        return None
+    ran = failed = 0
+    try:
+        for suite in suites:
+            tests, skipped = int(suite.get("tests", "0")), int(suite.get("skipped", "0"))
+            bad = int(suite.get("failures", "0")) + int(suite.get("errors", "0"))
+            ran += tests - skipped
+            failed += bad
+    except ValueError:
+        return None
+    return ran, failed
 
 
 class _Tail:
@@ -152,17 +299,20 @@ def jail_for(config: Config, work_root: Path | None = None) -> Jail:
     root = work_root or config.repo_root
     protected = [root / p for p in control_paths(config)]
     jail = prepare(config.sandbox, root, protected)
+    # The values of the user's .env files (the checkout's, the home folder's) are secrets the hub knows.
+    jail = replace(jail, redactor=redactor(folders=[config.repo_root, root, Path.home()]))
     log.info("acceptance.sandbox", sandboxed=jail.sandboxed, mode=str(config.sandbox.mode), detail=jail.why)
     return jail
 
 
-def _remember(pidfile: Path | None, info: bytes) -> None:
-    """Record the sandbox's init (its host pid), or the unsandboxed command's group, while it runs."""
-    if pidfile is None:
-        return
+def _remember(pidfile: Path | None, info: bytes) -> int | None:
+    """Record the sandbox's init (its host pid), or the unsandboxed command's group, while it runs.
+    Returns that pid."""
     try:
         data = json.loads(info)
         pid = int(data["child-pid"])
     except (ValueError, KeyError, TypeError):
-        return
-    leftovers.remember(pidfile, pid, group=bool(data.get("group")))
+        return None
+    if pidfile is not None:
+        leftovers.remember(pidfile, pid, group=bool(data.get("group")))
+    return pid

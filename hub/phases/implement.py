@@ -337,7 +337,10 @@ class Attempt:
             same = not result.changed_files
         self.contract["handoff_data"]["acceptance_results"] = [r.summary() for r in results]
         failed = [r for r in results if not r.ok]
-        raise Failed(Stall("tests_failed", "\n\n".join(r.feedback() for r in failed)[-3000:]))
+        # A command ended at a sandbox limit says so by name: raising the limit may be the fix.
+        limited = any((r.failure or "").startswith("resource_limit") for r in failed)
+        reason = "resource_limit" if limited else "tests_failed"
+        raise Failed(Stall(reason, "\n\n".join(r.feedback() for r in failed)[-3000:]))
 
     def _clean_state(self) -> None:
         """The worktree as the branch and the model's answers made it, nothing else: before every run

@@ -53,6 +53,9 @@ ADVICE = {
     "server_error": "The model server answered, but broken, several times in a row: its message is above (an "
     "error mid-generation, a stream that ended without its final message, a failure loading the model). Out of "
     "memory: lower models.<model>.num_ctx in hub.yaml or use a smaller model; otherwise read the server's log.",
+    "resource_limit": "An acceptance command was ended at a sandbox limit (processes, memory or bytes "
+    "written; named below) and what it wrote was removed. If the tests need more, raise sandbox.limits in "
+    "hub.yaml; else the model's code runs away.",
     "error": "The worker failed. Run `hub doctor`; check the worker log under _handoff/logs/.",
 }
 

@@ -101,6 +101,7 @@ if TYPE_CHECKING:
         exit_code: int | None
         seconds: float
         timed_out: bool
+        failure: NotRequired[str]  # resource_limit, no_tests_run...: why an exit 0 still failed
 
     class AttemptRecord(TypedDict):
         attempt: int

@@ -1,0 +1,190 @@
+"""Bounds on one sandboxed command (issue 28): processes, memory, bytes written (`sandbox.limits`).
+
+bwrap has no resource limits of its own, and cgroups need a delegated hierarchy most machines do not
+give an unprivileged user. So two layers:
+
+- rlimits set in the child before bwrap starts, inherited by everything it runs: RLIMIT_FSIZE (no
+  file grows past `disk_mb`: the writer gets SIGXFSZ), RLIMIT_DATA (no process maps more than four
+  times `memory_mb`) and, for a hub not run by root (the kernel never applies it to root), RLIMIT_NPROC;
+- `Watch`, a thread that polls the sandbox's PID namespace a few times a second: the processes in it,
+  their resident memory together, and the bytes of the files in the writable root changed since the
+  command started. Past a limit it ends the whole sandbox and says which limit; `remove_written` then
+  deletes the untracked files the command wrote.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import resource
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from hub.core.log import get_logger
+from hub.core.sandbox_config import SandboxLimits
+
+log = get_logger(__name__)
+
+MIB = 1024 * 1024
+POLL = 0.2  # seconds between two looks at the processes and memory
+DISK_EVERY = 5  # polls between two walks of the writable root (each walk costs a directory scan)
+WALK_ENTRIES = 200_000  # a walk stops there: a huge tree costs a bounded scan
+PAGE = os.sysconf("SC_PAGE_SIZE")
+# The shell reports a command killed by SIGXFSZ (a file past RLIMIT_FSIZE) as 128 + 25.
+XFSZ_EXITS = {-signal.SIGXFSZ, 128 + signal.SIGXFSZ}
+# RLIMIT_DATA is a backstop against one huge allocation, above what the watch measures (resident memory
+# of all processes together), so that the watch is what ends a command and names the limit.
+DATA_FACTOR = 4
+
+
+def rlimits(limits: SandboxLimits) -> Callable[[], None]:
+    """The function Popen runs in the child before bwrap: the per-process layer of the limits."""
+    disk = limits.disk_mb * MIB
+    data = DATA_FACTOR * limits.memory_mb * MIB
+    nproc = _own_processes() + limits.processes if os.getuid() != 0 else None
+
+    def apply() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (disk, disk))
+        resource.setrlimit(resource.RLIMIT_DATA, (data, data))
+        if nproc is not None:
+            with contextlib.suppress(ValueError, OSError):
+                resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
+
+    return apply
+
+
+def _own_processes() -> int:
+    """The processes of this user now: RLIMIT_NPROC counts them all, not only the sandbox's."""
+    uid = os.getuid()
+    count = 0
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            with contextlib.suppress(OSError):
+                count += os.stat(f"/proc/{name}").st_uid == uid
+    return count
+
+
+class Watch:
+    """Polls one running sandbox (its init's host pid) against `limits`; `kill` ends it past one.
+    `exceeded` then says which, in a sentence."""
+
+    def __init__(self, limits: SandboxLimits, init_pid: int, root: Path, kill: Callable[[], None]) -> None:
+        self.limits = limits
+        self.root = root
+        self.kill = kill
+        self.started = time.time_ns()
+        self.exceeded: str | None = None
+        self._stop = threading.Event()
+        try:
+            self._namespace = os.readlink(f"/proc/{init_pid}/ns/pid")
+        except OSError:
+            self._namespace = ""
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop polling; one last look at the disk, for a command that wrote its bomb and ended between
+        two walks."""
+        self._stop.set()
+        self._thread.join(timeout=5)
+        if self.exceeded is None:
+            self.exceeded = self.check_disk()
+
+    def _run(self) -> None:
+        polls = 0
+        while not self._stop.wait(POLL):
+            polls += 1
+            found = self._check(disk=polls % DISK_EVERY == 0)
+            if found:
+                self.exceeded = found
+                log.warning("sandbox.resource_limit", limit=found)
+                self.kill()
+                return
+
+    def _check(self, disk: bool) -> str | None:
+        pids = self._pids()
+        if len(pids) > self.limits.processes:
+            return f"more than {self.limits.processes} processes (sandbox.limits.processes)"
+        resident = sum(_resident(pid) for pid in pids)
+        if resident > self.limits.memory_mb * MIB:
+            return f"more than {self.limits.memory_mb} MiB of memory (sandbox.limits.memory_mb)"
+        if disk:
+            return self.check_disk()
+        return None
+
+    def check_disk(self) -> str | None:
+        if self.written() >= self.limits.disk_mb * MIB:
+            return f"{self.limits.disk_mb} MiB written or more (sandbox.limits.disk_mb)"
+        return None
+
+    def _pids(self) -> list[int]:
+        if not self._namespace:
+            return []
+        found = []
+        for name in os.listdir("/proc"):
+            if name.isdigit():
+                with contextlib.suppress(OSError):
+                    if os.readlink(f"/proc/{name}/ns/pid") == self._namespace:
+                        found.append(int(name))
+        return found
+
+    def written(self) -> int:
+        """Bytes in the files of the writable root changed since the command started (git metadata aside)."""
+        return sum(size for _, size in _changed(self.root, self.started))
+
+
+def _resident(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/statm", encoding="ascii") as handle:
+            return int(handle.read().split()[1]) * PAGE
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def _changed(root: Path, since_ns: int) -> list[tuple[Path, int]]:
+    """The files under `root` whose inode changed at or after `since_ns` (ctime: a command cannot set it
+    back), with their sizes; links not followed, `.git` skipped, at most WALK_ENTRIES entries."""
+    found: list[tuple[Path, int]] = []
+    seen = 0
+    stack = [str(root)]
+    while stack and seen < WALK_ENTRIES:
+        folder = stack.pop()
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue
+        for entry in entries:
+            seen += 1
+            with contextlib.suppress(OSError):
+                if entry.is_dir(follow_symlinks=False):
+                    if entry.name != ".git":
+                        stack.append(entry.path)
+                    continue
+                info = entry.stat(follow_symlinks=False)
+                if info.st_ctime_ns >= since_ns:
+                    found.append((Path(entry.path), info.st_blocks * 512 or info.st_size))
+    return found
+
+
+def remove_written(root: Path, since_ns: int) -> list[str]:
+    """Delete the files under `root` the command wrote that git does not track (what a disk bomb left);
+    tracked files are the task's and stay for the restore that follows every command. Returns them."""
+    try:
+        listed = subprocess.run(
+            ["git", "-C", str(root), "ls-files", "-z"], capture_output=True, check=True, timeout=60
+        ).stdout
+        tracked = {os.fsdecode(p) for p in listed.split(b"\0") if p}
+    except (OSError, subprocess.SubprocessError):
+        tracked = set()
+    removed = []
+    for path, _ in _changed(root, since_ns):
+        rel = path.relative_to(root).as_posix()
+        if rel not in tracked:
+            with contextlib.suppress(OSError):
+                path.unlink()
+                removed.append(rel)
+    return sorted(removed)

@@ -1,0 +1,200 @@
+"""No secret of the user's leaves in a prompt or a record (issue 28).
+
+What a command prints goes into the reflection prompt (to a model server that may be remote), the task's
+records in `_handoff/`, a halt and REVIEW_REQUEST.md. Before any of that, `Redactor.redact` replaces every
+secret found with a marker naming its kind, `[REDACTED:<kind>]`:
+
+- what detect-secrets (Yelp's maintained scanner: AWS, GitHub, GitLab, Slack, Stripe, OpenAI, PyPI,
+  npm tokens, JWTs, basic-auth URLs, private keys, `password = ...` keywords) finds on each line;
+- the values the hub knows are the user's: the values in the checkout's and the home folder's `.env`
+  files, and the values of environment variables whose names look like credentials;
+- whole PEM private-key blocks (detect-secrets flags the BEGIN line, not the key under it), and
+  unquoted high-entropy tokens of letters and digits (detect-secrets measures entropy only in quotes).
+
+A list of names is never complete, so the sandbox hides the user's files first (hub.safety.sandbox); this
+is the second wall, for what a command can still print.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import os
+import re
+import threading
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from hub.core.log import get_logger
+
+log = get_logger(__name__)
+
+# An environment variable whose name says it holds a credential (the sandbox's own rule, wider).
+SECRET_NAME = re.compile(
+    r"(TOKEN|SECRET|PASSWORD|PASSWD|PASSPHRASE|CREDENTIAL|PRIVATE|_KEY$|_KEY_|^AWS_|API_?KEY|AUTH|_PAT$|DSN$)",
+    re.IGNORECASE,
+)
+# Shorter values are too common to replace wherever they occur ("true", "admin", a port number).
+MIN_KNOWN = 8
+# The .env files the hub reads values from, in the checkout and the home folder; bounded.
+ENV_FILE = re.compile(r"^\.env(\..+)?$|^.+\.env$")
+ENV_FILE_BYTES = 256 * 1024
+ENV_FILES = 50
+PEM = re.compile(
+    r"-----BEGIN ((?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?)-----.*?(?:-----END [A-Z0-9 ]*-----|\Z)", re.DOTALL
+)
+# A run of token characters at least this long, with upper, lower and digits, above this entropy (bits
+# per character): a random 32-character key scores ~4.6-5.0, English words and identifiers under 4.
+TOKEN = re.compile(r"[A-Za-z0-9_\-+/=.]{24,}")
+ENTROPY = 4.2
+# detect-secrets reads `key = value` without quotes in an .ini file, with quotes only elsewhere:
+# command output is closer to the first.
+AS_FILE = "command-output.ini"
+# Lines longer than this are scanned in pieces: detect-secrets' regexes on a 1 MB line take seconds.
+LINE_CHARS = 4000
+
+_lock = threading.Lock()
+
+
+@dataclass(frozen=True)
+class Redactor:
+    """Replaces secrets in text: known values (name -> value kind) and whatever the detectors find."""
+
+    known: Mapping[str, str]
+
+    def redact(self, text: str) -> str:
+        if not text:
+            return text
+        text = PEM.sub(lambda m: f"[REDACTED:{m.group(1).title()}]", text)
+        text = _replace_known(text, self.known)
+        text = _detected(text)
+        return TOKEN.sub(_entropy_marker, text)
+
+
+def redactor(env: Mapping[str, str] | None = None, folders: Iterable[Path] = ()) -> Redactor:
+    """The redactor for this hub: the secret-looking variables of `env` (default os.environ) and the
+    values of the `.env` files directly in `folders` (the checkout, the home folder)."""
+    env = os.environ if env is None else env
+    known: dict[str, str] = {}
+    for name, value in env.items():
+        if SECRET_NAME.search(name) and len(value.strip()) >= MIN_KNOWN:
+            known[value.strip()] = f"environment variable {name}"
+    for path in _env_files(folders):
+        for name, value in _env_values(path):
+            known.setdefault(value, f"{path.name} value {name}")
+    return Redactor(known)
+
+
+def _env_files(folders: Iterable[Path]) -> list[Path]:
+    found: list[Path] = []
+    for folder in dict.fromkeys(folders):
+        try:
+            entries = sorted(os.scandir(folder), key=lambda e: e.name)
+        except OSError:
+            continue
+        for entry in entries:
+            # A link is not followed: a .env pointing at a huge or special file is not the user's value.
+            if ENV_FILE.match(entry.name) and entry.is_file(follow_symlinks=False):
+                found.append(Path(entry.path))
+            if len(found) >= ENV_FILES:
+                return found
+    return found
+
+
+def _env_values(path: Path) -> list[tuple[str, str]]:
+    """`NAME=value` pairs of a dotenv file (export prefix, quotes and comments as dotenv reads them)."""
+    try:
+        with path.open("rb") as handle:
+            text = handle.read(ENV_FILE_BYTES).decode("utf-8", errors="replace")
+    except OSError:
+        return []
+    pairs = []
+    for line in text.splitlines():
+        line = line.strip().removeprefix("export ").strip()
+        name, eq, value = line.partition("=")
+        if not eq or name.startswith("#"):
+            continue
+        value = value.strip()
+        if value[:1] in {'"', "'"} and value.endswith(value[:1]) and len(value) > 1:
+            value = value[1:-1]
+        else:
+            value = value.split(" #", 1)[0].strip()
+        if len(value) >= MIN_KNOWN:
+            pairs.append((name.strip(), value))
+    return pairs
+
+
+def _replace_known(text: str, known: Mapping[str, str]) -> str:
+    if not known:
+        return text
+    pattern = _alternation(tuple(sorted(known, key=len, reverse=True)))
+    return pattern.sub(lambda m: f"[REDACTED:{known[m.group(0)]}]", text)
+
+
+@functools.lru_cache(maxsize=8)
+def _alternation(values: tuple[str, ...]) -> re.Pattern[str]:
+    return re.compile("|".join(map(re.escape, values)))
+
+
+def _detected(text: str) -> str:
+    """The text with what detect-secrets finds on each line replaced."""
+    from detect_secrets.core.scan import _process_line_based_plugins  # ~100 ms: only when there is output
+    from detect_secrets.settings import default_settings
+
+    lines = text.split("\n")
+    pieces = [
+        (number, line[start : start + LINE_CHARS])
+        for number, line in enumerate(lines, 1)
+        for start in range(0, max(len(line), 1), LINE_CHARS)
+    ]
+    found: dict[int, list[tuple[str, str, object]]] = {}
+    # detect-secrets keeps its plugins in process-wide settings: one scan at a time.
+    with _lock, default_settings():
+        for secret in _process_line_based_plugins(pieces, AS_FILE):
+            found.setdefault(secret.line_number, []).append(
+                (secret.type, secret.secret_value or "", _plugin_for(secret.type))
+            )
+    for number, secrets in found.items():
+        lines[number - 1] = _replace_found(lines[number - 1], secrets)
+    if found:
+        log.debug("secrets.redacted", lines=len(found))
+    return "\n".join(lines)
+
+
+def _plugin_for(kind: str) -> object:
+    from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
+
+    return get_mapping_from_secret_type_to_class().get(kind)
+
+
+def _replace_found(line: str, secrets: list[tuple[str, str, object]]) -> str:
+    for kind, value, plugin in secrets:
+        marker = f"[REDACTED:{kind}]"
+        if len(value) >= MIN_KNOWN and value in line:
+            line = line.replace(value, marker)
+            continue
+        # A detector that reports only part of its match (GitHub's reports the `ghp` prefix): the
+        # whole match of its patterns goes.
+        for pattern in getattr(plugin, "denylist", ()):
+            line = pattern.sub(marker, line)
+    return line
+
+
+def _entropy_marker(match: re.Match[str]) -> str:
+    token = match.group(0)
+    if not (
+        any(c.isdigit() for c in token)
+        and any(c.islower() for c in token)
+        and any(c.isupper() for c in token)
+    ):
+        return token
+    if "/" in token.strip("/") and token.count("/") > 2:  # a path, not a key
+        return token
+    return "[REDACTED:high-entropy string]" if _entropy(token) >= ENTROPY else token
+
+
+def _entropy(token: str) -> float:
+    counts = Counter(token)
+    return -sum(n / len(token) * math.log2(n / len(token)) for n in counts.values())
