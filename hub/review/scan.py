@@ -120,15 +120,34 @@ def defused(code: str) -> str:
     return code.replace(SUPPRESSION, SUPPRESSION.upper())
 
 
+# A run of this many whole-line Python comments or more is blanked in the copy ast-grep scans:
+# tree-sitter-python parses such a run in quadratic time (issue 28: a 380,000-character reply of short
+# comment lines held the local review over 245 s, 16,000 lines 15 s), and spaces of the same byte length
+# keep every line and column. Shorter runs stay, for project rules that look at comments.
+COMMENT_RUN = 200
+_PY_COMMENT_RUN = re.compile(rb"(?m)^(?:[ \t]*#[^\r\n]*\r?\n){%d,}" % COMMENT_RUN)
+_PY_COMMENT = re.compile(rb"(?m)^([ \t]*)(#[^\r\n]*)")
+
+
+def _blank_comment_runs(data: bytes) -> bytes:
+    return _PY_COMMENT_RUN.sub(
+        lambda run: _PY_COMMENT.sub(lambda m: m.group(1) + b" " * len(m.group(2)), run.group(0)), data
+    )
+
+
 def _copy_defused(source: Path, copy: Path) -> bool:
-    """Write a defused copy of `source` at `copy` if it carries a suppression comment; True if it did."""
+    """Write a defused copy of `source` at `copy` if it carries a suppression comment (or, Python, a long
+    run of comment lines); True if it did."""
     if not source.is_file():
         return False
     data = source.read_bytes()
-    if SUPPRESSION.encode() not in data:
+    changed = data.replace(SUPPRESSION.encode(), SUPPRESSION.upper().encode())
+    if source.suffix in {".py", ".pyi"}:
+        changed = _blank_comment_runs(changed)
+    if changed == data:
         return False
     copy.parent.mkdir(parents=True, exist_ok=True)
-    copy.write_bytes(data.replace(SUPPRESSION.encode(), SUPPRESSION.upper().encode()))
+    copy.write_bytes(changed)
     return True
 
 
