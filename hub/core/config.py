@@ -29,6 +29,7 @@ DEFAULT_MAX_CHANGED_FILES = 20
 
 
 CONFIG_FILE = "hub.yaml"
+MAX_CONFIG_BYTES = 1024 * 1024
 __all__ = [
     "BACKENDS",
     "CONFIG_FILE",
@@ -328,7 +329,16 @@ def read_yaml(path: Path) -> dict[str, Any]:
     import yaml
 
     try:
-        text = path.read_text(encoding="utf-8")
+        # Bounded before anything parses it (a 22 MB hub.yaml kept `hub next` busy over 180 s); a bigger
+        # one is never cached, so this is the one read that must refuse it.
+        with path.open("rb") as handle:
+            data = handle.read(MAX_CONFIG_BYTES + 1)
+        if len(data) > MAX_CONFIG_BYTES:
+            raise ConfigError(
+                f"{path}: over {MAX_CONFIG_BYTES:,} bytes, more than a hub.yaml may hold (a configuration "
+                "is a few kilobytes): is this the right file?"
+            )
+        text = data.decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: cannot be read: {exc}") from None
     try:

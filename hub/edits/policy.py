@@ -20,12 +20,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hub.core.errors import EditError
+from hub.core.files import read_text_capped
 from hub.core.log import get_logger
 from hub.core.paths import first_match, is_glob, path_parts, refusal
 from hub.edits.edit import FileEdit
 from hub.safety.trust import CONTROL_FILES
 
 log = get_logger(__name__)
+# What Linux file systems take (NAME_MAX, PATH_MAX): a longer name fails the stat itself with
+# ENAMETOOLONG, so it is refused before the disk is asked anything.
+NAME_MAX = 255
+PATH_MAX = 4096
 
 
 @dataclass(frozen=True)
@@ -65,13 +70,18 @@ def retarget(edit: FileEdit, policy: Policy, root: Path) -> str:
     parts = path_parts(path)
     if only is None or not parts or "/".join(parts) == only or path.startswith(("/", "~")) or ".." in parts:
         return edit.path
+    if _too_long(parts):  # before any look at the disk: the stat itself fails on such a name
+        return edit.path
     if path_allowed("/".join(parts), policy.allowed_paths) or (root / "/".join(parts)).exists():
         return edit.path
     if parts[-1] == only.rsplit("/", 1)[-1]:
         log.debug("edits.retargeted", path=edit.path, to=only, why="same file name")
         return only
-    if edit.blocks and edit.content is None and edit.patch is None and (root / only).is_file():
-        text = (root / only).read_text(encoding="utf-8", errors="replace").replace("\r\n", "\n")
+    known = (
+        read_text_capped(root / only) if edit.blocks and edit.content is None and edit.patch is None else None
+    )
+    if known is not None:
+        text = known.replace("\r\n", "\n")
         if all(b.search.strip() and text.count(b.search) == 1 for b in edit.blocks):
             log.debug("edits.retargeted", path=edit.path, to=only, why="SEARCH found in the allowed file")
             return only
@@ -105,8 +115,9 @@ def check_path(raw: str, policy: Policy, root: Path) -> str:
         raise EditError("path escapes the repository ('..')")
     if any(p.lower() == ".git" for p in parts):
         raise EditError("path is inside .git/")
-    if any(len(p.encode("utf-8")) > 255 for p in parts):
-        raise EditError("a path component is longer than 255 bytes, more than file systems allow")
+    too_long = _too_long(parts)
+    if too_long:
+        raise EditError(too_long)
     rel = "/".join(parts)
     control = control_file_refusal(rel, policy.control_paths)
     if control is not None:
@@ -116,6 +127,15 @@ def check_path(raw: str, policy: Policy, root: Path) -> str:
         raise EditError(refused)
     check_filesystem(root, rel)
     return rel
+
+
+def _too_long(parts: Sequence[str]) -> str | None:
+    """Why a path is longer than file systems allow (a name of 255 bytes, a path of 4,096), else None."""
+    if any(len(p.encode("utf-8")) > NAME_MAX for p in parts):
+        return f"a path component is longer than {NAME_MAX} bytes, more than file systems allow"
+    if len("/".join(parts).encode("utf-8")) > PATH_MAX:
+        return f"the path is longer than {PATH_MAX:,} bytes, more than file systems allow"
+    return None
 
 
 def control_file_refusal(rel: str, control_paths: Sequence[str]) -> str | None:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from hub.core.errors import ContextOverflow, EditError, WorkerError
 from hub.core.faults import crash_point
+from hub.core.files import read_text_capped
 from hub.core.log import get_logger
 from hub.core.paths import is_glob
 from hub.core.text import listed
@@ -514,7 +515,8 @@ def file_section(repo_root: Path, rel: str) -> str:
         return f"### {rel}\n\n(outside the repository: not shown)"
     if not path.is_file():
         return f"### {rel}\n\n(does not exist yet: create it)"
-    text = path.read_text(encoding="utf-8", errors="replace")
+    # Never more than the cap (4 bytes a character at most): a huge file is cut below all the same.
+    text = read_text_capped(path, 4 * MAX_FILE_CHARS + 4) or ""
     if len(text) > MAX_FILE_CHARS:
         text = text[:MAX_FILE_CHARS] + "\n... (cut: the file is longer)"
     shape = outline(rel, text)
@@ -530,7 +532,7 @@ def outline_section(repo_root: Path, rel: str) -> str:
     path = repo_root / rel
     if not path.is_file():
         return file_section(repo_root, rel)
-    shape = outline(rel, path.read_text(encoding="utf-8", errors="replace"))
+    shape = outline(rel, read_text_capped(path) or "")
     body = render_outline(shape) if shape else "(no outline: the file's language is not parsed)"
     return f"### {rel} (outline only: the whole file did not fit the model's context)\n\n{body}"
 

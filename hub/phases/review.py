@@ -19,6 +19,7 @@ from hub.core.errors import (
     RuleError,
     WorkerError,
 )
+from hub.core.files import read_text_capped
 from hub.core.log import get_logger
 from hub.phases import prompts
 from hub.phases.calls import generate
@@ -246,7 +247,9 @@ class Review:
             issues.append(issue)
         root = self.run.worktree
         for rel in self.files:
-            for err in syntax_errors(rel, (root / rel).read_text(encoding="utf-8", errors="replace"))[:5]:
+            # Never through a link, never more than the cap: the model's code shaped this folder.
+            source = read_text_capped(root / rel)
+            for err in syntax_errors(rel, source or "")[:5]:
                 issues.append(
                     {
                         "severity": "major",

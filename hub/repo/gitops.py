@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from hub.core.errors import GitError
+from hub.core.files import read_capped
 from hub.core.log import get_logger
 from hub.core.paths import first_match, refusal
 
@@ -261,8 +262,10 @@ def content_hash(repo_dir: Path, files: list[str]) -> str:
     digest = hashlib.sha256()
     for name in sorted(files):
         digest.update(name.encode() + b"\0")
-        path = repo_dir / name
-        digest.update(path.read_bytes() if path.is_file() else b"")
+        # A link or a special file counts as empty, a huge file by its first DEFAULT_LIMIT bytes: the
+        # worktree is what the model's code left (a link to /dev/zero was read forever).
+        found = read_capped(repo_dir / name)
+        digest.update(found[0] if found else b"")
         digest.update(b"\0")
     return digest.hexdigest()
 

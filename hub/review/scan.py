@@ -25,6 +25,7 @@ from typing import Any
 import yaml
 
 from hub.core.errors import RuleError
+from hub.core.files import read_capped
 from hub.core.log import get_logger
 from hub.review.rules import (
     CHECK_TIMEOUT_SECONDS,
@@ -138,9 +139,10 @@ def _blank_comment_runs(data: bytes) -> bytes:
 def _copy_defused(source: Path, copy: Path) -> bool:
     """Write a defused copy of `source` at `copy` if it carries a suppression comment (or, Python, a long
     run of comment lines); True if it did."""
-    if not source.is_file():
+    found = read_capped(source)  # never through a link, never more than the cap
+    if found is None:
         return False
-    data = source.read_bytes()
+    data = found[0]
     changed = data.replace(SUPPRESSION.encode(), SUPPRESSION.upper().encode())
     if source.suffix in {".py", ".pyi"}:
         changed = _blank_comment_runs(changed)
@@ -208,7 +210,8 @@ def scan_paths(
         targets = []
         for p in paths:
             full = Path(p) if Path(p).is_absolute() else repo_root / p
-            if full.exists():
+            # A link is not scanned: ast-grep would read its target, outside the tree or /dev/zero.
+            if full.exists() and not full.is_symlink():
                 targets.append(os.path.relpath(full, repo_root))
         if not targets:
             return []

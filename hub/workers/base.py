@@ -34,6 +34,9 @@ class ChatRequest:
     # The start of the answer, for the model to continue (a reply cut off at num_predict): sent as a
     # trailing assistant message, which Ollama's /api/chat continues instead of starting a new turn.
     prefill: str = ""
+    # limits.max_reply_chars: a longer answer is cut off while it streams (issue 28: a 50 MB reply was
+    # refused only after 159 s and 530 MB). None: no cap.
+    max_chars: int | None = None
 
     def messages(self) -> list[dict[str, str]]:
         """The chat messages: the system prompt (if any), the prompt as the user's turn, and the answer

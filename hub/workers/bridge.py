@@ -462,6 +462,7 @@ def request_for(
         total_timeout=r.timeouts.total,
         load_timeout=r.timeouts.load,
         token_scale=budget.Calibration.load(calibration_path(config)).scale(r.model),
+        max_chars=config.max_reply_chars,
     )
 
 

@@ -376,6 +376,12 @@ def _consume(
             # Only the new pieces: summing every piece on each line made a long answer quadratic.
             size += sum(map(len, state.content[counted:]))
             counted = len(state.content)
+            if request.max_chars is not None and size > request.max_chars:
+                raise RunawayOutput(
+                    f"{host}: {request.model}: the answer passed {request.max_chars:,} characters "
+                    "(limits.max_reply_chars); stopped while it streamed",
+                    partial_text=state.text()[-LOOP_SPAN:],
+                )
             if size - checked >= LOOP_CHECK_CHARS:
                 checked = size
                 loop = repeating(state.text())
