@@ -22,6 +22,7 @@
     │   ├── ContextOverflow        the prompt and its answer do not fit the window (deterministic)
     │   ├── MalformedStream        the server sent something that is not its protocol
     │   ├── RunawayOutput          the model repeats the same lines over and over: stopped early
+    │   │   └── ReplyTooLarge      the answer passed limits.max_reply_chars: stopped while it streamed
     │   └── MCPError               an MCP call failed
     │       ├── MCPTimeoutError    the call ran past its timeout (also a TimeoutError)
     │       └── MCPServerCrashed   the server process died
@@ -222,6 +223,10 @@ class RunawayOutput(WorkerError):
     def __init__(self, message: str, partial_text: str = "") -> None:
         self.partial_text = partial_text
         super().__init__(message)
+
+
+class ReplyTooLarge(RunawayOutput):
+    """The answer passed limits.max_reply_chars; the stream was cut there."""
 
 
 class MCPError(WorkerError):

@@ -9,6 +9,7 @@ from hub.core.errors import (
     ContextOverflow,
     ModelNotFound,
     PhaseTimeout,
+    ReplyTooLarge,
     RunawayOutput,
     ServerBroken,
     WorkerError,
@@ -111,6 +112,8 @@ def worker_failure(exc: WorkerError, model: str) -> Trip | Stall:
         return Stall("phase_timeout", str(exc), event=Event.TIMEOUT)
     if isinstance(exc, WorkerTimeout):
         return Stall(f"timeout: {exc.clock}", str(exc), exc.partial_text, event=Event.TIMEOUT)
+    if isinstance(exc, ReplyTooLarge):
+        return Stall("reply_too_large", str(exc), exc.partial_text)
     if isinstance(exc, RunawayOutput):
         return Stall("runaway_output", str(exc), exc.partial_text)
     if isinstance(exc, ServerBroken):

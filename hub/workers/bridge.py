@@ -34,6 +34,7 @@ from hub.core.errors import (
     MCPError,
     MCPTimeoutError,
     ModelNotFound,
+    ReplyTooLarge,
     RunawayOutput,
     ServerFailed,
     WorkerError,
@@ -275,6 +276,8 @@ class WorkerClient:
             options["system"] = request.system
         if request.num_predict is not None:
             options["num_predict"] = request.num_predict
+        if request.max_chars is not None:
+            options["max_chars"] = request.max_chars  # the hub's worker cuts the stream there
         args = {"model": request.model, "prompt": request.prompt, "options": options}
         # Loading runs on its own clock before the others start.
         timeout = request.total_timeout + request.load_timeout + SERVER_CLOCK_MARGIN
@@ -384,6 +387,8 @@ def run_error(data: dict[str, Any], meta: dict[str, Any], request: ChatRequest) 
         return ServerFailed(message, partial_text=partial)
     if kind == "MalformedStream":
         return MalformedStream(message)
+    if kind == "ReplyTooLarge":
+        return ReplyTooLarge(message, partial_text=partial)
     if kind == "RunawayOutput":
         return RunawayOutput(message, partial_text=partial)
     return WorkerError(f"ollama_run failed: {message}")

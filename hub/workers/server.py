@@ -63,6 +63,7 @@ class RunOptions(BaseModel):
     stall_timeout: float | None = Field(default=None, gt=0, description="ms (hub extension)")
     load_timeout: float | None = Field(default=None, gt=0, description="ms (hub extension)")
     token_scale: float | None = Field(default=None, gt=0, description="the model's token calibration")
+    max_chars: int | None = Field(default=None, gt=0, description="cut the answer past this (hub extension)")
 
 
 class Message(BaseModel):

@@ -35,6 +35,7 @@ import httpx
 from hub.core.errors import (
     ContextOverflow,
     ModelNotFound,
+    ReplyTooLarge,
     RunawayOutput,
     ServerFailed,
     WorkerError,
@@ -377,7 +378,7 @@ def _consume(
             size += sum(map(len, state.content[counted:]))
             counted = len(state.content)
             if request.max_chars is not None and size > request.max_chars:
-                raise RunawayOutput(
+                raise ReplyTooLarge(
                     f"{host}: {request.model}: the answer passed {request.max_chars:,} characters "
                     "(limits.max_reply_chars); stopped while it streamed",
                     partial_text=state.text()[-LOOP_SPAN:],

@@ -89,6 +89,7 @@ OPTIONS: dict[str, Limit] = {
     "stall_timeout": Limit(float, gt=0),
     "load_timeout": Limit(float, gt=0),
     "token_scale": Limit(float, gt=0),
+    "max_chars": Limit(int, gt=0),  # limits.max_reply_chars: the stream is cut there (hub extension)
 }
 ROLES = ("system", "user", "assistant")
 
@@ -171,6 +172,7 @@ def chat_request(model: str, prompt: str, options: dict[str, Any], system: str |
         total_timeout=seconds("timeout", defaults.total_timeout),
         load_timeout=seconds("load_timeout", defaults.load_timeout),
         token_scale=float(_pick(options.get("token_scale"), defaults.token_scale)),
+        max_chars=int(options["max_chars"]) if isinstance(options.get("max_chars"), int) else None,
     )
 
 

@@ -249,6 +249,7 @@ def test_a_roles_request_carries_its_model_num_ctx_temperature_and_clocks(tmp_pa
         first_token_timeout=11,
         stall_timeout=7,
         total_timeout=99,
+        max_chars=400_000,  # limits.max_reply_chars: the stream is cut there
     )
 
 
