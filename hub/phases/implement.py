@@ -24,7 +24,7 @@ from hub.edits.answer import apply_answer, check_reply, not_made_good, unapplied
 from hub.edits.feedback import answer_feedback, output_truncated
 from hub.edits.policy import Policy
 from hub.phases import prompts
-from hub.phases.acceptance import CommandResult, jail_for, run_command
+from hub.phases.acceptance import CommandResult, jail_for, run_command, user_secrets
 from hub.phases.calls import generate
 from hub.phases.context import Context, Outcome
 from hub.phases.run import Run
@@ -483,28 +483,32 @@ def build_prompt(run: Run, outlines: bool = False) -> str:
     example = spec.get("target_file") or (paths[0] if paths else "path/to/file.py")
 
     forbidden = constraints["forbidden_paths"]
-    # Templates from the trust root (the user's checkout), never from the task's files.
-    return prompts.render(
-        run.ctx.config.trust_root,
-        "implementer",
-        task_id=contract["task_id"],
-        title=contract.get("title", ""),
-        allowed_paths=", ".join(constraints["allowed_paths"])
-        or "none (the task names no target or allowed path)",
-        forbidden_line=f"Never touch: {', '.join(forbidden)}.\n" if forbidden else "",
-        requirements=prompts.bullets(spec["requirements"]),
-        acceptance_criteria=prompts.bullets(spec.get("acceptance_criteria", [])),
-        acceptance_commands=", ".join(f"`{c}`" for c in spec.get("acceptance_commands", [])) or "(none)",
-        feedback=feedback_section(run),
-        files="\n\n".join(
-            outline_section(files_root, p)
-            if outlines and p != spec.get("target_file")
-            else file_section(files_root, p)
-            for p in paths
+    # Templates from the trust root (the user's checkout), never from the task's files. The files are
+    # what the model's code may have written: the user's own secrets in them are replaced (issue 28).
+    known = user_secrets(run.ctx.config, run.worktree)
+    return known.redact_known(
+        prompts.render(
+            run.ctx.config.trust_root,
+            "implementer",
+            task_id=contract["task_id"],
+            title=contract.get("title", ""),
+            allowed_paths=", ".join(constraints["allowed_paths"])
+            or "none (the task names no target or allowed path)",
+            forbidden_line=f"Never touch: {', '.join(forbidden)}.\n" if forbidden else "",
+            requirements=prompts.bullets(spec["requirements"]),
+            acceptance_criteria=prompts.bullets(spec.get("acceptance_criteria", [])),
+            acceptance_commands=", ".join(f"`{c}`" for c in spec.get("acceptance_commands", [])) or "(none)",
+            feedback=feedback_section(run),
+            files="\n\n".join(
+                outline_section(files_root, p)
+                if outlines and p != spec.get("target_file")
+                else file_section(files_root, p)
+                for p in paths
+            )
+            or "(no files named in the contract)",
+            example_path=example,
+            example_lang=language_for(example) or "",
         )
-        or "(no files named in the contract)",
-        example_path=example,
-        example_lang=language_for(example) or "",
     )
 
 

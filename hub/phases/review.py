@@ -22,6 +22,7 @@ from hub.core.errors import (
 from hub.core.files import read_text_capped
 from hub.core.log import get_logger
 from hub.phases import prompts
+from hub.phases.acceptance import user_secrets
 from hub.phases.calls import generate
 from hub.phases.context import Context, Outcome
 from hub.phases.evidence import agrees, downgrade, second_look_prompt, sort_criticals
@@ -186,6 +187,9 @@ class Review:
         self.files = [f for f in changed_files(run, committed) if (root / f).is_file()]
 
     def execute(self) -> Outcome:
+        leaked = self._user_secrets()
+        if leaked is not None:
+            return leaked
         static = self._static()
         if isinstance(static, Outcome):
             return static
@@ -202,6 +206,28 @@ class Review:
         if isinstance(review, Outcome):
             return review
         return self._decide(static, review)
+
+    def _user_secrets(self) -> Outcome | None:
+        """A halt when the change adds one of the user's own secrets (a .env value, a credential-named
+        variable's value, a token of the git configuration, a private key): sandboxed code can read the
+        git metadata and tracked files and write what it read into the file it may change. Before any
+        prompt, REVIEW_REQUEST.md or merge carries it on; the values are never shown, only their kinds."""
+        added = "\n".join(
+            line[1:] for line in self.diff.splitlines() if line.startswith("+") and not line.startswith("+++")
+        )
+        kinds = user_secrets(self.run.ctx.config, self.run.worktree).known_in(added)
+        if not kinds:
+            return None
+        return self.run.halt(
+            Trip(
+                "secret_in_change",
+                f"the change adds your own secrets ({', '.join(kinds)}); the values are not shown here",
+                {"kinds": kinds},
+                hint="read the task's diff (git diff on its branch) and remove them; then `hub resume` the "
+                "task, or reject it",
+            ),
+            event=Event.CRITICAL_FLAW,
+        )
 
     def _static(self) -> list[Issue] | Outcome:
         """ast-grep rules and tree-sitter syntax errors; a blocking finding halts at once."""

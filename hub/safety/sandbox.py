@@ -51,6 +51,7 @@ from pathlib import Path
 from hub.core.errors import HubError
 from hub.core.log import get_logger
 from hub.core.sandbox_config import SandboxLimits, SandboxMode, SandboxSettings
+from hub.safety.limits import prlimit_argv, rlimits
 from hub.safety.secrets import Redactor
 
 Which = Callable[[str], str | None]
@@ -145,6 +146,8 @@ class Jail:
     limits: SandboxLimits = field(default_factory=SandboxLimits)
     # What replaces the secrets in the command's output (hub.phases.acceptance sets the user's .env values).
     redactor: Redactor | None = None
+    # Sets the per-process limits in the child, where no `prlimit` is in the prefix to do it.
+    preexec: Callable[[], None] | None = None
 
     def argv(
         self, command: str, cwd: Path, info_fd: int | None = None, binds: Sequence[Path] = ()
@@ -290,7 +293,11 @@ def prepare(
         )
     root = writable_root.resolve()
     size = (tmp_size or settings.limits.disk_mb * MIB) if _sizes_tmpfs(bwrap) else None
-    prefix = [bwrap, *_mounts(root, protected, settings, env, hidden, size)]
+    # The per-process limits, set by prlimit before it execs bwrap (hub.safety.limits; without prlimit,
+    # Jail.preexec sets them in the child).
+    prlimit = which("prlimit")
+    limited = prlimit_argv(prlimit, settings.limits) if prlimit else []
+    prefix = [*limited, bwrap, *_mounts(root, protected, settings, env, hidden, size)]
     prefix += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--die-with-parent", "--new-session"]
     # Run by root, bwrap keeps root's capabilities unless told: the command could umount the read-only
     # binds (and forge the judge's report), mknod the host's disk or load a kernel module.
@@ -306,6 +313,7 @@ def prepare(
         protected,
         view(root, settings, env),
         settings.limits,
+        preexec=None if prlimit else rlimits(settings.limits),
     )
 
 

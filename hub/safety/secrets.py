@@ -7,7 +7,8 @@ secret found with a marker naming its kind, `[REDACTED:<kind>]`:
 - what detect-secrets (Yelp's maintained scanner: AWS, GitHub, GitLab, Slack, Stripe, OpenAI, PyPI,
   npm tokens, JWTs, basic-auth URLs, private keys, `password = ...` keywords) finds on each line;
 - the values the hub knows are the user's: the values in the checkout's and the home folder's `.env`
-  files, and the values of environment variables whose names look like credentials;
+  files, the values of environment variables whose names look like credentials, and the passwords in
+  the URLs of the git configuration (a token in a remote URL);
 - whole PEM private-key blocks (detect-secrets flags the BEGIN line, not the key under it), and
   unquoted high-entropy tokens of letters and digits (detect-secrets measures entropy only in quotes).
 
@@ -45,6 +46,7 @@ ENV_FILES = 50
 PEM = re.compile(
     r"-----BEGIN ((?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?)-----.*?(?:-----END [A-Z0-9 ]*-----|\Z)", re.DOTALL
 )
+URL_PASSWORD = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]+:([^@\s/]+)@")
 # A run of token characters at least this long, with upper, lower and digits, above this entropy (bits
 # per character): a random 32-character key scores ~4.6-5.0, English words and identifiers under 4.
 TOKEN = re.compile(r"[A-Za-z0-9_\-+/=.]{24,}")
@@ -65,26 +67,64 @@ class Redactor:
     known: Mapping[str, str]
 
     def redact(self, text: str) -> str:
+        """Every secret found: for command output, where a false alarm costs nothing."""
         if not text:
             return text
-        text = PEM.sub(lambda m: f"[REDACTED:{m.group(1).title()}]", text)
-        text = _replace_known(text, self.known)
+        text = self.redact_known(text)
         text = _detected(text)
         return TOKEN.sub(_entropy_marker, text)
 
+    def redact_known(self, text: str) -> str:
+        """Only the user's own secrets (known values, private-key blocks): for the code shown in a
+        prompt, where a detector's guess (a test's fake password) would change what the model sees."""
+        if not text:
+            return text
+        text = PEM.sub(lambda m: f"[REDACTED:{m.group(1).title()}]", text)
+        return _replace_known(text, self.known)
+
+    def known_in(self, text: str) -> list[str]:
+        """The kinds of the user's own secrets found in `text` (never the values), each once."""
+        kinds = [self.known[m.group(0)] for m in _pattern(self.known).finditer(text)] if self.known else []
+        kinds += [f"{m.group(1).title()} block" for m in PEM.finditer(text)]
+        return list(dict.fromkeys(kinds))
+
 
 def redactor(env: Mapping[str, str] | None = None, folders: Iterable[Path] = ()) -> Redactor:
-    """The redactor for this hub: the secret-looking variables of `env` (default os.environ) and the
-    values of the `.env` files directly in `folders` (the checkout, the home folder)."""
+    """The redactor for this hub: the secret-looking variables of `env` (default os.environ), the values
+    of the `.env` files directly in `folders` (the checkout, the home folder), and the passwords in URLs
+    of their git configuration and credential files."""
     env = os.environ if env is None else env
     known: dict[str, str] = {}
     for name, value in env.items():
         if SECRET_NAME.search(name) and len(value.strip()) >= MIN_KNOWN:
             known[value.strip()] = f"environment variable {name}"
+    folders = list(dict.fromkeys(folders))
     for path in _env_files(folders):
         for name, value in _env_values(path):
             known.setdefault(value, f"{path.name} value {name}")
+    for path in _git_credential_files(folders):
+        for value in _url_passwords(path):
+            known.setdefault(value, f"credential in {path.name}")
     return Redactor(known)
+
+
+def _git_credential_files(folders: Iterable[Path]) -> list[Path]:
+    """Where git keeps credentials the hub can know: each folder's `.git/config` (a token in a remote
+    URL is visible to model code through the worktree's git metadata), `.gitconfig`, `.git-credentials`."""
+    found = []
+    for folder in folders:
+        found += [folder / ".git" / "config", folder / ".gitconfig", folder / ".git-credentials"]
+        found.append(folder / ".config" / "git" / "credentials")
+    return found
+
+
+def _url_passwords(path: Path) -> list[str]:
+    try:
+        with path.open("rb") as handle:
+            text = handle.read(ENV_FILE_BYTES).decode("utf-8", errors="replace")
+    except OSError:
+        return []
+    return [m.group(1) for m in URL_PASSWORD.finditer(text) if len(m.group(1)) >= MIN_KNOWN]
 
 
 def _env_files(folders: Iterable[Path]) -> list[Path]:
@@ -129,8 +169,11 @@ def _env_values(path: Path) -> list[tuple[str, str]]:
 def _replace_known(text: str, known: Mapping[str, str]) -> str:
     if not known:
         return text
-    pattern = _alternation(tuple(sorted(known, key=len, reverse=True)))
-    return pattern.sub(lambda m: f"[REDACTED:{known[m.group(0)]}]", text)
+    return _pattern(known).sub(lambda m: f"[REDACTED:{known[m.group(0)]}]", text)
+
+
+def _pattern(known: Mapping[str, str]) -> re.Pattern[str]:
+    return _alternation(tuple(sorted(known, key=len, reverse=True)))
 
 
 @functools.lru_cache(maxsize=8)

@@ -90,3 +90,10 @@ def test_a_256_byte_name_is_refused_cleanly_under_every_policy(ground: Any, allo
         "a path component is longer than 255 bytes, more than file systems allow"
     ]
     assert not any(len(n.encode()) > 255 for _, _, files in os.walk(ground.checkout) for n in files)
+
+
+def test_the_hubs_mcp_worker_gets_the_reply_cap_and_cuts_its_stream_there() -> None:
+    from hub.workers.server import chat_request
+
+    assert chat_request("m", "p", {"max_chars": 20_000}).max_chars == 20_000
+    assert chat_request("m", "p", {}).max_chars is None

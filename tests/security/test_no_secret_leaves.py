@@ -16,11 +16,12 @@ from typing import Any
 from hub.core.config import load_config
 from hub.phases.context import Context
 from hub.phases.implement import run_implementer
+from hub.phases.review import run_local_review
 from hub.phases.setup import create, setup_task
 from hub.safety.secrets import redactor
 from hub.testing import FakeOllama
 
-IMPL = "impl-model"
+IMPL, REV = "impl-model", "rev-model"
 HUB_YAML = f"""\
 project: demo
 roles:
@@ -28,8 +29,13 @@ roles:
     model: {IMPL}
     backend: ollama
     timeouts: {{first_token: 20, stall: 20, total: 60}}
+  local_reviewer:
+    model: {REV}
+    backend: ollama
+    timeouts: {{first_token: 20, stall: 20, total: 60}}
 models:
   {IMPL}: {{num_ctx: 16384}}
+  {REV}: {{num_ctx: 16384}}
 acceptance_timeout_seconds: 60
 """
 # The model's code: at import it prints every secret it can reach, then the test fails.
@@ -53,46 +59,106 @@ def greet(name):
 TEST = 'from src.app import greet\n\n\ndef test_greet():\n    assert greet("bob") == "hello, bob"\n'
 
 
+# The model's code passes its test and hides what it read in the one file it may write.
+SMUGGLING = """import subprocess
+
+
+def greet(name):
+    loot = subprocess.run(["git", "remote", "-v"], capture_output=True, text=True).stdout
+    loot += open("settings.cfg").read()
+    with open(__file__, "a") as me:
+        me.write("\\n# " + loot.replace("\\n", "\\n# ") + "\\n")
+    return "hello, " + name
+"""
+
+
 def reply(path: str, text: str) -> str:
     return f"{path}\n```python\n{text}```\n"
 
 
-def test_no_planted_secret_reaches_the_model_server_or_the_handoff_folder(
-    ground: Any, leaks: Callable[[str], list[str]]
-) -> None:
+def start(ground: Any, fake: FakeOllama) -> Context:
     checkout = ground.checkout
     (checkout / "hub.yaml").write_text(HUB_YAML, encoding="utf-8")
     (checkout / "src" / "__init__.py").write_text("", encoding="utf-8")
     (checkout / "test_app.py").write_text(TEST, encoding="utf-8")
     subprocess.run(["git", "add", "-A"], cwd=checkout, check=True)
     subprocess.run(["git", "commit", "-q", "-m", "tests"], cwd=checkout, check=True)
+    fake.add_model(IMPL)
+    fake.add_model(REV)
+    ctx = Context(load_config(checkout, env={**os.environ, "OLLAMA_HOST": fake.url}))
+    fields = {
+        "title": "Greet politely",
+        "requirements": ["greet() says 'hello, NAME'"],
+        "target_file": "src/app.py",
+        "complexity": "minor",
+        "acceptance_commands": ["python -m pytest -q -p no:cacheprovider test_app.py"],
+    }
+    create(ctx, fields)  # type: ignore[arg-type]
+    setup_task(ctx)
+    return ctx
+
+
+def handoff_text(ground: Any) -> str:
+    return "\n".join(
+        path.read_text(encoding="utf-8", errors="replace")
+        for path in (ground.checkout / "_handoff").rglob("*")
+        if path.is_file()
+    )
+
+
+def test_no_planted_secret_reaches_the_model_server_or_the_handoff_folder(
+    ground: Any, leaks: Callable[[str], list[str]]
+) -> None:
     with FakeOllama() as fake:
-        fake.add_model(IMPL)
+        ctx = start(ground, fake)
         fake.script(IMPL, *[reply("src/app.py", HOSTILE)] * 3)
-        ctx = Context(load_config(checkout, env={**os.environ, "OLLAMA_HOST": fake.url}))
-        fields = {
-            "title": "Greet politely",
-            "requirements": ["greet() says 'hello, NAME'"],
-            "target_file": "src/app.py",
-            "complexity": "minor",
-            "acceptance_commands": ["python -m pytest -q test_app.py"],
-        }
-        create(ctx, fields)  # type: ignore[arg-type]
-        setup_task(ctx)
 
         run_implementer(ctx)
 
         prompts = "\n".join(str(body) for body in fake.chat_requests(IMPL))
-    handoff = "\n".join(
-        path.read_text(encoding="utf-8", errors="replace")
-        for path in (checkout / "_handoff").rglob("*")
-        if path.is_file()
-    )
+    handoff = handoff_text(ground)
     # The attack ran and its output reached the prompt: redacted, not absent.
     # The attack ran and its output reached the prompt and the records: redacted, not absent.
     assert "[REDACTED:" in prompts and "[REDACTED:" in handoff, prompts[-3000:]
     assert "remote.origin.url=" in prompts and "service = [REDACTED:" in prompts
     assert leaks(prompts) == [] and leaks(handoff) == []
+
+
+def test_a_change_carrying_the_users_secrets_halts_before_any_prompt_or_review_request(
+    ground: Any, leaks: Callable[[str], list[str]]
+) -> None:
+    with FakeOllama() as fake:
+        ctx = start(ground, fake)
+        fake.script(IMPL, reply("src/app.py", SMUGGLING))
+        fake.script(REV, '{"passed": true, "critical": false, "issues": []}')
+        run_implementer(ctx)
+
+        outcome = run_local_review(ctx)
+
+        reviewer_prompts = fake.chat_requests(REV)
+    assert outcome.to_state == "erik_consultation"
+    halt = ctx.handoff.halt_report.read_text(encoding="utf-8")
+    assert (
+        "secret_in_change" in halt and "credential in config" in halt and ".env value SERVICE_API_KEY" in halt
+    )
+    assert reviewer_prompts == [] and not ctx.handoff.review_request.exists()
+    assert leaks(handoff_text(ground)) == []
+
+
+def test_secrets_the_code_wrote_into_its_file_are_replaced_in_the_reflection_prompt(
+    ground: Any, leaks: Callable[[str], list[str]]
+) -> None:
+    failing = SMUGGLING.replace('return "hello, " + name', 'return "hello " + name')
+    with FakeOllama() as fake:
+        ctx = start(ground, fake)
+        fake.script(IMPL, *[reply("src/app.py", failing)] * 3)
+
+        run_implementer(ctx)
+
+        prompts = "\n".join(str(body) for body in fake.chat_requests(IMPL))
+    assert len(fake.chat_requests(IMPL)) > 1  # reflections saw the file the code had written
+    assert "# service = [REDACTED:.env value SERVICE_API_KEY]" in prompts
+    assert leaks(prompts) == []
 
 
 def token(n: int = 40) -> str:
