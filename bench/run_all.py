@@ -24,6 +24,7 @@ BENCHES = (
     "edits",
     "budget",
     "sandbox",
+    "security",
     "bounds",
     "backlog",
     "clean_folders",
