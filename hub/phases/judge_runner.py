@@ -37,6 +37,7 @@ from hub.core.errors import ConfigError, ContractInvalid, HubError, WorkerError,
 from hub.core.faults import crash_point
 from hub.core.log import get_logger
 from hub.phases import prompts
+from hub.phases.acceptance import user_secrets
 from hub.phases.calls import generate
 from hub.phases.context import Context, Outcome
 from hub.phases.judge import (
@@ -228,8 +229,12 @@ def _run_command(run: Run, command: str, request: str, seconds: float, folder: P
     finally:
         _kill_group(proc)  # what the judge left in its group, if it exited by itself
         hand.judge_pid.unlink(missing_ok=True)
+    # What the judge printed goes into a record and maybe a halt: redacted as command output is.
+    secrets = user_secrets(run.ctx.config, run.worktree)
     record.update(
-        exit_code=proc.returncode, stdout_tail=stdout[-TAIL_CHARS:], stderr_tail=stderr[-TAIL_CHARS:]
+        exit_code=proc.returncode,
+        stdout_tail=secrets.redact(stdout[-TAIL_CHARS:]),
+        stderr_tail=secrets.redact(stderr[-TAIL_CHARS:]),
     )
     if timed_out:
         return JudgeResult(timed_out=True, record=record)
@@ -244,7 +249,7 @@ def _run_command(run: Run, command: str, request: str, seconds: float, folder: P
         report = extract_report(stdout)
     except ContractInvalid as exc:
         status = f"exited {proc.returncode}" if proc.returncode else "exited 0"
-        detail = (stderr.strip().splitlines() or [""])[-1][:300]
+        detail = secrets.redact((stderr.strip().splitlines() or [""])[-1][:300])
         return JudgeResult(
             error=f"the judge command {status} without a report ({exc.problem})"
             + (f": {detail}" if detail else ""),

@@ -10,12 +10,14 @@ import secrets
 import string
 import subprocess
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from hub.core.config import load_config
 from hub.phases.context import Context
 from hub.phases.implement import run_implementer
+from hub.phases.judge_runner import run_judge
 from hub.phases.review import run_local_review
 from hub.phases.setup import create, setup_task
 from hub.safety.secrets import redactor
@@ -159,6 +161,30 @@ def test_secrets_the_code_wrote_into_its_file_are_replaced_in_the_reflection_pro
     assert len(fake.chat_requests(IMPL)) > 1  # reflections saw the file the code had written
     assert "# service = [REDACTED:.env value SERVICE_API_KEY]" in prompts
     assert leaks(prompts) == []
+
+
+def test_what_the_judge_command_prints_is_redacted_in_its_record_and_halt(
+    ground: Any, leaks: Callable[[str], list[str]]
+) -> None:
+    passing = 'def greet(name):\n    return "hello, " + name\n'
+    with FakeOllama() as fake:
+        ctx = start(ground, fake)
+        fake.script(IMPL, reply("src/app.py", passing))
+        fake.script(REV, '{"passed": true, "critical": false, "issues": []}')
+        run_implementer(ctx)
+        run_local_review(ctx)
+        # The judge (the user's own command, unsandboxed) echoes a secret and gives no verdict.
+        judged = load_config(ground.checkout, env={**os.environ, "OLLAMA_HOST": fake.url})
+        judge = replace(
+            judged.judge, command='echo "token $MY_SERVICE_TOKEN"; echo "oops $MY_SERVICE_TOKEN" >&2; exit 3'
+        )
+        ctx = replace(ctx, config=replace(judged, judge=judge))
+
+        run_judge(ctx)
+
+    record = handoff_text(ground)
+    assert "token [REDACTED:environment variable MY_SERVICE_TOKEN]" in record
+    assert leaks(record) == []
 
 
 def token(n: int = 40) -> str:
