@@ -117,6 +117,7 @@ CREDENTIALS = (
 )
 
 SOCKETS_SCANNED = 20000  # entries at most, so a huge toolchain folder costs a bounded walk
+_CUT: set[str] = set()  # the roots whose scan was cut, said once
 
 SANDBOX_HOME = "/tmp/home"
 # The private /tmp (HOME is in it) and /dev/shm are sized `sandbox.limits.disk_mb` each: a tmpfs is
@@ -219,7 +220,8 @@ def _sockets_under(roots: Sequence[str], hidden: Sequence[str]) -> list[str]:
                         stack.append(entry.path)
                     elif _special(entry) and stat.S_ISSOCK(entry.stat(follow_symlinks=False).st_mode):
                         found.append(entry.path)
-        if stack:
+        if stack and top not in _CUT:  # once a process: every phase scans the same toolchain again
+            _CUT.add(top)
             log.warning("sandbox.socket_scan_cut", root=top, entries=seen)
     return found
 
