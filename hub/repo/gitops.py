@@ -132,13 +132,29 @@ def in_scope(
     return refusal(path, scopes, forbidden, control) is None
 
 
+# Folders a command writes as its cache (Python's bytecode, pytest's, the linters'). They are never the
+# model's doing, so they go without a word; they go all the same, inside the allowed paths too, so the
+# next run starts clean and a planted .pyc cannot stand in for a test (issue 27).
+CACHE_DIRS = frozenset({"__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".hypothesis"})
+
+
+def cache_dir(path: str) -> str | None:
+    """The cache folder `path` lies in (or is), relative like `path`; None outside every cache."""
+    parts = path.rstrip("/").split("/")
+    for depth, part in enumerate(parts, 1):
+        if part in CACHE_DIRS:
+            return "/".join(parts[:depth])
+    return None
+
+
 def restore_outside(
     repo: Repo, scopes: Sequence[str], forbidden: Sequence[str] = (), control: Sequence[str] = ()
 ) -> list[str]:
     """Put the work tree back as HEAD has it everywhere a task may not write (`in_scope`): changed
-    or deleted tracked files restored, new untracked files removed (ignored ones, caches and installed
-    packages, are left). What an acceptance command changed there must not become the tests the next
-    run checks against. Returns the paths restored or removed."""
+    or deleted tracked files restored, new untracked files removed (ignored ones, installed packages,
+    are left). What an acceptance command changed there must not become the tests the next run checks
+    against. Untracked caches (`CACHE_DIRS`, ignored or not) are removed everywhere and not reported.
+    Returns the paths restored or removed."""
     out = run(repo, "status", "--porcelain=v1", "-z", "--untracked-files=all")
     tracked: list[str] = []
     untracked: list[str] = []
@@ -149,9 +165,26 @@ def restore_outside(
         (untracked if entry[:2] == "??" else tracked).append(entry[3:])
         if entry[0] in "RC":
             tracked.append(next(entries, ""))
-    untracked = [p for p in untracked if p and not in_scope(p, scopes, forbidden, control)]
-    tracked = [p for p in tracked if p and not in_scope(p, scopes, forbidden, control)]
+    ignored = run(repo, "ls-files", "-z", "--others", "--ignored", "--exclude-standard", "--directory")
     root = Path(str(repo.working_tree_dir)).resolve()
+    caches = {c for p in [*untracked, *ignored.split("\0")] if p and (c := cache_dir(p))}
+    # A cache folder someone committed keeps its tracked files: only what is new in it goes.
+    held = run(repo, "--literal-pathspecs", "ls-files", "-z", "--", *caches).split("\0") if caches else []
+    for rel in sorted(caches):
+        path = root / rel
+        if not path.parent.resolve().is_relative_to(root) or not path.is_dir() or path.is_symlink():
+            continue
+        if any(h == rel or h.startswith(rel + "/") for h in held if h):
+            for new in [p for p in untracked if p.startswith(rel + "/")]:
+                (root / new).unlink(missing_ok=True)
+        else:
+            shutil.rmtree(path, ignore_errors=True)
+    if caches:
+        log.debug("gitops.caches_removed", paths=sorted(caches)[:50])
+    untracked = [
+        p for p in untracked if p and not in_scope(p, scopes, forbidden, control) and cache_dir(p) is None
+    ]
+    tracked = [p for p in tracked if p and not in_scope(p, scopes, forbidden, control)]
     for rel in untracked:
         path = root / rel.rstrip("/")
         # git lists what lies in real folders only (it never follows a symlink); checked all the same.

@@ -280,7 +280,10 @@ def test_files_an_acceptance_command_changed_outside_the_allowed_paths_are_resto
     assert (outcome.to_state, outcome.data["stall"]) == ("pending_implementer", "tests_failed")
     commands = pipe.records("command")
     assert [c["exit_code"] for c in commands] == [1, 1, 1]
+    # The bytecode Python wrote for src/app.py (where PYTHONDONTWRITEBYTECODE is unset, as in users'
+    # shells) is a cache: gone, and not named among what the model's code changed.
     assert commands[0]["restored"] == ["conftest.py", "tests/check.py"]
+    assert not list(pipe.worktree.rglob("__pycache__"))
     assert pipe.read("tests/check.py") == CHECK_PY
     assert not (pipe.worktree / "conftest.py").exists()
     # The model is told; the user's checkout never saw any of it.

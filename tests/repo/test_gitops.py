@@ -366,6 +366,32 @@ def test_restore_outside_puts_back_every_file_outside_the_scope_and_keeps_the_sc
     assert gitops.dirty_files(repo) == ["src/app.py"]
 
 
+def test_restore_outside_removes_caches_everywhere_without_naming_them_and_keeps_committed_ones(
+    git_repo: Path, run_git: Git
+) -> None:
+    write(git_repo, ".gitignore", ".pytest_cache/\n")
+    write(git_repo, "vendored/__pycache__/kept.pyc", "committed by someone\n")
+    run_git(git_repo, "add", "-A")
+    run_git(git_repo, "commit", "-q", "-m", "more")
+    repo = gitops.open_repo(git_repo)
+    write(git_repo, "src/app.py", "the model's change\n")
+    write(git_repo, "src/__pycache__/app.cpython-311.pyc", "bytecode\n")  # inside the allowed path
+    write(git_repo, "tests/__pycache__/check.cpython-311.pyc", "bytecode\n")
+    write(git_repo, ".pytest_cache/v/cache/lastfailed", "{}\n")  # ignored
+    write(git_repo, "vendored/__pycache__/new.pyc", "written by a run\n")
+    write(git_repo, "tests/conftest.py", "new\n")
+
+    restored = gitops.restore_outside(repo, ["src/**"])
+
+    assert restored == ["tests/conftest.py"]
+    for cache in ("src/__pycache__", "tests/__pycache__", ".pytest_cache", "vendored/__pycache__/new.pyc"):
+        assert not (git_repo / cache).exists(), cache
+    assert (git_repo / "vendored/__pycache__/kept.pyc").read_text(
+        encoding="utf-8"
+    ) == "committed by someone\n"
+    assert gitops.dirty_files(repo) == ["src/app.py"]
+
+
 def test_a_git_that_ended_while_proc_was_read_does_not_count_as_live(tmp_path: Path) -> None:
     from hub.repo.killed_git import live_git_in
 
