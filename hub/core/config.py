@@ -172,6 +172,8 @@ class Config:
     max_changed_files: int = DEFAULT_MAX_CHANGED_FILES
     max_reply_chars: int = 400_000
     global_timeout_hours: float = 4.0
+    # hub.yaml's limits.timeout_minutes and limits.max_rebuttals, as written: a new task's contract takes them.
+    task_limits: Mapping[str, Any] = field(default_factory=dict)
     rules_catalog_url: str | None = None
     mcp_token: str | None = None
     server_wait_minutes: float = DEFAULT_SERVER_WAIT_MINUTES
@@ -449,6 +451,7 @@ def _from_raw(
         max_changed_files=int(limits.get("max_changed_files") or DEFAULT_MAX_CHANGED_FILES),
         max_reply_chars=int(limits.get("max_reply_chars") or 400_000),
         global_timeout_hours=float(limits.get("global_timeout_hours") or 4),
+        task_limits={k: limits[k] for k in ("timeout_minutes", "max_rebuttals") if limits.get(k) is not None},
         rules_catalog_url=section("rules").get("catalog_url"),
         mcp_token=env.get("HUB_MCP_TOKEN") or None,
         sandbox=sandbox_settings(raw.get("sandbox"), env.get("HUB_SANDBOX"), repo_root, source),

@@ -320,6 +320,15 @@ SCHEMA = Map(
                 "global_timeout_hours": Num(0, above=True, unit="hours"),
                 "server_wait_minutes": Num(0, unit="minutes"),
                 "parallel_tasks": Int(1, unit="tasks"),
+                # A new task's own clocks and rebuttal limit (its contract's `limits`): issue 27.
+                "timeout_minutes": Map(
+                    {
+                        "implementer": Num(0, above=True, unit="minutes"),
+                        "local_review": Num(0, above=True, unit="minutes"),
+                        "judge": Num(0, above=True, unit="minutes"),
+                    }
+                ),
+                "max_rebuttals": Int(0, unit="rebuttals"),
             }
         ),
         "worktrees_dir": Str(),

@@ -124,6 +124,13 @@ def create(
         **fields,
     )
     contract["limits"]["max_changed_files"] = ctx.config.max_changed_files
+    chosen = ctx.config.task_limits
+    clocks = contract["limits"]["timeout_minutes"]
+    for phase, minutes in (chosen.get("timeout_minutes") or {}).items():
+        if minutes is not None and phase in clocks:
+            clocks[phase] = float(minutes)  # type: ignore[literal-required]
+    if chosen.get("max_rebuttals") is not None:
+        contract["limits"]["max_rebuttals"] = int(chosen["max_rebuttals"])
     root = ctx.handoff_root
     root.tasks_dir.mkdir(parents=True, exist_ok=True)
     base_id = contract["task_id"]

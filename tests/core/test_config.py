@@ -328,3 +328,31 @@ def test_a_hub_variable_a_typo_away_from_one_the_hub_reads_is_named_with_the_one
 def test_hub_parallel_tasks_that_is_no_whole_number_is_an_error_naming_it(tmp_path: Path, value: str) -> None:
     with pytest.raises(ConfigError, match=f"HUB_PARALLEL_TASKS={value!r}.*whole number >= 1"):
         load_config(tmp_path, env={"HUB_PARALLEL_TASKS": value})
+
+
+def test_every_hub_yaml_key_the_readme_names_is_one_hub_yaml_accepts() -> None:
+    import re
+
+    import yaml
+
+    from hub.core.config_schema import validate
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    tops = "limits|roles|ollama|openai|judge|sandbox|models|rules|workers"
+    named = set(re.findall(rf"`((?:{tops})(?:\.|\[\])[\w.<>\[\]]*)", readme))
+    assert {"limits.timeout_minutes.judge", "limits.max_rebuttals", "roles.judge.model"} <= named
+    unknown = {}
+    for key in sorted(named):
+        parts = key.replace("<role>", "implementer").replace("<model>", "m").replace("[]", ".[]").split(".")
+        value: object = None
+        for part in reversed(parts):
+            value = [value] if part == "[]" else {part: value}
+        problems = [p for p in validate(value) if p.at_key]
+        if problems:
+            unknown[key] = problems[0].problem
+    assert unknown == {}
+    # The README's hub.yaml examples, as a user would paste them.
+    blocks = re.findall(r"```yaml\n(.*?)```", readme, re.S)
+    assert blocks
+    for block in blocks:
+        assert validate(yaml.safe_load(block)) == [], block
