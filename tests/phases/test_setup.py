@@ -49,6 +49,23 @@ def test_new_writes_a_pending_contract_with_roles_from_config(task: TaskDriver, 
     assert contract["limits"]["max_changed_files"] == ctx.config.max_changed_files
 
 
+def test_a_new_task_takes_its_clocks_and_rebuttal_limit_from_hub_yaml(git_repo: Path, clock: Any) -> None:
+    from hub.phases.setup import create
+
+    config = (git_repo / "hub.yaml").read_text(encoding="utf-8")
+    config = config.replace("limits:\n", "limits:\n  timeout_minutes: {judge: 90}\n  max_rebuttals: 0\n", 1)
+    (git_repo / "hub.yaml").write_text(config, encoding="utf-8")
+    ctx = Context(load_config(git_repo, env={}), clock=clock)
+
+    outcome = create(ctx, {"title": "Clocks", "requirements": ["r"], "target_file": "README.md"})
+
+    contract = json.loads(
+        (ctx.handoff_root.tasks_dir / str(outcome.task_id) / "TASK_CONTRACT.json").read_text("utf-8")
+    )
+    assert contract["limits"]["timeout_minutes"] == {"implementer": 30, "local_review": 15, "judge": 90}
+    assert contract["limits"]["max_rebuttals"] == 0
+
+
 def test_new_works_while_another_task_is_active_each_in_a_folder_of_its_own(task: Any, ctx: Context) -> None:
     first = task.new()
     first_bytes = task.hand.contract.read_bytes()
