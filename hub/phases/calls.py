@@ -80,10 +80,16 @@ def generate(run: Run, worker: Worker, role: str, request: ChatRequest, purpose:
 
 def wait_for_server(run: Run, call: Callable[[], T]) -> T:
     """`call()`, an unreachable, restarting or failing model server waited out with back-off for up
-    to limits.server_wait_minutes; the wait is in the contract (`hub status`) while it lasts."""
+    to limits.server_wait_minutes; the wait is in the contract (`hub status`) while it lasts. A server
+    that never answered the task is said so at once, with what to do, and waited for less long."""
+    first_contact = not any(
+        c.get("tokens_in") or c.get("tokens_out") for c in run.contract.get("cost", {}).values()
+    )
 
     def on_wait(wait: Wait | None) -> None:
         data = run.contract["handoff_data"]
+        if wait is not None and wait.attempts == 1 and wait.first_contact:
+            log.warning("server.not_reached", task=run.task_id, phase=run.phase, fix=not_reached(wait))
         if wait is None:
             data.pop("server_wait", None)
             log.info("server.back", task=run.task_id, phase=run.phase)
@@ -105,6 +111,19 @@ def wait_for_server(run: Run, call: Callable[[], T]) -> T:
         on_wait=on_wait,
         sleep=run.ctx.sleep,
         clock=run.ctx.monotonic,
+        first_contact=first_contact,
+    )
+
+
+def not_reached(wait: Wait) -> str:
+    """What a person needs when the model server has never answered: what is missing, how to start it
+    or point elsewhere, that Ctrl-C loses nothing, and the key that shortens the wait (issue 27)."""
+    return (
+        f"no model server answers ({wait.error}). Start it (`ollama serve`; no GPU: `make real-model`, or "
+        "the stand-in model `python -m hub.testing --script FILE`, see the README), or point OLLAMA_HOST "
+        "(ollama.host / openai.base_url in hub.yaml) at one; `hub doctor` checks the set-up. "
+        f"Waiting up to {wait.limit / 60:g} min for it (limits.server_wait_minutes shortens that; 0: "
+        "no wait). Ctrl-C is safe: nothing is lost and the next `hub next` resumes the task."
     )
 
 

@@ -32,6 +32,10 @@ T = TypeVar("T")
 FIRST_PAUSE = 1.0
 MAX_PAUSE = 30.0
 BROKEN_TRIES = 3
+# A server that never answered the task (a first run with nothing started, OLLAMA_HOST pointing nowhere)
+# is most likely not coming: it is given up on after this long, not the whole limits.server_wait_minutes
+# a server that went away mid-task gets (issue 27: a new user waited 30 minutes for a server never started).
+FIRST_CONTACT_SECONDS = 120.0
 
 
 @dataclass(frozen=True)
@@ -44,6 +48,7 @@ class Wait:
     attempts: int  # calls that failed so far
     next_pause: float  # seconds until the next try
     error: str
+    first_contact: bool = False  # the server never answered the task: the wait is FIRST_CONTACT_SECONDS
 
 
 def pauses(first: float = FIRST_PAUSE, cap: float = MAX_PAUSE) -> Callable[[int], float]:
@@ -59,9 +64,13 @@ def wait_out(
     sleep: Callable[[float], None] = time.sleep,
     clock: Callable[[], float] = time.monotonic,
     pause: Callable[[int], float] | None = None,
+    first_contact: bool = False,
 ) -> T:
-    """`call()`, retried through outages for up to `limit_seconds`; then the last WorkerUnavailable,
-    its message saying how long it was waited out."""
+    """`call()`, retried through outages for up to `limit_seconds` (FIRST_CONTACT_SECONDS at most when
+    `first_contact`: the server never answered the task); then the last WorkerUnavailable, its message
+    saying how long it was waited out."""
+    if first_contact:
+        limit_seconds = min(limit_seconds, FIRST_CONTACT_SECONDS)
     pause_for = pause or pauses()
     since: float | None = None
     attempts = broken = 0
@@ -84,15 +93,19 @@ def wait_out(
             if left <= 0:
                 if attempts > 1:
                     minutes = waited / 60
+                    why = (
+                        "never reached for this task: is it started, and do OLLAMA_HOST / hub.yaml point at it?"
+                        if first_contact
+                        else "limits.server_wait_minutes"
+                    )
                     raise WorkerUnavailable(
-                        f"{exc} (still unavailable after waiting {minutes:.1f} min, {attempts} tries; "
-                        "limits.server_wait_minutes)",
+                        f"{exc} (still unavailable after waiting {minutes:.1f} min, {attempts} tries; {why})",
                         partial_text=exc.partial_text,
                     ) from exc
                 raise
             # The last pause ends at the limit, where the call is tried once more.
             step = min(pause_for(attempts), left)
-            on_wait(Wait(since, waited, limit_seconds, attempts, step, str(exc)))
+            on_wait(Wait(since, waited, limit_seconds, attempts, step, str(exc), first_contact))
             sleep(step)
             continue
         if since is not None:

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from structlog.testing import capture_logs
 
 from hub.testing import Reply
 
@@ -518,7 +519,8 @@ def test_an_unreachable_ollama_halts_with_ollama_unavailable(git_repo: Path, fak
     pipe = Pipeline(git_repo, fake, ollama_host=closed)  # type: ignore[arg-type]
     pipe.start()
 
-    outcome = pipe.implement()
+    with capture_logs() as logs:
+        outcome = pipe.implement()
 
     assert (outcome.to_state, outcome.exit_code) == ("erik_consultation", 4)
     contract = pipe.contract()
@@ -527,10 +529,33 @@ def test_an_unreachable_ollama_halts_with_ollama_unavailable(git_repo: Path, fak
     assert "server_wait" not in contract["handoff_data"]
     halt = pipe.halt_text()
     assert "`ollama_unavailable`" in halt and closed.split("//")[1] in halt
-    assert "still unavailable after waiting 30.0 min" in halt  # limits.server_wait_minutes: 30, to the end
+    # Never reached for this task: given up on after 2 minutes, not limits.server_wait_minutes' 30.
+    assert "still unavailable after waiting 2.0 min" in halt and "never reached for this task" in halt
     assert "hub resume --to pending_implementer" in halt
-    # Back-off: 1, 2, 4, 8, 16, then every 30 s.
+    # Back-off: 1, 2, 4, 8, 16, then every 30 s, the last pause cut to end at the limit.
+    assert pipe.pauses == [1, 2, 4, 8, 16, 30, 30, 29]
+    # Said at once, once: what is missing, how to start it, that Ctrl-C is safe, the key.
+    (said,) = [line["fix"] for line in logs if line["event"] == "server.not_reached"]
+    assert closed.split("//")[1] in said and "`ollama serve`" in said and "OLLAMA_HOST" in said
+    assert "Ctrl-C is safe" in said and "limits.server_wait_minutes" in said and "hub doctor" in said
+
+
+def test_a_server_that_went_away_mid_task_is_waited_for_the_whole_server_wait(pipe: Pipeline) -> None:
+    pipe.fake.script(IMPL, whole_file("src/app.py", GREET_FIXED))
+    pipe.start()
+    assert pipe.implement().to_state == "pending_local_review"
+    pipe.fake.stop()
+
+    with capture_logs() as logs:
+        outcome = pipe.review()
+
+    assert (outcome.to_state, pipe.contract()["breaker"]["trigger"]) == (
+        "erik_consultation",
+        "ollama_unavailable",
+    )
+    assert "still unavailable after waiting 30.0 min" in pipe.halt_text()  # limits.server_wait_minutes: 30
     assert pipe.pauses[:6] == [1, 2, 4, 8, 16, 30] and sum(pipe.pauses) == 30 * 60
+    assert not [line for line in logs if line["event"] == "server.not_reached"]
 
 
 def test_a_server_killed_and_restarted_mid_task_is_waited_for_and_the_task_goes_on(pipe: Pipeline) -> None:
