@@ -344,7 +344,10 @@ def _render_task(doc: TaskView) -> str:
             f"{w.get('limit_minutes')} min, {w.get('attempts')} tries): {w.get('error')}"
         )
     if doc["lease"]:
-        lines.append(f"lease    {doc['lease'].get('held_by')} until {doc['lease'].get('expires_at')}")
+        lease = f"lease    {doc['lease'].get('held_by')} until {doc['lease'].get('expires_at')}"
+        if doc["lease_stale"]:
+            lease += "  STALE: that process is gone; the next `hub next` recovers the task"
+        lines.append(lease)
     breaker = doc["breaker"] or {}
     if breaker.get("status") == "tripped":
         lines.append(f"breaker  TRIPPED {breaker.get('trigger')}: {breaker.get('reason')}")
@@ -533,7 +536,11 @@ def main(argv: list[str] | None = None) -> None:
         exc.show()
         sys.exit(exc.exit_code)
     except click.exceptions.Abort:
-        click.echo("aborted", err=True)
+        click.echo(
+            "aborted. Nothing is lost: the next `hub next` recovers a phase this left half done (its "
+            "work kept, the phase run again); `hub status` shows each task.",
+            err=True,
+        )
         sys.exit(EXIT_ERROR)
     except HubError as exc:
         click.echo(f"hub: {describe(exc)}", err=True)

@@ -6,6 +6,7 @@ No lock, no git, no network: these must start fast and never change anything. Th
 
 from __future__ import annotations
 
+import os
 from datetime import datetime, timedelta
 from typing import Any, NotRequired, Required, TypedDict
 
@@ -63,6 +64,7 @@ class TaskView(TypedDict):
     next: NextPhase
     needs_person: str | None
     lease: Lease | None
+    lease_stale: bool  # its process is gone (on this host): the next run recovers the task
     running: handoff.LockOwner | None
     breaker: Breaker | None
     cost: dict[str, RoleCost]
@@ -236,6 +238,7 @@ def task_view(ctx: Context) -> TaskView:
         "next": {"phase": phase, "why": why},
         "needs_person": needs_person(ctx, contract, phase, why),
         "lease": contract.get("lock"),
+        "lease_stale": owner is None and lease_stale(contract.get("lock")),
         "running": owner,
         "breaker": contract.get("breaker"),
         "cost": contract.get("cost", {}),
@@ -248,6 +251,21 @@ def task_view(ctx: Context) -> TaskView:
         # For an agent that cannot read the halt file: where `hub resume --to` can send the task.
         "resume_targets": resume_targets(contract) if contract["status"] == ERIK_CONSULTATION else {},
     }
+
+
+def lease_stale(lease: Lease | None) -> bool:
+    """A lease whose holder (`host:pid`) is a process of this host that is gone: Ctrl-C or a kill
+    ended the phase before it let go, and the next command recovers the task without waiting for it."""
+    host, _, pid = str(lease.get("held_by") or "" if lease else "").rpartition(":")
+    if host != handoff.hostname() or not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
 
 
 def _view_unless_archived(ctx: Context) -> TaskView | None:

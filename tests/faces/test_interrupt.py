@@ -150,13 +150,18 @@ def test_a_watched_child_takes_the_watchers_sigint_even_when_started_with_it_ign
             env={**_env(), **env},
             stdin=subprocess.PIPE,  # as the watcher's children have it
             stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
         )
         try:
             assert asked.acquire(timeout=WAIT)  # the implementer waits on the model
 
             proc.send_signal(signal.SIGINT)
-            assert proc.wait(timeout=WAIT) == 1  # interrupted ("aborted"); the next run recovers the task
+            assert proc.wait(timeout=WAIT) == 1  # interrupted; the next run recovers the task
         finally:
             proc.kill()
-            proc.communicate()
+            _, stderr = proc.communicate()
+        # What happens next is said, and `hub status` does not show the dead process's lease as live.
+        assert "aborted. Nothing is lost: the next `hub next` recovers" in stderr
+        shown = hub("status").stdout
+        assert "STALE: that process is gone" in shown, shown

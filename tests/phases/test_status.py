@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -128,6 +129,29 @@ def test_status_does_not_show_a_killed_phase_as_running(task: TaskDriver, ctx: C
     owner = {"pid": gone.pid, "host": socket.gethostname(), "phase": "setup-task", "since": iso(NOW)}
     ctx.handoff.lock_owner.write_text(json.dumps(owner), encoding="utf-8")
     assert status(ctx)["tasks"][0]["running"] is None
+
+
+def test_status_marks_a_lease_whose_process_is_gone_as_stale_and_a_live_ones_not(
+    task: TaskDriver, ctx: Context
+) -> None:
+    from hub.faces.cli import render_status
+    from hub.state.handoff import hostname
+
+    task.new()
+    with subprocess.Popen([sys.executable, "-c", "pass"]) as gone:
+        gone.wait(timeout=30)
+    lease = {"held_by": f"{hostname()}:{gone.pid}", "acquired_at": iso(NOW), "expires_at": iso(NOW)}
+    contract = task.contract()
+    contract["lock"] = lease
+    ctx.handoff.contract.write_text(json.dumps(contract), encoding="utf-8")
+
+    doc = status(ctx)
+    assert doc["tasks"][0]["lease_stale"] is True
+    assert "STALE: that process is gone; the next `hub next` recovers the task" in render_status(doc)
+
+    contract["lock"] = {**lease, "held_by": f"{hostname()}:{os.getpid()}"}
+    ctx.handoff.contract.write_text(json.dumps(contract), encoding="utf-8")
+    assert status(ctx)["tasks"][0]["lease_stale"] is False
 
 
 def test_status_lists_every_task_and_what_each_needs_from_a_person(task: Any, ctx: Context) -> None:
