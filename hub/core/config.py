@@ -172,8 +172,7 @@ class Config:
     max_changed_files: int = DEFAULT_MAX_CHANGED_FILES
     max_reply_chars: int = 400_000
     global_timeout_hours: float = 4.0
-    # hub.yaml's limits.timeout_minutes and limits.max_rebuttals, as written: a new task's contract takes them.
-    task_limits: Mapping[str, Any] = field(default_factory=dict)
+    task_limits: Mapping[str, Any] = field(default_factory=dict)  # limits.timeout_minutes, max_rebuttals
     rules_catalog_url: str | None = None
     mcp_token: str | None = None
     server_wait_minutes: float = DEFAULT_SERVER_WAIT_MINUTES
@@ -346,7 +345,12 @@ def read_yaml(path: Path) -> dict[str, Any]:
     try:
         loaded = yaml.load(text, Loader=_unique_keys_loader())
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+        mark = getattr(exc, "problem_mark", None)  # PyYAML calls the text it parsed "<unicode string>"
+        where, detail = (
+            f"{path}:{mark.line + 1}" if mark else path,
+            str(exc).replace("<unicode string>", path.name),
+        )
+        raise ConfigError(f"{where}: not valid YAML: {detail}") from None
     except _DuplicateKey as exc:
         raise ConfigError(
             f"{path}:{exc.line}: {exc.key}: duplicate key (YAML would silently keep only the last one)"

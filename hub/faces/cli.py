@@ -49,23 +49,35 @@ if TYPE_CHECKING:
     envvar="HUB_LOG_FORMAT",
     help="Logs on stderr: console text, JSON lines, or auto (console on a terminal).",
 )
-@click.option("--log-level", default="INFO", envvar="HUB_LOG_LEVEL", help="DEBUG, INFO, WARNING or ERROR.")
+@click.option(
+    "--log-level",
+    type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
+    default="INFO",
+    envvar="HUB_LOG_LEVEL",
+    help="DEBUG, INFO, WARNING or ERROR.",
+)
 @click.version_option(package_name="agent-hub", prog_name="hub")
 @click.pass_context
 def cli(ctx: click.Context, repo: Path | None, handoff: Path | None, log_format: str, log_level: str) -> None:
     """agent-hub: run coding tasks through local models, one restartable phase at a time."""
     ctx.obj = State(repo, handoff)
-    if ctx.invoked_subcommand not in (None, "status", "log"):
-        from hub.core.config import mistyped_env
-        from hub.core.log import configure, get_logger
+    from hub.core.config import mistyped_env
 
-        configure(log_format, log_level)
-        for name, meant in mistyped_env(os.environ):
-            get_logger(__name__).warning(
-                "config.mistyped_env",
-                variable=name,
-                detail=f"agent-hub reads no {name}; did you mean {meant}?",
-            )
+    mistyped = mistyped_env(os.environ)
+    if ctx.invoked_subcommand in (None, "status", "log"):
+        # These never load structlog (their start-up is the point): the warning goes out plainly.
+        for name, meant in mistyped:
+            click.echo(f"hub: warning: agent-hub reads no {name}; did you mean {meant}?", err=True)
+        return
+    from hub.core.log import configure, get_logger
+
+    configure(log_format, log_level)
+    for name, meant in mistyped:
+        get_logger(__name__).warning(
+            "config.mistyped_env",
+            variable=name,
+            detail=f"agent-hub reads no {name}; did you mean {meant}?",
+        )
 
 
 # --- setting up ---------------------------------------------------------------------------------------

@@ -15,11 +15,35 @@ CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 
 
 
 def find_repo_root(start: Path) -> Path:
-    """The nearest folder holding `.git`, walking up from `start` (or `start` itself)."""
+    """The nearest folder holding `.git`, walking up from `start` (or `start` itself); from inside a
+    task's worktree (a path the hub prints), the user's checkout the task belongs to."""
     for folder in (start, *start.parents):
-        if (folder / ".git").exists():
+        dot = folder / ".git"
+        if dot.is_file():
+            return task_checkout(folder, dot) or folder
+        if dot.exists():
             return folder
     return start
+
+
+def task_checkout(worktree: Path, dot: Path) -> Path | None:
+    """The checkout whose `_handoff/` holds the task a linked worktree is named after, if it is one:
+    its `.git` file points at `<checkout>/.git/worktrees/<name>`."""
+    try:
+        pointer = dot.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    if not pointer.startswith("gitdir:"):
+        return None
+    gitdir = (worktree / pointer.removeprefix("gitdir:").strip()).resolve()
+    common = gitdir.parent.parent
+    if gitdir.parent.name != "worktrees" or common.name != ".git":
+        return None
+    checkout = common.parent
+    handoff = checkout / "_handoff"
+    if (handoff / "tasks" / worktree.name).is_dir() or (handoff / "archive" / worktree.name).is_dir():
+        return checkout
+    return None
 
 
 class State:

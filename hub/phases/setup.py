@@ -55,7 +55,8 @@ def init(ctx: Context) -> Outcome:
         rel = None
     if rel is not None and gitops.exclude_path(repo, str(rel)):
         created.append(f".git/info/exclude: /{rel}/")
-    hint = f"; commit {CONFIG_FILE} before `hub setup-task`" if CONFIG_FILE in created else ""
+    # hub.yaml is read from the user's checkout, committed or not (hub/safety/trust.py): nothing waits on a commit.
+    hint = ""
     return Outcome(
         "init", message=f"initialised {hand.dir}" + (f" ({', '.join(created)})" if created else "") + hint
     )

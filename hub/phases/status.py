@@ -133,7 +133,8 @@ def due(
             return "run-judge", "a judge is configured"
         return (
             None,
-            "waiting for the judge: write JUDGE_REPORT.json beside REVIEW_REQUEST.md, then `hub report-judge`",
+            "waiting for the judge: write JUDGE_REPORT.json beside REVIEW_REQUEST.md, "
+            f"then `hub report-judge --task {contract['task_id']}`",
         )
     if status == TIMEOUT_JUDGE:
         return "timeout-judge", "the judge timed out"
@@ -193,7 +194,8 @@ def needs_person(ctx: Context, contract: Contract, phase: str | None, why: str) 
         return f"a rebuttal: `hub rebut --task {contract['task_id']} FILE`"
     if phase is None and status in (PENDING_JUDGE_REVIEW, JUDGE_REVIEW_IN_PROGRESS):
         return (
-            f"a verdict: read {hand.review_request}, write {hand.judge_report_json}, then `hub report-judge`"
+            f"a verdict: read {hand.review_request}, write {hand.judge_report_json}, "
+            f"then `hub report-judge --task {contract['task_id']}`"
         )
     waiting = contract["handoff_data"].get("merge_wait")
     if waiting and status == REVIEW_COMPLETE:

@@ -446,3 +446,39 @@ def test_no_command_of_a_whole_task_by_hand_imports_the_mcp_sdk(
 
     assert sdk == {args[0]: set() for args in commands}
     assert run_git(git_repo, "show", "main:src/app.py") + "\n" == fixed
+
+
+def test_a_log_level_that_is_none_of_the_four_is_a_usage_error(hub: HubRunner) -> None:
+    done = hub("--log-level", "verbose", "status")
+    assert done.returncode == 2
+    assert "'--log-level': 'verbose' is not one of 'debug', 'info', 'warning', 'error'" in done.stderr
+    assert hub("--log-level", "debug", "status").returncode == 0
+
+
+def test_status_warns_of_a_hub_variable_a_typo_away_from_one_it_reads(hub: HubRunner) -> None:
+    done = hub("status", env={"HUB_IMPLEMENTOR_MODEL": "qwen2.5-coder:32b"})
+    assert done.returncode == 0
+    assert "agent-hub reads no HUB_IMPLEMENTOR_MODEL; did you mean HUB_IMPLEMENTER_MODEL?" in done.stderr
+
+
+def test_status_inside_a_tasks_worktree_shows_the_task(hub: HubRunner, task: TaskDriver) -> None:
+    task_id = task.new()
+    worktree = Path(task.setup()["git"]["worktree"])
+    (worktree / "src").mkdir(exist_ok=True)
+
+    done = hub("status", "--json", cwd=worktree / "src")
+
+    assert done.returncode == 0, done.stderr
+    assert [t["task_id"] for t in json.loads(done.stdout)["tasks"]] == [task_id]
+
+
+def test_a_yaml_syntax_error_names_hub_yaml_and_its_line(hub: HubRunner, git_repo: Path) -> None:
+    (git_repo / "hub.yaml").write_text(
+        "project: demo\nroles:\n  implementer: {model: x\nlimits: 3\n", "utf-8"
+    )
+
+    done = hub("status")
+
+    assert done.returncode == 1
+    assert f"{git_repo / 'hub.yaml'}:4: not valid YAML" in done.stderr
+    assert 'in "hub.yaml", line 3' in done.stderr and "<unicode string>" not in done.stderr

@@ -246,3 +246,29 @@ def test_status_of_a_named_task_archived_while_it_is_read_says_where_it_went(
     archived_at_the_next_read(monkeypatch, ctx, task_id)
     with pytest.raises(TaskChoice, match=f"no task {task_id} in flight \\(finished: see archive/\\)"):
         status(ctx.for_task(task_id))
+
+
+def test_with_two_tasks_waiting_for_a_verdict_the_command_each_names_is_one_that_runs(
+    task: Any, ctx: Context, hub: Any
+) -> None:
+    import re
+    import shlex
+
+    from hub.phases.setup import create
+
+    first = task.to_judge_review()["task_id"]
+    second = str(create(ctx, {"title": "Second", "requirements": ["r"], "target_file": "README.md"}).task_id)
+    type(task)(ctx.for_task(second)).to_judge_review({"README.md": "# changed\n"})
+    needs = {t["task_id"]: t["needs_person"] for t in status(ctx)["tasks"]}
+    assert needs[second] and "a verdict" in needs[second]
+    found = re.search(r"`(hub report-judge[^`]*)`", needs[first] or "")
+    assert found, needs[first]
+    type(task)(ctx.for_task(first)).judge_report("PASS")
+
+    done = hub(*shlex.split(found.group(1))[1:])
+
+    assert done.returncode == 0, done.stderr
+    assert {t["task_id"]: t["status"] for t in status(ctx)["tasks"]} == {
+        first: "review_complete",
+        second: "pending_judge_review",
+    }
