@@ -32,7 +32,8 @@ lint: install
 demo: install
 	$(BIN)/python scripts/demo.py $(ARGS)
 
-# pipx / uv tool installs into throwaway homes, then a whole task with the installed hub (needs pipx).
+# pipx, plain-venv and uv tool installs into throwaway homes, then a whole task with each installed hub
+# (pipx is installed there with `python3 -m pip install --user pipx` where it is missing).
 install-check: install
 	scripts/install_check.sh
 

@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # Install agent-hub the way a user does, into throwaway homes, and drive a whole task with the installed
 # `hub` (outside the clone, with a bare PATH) against FakeOllama:
-#   pipx install .               pipx install git+file://<clone>@<branch>               uv tool install .
+#   pipx install .    pipx install "git+file://<clone>@<branch>"    a plain venv (no pipx)    uv tool install .
 #
 #   scripts/install_check.sh            # `make install-check`; PIPX=... UV=... to pick the tools
+#
+# Where pipx is not installed, it is installed the way README.md says (`python3 -m pip install --user
+# pipx`), into the throwaway home.
 #
 # Checks that the prompts and the packaged rules are read from the wheel (not from the clone), that the
 # ast-grep binary beside the hub's Python is found, that `hub init`, `hub doctor` and `hub rules scan`
@@ -13,10 +16,16 @@ set -euo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
 pipx=${PIPX:-$(command -v pipx || true)}
 uv=${UV:-$(command -v uv || true)}
-[ -n "$pipx" ] || { echo "install_check: needs pipx (pip install pipx), or PIPX=path" >&2; exit 2; }
+python=${PYTHON3:-python3}
 work=$(mktemp -d "${TMPDIR:-/tmp}/hub-install-check.XXXX")
 trap 'rm -rf "$work"' EXIT
 cd "$work"
+if [ -z "$pipx" ]; then
+    echo "== pipx: not installed; python3 -m pip install --user pipx (README's line), into $work/user"
+    export PYTHONUSERBASE="$work/user"  # pipx's own script finds its package there too
+    "$python" -m pip install --quiet --user pipx
+    pipx="$work/user/bin/pipx"
+fi
 branch=$(git -C "$src" rev-parse --abbrev-ref HEAD)
 
 smoke() {  # $1 label, $2 folder holding the installed hub
@@ -71,6 +80,13 @@ smoke pipx "$work/pipx-bin"
 quietly "$pipx" uninstall agent-hub
 quietly "$pipx" install "git+file://$src@$branch"
 smoke pipx-git "$work/pipx-bin"
+quietly "$pipx" uninstall agent-hub
+# Without pipx, README's three lines: a venv of its own, and hub linked into ~/.local/bin.
+quietly "$python" -m venv "$work/home/.local/share/agent-hub"
+quietly "$work/home/.local/share/agent-hub/bin/pip" install "$src"
+mkdir -p "$work/home/.local/bin"
+ln -s "$work/home/.local/share/agent-hub/bin/hub" "$work/home/.local/bin/hub"
+smoke venv "$work/home/.local/bin"
 if [ -n "$uv" ]; then
     quietly env UV_TOOL_DIR="$work/uv-tools" UV_TOOL_BIN_DIR="$work/uv-bin" UV_CACHE_DIR="$work/uv-cache" \
         "$uv" tool install "$src"

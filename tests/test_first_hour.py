@@ -526,3 +526,64 @@ def test_setup_task_from_a_base_branch_that_does_not_exist_names_the_branches_an
     assert "pass --base with one of them" in done.stderr and "Traceback" not in done.stderr
     assert contract.read_bytes() == before
     assert not (git_repo / ".git" / "hub-worktrees").exists()
+
+
+def test_the_readmes_walk_through_reaches_the_merge_with_the_stand_in_model(
+    tmp_path: Path, run_git: Any
+) -> None:
+    """README's "Using it on your repository", command by command, on a repository of the user's own,
+    answered by `hub-standin` with README's own script: no GPU, no model server, a merge at the end."""
+    import re
+    import shlex
+
+    readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
+    walk = readme.split("    cd your-repo\n", 1)[1].split("\n\n", 1)[0]
+    commands = [shlex.split(line, comments=True) for line in walk.replace("\\\n", " ").splitlines()]
+    commands = [c for c in commands if c]
+    assert [c[:2] for c in commands][:3] == [["hub", "init"], ["hub", "new"], ["hub", "next"]]
+    (script,) = re.findall(r"^````yaml\n(# standin\.yaml.*?)^````$", readme, re.S | re.M)
+    (tmp_path / "standin.yaml").write_text(script, encoding="utf-8")
+    repo = tmp_path / "your-repo"
+    repo.mkdir()
+    run_git(repo, "init", "-q", "-b", "main")
+    run_git(repo, "config", "user.email", "you@example.invalid")
+    run_git(repo, "config", "user.name", "You")
+    (repo / "calc.py").write_text("def add(a, b):\n    return a + b\n", encoding="utf-8")
+    tests = "from calc import add, sub\n\n\ndef test_it():\n    assert (add(1, 2), sub(3, 1)) == (3, 2)\n"
+    (repo / "test_calc.py").write_text(tests, encoding="utf-8")
+    run_git(repo, "add", "-A")
+    run_git(repo, "commit", "-q", "-m", "calc")
+    standin = subprocess.Popen(
+        [sys.executable, "-m", "hub.testing", "--script", str(tmp_path / "standin.yaml")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        assert standin.stdout is not None
+        listening = standin.stdout.readline()  # the first line, once it serves (bounded by the port bind)
+        assert "FakeOllama listening on " in listening, listening
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("HUB_", "OLLAMA_"))}
+        # `python` as the user's shell finds it: one with pytest, for the acceptance command.
+        env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+        env["OLLAMA_HOST"] = listening.split("listening on ", 1)[1].strip()
+        for command in commands:
+            if command[:2] == ["hub", "report-judge"]:
+                (task_dir,) = (repo / "_handoff" / "tasks").iterdir()
+                verdict = {"verdict": "PASS", "blocking_issues": []}
+                (task_dir / "JUDGE_REPORT.json").write_text(json.dumps(verdict), encoding="utf-8")
+            done = subprocess.run(
+                [sys.executable, "-m", "hub", *command[1:]],
+                cwd=repo,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=120,
+                check=False,
+            )
+            assert done.returncode == 0, (command, done.stdout, done.stderr[-3000:])
+    finally:
+        standin.terminate()
+        standin.communicate(timeout=30)
+    assert run_git(repo, "show", "main:calc.py").endswith("def sub(a, b):\n    return a - b")
+    assert "Merge task/" in run_git(repo, "log", "-1", "--format=%s")

@@ -1,4 +1,5 @@
-"""`python -m hub.testing --port N --script FILE`: serve a scripted FakeOllama until SIGTERM or SIGINT."""
+"""`hub-standin --port N --script FILE` (or `python -m hub.testing ...`): serve a scripted FakeOllama until
+SIGTERM or SIGINT, the stand-in model of README's "No GPU yet"."""
 
 from __future__ import annotations
 
@@ -12,6 +13,22 @@ from typing import Any
 from hub.testing.replies import Reply, load_script
 from hub.testing.server import FakeOllama
 
+SCRIPT_HELP = """\
+the script (YAML or JSON):
+  models:
+    MODEL:            # the model name a role asks for (hub.yaml roles.<role>.model)
+      - REPLY         # the replies, in order, one per call (past the last: HTTP 500, an outage)
+      - REPLY
+    OTHER-MODEL:
+      repeat: REPLY   # or one reply for every call
+
+A REPLY is the answer's text, or a mapping {text: ..., first_token_delay: s, chunk_delay: s,
+eval_count: n, status: 500, ...} (the fields of hub.testing.Reply: delays and faults to inject).
+The implementer answers with the whole file, its path on the line before the code fence; the local
+reviewer with {"passed": true, "critical": false, "issues": []}. README.md, "No GPU yet", has a
+whole example.
+"""
+
 
 def _always(reply: Reply) -> Callable[[dict[str, Any]], Reply]:
     return lambda _body: reply
@@ -19,10 +36,13 @@ def _always(reply: Reply) -> Callable[[dict[str, Any]], Reply]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m hub.testing", description="Serve a scripted fake Ollama."
+        prog="hub-standin",
+        description="Serve a scripted fake Ollama: a stand-in model that answers from a script.",
+        epilog=SCRIPT_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
+    parser.add_argument("--port", type=int, default=0, help="0 picks a free port (printed at start)")
     parser.add_argument("--script", help="JSON or YAML: {models: {name: [reply, ...] | {repeat: reply}}}")
     args = parser.parse_args(argv)
 
