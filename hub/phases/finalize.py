@@ -81,8 +81,12 @@ def _merge(run: Run, reviewed: str, message: str) -> str | Outcome:
     base, branch = refs.base_branch, refs.task_branch
     user = run.user_repo
     if gitops.is_ancestor(user, reviewed, base):
-        # A finalize-task killed after its merge and before recording it: the merge is there.
+        # A finalize-task killed after its merge and before recording it: the merge is there (git may
+        # have been killed before it cleared its merge state in the checkout: cleared here).
         merge_commit = gitops.commit_of(user, base)
+        checkout = gitops.worktrees(user).get(base)
+        if checkout is not None:
+            gitops.forget_committed_merge(checkout, reviewed)
     elif not gitops.branch_exists(user, base):
         return run.halt(
             Trip(

@@ -206,6 +206,30 @@ def test_a_merge_the_hub_left_half_done_is_aborted_and_redone(pipe: Pipeline) ->
     assert len(git(pipe.repo, "log", "--merges", "--oneline", "main").splitlines()) == 1
 
 
+def test_a_merge_committed_before_git_cleared_its_merge_state_leaves_the_checkout_not_merging(
+    pipe: Pipeline,
+) -> None:
+    task_id = to_pass(pipe)
+    branch = pipe.contract()["git"]["task_branch"]
+    reviewed = pipe.contract()["handoff_data"]["reviewed_commit"]
+    # git killed between the merge commit and removing MERGE_HEAD: the commit is in, the state is not gone.
+    message = f"[TASK: {task_id}] Merge {branch}"
+    git(pipe.repo, "merge", "--no-ff", "--no-commit", "-m", message, reviewed)
+    tree = git(pipe.repo, "write-tree")
+    merge = git(pipe.repo, "commit-tree", tree, "-p", "HEAD", "-p", reviewed, "-m", message)
+    git(pipe.repo, "update-ref", "HEAD", merge)
+    assert (pipe.repo / ".git" / "MERGE_HEAD").exists()
+    (pipe.repo / "README.md").write_text("# my unsaved notes\n", encoding="utf-8")
+    git(pipe.repo, "add", "README.md")
+
+    outcome = run_next(pipe.ctx)
+
+    assert outcome.to_state == "merged"
+    assert not (pipe.repo / ".git" / "MERGE_HEAD").exists()
+    assert git(pipe.repo, "rev-parse", "main") == merge  # nothing merged twice
+    assert git(pipe.repo, "diff", "--cached", "--name-only") == "README.md"  # the user's staging kept
+
+
 def test_a_task_branch_left_mid_merge_by_someone_else_halts_naming_it(pipe: Pipeline) -> None:
     pipe.fake.script(IMPL, whole_file("src/app.py", GREET_FIXED))
     pipe.start()
