@@ -33,6 +33,8 @@ smoke() {  # $1 label, $2 folder holding the installed hub
     echo "== $1: $bin/hub"
     "$bin/hub" --version
     py=$(head -1 "$bin/hub" | sed 's/^#!//' | cut -d' ' -f1)
+    # The stand-in model came along, beside the hub's own Python.
+    "$(dirname "$py")/hub-standin" --help | grep -q "the script (YAML or JSON)"
     "$py" - <<'PY'
 import hub.core.prompts, hub.review.rules
 prompts, rules = hub.core.prompts.packaged_dir("prompts"), hub.review.rules.packaged_rules_dir()
@@ -51,7 +53,10 @@ PY
     "${run[@]}" hub rules search eval | grep -q py-eval-exec  # the catalog and the packaged rules
     "${run[@]}" hub new --title "Add sub" --requirement "sub(a, b) returns a - b" --target calc.py >/dev/null
     for _ in 1 2 3; do "${run[@]}" hub next >/dev/null; done  # setup-task, implementer, local review
-    echo '{"verdict": "PASS", "blocking_issues": []}' > _handoff/JUDGE_REPORT.json
+    local task_dir
+    for task_dir in _handoff/tasks/*/; do  # the one task's folder
+        echo '{"verdict": "PASS", "blocking_issues": []}' > "$task_dir/JUDGE_REPORT.json"
+    done
     "${run[@]}" hub next >/dev/null && "${run[@]}" hub next >/dev/null  # report-judge, finalize-task
     git show main:calc.py | grep -q "def sub" || { echo "$1: the task did not merge" >&2; exit 1; }
     echo "$1: a whole task merged with the installed hub"
