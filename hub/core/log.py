@@ -10,6 +10,24 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+_TERMINAL = False
+
+
+def on_terminal() -> bool:
+    """A person watches: stderr is a terminal and the logs are console text (not a pipe, cron, JSON)."""
+    return _TERMINAL
+
+
+class _Stderr:
+    """Whatever sys.stderr is when a line is written: a live view (hub.phases.live) swaps it for one
+    that prints above its line, and the log must follow."""
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
 
 def configure(fmt: str = "auto", level: str = "INFO") -> None:
     """Route structlog and stdlib logging to stderr, as console text or JSON lines."""
@@ -18,8 +36,10 @@ def configure(fmt: str = "auto", level: str = "INFO") -> None:
 
     import structlog
 
+    global _TERMINAL
     if fmt == "auto":
         fmt = "console" if sys.stderr.isatty() else "json"
+    _TERMINAL = fmt == "console" and sys.stderr.isatty()
     renderer: Any = (
         structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty())
         if fmt == "console"
@@ -35,7 +55,7 @@ def configure(fmt: str = "auto", level: str = "INFO") -> None:
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(numeric),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        logger_factory=structlog.PrintLoggerFactory(file=_Stderr()),  # type: ignore[arg-type]
         cache_logger_on_first_use=False,
     )
     logging.basicConfig(stream=sys.stderr, level=max(numeric, logging.WARNING), force=True)

@@ -349,6 +349,10 @@ def _render_task(doc: TaskView) -> str:
     if doc["running"]:
         r = doc["running"]
         lines.append(f"running  {r.get('phase')} (pid {r.get('pid')}, since {r.get('since')})")
+    if doc["call"]:
+        from hub.phases.live import call_line
+
+        lines.append(f"calling  {call_line(doc['call'])}")
     w = doc["server_wait"]
     if w:
         lines.append(

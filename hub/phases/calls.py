@@ -11,6 +11,7 @@ from typing import TypeVar
 
 from hub.core.errors import WorkerTimeout, WorkerUnavailable
 from hub.core.log import get_logger
+from hub.phases.live import CALL_FILE, Call, live_call
 from hub.phases.run import Run
 from hub.state.contract import iso
 from hub.state.provenance import write_record
@@ -35,8 +36,12 @@ def generate(run: Run, worker: Worker, role: str, request: ChatRequest, purpose:
     partial = ""
     started = time.monotonic()
     try:
-        # Each try holds a model-server slot only while it calls: an outage is waited out without one.
-        generation = wait_for_server(run, lambda: _generate_in_slot(run, worker, role, request))
+        with live_call(role, request.model, run.ctx.handoff.task_dir / CALL_FILE) as call:
+            request = replace(request, on_progress=call.progress)
+            # Each try holds a model-server slot only while it calls: an outage is waited out without one.
+            generation = wait_for_server(
+                run, lambda: _generate_in_slot(run, worker, role, request, call), call
+            )
         generation = observe_call(run.ctx.config, request, generation)
         return generation
     except Exception as exc:
@@ -78,7 +83,7 @@ def generate(run: Run, worker: Worker, role: str, request: ChatRequest, purpose:
         )
 
 
-def wait_for_server(run: Run, call: Callable[[], T]) -> T:
+def wait_for_server(run: Run, call: Callable[[], T], live: Call | None = None) -> T:
     """`call()`, an unreachable, restarting or failing model server waited out with back-off for up
     to limits.server_wait_minutes; the wait is in the contract (`hub status`) while it lasts. A server
     that never answered the task is said so at once, with what to do, and waited for less long."""
@@ -90,6 +95,12 @@ def wait_for_server(run: Run, call: Callable[[], T]) -> T:
         data = run.contract["handoff_data"]
         if wait is not None and wait.attempts == 1 and wait.first_contact:
             log.warning("server.not_reached", task=run.task_id, phase=run.phase, fix=not_reached(wait))
+        if live is not None:
+            live.waits_for(
+                None
+                if wait is None
+                else f"the model server (try {wait.attempts + 1} in {wait.next_pause:g} s)"
+            )
         if wait is None:
             data.pop("server_wait", None)
             log.info("server.back", task=run.task_id, phase=run.phase)
@@ -127,14 +138,16 @@ def not_reached(wait: Wait) -> str:
     )
 
 
-def _generate_in_slot(run: Run, worker: Worker, role: str, request: ChatRequest) -> Generation:
+def _generate_in_slot(run: Run, worker: Worker, role: str, request: ChatRequest, call: Call) -> Generation:
     """The call itself, holding a slot of a model server (hub/workers/gpu.py): never more calls at once per
     server than its slots; the wait is bounded by the role's total clock."""
     config = run.ctx.config
     servers = config.model_servers()
     gate = gpu.gate_for(config.handoff_dir, [gpu.Host(url, slots) for url, slots in servers])
     deadline = time.monotonic() + min(config.role(role).timeouts.total, request.total_timeout)
+    call.waits_for("a GPU slot")
     with gate.slot(request.model, request.num_ctx, deadline) as host:
+        call.waits_for(None)
         try:
             if len(servers) == 1 or host.url == config.ollama_host:
                 return worker.generate(request)

@@ -18,6 +18,7 @@ from hub.core.errors import (
 )
 from hub.phases.calls import wait_for_server
 from hub.phases.context import Outcome
+from hub.phases.live import CALL_FILE, live_call
 from hub.phases.run import Run
 from hub.repo import gitops
 from hub.state import handoff
@@ -146,7 +147,8 @@ def model_unavailable(run: Run, worker: Worker, model: str, role: str | None = N
         return health
 
     try:
-        health = wait_for_server(run, probe)
+        with live_call(run.phase, model, run.ctx.handoff.task_dir / CALL_FILE) as call:
+            health = wait_for_server(run, probe, call)
     except WorkerUnavailable as exc:
         return Trip("ollama_unavailable", str(exc), {"model": model})
     if health.ok and not health.missing:

@@ -14,6 +14,7 @@ from hub.core.atomic import write_atomic
 from hub.core.errors import ContractInvalid, HubError, TaskChoice
 from hub.core.log import get_logger
 from hub.core.text import one_line
+from hub.phases import live
 from hub.phases.context import Context
 from hub.phases.halts import resume_targets
 from hub.phases.paths import why_blocked
@@ -72,6 +73,7 @@ class TaskView(TypedDict):
     reviewed_commit: str | None
     last_transitions: list[HistoryEntry]
     server_wait: ServerWait | None
+    call: dict[str, Any] | None  # a model call in flight (hub.phases.live): role, model, tokens, waiting
     halt_file: str | None
     stall_report: str | None
     resume_targets: dict[str, str]
@@ -248,6 +250,7 @@ def task_view(ctx: Context) -> TaskView:
         "reviewed_commit": contract["handoff_data"].get("reviewed_commit"),
         "last_transitions": contract["history"][-3:],
         "server_wait": contract["handoff_data"].get("server_wait") if owner else None,
+        "call": live.read_call(hand.task_dir / live.CALL_FILE) if owner else None,
         "halt_file": str(hand.halt_report) if hand.halt_report.exists() else None,
         "stall_report": str(hand.stall_report) if hand.stall_report.exists() else None,
         # For an agent that cannot read the halt file: where `hub resume --to` can send the task.

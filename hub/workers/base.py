@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
@@ -37,6 +38,8 @@ class ChatRequest:
     # limits.max_reply_chars: a longer answer is cut off while it streams (issue 28: a 50 MB reply was
     # refused only after 159 s and 530 MB). None: no cap.
     max_chars: int | None = None
+    # Told the pieces streamed so far (about one per token), for the live view of the call (issue 27).
+    on_progress: Callable[[int], None] | None = field(default=None, compare=False, repr=False)
 
     def messages(self) -> list[dict[str, str]]:
         """The chat messages: the system prompt (if any), the prompt as the user's turn, and the answer

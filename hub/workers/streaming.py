@@ -376,6 +376,8 @@ def _consume(
                 watchdog.nudge()
             # Only the new pieces: summing every piece on each line made a long answer quadratic.
             size += sum(map(len, state.content[counted:]))
+            if request.on_progress is not None and len(state.content) != counted:
+                request.on_progress(len(state.content))
             counted = len(state.content)
             if request.max_chars is not None and size > request.max_chars:
                 raise ReplyTooLarge(

@@ -565,9 +565,11 @@ def test_a_server_killed_and_restarted_mid_task_is_waited_for_and_the_task_goes_
     pipe.fake.script(IMPL, whole_file("src/app.py", GREET_FIXED))
     pipe.fake.stop()
     seen: list[dict[str, object]] = []
+    calls: list[dict[str, object]] = []
 
     def restart_on_third_pause(n: int) -> None:
         seen.append(status(pipe.ctx)["tasks"][0]["server_wait"])
+        calls.append(status(pipe.ctx)["tasks"][0]["call"])
         if n == 3:
             pipe.fake.start()  # the same port, as a restarted Ollama
 
@@ -580,6 +582,10 @@ def test_a_server_killed_and_restarted_mid_task_is_waited_for_and_the_task_goes_
     # `hub status` showed the wait while it lasted, and the contract forgets it after.
     assert [w["attempts"] for w in seen] == [1, 2, 3]  # type: ignore[index]
     assert "Connection refused" in str(seen[0]["error"])  # type: ignore[index]
+    # The live view (a terminal's line, `hub status`'s "calling") says what the call waits for.
+    assert [c["waiting"] for c in calls] == [
+        f"the model server (try {n} in {p:g} s)" for n, p in [(2, 1), (3, 2), (4, 4)]
+    ]
     assert "server_wait" not in pipe.contract()["handoff_data"]
     assert "circuit_breaker_halt" not in pipe.events() and "stall" not in pipe.events()
 
