@@ -71,13 +71,13 @@ BROKEN_CONFIGS: list[tuple[str, str, str]] = [
     ),
     ("http worker without url", "workers:\n  - {name: far, transport: http}\n", "workers[0].url: is missing"),
     ("not a mapping", "- roles\n", "hub.yaml:1: expected a mapping at the top level"),
-    ("not YAML", "roles: [\n", "hub.yaml: not valid YAML"),
+    ("not YAML", "roles: [\n", "hub.yaml:2: not valid YAML"),
     (
         "roles twice",
         "roles:\n  implementer: {model: big:32b}\nproject: p\nroles:\n  judge: {model: j}\n",
         "hub.yaml:4: roles: duplicate key",
     ),
-    ("tab indentation", "roles:\n\timplementer: {}\n", "hub.yaml: not valid YAML"),
+    ("tab indentation", "roles:\n\timplementer: {}\n", "hub.yaml:2: not valid YAML"),
     ("binary", "\udcff\udcfe", "hub.yaml: cannot be read"),
 ]
 
