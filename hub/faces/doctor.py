@@ -204,7 +204,10 @@ def check_ollama(host: str) -> Check:
     """Ollama answers /api/version at the configured host."""
     import httpx
 
-    fix = f"start Ollama (`ollama serve`), or point OLLAMA_HOST / ollama.host in hub.yaml at it (now {host})"
+    fix = (
+        f"start Ollama (`ollama serve`), or point OLLAMA_HOST / ollama.host in hub.yaml at it (now {host}); "
+        'no GPU: the stand-in model `hub-standin` or `make real-model` (README, "No GPU yet")'
+    )
     try:
         response = httpx.get(f"{host}/api/version", timeout=OLLAMA_PROBE_SECONDS)
         response.raise_for_status()

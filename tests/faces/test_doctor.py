@@ -242,6 +242,7 @@ def test_hub_doctor_exits_1_naming_the_fix_when_ollama_is_down(hub: HubRunner) -
 
     assert done.returncode == 1
     assert "FAIL  ollama" in done.stdout and "fix: start Ollama" in done.stdout
+    assert "no GPU: the stand-in model `hub-standin`" in done.stdout
     assert "FAIL  models for implementer, local_reviewer via ollama" in done.stdout
 
 
