@@ -131,7 +131,7 @@ def not_reached(wait: Wait) -> str:
     or point elsewhere, that Ctrl-C loses nothing, and the key that shortens the wait (issue 27)."""
     return (
         f"no model server answers ({wait.error}). Start it (`ollama serve`; no GPU: `make real-model`, or "
-        "the stand-in model `python -m hub.testing --script FILE`, see the README), or point OLLAMA_HOST "
+        'the stand-in model `hub-standin --script FILE`, README "No GPU yet"), or point OLLAMA_HOST '
         "(ollama.host / openai.base_url in hub.yaml) at one; `hub doctor` checks the set-up. "
         f"Waiting up to {wait.limit / 60:g} min for it (limits.server_wait_minutes shortens that; 0: "
         "no wait). Ctrl-C is safe: nothing is lost and the next `hub next` resumes the task."
