@@ -83,13 +83,19 @@ def generate(run: Run, worker: Worker, role: str, request: ChatRequest, purpose:
         )
 
 
-def wait_for_server(run: Run, call: Callable[[], T], live: Call | None = None) -> T:
+def never_answered(run: Run) -> bool:
+    """No model call of the task has been answered yet (its cost holds no tokens)."""
+    return not any(c.get("tokens_in") or c.get("tokens_out") for c in run.contract.get("cost", {}).values())
+
+
+def wait_for_server(
+    run: Run, call: Callable[[], T], live: Call | None = None, first_contact: bool = False
+) -> T:
     """`call()`, an unreachable, restarting or failing model server waited out with back-off for up
-    to limits.server_wait_minutes; the wait is in the contract (`hub status`) while it lasts. A server
-    that never answered the task is said so at once, with what to do, and waited for less long."""
-    first_contact = not any(
-        c.get("tokens_in") or c.get("tokens_out") for c in run.contract.get("cost", {}).values()
-    )
+    to limits.server_wait_minutes; the wait is in the contract (`hub status`) while it lasts. With
+    `first_contact` (the health check of a task no server has answered yet), a server that cannot be
+    reached is said so at once, with what to do, and waited for less long; a call that reached the
+    server and waits in its queue is never one."""
 
     def on_wait(wait: Wait | None) -> None:
         data = run.contract["handoff_data"]

@@ -16,7 +16,7 @@ from hub.core.errors import (
     WorkerTimeout,
     WorkerUnavailable,
 )
-from hub.phases.calls import wait_for_server
+from hub.phases.calls import never_answered, wait_for_server
 from hub.phases.context import Outcome
 from hub.phases.live import CALL_FILE, live_call
 from hub.phases.run import Run
@@ -148,7 +148,7 @@ def model_unavailable(run: Run, worker: Worker, model: str, role: str | None = N
 
     try:
         with live_call(run.phase, model, run.ctx.handoff.task_dir / CALL_FILE) as call:
-            health = wait_for_server(run, probe, call)
+            health = wait_for_server(run, probe, call, first_contact=never_answered(run))
     except WorkerUnavailable as exc:
         return Trip("ollama_unavailable", str(exc), {"model": model})
     if health.ok and not health.missing:
