@@ -345,12 +345,7 @@ def read_yaml(path: Path) -> dict[str, Any]:
     try:
         loaded = yaml.load(text, Loader=_unique_keys_loader())
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)  # PyYAML calls the text it parsed "<unicode string>"
-        where, detail = (
-            f"{path}:{mark.line + 1}" if mark else path,
-            str(exc).replace("<unicode string>", path.name),
-        )
-        raise ConfigError(f"{where}: not valid YAML: {detail}") from None
+        raise ConfigError(config_schema.yaml_error(path, exc)) from None
     except _DuplicateKey as exc:
         raise ConfigError(
             f"{path}:{exc.line}: {exc.key}: duplicate key (YAML would silently keep only the last one)"

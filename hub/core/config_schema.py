@@ -470,6 +470,15 @@ def locate(text: str, path: Path, at_key: bool = False) -> int | None:
     return line + 1
 
 
+def yaml_error(path: Any, exc: Exception) -> str:
+    """`hub.yaml:LINE: not valid YAML: ...`, naming the file where PyYAML says "<unicode string>"."""
+    mark = getattr(exc, "problem_mark", None)
+    where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
+    return f"{where}: not valid YAML: " + str(exc).replace(
+        "<unicode string>", getattr(path, "name", str(path))
+    )
+
+
 def render(problems: Sequence[Problem], source: str, text: str | None) -> str:
     """One line per problem: `file:line: key.path: what (expected: form)`."""
     lines = []
