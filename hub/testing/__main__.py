@@ -17,7 +17,7 @@ SCRIPT_HELP = """\
 the script (YAML or JSON):
   models:
     MODEL:            # the model name a role asks for (hub.yaml roles.<role>.model)
-      - REPLY         # the replies, in order, one per call (past the last: HTTP 500, an outage)
+      - REPLY         # the replies, in order, one per call (past the last: HTTP 500, a broken server)
       - REPLY
     OTHER-MODEL:
       repeat: REPLY   # or one reply for every call
