@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import click
 
 from hub.core.errors import EXIT_ERROR, HubError, describe, exit_code_for
+from hub.core.machine import explain
 from hub.faces.cli_common import (
     CONTEXT_SETTINGS,
     State,
@@ -561,4 +562,8 @@ def main(argv: list[str] | None = None) -> None:
     except HubError as exc:
         click.echo(f"hub: {describe(exc)}", err=True)
         sys.exit(exit_code_for(exc))
+    except OSError as exc:
+        # The machine's own limits (a full disk, a read-only folder, no git): one line, no traceback.
+        click.echo(f"hub: {explain(exc)}", err=True)
+        sys.exit(EXIT_ERROR)
     sys.exit(0)

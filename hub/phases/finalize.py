@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-from hub.core.errors import ContractInvalid, WrongState
+from contextlib import suppress
+
+from hub.core.atomic import write_atomic
+from hub.core.errors import EXIT_HALTED, ContractInvalid, GitError, TaskHalted, WrongState, describe
 from hub.core.faults import crash_point
 from hub.core.log import get_logger
+from hub.core.machine import explain
 from hub.phases.context import Context, Outcome
 from hub.phases.halts import RESUME_TARGETS, check_note, resume_targets
 from hub.phases.judge import write_review_request
@@ -61,7 +65,19 @@ def finalize_task(ctx: Context) -> Outcome:
         data["merge_commit"] = merge_commit
         run.record(Event.PASS, f"merged {reviewed[:12]} into {base} at {merge_commit[:12]}")
         crash_point("finalize:after-pass")
-        cleanup(run)
+        said = f"merged {branch} into {base} ({merge_commit[:12]})"
+        failed = clean_up_merged(run)
+        if failed is not None:
+            write_status(run.ctx)
+            return Outcome(
+                "finalize-task",
+                run.task_id,
+                run.start_state,
+                MERGED,
+                f"{said}; {failed}",
+                exit_code=EXIT_HALTED,
+                data={"merge_commit": merge_commit, "cleanup_failed": failed},
+            )
         target = handoff.archive_task(run.ctx.handoff_root, run.task_id)
         write_status(run.ctx.for_task(None))
         return Outcome(
@@ -69,7 +85,7 @@ def finalize_task(ctx: Context) -> Outcome:
             run.task_id,
             run.start_state,
             MERGED,
-            f"merged {branch} into {base} ({merge_commit[:12]}); files in {target}",
+            f"{said}; files in {target}",
             data={"merge_commit": merge_commit},
         )
 
@@ -151,6 +167,33 @@ def cleanup(run: Run) -> None:
     gitops.remove_worktree(run.user_repo, run.worktree)
     if not run.ctx.config.keep_branches:
         gitops.delete_branch(run.user_repo, branch)
+
+
+class CleanupFailed(TaskHalted):
+    """A merged task's worktree or branch could not be removed: retried on every `hub next`; the other
+    tasks go on (exit 4: a person may have to look)."""
+
+
+def clean_up_merged(run: Run) -> str | None:
+    """`cleanup`, its failure kept as the task's (CLEANUP_FAILED.txt, which `hub status` shows) rather
+    than ending the run: None when done, else what failed and what to do. A live git's lock (GitBusy)
+    is not a failure: it is raised, "try later"."""
+    note = run.ctx.handoff.cleanup_failed
+    try:
+        cleanup(run)
+    except (GitError, OSError) as exc:
+        said = describe(exc) if isinstance(exc, GitError) else explain(exc)
+        failed = (
+            f"merged, but removing its worktree {run.worktree} or its branch failed: {said}; "
+            "retried on every `hub next` (or remove them by hand: `git worktree remove --force "
+            f"{run.worktree}`, `git branch -D {task_refs(run.contract).task_branch}`)"
+        )
+        log.warning("finalize.cleanup_failed", task=run.task_id, error=said)
+        with suppress(OSError):
+            write_atomic(note, failed + "\n")
+        return failed
+    note.unlink(missing_ok=True)
+    return None
 
 
 def resume(ctx: Context, to_state: str, note: str | None = None) -> Outcome:
@@ -247,7 +290,9 @@ def archive_merged(ctx: Context) -> Contract | None:
                     run.halt(missing)
                     return current
                 if current["git"].get("task_branch"):
-                    cleanup(run)
+                    failed = clean_up_merged(run)
+                    if failed is not None:
+                        raise CleanupFailed(f"task {current['task_id']} is {failed}")
                 handoff.archive_task(ctx.handoff_root, str(current["task_id"]))
                 return None
             return current

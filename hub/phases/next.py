@@ -30,9 +30,11 @@ from hub.core.errors import (
     exit_code_for,
 )
 from hub.core.log import get_logger
+from hub.core.machine import explain
 from hub.phases.context import Context, Outcome
 from hub.phases.finalize import archive_merged
 from hub.phases.status import active_contract, due, judge_configured, report_waiting
+from hub.repo.killed_git import GitBusy
 from hub.state import store
 from hub.state.contract import Contract
 from hub.state.machine import ERIK_CONSULTATION, MERGED
@@ -195,6 +197,9 @@ def next_step(ctx: Context) -> tuple[Contract | None, str | None, str]:
     if contract is not None and contract["status"] == MERGED:
         try:
             contract = archive_merged(ctx)
+        except GitBusy as exc:
+            # A live git holds a lock its clean-up needs: the next run tries again.
+            return contract, None, f"merged: its clean-up waits for a running git ({exc})"
         except LockBusy:
             # The finalize that merged it still holds the task (removing its worktree, then archiving):
             # nothing to do here, and no reason to stop the other tasks' phases.
@@ -225,6 +230,11 @@ def due_jobs(
             continue
         except ContractInvalid as exc:
             halted.append(f"{task_id}: {exc}")
+            continue
+        except (HubError, OSError) as exc:
+            # One task's trouble is that task's: the others' phases still run.
+            log.warning("next.task_unreadable", task=task_id, error=str(exc))
+            halted.append(f"{task_id}: {describe(exc) if isinstance(exc, HubError) else explain(exc)}")
             continue
         if contract is not None and phase is not None and phase != "promote-backlog":
             jobs.append((bound, phase, contract))

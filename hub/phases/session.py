@@ -9,9 +9,13 @@ import time
 from collections.abc import Iterator
 from collections.abc import Set as AbstractSet
 from contextlib import contextmanager
+from datetime import datetime
+from pathlib import Path
 
+from hub.core.atomic import write_atomic
 from hub.core.errors import DirtyWorkTree, GitError, LockBusy, TaskChoice, TaskHalted, WrongState
 from hub.core.log import get_logger
+from hub.core.machine import explain
 from hub.phases.context import Context
 from hub.phases.run import Run
 from hub.phases.written import finish_code_written
@@ -19,7 +23,7 @@ from hub.repo import gitops, killed_git, leftovers
 from hub.repo.gitops import MergeConflict
 from hub.state import breakers, handoff, store
 from hub.state.breakers import Trip
-from hub.state.contract import Lease, TaskRefs, parse_iso, task_refs
+from hub.state.contract import Lease, TaskRefs, iso, parse_iso, task_refs
 from hub.state.machine import (
     ERIK_CONSULTATION,
     IMPLEMENTATION_IN_PROGRESS,
@@ -91,7 +95,8 @@ def running(ctx: Context, phase: str, accepts: AbstractSet[str]) -> Iterator[Run
                 # A git killed with a phase leaves locks or a half-done merge: every later run failed.
                 # The task's git runs in its worktree; the user's checkout is theirs (a merge of their
                 # own there must not stop any task: finalize-task waits for it instead).
-                killed_git.clear_leftovers(run.worktree)
+                with busy_until_limit(run):
+                    killed_git.clear_leftovers(run.worktree)
             if contract["status"] in IN_PROGRESS_STATES:
                 recover(run)
                 recovered = True
@@ -139,9 +144,49 @@ def halt_on_git_failure(run: Run) -> Iterator[None]:
             "task_branch"
         ):
             raise
-        trigger, hint = ("git_error", exc.hint) if isinstance(exc, GitError) else ("os_error", "")
-        outcome = run.halt(Trip(trigger, f"{run.phase}: {exc}", {"phase": run.phase}, hint))
+        if isinstance(exc, GitError):
+            trigger, hint, said = "git_error", exc.hint, str(exc)
+        else:
+            trigger, hint, said = "os_error", "", explain(exc)
+        outcome = run.halt(Trip(trigger, f"{run.phase}: {said}", {"phase": run.phase}, hint))
         raise TaskHalted(outcome.message) from None
+
+
+# How long a git lock held by a live git is "try later" (exit 75) before the task halts naming it: far
+# longer than any git command the hub runs, short enough that a stuck git is seen the same hour.
+GIT_BUSY_HALT_MINUTES = 10.0
+
+
+@contextmanager
+def busy_until_limit(run: Run) -> Iterator[None]:
+    """A lock a live git holds is "try later" (GitBusy, exit 75), not a person's problem; only when the
+    same wait outlasts GIT_BUSY_HALT_MINUTES does it become a GitError (which halts the task). When the
+    wait began is kept in the task's folder."""
+    mark = run.ctx.handoff.task_dir / ".git-busy-since"
+    try:
+        yield
+    except killed_git.GitBusy as exc:
+        since = _read_since(mark)
+        if since is None:
+            write_atomic(mark, iso(run.now))
+            raise
+        waited = (run.now - since).total_seconds() / 60
+        if waited < GIT_BUSY_HALT_MINUTES:
+            raise
+        mark.unlink(missing_ok=True)
+        raise GitError(
+            f"{exc.lock} has been held by a running git (pid {', '.join(map(str, exc.pids))}) for "
+            f"{waited:.0f} minutes",
+            hint=exc.hint,
+        ) from None
+    mark.unlink(missing_ok=True)
+
+
+def _read_since(mark: Path) -> datetime | None:
+    try:
+        return parse_iso(mark.read_text(encoding="utf-8").strip())
+    except (OSError, ValueError):
+        return None
 
 
 def recover(run: Run) -> None:

@@ -194,6 +194,11 @@ def needs_person(ctx: Context, contract: Contract, phase: str | None, why: str) 
         return f"halted: read {hand.halt_report}, then `hub resume --task {contract['task_id']} --to STATE`"
     if status == PENDING_REBUTTAL:
         return f"a rebuttal: `hub rebut --task {contract['task_id']} FILE`"
+    if status == MERGED:
+        try:
+            return hand.cleanup_failed.read_text(encoding="utf-8").strip() or None
+        except OSError:
+            return None  # cleaned up (or archived) meanwhile
     if phase is None and status in (PENDING_JUDGE_REVIEW, JUDGE_REVIEW_IN_PROGRESS):
         return (
             f"a verdict: read {hand.review_request}, write {hand.judge_report_json}, "

@@ -365,15 +365,15 @@ def worktrees(repo: Repo) -> dict[str, Path]:
 def rebasing(repo: Repo) -> dict[str, Path]:
     """Branch being rebased -> the work tree rebasing it. HEAD is detached meanwhile, so `worktrees` does
     not list the branch; the rebase writes it when it ends, and fails if the branch moved under it."""
+    from hub.repo.killed_git import linked_worktrees, read_gone
+
     common = common_dir(repo)
-    trees = [(common, common.parent)]
-    for linked in sorted((common / "worktrees").glob("*/gitdir")):
-        trees.append((linked.parent, Path(linked.read_text(encoding="utf-8").strip()).parent))
+    # Another task's clean-up may remove its worktree's record while this reads it: gone is gone.
+    trees = [(common, common.parent), *linked_worktrees(common)]
     found: dict[str, Path] = {}
     for gitdir, tree in trees:
         for state in ("rebase-merge", "rebase-apply"):
-            head = gitdir / state / "head-name"
-            ref = head.read_text(encoding="utf-8").strip() if head.is_file() else ""
+            ref = (read_gone(gitdir / state / "head-name") or "").strip()
             if ref.startswith("refs/heads/"):
                 found[ref.removeprefix("refs/heads/")] = tree
     return found
@@ -385,7 +385,17 @@ def ensure_worktree(repo: Repo, path: Path, branch: str, start: str | None = Non
     With `start`, a missing branch is created there. A worktree folder deleted by hand is recreated
     from its branch (git's own record of it is pruned first).
     """
-    if (path / ".git").is_file() and worktrees(repo).get(branch) == path.resolve():
+    from hub.repo import killed_git
+
+    common = common_dir(repo)
+    unfinished = killed_git.unfinished_add(common, path)
+    if unfinished is not None:
+        # A `git worktree add` killed midway: its checkout may be empty or half written, and git's
+        # "initializing" lock keeps it from ever being pruned or removed. The branch (and every commit
+        # on it) stays; only the checkout is made again.
+        unfinished.unlink(missing_ok=True)
+        log.warning("worktree.unfinished_add", path=str(path), branch=branch)
+    elif (path / ".git").is_file() and worktrees(repo).get(branch) == path.resolve():
         return False
     run(repo, "worktree", "prune")
     if path.exists():
@@ -394,7 +404,10 @@ def ensure_worktree(repo: Repo, path: Path, branch: str, start: str | None = Non
         aside = path.with_name(f"{path.name}.broken-{time.time_ns()}")
         path.rename(aside)
         log.warning("worktree.set_aside", path=str(path), to=str(aside))
+        run(repo, "worktree", "prune")  # the record of the folder just moved
     path.parent.mkdir(parents=True, exist_ok=True)
+    # A `worktree add -b` killed while it created the branch left the branch's ref lock.
+    killed_git.clear_locks(Path(str(repo.working_tree_dir or common.parent)), shared_only=True)
     if branch_exists(repo, branch):
         run(repo, "worktree", "add", "--quiet", str(path), branch)
     elif start is not None:
@@ -406,7 +419,20 @@ def ensure_worktree(repo: Repo, path: Path, branch: str, start: str | None = Non
 
 
 def remove_worktree(repo: Repo, path: Path) -> None:
-    """Remove a task's worktree (its leftovers, e.g. build output, with it) and git's record of it."""
+    """Remove a task's worktree (its leftovers, e.g. build output, with it) and git's record of it.
+
+    Whatever a killed earlier removal (or add) left is finished first: a folder whose `.git` git
+    already deleted is deleted the rest of the way (git refuses it: "validation failed"), git's
+    "initializing" lock of an add that never finished is dropped, stale lock files are cleared."""
+    from hub.repo import killed_git
+
+    common = common_dir(repo)
+    unfinished = killed_git.unfinished_add(common, path)
+    if unfinished is not None:
+        unfinished.unlink(missing_ok=True)
+    if path.exists() and not (path / ".git").exists():
+        shutil.rmtree(path)
+        log.warning("worktree.removal_finished", path=str(path))
     if path.exists():
         # --force: untracked build output of acceptance commands is the task's, not the user's.
         run(repo, "worktree", "remove", "--force", str(path))
@@ -414,6 +440,10 @@ def remove_worktree(repo: Repo, path: Path) -> None:
 
 
 def delete_branch(repo: Repo, branch: str) -> None:
+    """Delete a merged task's branch; a ref lock a killed `git branch -D` left is cleared first."""
+    from hub.repo import killed_git
+
+    killed_git.clear_locks(Path(str(repo.working_tree_dir or common_dir(repo).parent)), shared_only=True)
     if branch_exists(repo, branch):
         run(repo, "branch", "-D", branch)
 
@@ -494,16 +524,17 @@ def merge_in_checkout(checkout: Path, commit: str, message: str) -> str:
     anything because a file the merge changes has uncommitted changes (MergeRefused).
     """
 
+    from hub.repo import killed_git
+
     def git(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(["git", *args], cwd=checkout, capture_output=True, text=True, check=False)
 
+    # A merge killed midway leaves the checkout's index.lock: stale once no git runs there.
+    killed_git.clear_locks(checkout)
     merge_head = git("rev-parse", "-q", "--verify", "MERGE_HEAD").stdout.strip()
     if merge_head == commit:
-        # Our own merge, killed midway: the files it touched were clean before it (git refuses
-        # otherwise), so `--abort` (reset --merge) puts exactly those back and keeps every local change.
-        aborted = git("merge", "--abort")
-        if aborted.returncode != 0:
-            raise GitError(f"git merge --abort in {checkout} failed: {aborted.stderr.strip()}")
+        # Our own merge, killed midway (or stopped by a full disk): take it back, then merge again.
+        killed_git.undo_merge(checkout)
         log.warning("merge.resumed", checkout=str(checkout), commit=commit[:12])
     elif merge_head:
         raise MergeRefused(
@@ -512,6 +543,7 @@ def merge_in_checkout(checkout: Path, commit: str, message: str) -> str:
             "",
             f"merge waits: {your_checkout(checkout)} is in the middle of a merge of its own; finish it",
         )
+    head = git("rev-parse", "HEAD").stdout.strip()
     done = subprocess.run(
         # --no-autostash: a user's merge.autoStash would stash their changes and pop them back into
         # conflict markers, their work left in the stash; git must refuse instead.
@@ -527,13 +559,16 @@ def merge_in_checkout(checkout: Path, commit: str, message: str) -> str:
         files = [line.strip() for line in text.splitlines() if line.startswith(("\t", "  "))]
         if "would be overwritten" in text:
             raise MergeRefused(checkout, files, text.strip())
-        if git("rev-parse", "-q", "--verify", "MERGE_HEAD").stdout.strip() == commit:
-            # A hook of the checkout (commit-msg, pre-merge-commit) refused the merge commit after git
-            # had merged the files: take back exactly what our merge staged, keeping the user's changes.
-            aborted = git("merge", "--abort")
-            if aborted.returncode != 0:
-                text += f"\n(git merge --abort failed too: {aborted.stderr.strip()})"
-        raise GitError(f"git merge in {checkout} failed: {text.strip()}")
+        # git checks every file before it writes any: it failed after writing some (a full disk, a
+        # hook refusing the merge commit). Those files were clean, so putting them back to HEAD's
+        # version takes back exactly what our merge did and keeps every change of the user's.
+        try:
+            killed_git.undo_merge(checkout, head, commit)
+        except GitError as exc:
+            text += f"\n(undoing it failed too: {exc})"
+        raise GitError(
+            f"git merge in {checkout} failed: {text.strip()}{killed_git.space_note(text, checkout)}"
+        )
     out = subprocess.run(
         ["git", "rev-parse", "HEAD"], cwd=checkout, capture_output=True, text=True, check=True
     )

@@ -147,6 +147,11 @@ class Handoff:
         return self.task_dir / ".sandbox.pid"
 
     @property
+    def cleanup_failed(self) -> Path:
+        # A merged task whose worktree or branch could not be removed: why (`hub status` shows it).
+        return self.task_dir / "CLEANUP_FAILED.txt"
+
+    @property
     def judge_pid(self) -> Path:
         # The judge command's process group while it runs (hub.repo.leftovers).
         return self.task_dir / ".judge.pid"
@@ -251,8 +256,14 @@ def phase_lock(handoff: Handoff, phase: str, now: datetime) -> Iterator[None]:
         # for display only, and a phase started in the same instant as this one waits for it to appear.
         owner = {"pid": os.getpid(), "host": hostname(), "phase": phase, "since": iso(now)}
         tmp = handoff.lock_owner.with_name(f"{handoff.lock_owner.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(owner), encoding="utf-8")
-        os.replace(tmp, handoff.lock_owner)
+        try:
+            tmp.write_text(json.dumps(owner), encoding="utf-8")
+            os.replace(tmp, handoff.lock_owner)
+        except OSError:
+            # A full disk or a read-only folder: the phase's own writes fail next, naming the file;
+            # a half-written temp file must not be left behind (one a minute under cron).
+            tmp.unlink(missing_ok=True)
+            raise
         yield
     finally:
         handoff.lock_owner.unlink(missing_ok=True)

@@ -10,7 +10,7 @@ import select
 import subprocess
 import sys
 from collections.abc import Callable
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -163,7 +163,10 @@ def test_locks_a_killed_git_left_are_cleared_when_no_git_runs(pipe: Pipeline) ->
     assert not any(lock.exists() for lock in locks)
 
 
-def test_a_lock_a_live_git_may_hold_halts_naming_it(pipe: Pipeline) -> None:
+def test_a_lock_a_live_git_may_hold_is_try_later_then_a_halt_once_it_persists(pipe: Pipeline) -> None:
+    from hub.core.errors import LockBusy
+    from hub.phases.session import GIT_BUSY_HALT_MINUTES
+
     pipe.fake.script(IMPL, whole_file("src/app.py", GREET_FIXED))
     pipe.start()
     lock = leave_git_locks(pipe.worktree, pipe.contract()["git"]["task_branch"])[0]
@@ -180,7 +183,16 @@ def test_a_lock_a_live_git_may_hold_halts_naming_it(pipe: Pipeline) -> None:
     live.stdin.write("HEAD\n")
     live.stdin.flush()
     assert "commit" in live.stdout.readline()
+    mark = pipe.ctx.handoff.task_dir / ".git-busy-since"
     try:
+        # The git may be one a killed hub left finishing: try later (exit 75), no halt.
+        with pytest.raises(LockBusy, match="held by a running git") as busy:
+            run_next(pipe.ctx)
+        assert busy.value.exit_code == 75
+        assert pipe.contract()["status"] == "pending_implementer" and lock.exists()
+        # Still held when the wait began longer ago than the limit: a person must look.
+        began = now_utc() - timedelta(minutes=GIT_BUSY_HALT_MINUTES + 1)
+        mark.write_text(began.isoformat(), encoding="utf-8")
         with pytest.raises(TaskHalted, match="git_error"):
             run_next(pipe.ctx)
     finally:
