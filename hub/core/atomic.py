@@ -7,13 +7,18 @@ Readers see the old file or the new one, never half of either, whatever kills th
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
+
+# `.<name>.<pid>-<hex>.tmp` (write_bytes_atomic) or `.<name>.<pid>.tmp` (the lock's owner file).
+_TEMP = re.compile(r"^\..+\.(\d+)(?:-[0-9a-f]+)?\.tmp$")
 
 
 def write_bytes_atomic(path: Path, data: bytes, mode: int | None = None) -> None:
     """Replace `path` with `data`. `mode`: give the file this mode (pass an existing file's to keep it);
     None lets the umask decide, as for any new file."""
-    temp = path.parent / f".{path.name}.{os.urandom(4).hex()}.tmp"
+    # The writer's pid in the name: a temp file a SIGKILL left is known for one (`sweep_temps`).
+    temp = path.parent / f".{path.name}.{os.getpid()}-{os.urandom(4).hex()}.tmp"
     fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600 if mode is not None else 0o666)
     try:
         with os.fdopen(fd, "wb") as handle:
@@ -46,3 +51,32 @@ def _fsync_dir(folder: Path) -> None:
         pass
     finally:
         os.close(fd)
+
+
+def sweep_temps(folder: Path) -> list[Path]:
+    """Remove the temp files that writers killed before their `os.replace` left in `folder` (the
+    writer's process is gone); the ones removed."""
+    removed = []
+    try:
+        names = [entry.name for entry in os.scandir(folder) if entry.name.endswith(".tmp")]
+    except OSError:
+        return []
+    for name in names:
+        match = _TEMP.match(name)
+        if match is None or _alive(int(match.group(1))):
+            continue
+        (folder / name).unlink(missing_ok=True)
+        removed.append(folder / name)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # another user's: alive, and not ours to judge
+    return True

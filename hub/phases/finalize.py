@@ -15,7 +15,7 @@ from hub.phases.judge import write_review_request
 from hub.phases.run import Run
 from hub.phases.session import require_setup, running
 from hub.phases.status import active_contract, write_status
-from hub.repo import gitops, untrusted
+from hub.repo import checkout_merge, gitops, untrusted
 from hub.repo.gitops import MergeConflict, MergeRefused
 from hub.state import handoff
 from hub.state.breakers import Trip
@@ -54,6 +54,7 @@ def finalize_task(ctx: Context) -> Outcome:
             return back_to_review(run, reviewed, head)
         user = run.user_repo
         message = f"[TASK: {run.task_id}] Merge {branch}"
+        crash_point("finalize:before-merge")
         # In-tree merge drivers off: a planted `merge=union` must not resolve a conflict unseen.
         with gitops.merge_lock(user), untrusted.merge_drivers_off(user):
             merged = _merge(run, reviewed, message)
@@ -130,7 +131,7 @@ def _merge(run: Run, reviewed: str, message: str) -> str | Outcome:
             if checkout is None:
                 merge_commit = gitops.merge_without_checkout(user, base, reviewed, message)
             else:
-                merge_commit = gitops.merge_in_checkout(checkout, reviewed, message)
+                merge_commit = checkout_merge.merge_in_checkout(checkout, reviewed, message)
         except MergeRefused as exc:
             data["merge_wait"] = str(exc)
             run.save()

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 
-from hub.core.atomic import write_atomic
+from hub.core.atomic import sweep_temps, write_atomic
 from hub.core.errors import DirtyWorkTree, GitError, LockBusy, TaskChoice, TaskHalted, WrongState
 from hub.core.log import get_logger
 from hub.core.machine import explain
@@ -90,6 +90,8 @@ def running(ctx: Context, phase: str, accepts: AbstractSet[str]) -> Iterator[Run
         for pidfile in (hand.sandbox_pid, hand.judge_pid):  # what a killed hub left running
             if pidfile.exists():
                 leftovers.reap(pidfile)
+        for folder in (hand.task_dir, hand.dir):  # and the temp files of its writes cut short
+            sweep_temps(folder)
         with halt_on_git_failure(run):
             if contract["git"].get("task_branch"):
                 # A git killed with a phase leaves locks or a half-done merge: every later run failed.

@@ -517,64 +517,6 @@ def merge_conflicts(repo: Repo, base_branch: str, commit: str) -> list[str] | No
     return None
 
 
-def merge_in_checkout(checkout: Path, commit: str, message: str) -> str:
-    """Merge `commit` into the branch checked out at `checkout` with git's own merge (--no-ff).
-
-    Call only after `merge_conflicts` found none: git then either merges, or refuses before touching
-    anything because a file the merge changes has uncommitted changes (MergeRefused).
-    """
-
-    from hub.repo import killed_git
-
-    def git(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(["git", *args], cwd=checkout, capture_output=True, text=True, check=False)
-
-    # A merge killed midway leaves the checkout's index.lock: stale once no git runs there.
-    killed_git.clear_locks(checkout)
-    merge_head = git("rev-parse", "-q", "--verify", "MERGE_HEAD").stdout.strip()
-    if merge_head == commit:
-        # Our own merge, killed midway (or stopped by a full disk): take it back, then merge again.
-        killed_git.undo_merge(checkout)
-        log.warning("merge.resumed", checkout=str(checkout), commit=commit[:12])
-    elif merge_head:
-        raise MergeRefused(
-            checkout,
-            [],
-            "",
-            f"merge waits: {your_checkout(checkout)} is in the middle of a merge of its own; finish it",
-        )
-    head = git("rev-parse", "HEAD").stdout.strip()
-    done = subprocess.run(
-        # --no-autostash: a user's merge.autoStash would stash their changes and pop them back into
-        # conflict markers, their work left in the stash; git must refuse instead.
-        ["git", "merge", "--no-ff", "--no-autostash", "--no-edit", "-m", message, commit],
-        cwd=checkout,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if done.returncode != 0:
-        text = done.stderr + done.stdout
-        # git lists the files tab-indented, or two-space-indented when the index holds staged changes.
-        files = [line.strip() for line in text.splitlines() if line.startswith(("\t", "  "))]
-        if "would be overwritten" in text:
-            raise MergeRefused(checkout, files, text.strip())
-        # git checks every file before it writes any: it failed after writing some (a full disk, a
-        # hook refusing the merge commit). Those files were clean, so putting them back to HEAD's
-        # version takes back exactly what our merge did and keeps every change of the user's.
-        try:
-            killed_git.undo_merge(checkout, head, commit)
-        except GitError as exc:
-            text += f"\n(undoing it failed too: {exc})"
-        raise GitError(
-            f"git merge in {checkout} failed: {text.strip()}{killed_git.space_note(text, checkout)}"
-        )
-    out = subprocess.run(
-        ["git", "rev-parse", "HEAD"], cwd=checkout, capture_output=True, text=True, check=True
-    )
-    return out.stdout.strip()
-
-
 def forget_committed_merge(checkout: Path, commit: str) -> bool:
     """Our merge of `commit`, killed after git made the merge commit and before it cleared its merge
     state: the commit is in, so only MERGE_HEAD and MERGE_MSG go (`git merge --quit`: the index and the

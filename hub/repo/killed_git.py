@@ -23,9 +23,10 @@ log = get_logger(__name__)
 
 # Lock files git creates beside what it is changing; a git killed mid-way leaves them, and every later
 # git command that needs one fails ("Unable to create '.../index.lock': File exists").
-TOP_LOCKS = ("index.lock", "HEAD.lock", "ORIG_HEAD.lock", "config.lock", "packed-refs.lock", "shallow.lock")
-# The ones in the common git directory that every worktree shares (refs/**.lock come with them).
-SHARED_LOCKS = ("packed-refs.lock", "config.lock", "shallow.lock")
+# `packed-refs.new` is the temp file git rewrites packed-refs into (a ref deleted): created exclusively
+# like a lock, and left by a kill the same way ("unable to create file .../packed-refs.new: File exists").
+SHARED_LOCKS = ("packed-refs.lock", "packed-refs.new", "config.lock", "shallow.lock")
+TOP_LOCKS = ("index.lock", "HEAD.lock", "ORIG_HEAD.lock", *SHARED_LOCKS)
 
 # How long a lock held by a live git is waited for before "try later": git's commands finish in well
 # under this; a `hub next` killed by PID leaves its git child finishing for a moment.
@@ -103,7 +104,15 @@ def leftover_locks(work_root: Path, shared_only: bool = False) -> list[Path]:
     git_dir, common = dirs
     found = [common / name for name in SHARED_LOCKS if (common / name).exists()]
     if not shared_only:
-        found = [d / name for d in {git_dir, common} for name in TOP_LOCKS if (d / name).exists()]
+        # Every `*.lock` git made there (index.lock, HEAD.lock, a stash's temporary index's lock...),
+        # but the hub's own (hub-merge.lock: held by a live hub through the kernel, never stale).
+        found = sorted(
+            {
+                *found,
+                *(d / name for d in {git_dir, common} for name in TOP_LOCKS if (d / name).exists()),
+                *(p for d in {git_dir, common} for p in d.glob("*.lock") if not p.name.startswith("hub-")),
+            }
+        )
     # A ref folder removed while it is walked (a branch deleted) took its lock with it.
     with suppress(OSError):
         found += sorted((common / "refs").rglob("*.lock"))
@@ -232,15 +241,23 @@ def clear_leftovers(work_root: Path) -> list[str]:
     return done
 
 
-def undo_merge(checkout: Path, head: str | None = None, commit: str | None = None) -> list[str]:
-    """Take back a merge of `commit` into `head` (default: HEAD and MERGE_HEAD) that the hub started
-    in `checkout` and did not finish; the files kept as they are (someone's edits since), as paths.
+def undo_merge(
+    checkout: Path,
+    head: str | None = None,
+    commit: str | None = None,
+    tree: str | None = None,
+    clean_before: bool = False,
+) -> list[str]:
+    """Take back a merge the hub started in `checkout` and did not finish: of `commit` (default:
+    MERGE_HEAD) into `head` (default: HEAD), or to `tree` when given; the files kept as they are
+    (someone's edits since), as paths. Every file the merge does not change, the user's uncommitted
+    changes among them, is left alone.
 
     git only merges into files that are clean, so each file the merge changes holds HEAD's version,
-    the merge's, or (a kill mid-write) neither; the first two go back to HEAD's version in the index and
-    the work tree. Every other file, the user's uncommitted changes among them, is left alone. Unlike
-    `git merge --abort`, this also works when a kill or a full disk left the index and the work tree
-    disagreeing ("Entry 'x' not uptodate. Cannot merge")."""
+    the merge's, or (a kill or a full disk mid-write) neither; the first two go back to HEAD's version
+    in the index and the work tree, and with `clean_before` (the caller saw them clean) the third too.
+    Unlike `git merge --abort`, this also works when the index and the work tree disagree ("Entry 'x'
+    not uptodate. Cannot merge")."""
 
     def git(*args: str, check: bool = True) -> str:
         done = subprocess.run(["git", *args], cwd=checkout, capture_output=True, text=True, check=False)
@@ -253,17 +270,18 @@ def undo_merge(checkout: Path, head: str | None = None, commit: str | None = Non
 
     head = head or git("rev-parse", "HEAD").strip()
     commit = commit or git("rev-parse", "-q", "--verify", "MERGE_HEAD", check=False).strip()
-    kept: list[str] = []
-    if commit:
+    if tree is None and commit:
         # The tree the merge was writing (exit 1 on a conflict still prints it first).
         tree = git("merge-tree", "--write-tree", "--no-messages", head, commit, check=False).split("\n")[0]
+    kept: list[str] = []
+    if tree:
         changed = [p for p in git("diff", "--name-only", "-z", "--no-renames", head, tree).split("\0") if p]
         for path in changed:
             ours = _blob(git("ls-tree", "-z", head, "--", path))
             theirs = _blob(git("ls-tree", "-z", tree, "--", path))
             file = checkout / path
             now = git("hash-object", "--", path).strip() if file.is_file() else None
-            if now not in {ours, theirs}:
+            if not clean_before and now not in {ours, theirs}:
                 kept.append(path)
                 git("reset", "-q", head, "--", path)  # the index only: the file as it is now stays
             elif ours is not None:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from hub.core.errors import DirtyWorkTree, GitError
-from hub.repo import gitops
+from hub.repo import checkout_merge, gitops
 from hub.repo.gitops import MergeConflict
 
 if TYPE_CHECKING:
@@ -251,7 +251,7 @@ def test_a_merge_in_the_users_checkout_makes_a_no_ff_merge_commit_and_keeps_unre
     write(git_repo, "README.md", "the user's own edit\n")
     repo = gitops.open_repo(git_repo)
     assert gitops.merge_conflicts(repo, "main", task_head) is None
-    merge = gitops.merge_in_checkout(git_repo, task_head, "[TASK: t1] Merge task/t1")
+    merge = checkout_merge.merge_in_checkout(git_repo, task_head, "[TASK: t1] Merge task/t1")
     assert run_git(git_repo, "rev-parse", "main") == merge
     parents = run_git(git_repo, "log", "-1", "--format=%P", "main").split()
     assert len(parents) == 2 and parents[1] == task_head
@@ -271,7 +271,7 @@ def test_git_refuses_to_merge_over_uncommitted_changes_and_nothing_of_the_users_
     with pytest.raises(
         gitops.MergeRefused, match=r"merge waits: your checkout has local changes in src/app.py"
     ):
-        gitops.merge_in_checkout(git_repo, task_head, "merge")
+        checkout_merge.merge_in_checkout(git_repo, task_head, "merge")
     assert (git_repo / "src/app.py").read_text(encoding="utf-8") == "the user's unsaved work\n"
     assert run_git(git_repo, "rev-parse", "main") == before
 
