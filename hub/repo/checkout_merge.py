@@ -53,6 +53,10 @@ def merge_in_checkout(checkout: Path, commit: str, message: str) -> str:
     git_dir = Path(_out(checkout, "rev-parse", "--absolute-git-dir"))
     recover(checkout, git_dir)
     merge_head = _git(checkout, "rev-parse", "-q", "--verify", "MERGE_HEAD").stdout.strip()
+    if merge_head and _finished_by_older_hub(checkout, git_dir, merge_head):
+        # A `git merge` of an older hub killed after its commit, before it forgot the merge.
+        _out(checkout, "merge", "--quit")
+        merge_head = ""
     if merge_head == commit:
         # A `git merge` of an older hub, killed midway: take it back, then merge again.
         killed_git.undo_merge(checkout)
@@ -94,6 +98,12 @@ def merge_in_checkout(checkout: Path, commit: str, message: str) -> str:
     _git(checkout, "hook", "run", "--ignore-missing", "post-merge", "--", "0")
     log.debug("merge.checkout", checkout=str(checkout), merge=merge[:12])
     return merge
+
+
+def _finished_by_older_hub(checkout: Path, git_dir: Path, merge_head: str) -> bool:
+    if "[TASK: " not in (killed_git.read_gone(git_dir / "MERGE_MSG") or ""):
+        return False  # the user's own merge
+    return _git(checkout, "merge-base", "--is-ancestor", merge_head, "HEAD").returncode == 0
 
 
 def recover(checkout: Path, git_dir: Path) -> None:

@@ -321,12 +321,39 @@ def stash(repo: Repo, name: str) -> str | None:
     ref = f"{STASH_REFS}/{name}"
     message = f"hub: {name}"
     with FileLock(str(common_dir(repo) / "hub-stash.lock"), timeout=MERGE_LOCK_SECONDS, is_singleton=False):
+        _adopt_stashes(repo)
         run(repo, "stash", "push", "--include-untracked", "-m", message)
         made = run(repo, "rev-parse", "refs/stash")
         run(repo, "update-ref", ref, made)
         if run(repo, "rev-parse", "stash@{0}") == made:
             run(repo, "stash", "drop", "--quiet", "stash@{0}")
     return ref
+
+
+def adopt_stashes(repo: Repo) -> list[str]:
+    """Move the hub's own stashes that a kill left in the user's `git stash list` (between the stash
+    and its move) to their refs under refs/hub/stashes; the refs. Under the stash lock."""
+    from filelock import FileLock
+
+    with FileLock(str(common_dir(repo) / "hub-stash.lock"), timeout=MERGE_LOCK_SECONDS, is_singleton=False):
+        return _adopt_stashes(repo)
+
+
+def _adopt_stashes(repo: Repo) -> list[str]:
+    listed = run(repo, "stash", "list", "--format=%gd%x09%H%x09%gs").splitlines()
+    moved = []
+    # Oldest first: dropping an entry renumbers only the ones older than it, which are done already.
+    for line in reversed(listed):
+        entry, sha, subject = [*line.split("\t", 2), "", ""][:3]
+        if ": hub: " not in subject:
+            continue
+        ref = f"{STASH_REFS}/{subject.split(': hub: ', 1)[1].strip()}"
+        if not run(repo, "for-each-ref", ref).strip():
+            run(repo, "update-ref", ref, sha)
+        run(repo, "stash", "drop", "--quiet", entry)
+        moved.append(ref)
+        log.warning("stash.adopted", ref=ref, why="left in the shared stash list by a killed hub")
+    return moved
 
 
 # --- worktrees: one per task -----------------------------------------------------------------------------

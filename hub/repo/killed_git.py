@@ -70,6 +70,12 @@ def git_dirs(work_root: Path) -> tuple[Path, Path] | None:
     return git_dir, common
 
 
+def common_of(work_root: Path) -> Path:
+    """The repository's common git dir, seen from a work tree (the work tree's .git when unknown)."""
+    dirs = git_dirs(work_root)
+    return dirs[1] if dirs else work_root / ".git"
+
+
 def linked_worktrees(common: Path) -> list[tuple[Path, Path]]:
     """(record folder `.git/worktrees/<id>`, work tree) of every linked worktree; records removed while
     they are read are left out."""

@@ -58,7 +58,7 @@ def answer(body: dict[str, object]) -> str:
     return f"src/app.py\n```python\n{GREET_FIXED}```\n"
 
 
-def two_tasks(pipe: Pipeline) -> list[str]:
+def two_tasks(pipe: Pipeline, acceptance: list[str] | None = None) -> list[str]:
     """Two tasks in flight on two files, a judge that passes at once, the user's own uncommitted edit
     and untracked file in their checkout; the kill hook installed."""
     pipe.commit("another file", {"src/other.py": OTHER_PY})
@@ -74,7 +74,13 @@ def two_tasks(pipe: Pipeline) -> list[str]:
     ids = [
         str(
             create(
-                pipe.ctx, {"title": f"Fix {name}", "requirements": ["fix it"], "target_file": name}
+                pipe.ctx,
+                {
+                    "title": f"Fix {name}",
+                    "requirements": ["fix it"],
+                    "target_file": name,
+                    "acceptance_commands": acceptance or [],
+                },
             ).task_id
         )
         for name in ("src/app.py", "src/other.py")
@@ -112,7 +118,7 @@ def killed_in_git(pipe: Pipeline, tmp_path: Path, ref: str, when: str) -> None:
 
 def hub_next_alone_until_merged(pipe: Pipeline, ids: list[str], runs: int = 25) -> list[int]:
     """`hub next` again and again, as cron would; the exit codes. Fails if a task halts or never merges."""
-    codes = []
+    codes: list[int] = []
     archive = pipe.ctx.handoff_root.archive
     for _ in range(runs):
         if all((archive / task_id / "TASK_CONTRACT.json").exists() for task_id in ids):
@@ -271,6 +277,45 @@ def test_a_merge_a_full_disk_stopped_in_the_users_checkout_is_undone_and_redone(
     abort = subprocess.run(["git", "merge", "--abort"], cwd=pipe.repo, capture_output=True, text=True)
     assert "not uptodate" in abort.stderr
     (pipe.repo / ".git" / "index.lock").write_text("", encoding="utf-8")
+
+    hub_next_alone_until_merged(pipe, ids)
+
+    assert_merged_and_untouched(pipe)
+
+
+def test_a_tasks_stash_a_kill_left_in_the_users_stash_list_is_moved_to_the_hubs_refs(
+    pipe: Pipeline, tmp_path: Path
+) -> None:
+    ids = two_tasks(pipe, acceptance=["true"])
+    # Killed while the implementer's edit is uncommitted (its acceptance command running): the next run
+    # stashes that edit; killed again between git's stash and the hub's move of it to its own ref.
+    hub_until_killed(pipe, tmp_path, {"HUB_TEST_CRASH_AT": "acceptance:running"})
+    killed_in_git(pipe, tmp_path, "refs/hub/stashes/*", "create")
+    assert ": hub: " in git(pipe.repo, "stash", "list")
+
+    hub_next_alone_until_merged(pipe, ids)
+
+    assert git(pipe.repo, "stash", "list") == ""
+    assert git(pipe.repo, "for-each-ref", "refs/hub/stashes")
+    assert_merged_and_untouched(pipe)
+
+
+def test_a_merge_an_older_hubs_git_merge_committed_but_did_not_forget_holds_no_task_up(
+    pipe: Pipeline, tmp_path: Path
+) -> None:
+    ids, _ = merged_not_cleaned(pipe, tmp_path)
+    (merged,) = [
+        t
+        for t in ids
+        if pipe.ctx.for_task(t).handoff.contract.exists()
+        and json.loads(pipe.ctx.for_task(t).handoff.contract.read_text("utf-8"))["status"] == "merged"
+    ]
+    contract = json.loads(pipe.ctx.for_task(merged).handoff.contract.read_text("utf-8"))
+    # `git merge` killed after moving the branch, before removing its merge state.
+    (pipe.repo / ".git" / "MERGE_HEAD").write_text(contract["handoff_data"]["reviewed_commit"] + "\n")
+    (pipe.repo / ".git" / "MERGE_MSG").write_text(
+        f"[TASK: {merged}] Merge {contract['git']['task_branch']}\n"
+    )
 
     hub_next_alone_until_merged(pipe, ids)
 
