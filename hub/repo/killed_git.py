@@ -56,6 +56,13 @@ def read_gone(path: Path) -> str | None:
         return None
 
 
+def read_bytes_gone(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except OSError:
+        return None
+
+
 def git_dirs(work_root: Path) -> tuple[Path, Path] | None:
     """(git dir, common dir) of a work tree without running git; None when there is no .git."""
     dot = work_root / ".git"
@@ -151,10 +158,11 @@ def live_git_in(work_root: Path, proc: Path = Path("/proc"), lock: Path | None =
         try:
             if not (entry / "comm").read_text(encoding="utf-8").startswith("git"):
                 continue
-            # Our own helpers (GitPython's cat-file) hold no lock of a killed git.
-            if int((entry / "stat").read_text(encoding="utf-8").rsplit(")", 1)[1].split()[1]) == os.getpid():
-                continue
-        except (OSError, ValueError, IndexError):
+        except OSError:
+            continue
+        # `cat-file` (GitPython's helpers, ours and other hubs') takes no lock. Every other git counts,
+        # our own children too: another task's phase in a thread of this process may be mid-commit.
+        if b"\0cat-file\0" in (read_bytes_gone(entry / "cmdline") or b""):
             continue
         try:
             cwd = Path(os.readlink(entry / "cwd"))

@@ -173,16 +173,16 @@ def test_a_lock_a_live_git_may_hold_is_try_later_then_a_halt_once_it_persists(pi
     # A real git working in the repository (a shell's child, not ours), alive until its stdin closes;
     # its answer to one query is the event that says it runs.
     live = subprocess.Popen(
-        ["sh", "-c", "git cat-file --batch-check; true"],
+        ["sh", "-c", "git hash-object --stdin-paths; true"],
         cwd=pipe.worktree,
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
     )
     assert live.stdin is not None and live.stdout is not None
-    live.stdin.write("HEAD\n")
+    live.stdin.write("/dev/null\n")
     live.stdin.flush()
-    assert "commit" in live.stdout.readline()
+    assert len(live.stdout.readline().strip()) == 40
     mark = pipe.ctx.handoff.task_dir / ".git-busy-since"
     try:
         # The git may be one a killed hub left finishing: try later (exit 75), no halt.
