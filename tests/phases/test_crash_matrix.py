@@ -320,3 +320,33 @@ def test_a_merge_an_older_hubs_git_merge_committed_but_did_not_forget_holds_no_t
     hub_next_alone_until_merged(pipe, ids)
 
     assert_merged_and_untouched(pipe)
+
+
+def test_a_merged_tasks_clean_up_that_keeps_failing_is_shown_and_holds_no_other_task_up(
+    pipe: Pipeline, tmp_path: Path
+) -> None:
+    from hub.phases.status import status
+
+    ids, worktree = merged_not_cleaned(pipe, tmp_path)
+    (merged,) = [
+        t
+        for t in ids
+        if json.loads(pipe.ctx.for_task(t).handoff.contract.read_text("utf-8"))["status"] == "merged"
+    ]
+    (other,) = [t for t in ids if t != merged]
+    # A person locked the worktree: `git worktree remove --force` refuses it on every run.
+    git(pipe.repo, "worktree", "lock", "--reason", "on a USB disk", str(worktree))
+
+    outcome = run_next(pipe.ctx)
+
+    assert outcome.exit_code == 4
+    assert "merged, but removing its worktree" in outcome.message
+    assert outcome.data["ran"], "the other task's phase did not run"
+    views = {view["task_id"]: view for view in status(pipe.ctx)["tasks"]}
+    assert "locked working tree" in str(views[merged]["needs_person"])
+    assert f"git worktree remove --force {worktree}" in str(views[merged]["needs_person"])
+
+    git(pipe.repo, "worktree", "unlock", str(worktree))
+    hub_next_alone_until_merged(pipe, ids)
+    assert_merged_and_untouched(pipe)
+    assert (pipe.ctx.handoff_root.archive / other / "TASK_CONTRACT.json").exists()
