@@ -90,7 +90,15 @@ def running(ctx: Context, phase: str, accepts: AbstractSet[str]) -> Iterator[Run
         for pidfile in (hand.sandbox_pid, hand.judge_pid):  # what a killed hub left running
             if pidfile.exists():
                 leftovers.reap(pidfile)
-        for folder in (hand.task_dir, hand.dir):  # and the temp files of its writes cut short
+        # And the temp files of its writes cut short: the task's, the shared ones (STATUS.md, the GPU
+        # slots' records, provenance) and the hub's own in the git directory (config cache, HUB_MERGE).
+        for folder in (
+            hand.task_dir,
+            hand.dir,
+            hand.dir / "gpu",
+            hand.task_dir / "runs",
+            killed_git.common_of(ctx.repo_root),
+        ):
             sweep_temps(folder)
         with halt_on_git_failure(run):
             if contract["git"].get("task_branch"):
