@@ -238,6 +238,10 @@ def _committed_before_kill(run: Run) -> bool:
         return False
     if marker["attempt"] != contract["attempt"]:
         return False
+    if marker.get("parent") and gitops.head_commit(run.repo) == marker["parent"]:
+        # No commit was made: a clean tree means an earlier recovery stashed the attempt's work and was
+        # killed before recording it. Finishing here would send an empty change to review and merge.
+        return False
     scope = contract["constraints"]["allowed_paths"] or None
     forbidden = contract["constraints"]["forbidden_paths"]
     dirty = gitops.dirty_files(run.repo)

@@ -350,3 +350,31 @@ def test_a_merged_tasks_clean_up_that_keeps_failing_is_shown_and_holds_no_other_
     hub_next_alone_until_merged(pipe, ids)
     assert_merged_and_untouched(pipe)
     assert (pipe.ctx.handoff_root.archive / other / "TASK_CONTRACT.json").exists()
+
+
+def test_an_attempt_stashed_by_a_recovery_killed_before_recording_it_is_never_merged_empty(
+    pipe: Pipeline, tmp_path: Path
+) -> None:
+    from hub.repo import gitops
+
+    ids = two_tasks(pipe, acceptance=["true"])
+    hub_until_killed(pipe, tmp_path, {"HUB_TEST_CRASH_AT": "acceptance:running"})
+    contracts = {t: json.loads(pipe.ctx.for_task(t).handoff.contract.read_text("utf-8")) for t in ids}
+    task_id = next(
+        t
+        for t, c in contracts.items()
+        if c["status"] == "implementation_in_progress"
+        and git(Path(c["git"]["worktree"]), "status", "--porcelain")
+    )
+    path = pipe.ctx.for_task(task_id).handoff.contract
+    contract = json.loads(path.read_text("utf-8"))
+    worktree = Path(contract["git"]["worktree"])
+    # Killed after marking the commit and before making it; then a recovery stashed the attempt's
+    # edit and was killed before recording it: the marker is left, the tree clean, no commit made.
+    contract["handoff_data"]["committing"] = {"attempt": 1, "parent": git(worktree, "rev-parse", "HEAD")}
+    path.write_text(json.dumps(contract), encoding="utf-8")
+    assert gitops.stash(gitops.open_repo(worktree), f"{task_id}/attempt-1-interrupted")
+
+    hub_next_alone_until_merged(pipe, ids)
+
+    assert_merged_and_untouched(pipe)  # both changes on main: none merged empty
