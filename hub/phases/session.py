@@ -187,7 +187,7 @@ def busy_until_limit(run: Run) -> Iterator[None]:
             raise
         mark.unlink(missing_ok=True)
         raise GitError(
-            f"{exc.lock} has been held by a running git (pid {', '.join(map(str, exc.pids))}) for "
+            f"{exc.lock} has been held by {exc.holder} (pid {', '.join(map(str, exc.pids))}) for "
             f"{waited:.0f} minutes",
             hint=exc.hint,
         ) from None

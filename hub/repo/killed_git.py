@@ -38,11 +38,12 @@ ADD_UNFINISHED = "initializing"
 class GitBusy(LockBusy):
     """A git lock file is held by a live git process: try later (exit 75)."""
 
-    def __init__(self, lock: Path, pids: list[int], work_root: Path) -> None:
+    def __init__(self, lock: Path, pids: list[int], work_root: Path, holder: str = "a running git") -> None:
         self.lock = lock
         self.pids = pids
+        self.holder = holder
         super().__init__(
-            f"{lock} is held by a running git (pid {', '.join(map(str, pids))}); try later",
+            f"{lock} is held by {holder} (pid {', '.join(map(str, pids))}); try later",
             hint=f"wait for it to finish; if no git runs in {work_root}, delete {lock}",
         )
 
@@ -176,6 +177,22 @@ def live_git_in(work_root: Path, proc: Path = Path("/proc"), lock: Path | None =
     return live
 
 
+def open_by(path: Path, proc: Path = Path("/proc")) -> list[int]:
+    """Process ids that have `path` open (those whose /proc entries this user may read)."""
+    wanted = str(path)
+    found = []
+    for entry in proc.iterdir() if proc.is_dir() else ():
+        if not entry.name.isdigit():
+            continue
+        try:
+            links = [os.readlink(fd) for fd in (entry / "fd").iterdir()]
+        except OSError:
+            continue  # ended meanwhile, or another user's
+        if wanted in links:
+            found.append(int(entry.name))
+    return found
+
+
 def clear_locks(
     work_root: Path,
     shared_only: bool = False,
@@ -191,6 +208,10 @@ def clear_locks(
         while True:
             seen = _identity(lock)
             live = live_git_in(work_root, lock=lock)
+            holder = "a running git"
+            if live == []:
+                # No git could hold it; a process that has it open does (a libgit2 tool, an IDE).
+                live, holder = open_by(lock), "a process that has it open"
             if live is None:
                 raise GitError(
                     f"{lock} exists and git may hold it (cannot tell here)",
@@ -207,7 +228,7 @@ def clear_locks(
                     break
                 continue
             if time.monotonic() >= deadline:
-                raise GitBusy(lock, live, work_root)
+                raise GitBusy(lock, live, work_root, holder)
             sleep(0.05)
     for line in done:
         log.warning("git.recovered", detail=line)

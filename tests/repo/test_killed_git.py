@@ -154,3 +154,24 @@ def test_a_removal_git_started_is_finished_and_the_branch_kept(repo: Path, tmp_p
     assert not tree.exists()
     assert git(repo, "worktree", "list").count("\n") == 0
     assert git(repo, "branch", "--list", "task/t1")
+
+
+def test_a_lock_another_process_has_open_is_not_removed(repo: Path) -> None:
+    held = repo / ".git" / "index.lock"
+    held.write_text("", encoding="utf-8")
+    # Not a git (a libgit2 tool, an IDE): the open file is what says it holds the lock.
+    with held.open("rb") as handle:
+        holder = subprocess.Popen(
+            ["cat"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, pass_fds=(handle.fileno(),)
+        )
+    try:
+        with pytest.raises(GitBusy) as busy:
+            clear_locks(repo, wait_seconds=0)
+        assert busy.value.pids == [holder.pid]
+        assert held.exists()
+    finally:
+        assert holder.stdin is not None
+        holder.stdin.close()
+        holder.wait(timeout=30)
+    clear_locks(repo, wait_seconds=0)
+    assert not held.exists()
