@@ -374,7 +374,15 @@ def default_worktrees_dir(repo: Repo) -> Path:
 
 def worktrees(repo: Repo) -> dict[str, Path]:
     """Checked-out branch -> worktree path, for every worktree of the repository (main checkout included)."""
-    out = run(repo, "worktree", "list", "--porcelain")
+    for attempt in range(3):
+        try:
+            out = run(repo, "worktree", "list", "--porcelain")
+            break
+        except GitError as exc:
+            # Another task's `worktree add` is writing its record this instant: read again, briefly.
+            if "failed to read" not in str(exc) or attempt == 2:
+                raise
+            time.sleep(0.05)
     found: dict[str, Path] = {}
     for block in out.split("\n\n"):
         lines = block.splitlines()
@@ -424,6 +432,15 @@ def ensure_worktree(repo: Repo, path: Path, branch: str, start: str | None = Non
         log.warning("worktree.unfinished_add", path=str(path), branch=branch)
     elif (path / ".git").is_file() and worktrees(repo).get(branch) == path.resolve():
         return False
+    with worktree_lock(repo):
+        _make_worktree(repo, path, branch, start)
+    return True
+
+
+def _make_worktree(repo: Repo, path: Path, branch: str, start: str | None) -> None:
+    from hub.repo import killed_git
+
+    common = common_dir(repo)
     run(repo, "worktree", "prune")
     if path.exists():
         # Half made (a `worktree add` killed midway) or cut off from git by hand: set it aside, never
@@ -442,7 +459,28 @@ def ensure_worktree(repo: Repo, path: Path, branch: str, start: str | None = Non
     else:
         raise GitError(f"branch '{branch}' does not exist; the task's worktree cannot be recreated")
     log.debug("worktree.add", path=str(path), branch=branch)
-    return True
+
+
+@contextmanager
+def worktree_lock(repo: Repo) -> Iterator[None]:
+    """One `git worktree add` / `remove` / `prune` of the hub's at a time (tasks set up and clean up
+    concurrently): git reads every worktree's record while it adds one, and fails on a record another
+    add is still writing ("failed to read .git/worktrees/<id>/commondir", seen by the kill bench)."""
+    from filelock import FileLock, Timeout
+
+    lock = FileLock(
+        str(common_dir(repo) / "hub-worktree.lock"), timeout=MERGE_LOCK_SECONDS, is_singleton=False
+    )
+    try:
+        lock.acquire()
+    except Timeout:
+        raise GitError(
+            f"another task's worktree add or removal held the lock for {MERGE_LOCK_SECONDS:g} s"
+        ) from None
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 def remove_worktree(repo: Repo, path: Path) -> None:
@@ -457,13 +495,14 @@ def remove_worktree(repo: Repo, path: Path) -> None:
     unfinished = killed_git.unfinished_add(common, path)
     if unfinished is not None:
         unfinished.unlink(missing_ok=True)
-    if path.exists() and not (path / ".git").exists():
-        shutil.rmtree(path)
-        log.warning("worktree.removal_finished", path=str(path))
-    if path.exists():
-        # --force: untracked build output of acceptance commands is the task's, not the user's.
-        run(repo, "worktree", "remove", "--force", str(path))
-    run(repo, "worktree", "prune")
+    with worktree_lock(repo):
+        if path.exists() and not (path / ".git").exists():
+            shutil.rmtree(path)
+            log.warning("worktree.removal_finished", path=str(path))
+        if path.exists():
+            # --force: untracked build output of acceptance commands is the task's, not the user's.
+            run(repo, "worktree", "remove", "--force", str(path))
+        run(repo, "worktree", "prune")
 
 
 def delete_branch(repo: Repo, branch: str) -> None:
