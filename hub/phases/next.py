@@ -12,6 +12,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, wait
 from typing import TYPE_CHECKING, Any
 
+from hub.core.atomic import sweep_temps
 from hub.core.errors import (
     EXIT_ERROR,
     EXIT_HALTED,
@@ -74,6 +75,9 @@ def run_next(ctx: Context, skip: set[str] | None = None) -> Outcome:
         if skip and ctx.task_id in skip:
             return Outcome("next", ctx.task_id, message="nothing to do: its phase failed in this run")
         return run_task(ctx)
+    # A run killed while writing STATUS.md after its last task was archived leaves its temp file, and
+    # with no task left no phase would ever sweep it.
+    sweep_temps(ctx.handoff_root.dir)
     promoted: list[Outcome] = []
     while True:
         outcome = phase_function("promote-backlog")(ctx)

@@ -377,3 +377,15 @@ def test_an_attempt_stashed_by_a_recovery_killed_before_recording_it_is_never_me
     hub_next_alone_until_merged(pipe, ids)
 
     assert_merged_and_untouched(pipe)  # both changes on main: none merged empty
+
+
+def test_a_status_temp_file_a_kill_left_after_the_last_task_is_swept_by_hub_next(pipe: Pipeline) -> None:
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    pipe.ctx.handoff_root.ensure()
+    left = pipe.ctx.handoff_root.dir / f".STATUS.md.{dead.pid}-0a1b2c3d.tmp"
+    left.write_text("# Tasks\n", encoding="utf-8")
+
+    assert run_next(pipe.ctx).message.startswith("nothing to do")
+
+    assert not left.exists()
