@@ -165,6 +165,8 @@ def cleanup(run: Run) -> None:
     """The merged task's worktree goes; its branch too unless `keep_branches: true`."""
     branch = task_refs(run.contract).task_branch
     run.close_repo()
+    # The judge's own checkout of the task (repo/untrusted.judged_checkout), left by a kill in the judge.
+    gitops.remove_worktree(run.user_repo, run.worktree.with_name(f".judge-{run.task_id}"))
     gitops.remove_worktree(run.user_repo, run.worktree)
     if not run.ctx.config.keep_branches:
         gitops.delete_branch(run.user_repo, branch)

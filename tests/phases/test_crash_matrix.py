@@ -389,3 +389,16 @@ def test_a_status_temp_file_a_kill_left_after_the_last_task_is_swept_by_hub_next
     assert run_next(pipe.ctx).message.startswith("nothing to do")
 
     assert not left.exists()
+
+
+def test_the_judges_checkout_a_kill_left_goes_with_the_merged_task(pipe: Pipeline, tmp_path: Path) -> None:
+    ids, worktree = merged_not_cleaned(pipe, tmp_path)
+    merged = next(t for t in ids if worktree.name == t)
+    judged = worktree.with_name(f".judge-{merged}")
+    # A judge killed before its checkout was removed.
+    git(pipe.repo, "worktree", "add", "-q", "--detach", str(judged), "HEAD")
+
+    hub_next_alone_until_merged(pipe, ids)
+
+    assert not judged.exists()
+    assert_merged_and_untouched(pipe)
