@@ -103,7 +103,7 @@ def _merge(run: Run, reviewed: str, message: str) -> str | Outcome:
         merge_commit = gitops.commit_of(user, base)
         checkout = gitops.worktrees(user).get(base)
         if checkout is not None:
-            gitops.forget_committed_merge(checkout, reviewed)
+            checkout_merge.forget_committed_merge(checkout, reviewed)
     elif not gitops.branch_exists(user, base):
         return run.halt(
             Trip(

@@ -106,6 +106,23 @@ def _finished_by_older_hub(checkout: Path, git_dir: Path, merge_head: str) -> bo
     return _git(checkout, "merge-base", "--is-ancestor", merge_head, "HEAD").returncode == 0
 
 
+def forget_committed_merge(checkout: Path, commit: str) -> bool:
+    """Our merge of `commit`, killed after git made the merge commit and before it cleared its merge
+    state: the commit is in, so only MERGE_HEAD and MERGE_MSG go (`git merge --quit`: the index and the
+    user's files stay as they are). Left there, the user's next `git commit` would record the task's
+    branch as a second parent. True if there was such a state."""
+    found = subprocess.run(
+        ["git", "rev-parse", "-q", "--verify", "MERGE_HEAD"], cwd=checkout, capture_output=True, text=True
+    )
+    if found.stdout.strip() != commit:
+        return False
+    quit_ = subprocess.run(["git", "merge", "--quit"], cwd=checkout, capture_output=True, text=True)
+    if quit_.returncode != 0:
+        raise GitError(f"git merge --quit in {checkout} failed: {quit_.stderr.strip()}")
+    log.warning("merge.state_cleared", checkout=str(checkout), commit=commit[:12])
+    return True
+
+
 def recover(checkout: Path, git_dir: Path) -> None:
     """Finish or take back the checkout step a killed run left (its HUB_MERGE marker)."""
     marker = git_dir / MARKER

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import hashlib
 import shutil
-import subprocess
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -581,23 +580,6 @@ def merge_conflicts(repo: Repo, base_branch: str, commit: str) -> list[str] | No
         lines = str(exc.stdout or "").removeprefix("  stdout: ").strip("'\n ").splitlines()
         return [line for line in lines[1:] if line.strip()] or ["unknown files"]
     return None
-
-
-def forget_committed_merge(checkout: Path, commit: str) -> bool:
-    """Our merge of `commit`, killed after git made the merge commit and before it cleared its merge
-    state: the commit is in, so only MERGE_HEAD and MERGE_MSG go (`git merge --quit`: the index and the
-    user's files stay as they are). Left there, the user's next `git commit` would record the task's
-    branch as a second parent. True if there was such a state."""
-    found = subprocess.run(
-        ["git", "rev-parse", "-q", "--verify", "MERGE_HEAD"], cwd=checkout, capture_output=True, text=True
-    )
-    if found.stdout.strip() != commit:
-        return False
-    quit_ = subprocess.run(["git", "merge", "--quit"], cwd=checkout, capture_output=True, text=True)
-    if quit_.returncode != 0:
-        raise GitError(f"git merge --quit in {checkout} failed: {quit_.stderr.strip()}")
-    log.warning("merge.state_cleared", checkout=str(checkout), commit=commit[:12])
-    return True
 
 
 def merge_without_checkout(repo: Repo, base_branch: str, commit: str, message: str) -> str:
