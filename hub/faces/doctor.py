@@ -9,6 +9,7 @@ two roles is started once, and a server that starts is told apart from an Ollama
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 from collections.abc import Callable, Mapping
@@ -160,7 +161,27 @@ def check_git(which: Which = shutil.which) -> Check:
             "git", False, "git is not on PATH", "install git (e.g. `apt install git`) and put it on PATH"
         )
     version = _version([path, "--version"])
-    return Check("git", version is not None, version or f"{path} --version failed", "reinstall git")
+    if version is None:
+        return Check("git", False, f"{path} --version failed", "reinstall git")
+    if git_too_old(version):
+        return Check(
+            "git",
+            False,
+            f"{version}: finalize needs git {'.'.join(map(str, GIT_MINIMUM))} or later "
+            "(`merge-tree --write-tree` builds the merge without touching your checkout)",
+            "install a newer git (Debian 12 / Ubuntu 24.04 ship 2.39 / 2.43)",
+        )
+    return Check("git", True, version, "")
+
+
+# `git merge-tree --write-tree` (2.38) builds the merge into the base without the user's checkout.
+GIT_MINIMUM = (2, 38)
+
+
+def git_too_old(version: str) -> bool:
+    """Whether `git version X.Y...` is older than GIT_MINIMUM; an unreadable version is not refused."""
+    found = re.search(r"(\d+)\.(\d+)", version)
+    return found is not None and (int(found[1]), int(found[2])) < GIT_MINIMUM
 
 
 def check_sandbox(config: Config, which: Which = shutil.which) -> Check:

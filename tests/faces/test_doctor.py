@@ -159,6 +159,16 @@ def test_no_git_on_path_fails_with_an_install_hint() -> None:
     assert not check.ok and "install git" in check.hint
 
 
+def test_a_git_too_old_to_merge_without_the_checkout_fails_naming_the_version(tmp_path: Path) -> None:
+    old_git = tmp_path / "git"
+    old_git.write_text("#!/bin/sh\necho 'git version 2.34.1'\n", encoding="utf-8")
+    old_git.chmod(0o755)
+
+    check = check_git(which=lambda name: str(old_git))
+
+    assert not check.ok and "2.34.1" in check.detail and "2.38" in check.detail
+
+
 def test_git_and_ast_grep_report_their_versions() -> None:
     assert check_git().ok and check_git().detail.startswith("git version")
     assert check_ast_grep().ok and "ast-grep" in check_ast_grep().detail
