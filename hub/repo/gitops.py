@@ -431,6 +431,13 @@ def ensure_worktree(repo: Repo, path: Path, branch: str, start: str | None = Non
         log.warning("worktree.unfinished_add", path=str(path), branch=branch)
     elif (path / ".git").is_file() and worktrees(repo).get(branch) == path.resolve():
         return False
+    elif rebasing(repo).get(branch) == path.resolve():
+        # HEAD is detached while a rebase stops, so the branch looks checked out nowhere; setting the
+        # folder aside would throw the person's rebase away with git's record of it.
+        raise GitError(
+            f"a rebase of {branch} is in progress in {path}: finish it there "
+            f"(`git -C {path} rebase --continue`) or abandon it (`git -C {path} rebase --abort`)"
+        )
     with worktree_lock(repo):
         _make_worktree(repo, path, branch, start)
     return True

@@ -402,3 +402,24 @@ def test_a_git_that_ended_while_proc_was_read_does_not_count_as_live(tmp_path: P
     (proc / "4242" / "stat").write_text("4242 (git) S 1 4242 4242 0", encoding="utf-8")
 
     assert live_git_in(tmp_path, proc) == []
+
+
+def test_a_rebase_stopped_in_a_task_worktree_is_named_with_its_fix_and_the_worktree_stays(
+    git_repo: Path, run_git: Git
+) -> None:
+    path, task = task_worktree(git_repo)
+    write(path, "src/app.py", "the task's line\n")
+    gitops.checkpoint(task, "work", None)
+    write(git_repo, "src/app.py", "the user's line\n")
+    run_git(git_repo, "add", "src/app.py")
+    run_git(git_repo, "commit", "-qm", "user")
+    with pytest.raises(AssertionError, match="could not apply"):
+        run_git(path, "rebase", "main")  # stops on the conflict, HEAD detached
+
+    with pytest.raises(GitError) as refused:
+        gitops.ensure_worktree(gitops.open_repo(git_repo), path, "task/t1")
+
+    message = str(refused.value)
+    assert "rebase of task/t1 is in progress" in message and str(path) in message
+    assert "rebase --continue" in message and "rebase --abort" in message
+    assert (path / ".git").is_file() and not list(path.parent.glob("*.broken-*"))
