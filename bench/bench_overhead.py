@@ -67,7 +67,9 @@ WORKERS = {
 BY_HAND = ("new", "setup-task", "run-implementer", "run-local-review", "report-judge", "finalize-task")
 MODEL_PHASES = ("run-implementer", "run-local-review")
 NEW_ARGS = ("--title", "Greet politely", "--requirement", "say hello, NAME", "--target", "src/app.py")
-SCRUBBED = ("OLLAMA_HOST", "GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE")
+# PYTHONDONTWRITEBYTECODE: with it set (as in some shells here), no .pyc of the checkout is ever written and
+# every command compiles the hub from source, which users (whose install writes them) never pay.
+SCRUBBED = ("OLLAMA_HOST", "GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "PYTHONDONTWRITEBYTECODE")
 GOALS = {"by hand": 1.5, "until-idle": 0.5, "model phase start-up": 0.3, "status x python": 5.0, "busy": 0.95}
 
 

@@ -3,8 +3,6 @@ path) and `why_blocked` (promotion blocks such a backlog proposal, and `hub stat
 
 from __future__ import annotations
 
-import difflib
-import subprocess
 from pathlib import Path
 
 from hub.core.errors import ConfigError
@@ -84,6 +82,10 @@ def _exists(repo_root: Path, path: str) -> bool:
 
 
 def _close_files(repo_root: Path, path: str) -> str:
+    # Here, not at the top: only a refused path needs them, and `hub status` imports this module.
+    import difflib
+    import subprocess
+
     try:
         listed = subprocess.run(
             ["git", "ls-files", "-z"], cwd=repo_root, capture_output=True, text=True, timeout=30, check=False

@@ -9,7 +9,6 @@ every phase refuse a "dirty" work tree. `problems` is what `hub doctor` shows fo
 
 from __future__ import annotations
 
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,6 +44,8 @@ def handoff_ignored(repo_root: Path, handoff_dir: Path) -> bool:
             continue
         if lines & {f"/{name}/", f"{name}/", f"/{name}", name}:
             return True
+    # Here, not at the top: only this fallback runs git, and `hub status` imports this module.
+    import subprocess
 
     try:
         done = subprocess.run(
