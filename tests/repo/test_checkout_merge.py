@@ -30,6 +30,9 @@ def repo(tmp_path: Path) -> tuple[Path, str]:
     main = tmp_path / "main"
     main.mkdir()
     git(main, "init", "-q", "-b", "main")
+    # The user's own identity, which the merge commit is made with (a fresh HOME has none).
+    git(main, "config", "user.name", "t")
+    git(main, "config", "user.email", "t@x.invalid")
     (main / "app.py").write_text("old\n", encoding="utf-8")
     (main / "README.md").write_text("# r\n", encoding="utf-8")
     git(main, "add", "-A")

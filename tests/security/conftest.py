@@ -3,8 +3,8 @@ secrets, as a real user's are.
 
 The sandbox's /tmp is private, so a checkout or HOME under /tmp (pytest's tmp_path) is invisible inside
 it whatever the sandbox's rules say: such a test looks safer than real use. Everything here lives under
-`~/.cache/hub-security-tests/` of the account running the tests (HUB_SECURITY_ROOT overrides it), and is
-removed after each test.
+`~/.cache/hub-security-tests/` of the account running the tests (HUB_SECURITY_ROOT overrides it; a HOME
+under /tmp, as CI's fresh one is, moves it to /var/tmp), and is removed after each test.
 """
 
 from __future__ import annotations
@@ -63,6 +63,9 @@ def _git(repo: Path, *args: str) -> str:
 
 def outside_tmp() -> Path:
     base = Path(os.environ.get("HUB_SECURITY_ROOT") or Path.home() / ".cache" / "hub-security-tests")
+    if base.resolve().is_relative_to("/tmp"):
+        # A HOME under /tmp (CI's fresh one): /var/tmp is as hidden from the sandbox as a home folder.
+        base = Path("/var/tmp") / f"hub-security-tests-{os.getuid()}"
     base.mkdir(parents=True, exist_ok=True)
     folder = Path(tempfile.mkdtemp(prefix="t-", dir=base)).resolve()
     assert not folder.is_relative_to("/tmp"), "the security suite must run outside /tmp"
