@@ -17,6 +17,7 @@ from hub.core.errors import GitError
 from hub.core.files import read_capped
 from hub.core.log import get_logger
 from hub.core.paths import first_match, refusal
+from hub.repo.tree import remove_untracked
 
 if TYPE_CHECKING:
     from git import Repo
@@ -185,26 +186,16 @@ def restore_outside(
     ]
     tracked = [p for p in tracked if p and not in_scope(p, scopes, forbidden, control)]
     for rel in untracked:
-        path = root / rel.rstrip("/")
-        # git lists what lies in real folders only (it never follows a symlink); checked all the same.
-        if not path.parent.resolve().is_relative_to(root):
-            continue
-        if path.is_dir() and not path.is_symlink():
-            shutil.rmtree(path)  # a nested repository, listed as one folder
-        else:
-            path.unlink(missing_ok=True)
-        # A tracked file the command replaced by a folder: the folder must go before the file returns.
-        for parent in path.parents:
-            if parent == root or not parent.is_relative_to(root):
-                break
-            try:
-                parent.rmdir()
-            except OSError:
-                break
+        remove_untracked(root, rel)
+    restore_tracked(repo, tracked)
+    return sorted(set(tracked) | set(untracked))
+
+
+def restore_tracked(repo: Repo, tracked: Sequence[str]) -> None:
+    """Tracked files (changed or deleted) put back as HEAD has them."""
     for start in range(0, len(tracked), 500):
         # Literal pathspecs: a file named ':(glob)*' is that file, not every file.
         run(repo, "--literal-pathspecs", "checkout", "-q", "HEAD", "--", *tracked[start : start + 500])
-    return sorted(set(tracked) | set(untracked))
 
 
 def checkpoint(

@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING
 
 from hub.core.atomic import write_bytes_atomic
 from hub.core.errors import GitError
-from hub.repo.gitops import common_dir, remove_worktree, run
+from hub.repo.gitops import common_dir, remove_worktree, restore_tracked, run
+from hub.repo.tree import remove_untracked
 
 if TYPE_CHECKING:
     from git import Repo
@@ -62,21 +63,8 @@ def remove_ignored(repo: Repo, keep: Sequence[str] = ()) -> list[str]:
     for rel in (entry for entry in out.split("\0") if entry):
         if rel in kept or (rel.endswith("/") and any(k.startswith(rel) for k in kept)):
             continue
-        path = root / rel.rstrip("/")
-        if not path.parent.resolve().is_relative_to(root):
-            continue
-        if path.is_dir() and not path.is_symlink():
-            shutil.rmtree(path)
-        else:
-            path.unlink(missing_ok=True)
-        removed.append(rel)
-        for parent in path.parents:
-            if parent == root or not parent.is_relative_to(root):
-                break
-            try:
-                parent.rmdir()
-            except OSError:
-                break
+        if remove_untracked(root, rel):
+            removed.append(rel)
     return removed
 
 
@@ -94,22 +82,8 @@ def keep_only(repo: Repo, written: Sequence[str]) -> list[str]:
             (untracked if entry[:2] == "??" else tracked).append(entry[3:])
     root = Path(str(repo.working_tree_dir)).resolve()
     for rel in untracked:
-        path = root / rel
-        if not path.parent.resolve().is_relative_to(root):
-            continue
-        if path.is_dir() and not path.is_symlink():
-            shutil.rmtree(path)  # a nested repository, listed as one folder
-        else:
-            path.unlink(missing_ok=True)
-        for parent in path.parents:
-            if parent == root or not parent.is_relative_to(root):
-                break
-            try:
-                parent.rmdir()
-            except OSError:
-                break
-    for start in range(0, len(tracked), 500):
-        run(repo, "--literal-pathspecs", "checkout", "-q", "HEAD", "--", *tracked[start : start + 500])
+        remove_untracked(root, rel)
+    restore_tracked(repo, tracked)
     return sorted(untracked + tracked)
 
 
