@@ -61,7 +61,7 @@ def _git(repo: Path, *args: str) -> str:
     return done.stdout.strip()
 
 
-def outside_tmp() -> Path:
+def folder_outside_tmp() -> Path:
     base = Path(os.environ.get("HUB_SECURITY_ROOT") or Path.home() / ".cache" / "hub-security-tests")
     if base.resolve().is_relative_to("/tmp"):
         # A HOME under /tmp (CI's fresh one): /var/tmp is as hidden from the sandbox as a home folder.
@@ -73,14 +73,26 @@ def outside_tmp() -> Path:
 
 
 @pytest.fixture
-def ground(monkeypatch: pytest.MonkeyPatch) -> Iterator[Ground]:
-    """A home folder with planted secrets (HOME points at it), a checkout in it with a git-ignored
-    .env, a toolchain folder under it on PATH, and secret-looking environment variables."""
-    root = outside_tmp()
+def outside_tmp(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A folder outside /tmp whose `home/` (HOME for the test) holds the planted secrets; removed after."""
+    root = folder_outside_tmp()
     home = root / "home"
     for name, text in PLANTED.items():
         (home / name).parent.mkdir(parents=True, exist_ok=True)
         (home / name).write_text(text, encoding="utf-8")
+    monkeypatch.setenv("HOME", str(home))
+    try:
+        yield root
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+def ground(outside_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> Ground:
+    """A home folder with planted secrets (HOME points at it), a checkout in it with a git-ignored
+    .env, a toolchain folder under it on PATH, and secret-looking environment variables."""
+    root = outside_tmp
+    home = root / "home"
     tool = home / ".local" / "bin"
     tool.mkdir(parents=True)
     (tool / "mytool").write_text("#!/bin/sh\necho TOOL-RAN\n", encoding="utf-8")
@@ -103,16 +115,12 @@ def ground(monkeypatch: pytest.MonkeyPatch) -> Iterator[Ground]:
     (checkout / ".git" / "info" / "exclude").write_text("/_handoff/\n", encoding="utf-8")
     _git(checkout, "add", "-A")
     _git(checkout, "commit", "-q", "-m", "initial")
-    monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv(
         "PATH", f"{tool}{os.pathsep}{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
     )
     for name, value in ENV_SECRETS.items():
         monkeypatch.setenv(name, value)
-    try:
-        yield Ground(root, home, checkout, tool)
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
+    return Ground(root, home, checkout, tool)
 
 
 def every_planted_value() -> list[str]:

@@ -11,16 +11,13 @@ import resource
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from hub.core.config import CONFIG_FILE, default_yaml
 
-SECRETS = {".env.global": "OPENAI_API_KEY=sk-planted-0123456789abcdef0123456789abcdef\n"}
 WAIT = 20.0  # the bound on every wait for the server
 
 
@@ -29,22 +26,15 @@ def git(repo: Path, *args: str) -> None:
 
 
 @pytest.fixture
-def repo() -> Iterator[Path]:
-    base = Path("/var/tmp") if os.access("/var/tmp", os.W_OK) else Path.home()
-    with tempfile.TemporaryDirectory(dir=base, prefix="hub-security-") as name:
-        folder = Path(name).resolve()
-        assert not folder.is_relative_to("/tmp")
-        for rel, text in SECRETS.items():
-            (folder / "home" / rel).parent.mkdir(parents=True, exist_ok=True)
-            (folder / "home" / rel).write_text(text, encoding="utf-8")
-        path = folder / "proj"
-        path.mkdir()
-        git(path, "init", "-q", "-b", "main")
-        (path / CONFIG_FILE).write_text(default_yaml("demo"), encoding="utf-8")
-        (path / ".git" / "info" / "exclude").write_text("/_handoff/\n", encoding="utf-8")
-        git(path, "add", "-A")
-        git(path, "-c", "user.name=t", "-c", "user.email=t@example.invalid", "commit", "-q", "-m", "init")
-        yield path
+def repo(outside_tmp: Path) -> Path:
+    path = outside_tmp / "proj"
+    path.mkdir()
+    git(path, "init", "-q", "-b", "main")
+    (path / CONFIG_FILE).write_text(default_yaml("demo"), encoding="utf-8")
+    (path / ".git" / "info" / "exclude").write_text("/_handoff/\n", encoding="utf-8")
+    git(path, "add", "-A")
+    git(path, "-c", "user.name=t", "-c", "user.email=t@example.invalid", "commit", "-q", "-m", "init")
+    return path
 
 
 class Server:

@@ -6,10 +6,7 @@ what a real one in a home folder shows) with HOME pointing at a folder full of p
 
 from __future__ import annotations
 
-import os
 import subprocess
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -26,34 +23,12 @@ from hub.safety.trust import CONTROL_FILES
 from hub.state.contract import now_utc
 
 APP_PY = "def greet(name):\n    return 'hello ' + name\n"
-SECRETS = {
-    ".gitconfig": '[url "https://x-access-token:ghp_PLANTED0secret0token0000000000000000@github.com/"]\n'
-    "\tinsteadOf = https://github.com/\n",
-    ".env.global": "OPENAI_API_KEY=sk-planted-0123456789abcdef0123456789abcdef\n",
-    ".ssh/id_ed25519": "-----BEGIN OPENSSH PRIVATE KEY-----\nplanted\n-----END OPENSSH PRIVATE KEY-----\n",
-    ".config/anthropic/api_key": "sk-ant-planted-0123456789\n",
-}
 
 
 def git(repo: Path, *args: str) -> str:
     done = subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, check=False)
     assert done.returncode == 0, f"git {' '.join(args)}: {done.stderr}"
     return done.stdout.strip()
-
-
-@pytest.fixture
-def outside_tmp(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """A folder on a real disk outside /tmp, with `home/` (HOME for the test) full of planted secrets."""
-    base = Path("/var/tmp") if os.access("/var/tmp", os.W_OK) else Path.home()
-    with tempfile.TemporaryDirectory(dir=base, prefix="hub-security-") as name:
-        folder = Path(name).resolve()
-        assert not folder.is_relative_to("/tmp")
-        home = folder / "home"
-        for rel, text in SECRETS.items():
-            (home / rel).parent.mkdir(parents=True, exist_ok=True)
-            (home / rel).write_text(text, encoding="utf-8")
-        monkeypatch.setenv("HOME", str(home))
-        yield folder
 
 
 def make_checkout(path: Path, files: dict[str, str]) -> Path:

@@ -11,8 +11,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -25,26 +23,12 @@ from hub.state.schema import validate
 from hub.state.store import load
 
 APP_PY = "def greet(name):\n    return 'hello ' + name\n"
-SECRETS = {".env.global": "OPENAI_API_KEY=sk-planted-0123456789abcdef0123456789abcdef\n"}
 
 
 def git(repo: Path, *args: str) -> str:
     done = subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, check=False)
     assert done.returncode == 0, f"git {' '.join(args)}: {done.stderr}"
     return done.stdout.strip()
-
-
-@pytest.fixture
-def outside_tmp(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    base = Path("/var/tmp") if os.access("/var/tmp", os.W_OK) else Path.home()
-    with tempfile.TemporaryDirectory(dir=base, prefix="hub-security-") as name:
-        folder = Path(name).resolve()
-        assert not folder.is_relative_to("/tmp")
-        for rel, text in SECRETS.items():
-            (folder / "home" / rel).parent.mkdir(parents=True, exist_ok=True)
-            (folder / "home" / rel).write_text(text, encoding="utf-8")
-        monkeypatch.setenv("HOME", str(folder / "home"))
-        yield folder
 
 
 @pytest.fixture

@@ -8,10 +8,7 @@ The checkout lies outside /tmp and HOME holds planted secrets, as in the rest of
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +32,6 @@ models:
   {impl}: {{num_ctx: 8192}}
 acceptance_timeout_seconds: 30
 """
-SECRETS = {".env.global": "OPENAI_API_KEY=sk-planted-0123456789abcdef0123456789abcdef\n"}
 
 
 def git(repo: Path, *args: str) -> str:
@@ -45,28 +41,20 @@ def git(repo: Path, *args: str) -> str:
 
 
 @pytest.fixture
-def repo(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    base = Path("/var/tmp") if os.access("/var/tmp", os.W_OK) else Path.home()
-    with tempfile.TemporaryDirectory(dir=base, prefix="hub-security-") as name:
-        folder = Path(name).resolve()
-        assert not folder.is_relative_to("/tmp")
-        for rel, text in SECRETS.items():
-            (folder / "home" / rel).parent.mkdir(parents=True, exist_ok=True)
-            (folder / "home" / rel).write_text(text, encoding="utf-8")
-        monkeypatch.setenv("HOME", str(folder / "home"))
-        path = folder / "proj"
-        path.mkdir()
-        git(path, "init", "-q", "-b", "main")
-        with (path / ".git" / "config").open("a", encoding="utf-8") as config:
-            config.write("[user]\n\tname = Hub Test\n\temail = hub-test@example.invalid\n")
-        files = {"src/app.py": APP_PY, ".gitignore": "*.log\n", CONFIG_FILE: HUB_YAML.format(impl=IMPL)}
-        for rel, text in files.items():
-            (path / rel).parent.mkdir(parents=True, exist_ok=True)
-            (path / rel).write_text(text, encoding="utf-8")
-        (path / ".git" / "info" / "exclude").write_text("/_handoff/\n", encoding="utf-8")
-        git(path, "add", "-A")
-        git(path, "commit", "-q", "-m", "initial")
-        yield path
+def repo(outside_tmp: Path) -> Path:
+    path = outside_tmp / "proj"
+    path.mkdir()
+    git(path, "init", "-q", "-b", "main")
+    with (path / ".git" / "config").open("a", encoding="utf-8") as config:
+        config.write("[user]\n\tname = Hub Test\n\temail = hub-test@example.invalid\n")
+    files = {"src/app.py": APP_PY, ".gitignore": "*.log\n", CONFIG_FILE: HUB_YAML.format(impl=IMPL)}
+    for rel, text in files.items():
+        (path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (path / rel).write_text(text, encoding="utf-8")
+    (path / ".git" / "info" / "exclude").write_text("/_handoff/\n", encoding="utf-8")
+    git(path, "add", "-A")
+    git(path, "commit", "-q", "-m", "initial")
+    return path
 
 
 def attempt(repo: Path, answer: str, **fields: Any) -> tuple[Outcome, Context]:
