@@ -394,12 +394,7 @@ class _Parser:
         call = tool_call(text.strip())
         if call is None:
             return False
-        edits, problem = call
-        for edit in edits:
-            self.sticky = edit.path
-            self.found.append(edit)
-        if problem:
-            self.problems.append(f"{where}: {problem}")
+        self._take(*call, where)
         return True
 
     def _xml_call(self, start: int) -> int:
@@ -407,12 +402,17 @@ class _Parser:
         if cut:
             self.cut = f"the {self.lines[start].strip()} call at line {start + 1} (no closing tag)"
             return len(self.lines)
+        self._take(edits, problem, f"line {start + 1}")
+        return stop
+
+    def _take(self, edits: Sequence[FileEdit], problem: str | None, where: str) -> None:
+        """A tool call's edits kept (the last one's path is the one a later bare block belongs to), its
+        problem said with where it stood."""
         for edit in edits:
             self.sticky = edit.path
             self.found.append(edit)
         if problem:
-            self.problems.append(f"line {start + 1}: {problem}")
-        return stop
+            self.problems.append(f"{where}: {problem}")
 
     def _patch(self, lines: list[str], start: int, where: str) -> int:
         edits, stop, problems, cut = read_patch(lines, start)
