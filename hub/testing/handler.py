@@ -204,11 +204,11 @@ def _route(h: Handler, fake: FakeOllama, method: str, path: str, body: dict[str,
         h._send_json(200, {"models": [model_entry(name) for name in fake.models]})
     elif method == "GET" and path == "/api/ps":
         h._send_json(200, {"models": _running(fake)})
-    elif method == "GET" and path == "/slots":
+    elif method == "GET" and path == "/slots" and fake.llama_cpp:
         h._send_json(200, _slots(fake))
     elif method == "GET" and path == "/v1/models":
         h._send_json(200, {"object": "list", "data": [openai_model(name) for name in fake.models]})
-    elif method == "POST" and path == "/tokenize" and fake.tokenize and fake.tokenizer is not None:
+    elif method == "POST" and path == "/tokenize" and fake.llama_cpp and fake.tokenizer is not None:
         # llama-server answers token ids; FakeOllama's tokenizer gives a count, so the ids are stand-ins.
         content = str((body or {}).get("content") or "")
         h._send_json(200, {"tokens": list(range(fake.tokenizer(content)))})

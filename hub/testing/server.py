@@ -29,10 +29,11 @@ class FakeOllama:
         port: int = 0,
         tokenizer: ctxsim.TokenCounter | bool | None = True,
         gpu: SimulatedGPU | None = None,
-        tokenize: bool = False,
+        llama_cpp: bool = False,
     ) -> None:
-        # llama.cpp server's `POST /tokenize` (with the tokenizer): Ollama has none, so off by default.
-        self.tokenize = tokenize
+        # llama.cpp server's own routes beside /v1, `POST /tokenize` (with the tokenizer) and `GET /slots`:
+        # Ollama has neither, so off by default.
+        self.llama_cpp = llama_cpp
         # With a simulated GPU, generations queue for its slots and pay its load and generation times.
         self.gpu = gpu
         self.host = host

@@ -52,6 +52,7 @@ class OpenAIProvider:
         self._watchdog = Watchdog()
         self._checked_load: set[str] = set()  # models whose load state was asked (once per provider)
         self._tokenize: bool | None = None  # whether the server has llama.cpp's /tokenize (None: not asked)
+        self._slots: bool | None = None  # whether the server has llama.cpp's /slots (None: not asked)
 
     def generate(self, request: ChatRequest) -> Generation:
         """Stream one chat completion; raises the WorkerError leaves (see hub/core/errors.py)."""
@@ -69,17 +70,18 @@ class OpenAIProvider:
             self._checked_load.add(request.model)
             if self.ollama_loaded(request.model) is False:
                 self._load_on_ollama(request)
+        # Asked before sending: once ours is in, the server counts it too, processing or abandoned.
+        busy = self.busy_slots()
         try:
             return self._stream(request, payload, fit)
         except WorkerTimeout as exc:
-            busy = self.busy_slots() if exc.clock == "first_token" else None
-            if not busy:
+            if exc.clock != "first_token" or busy is None or busy[0] < busy[1]:
                 raise
             # Not the model's fault: a wait in the server's queue, waited out like an outage.
             raise WorkerUnavailable(
-                f"{self.base_url}: no first token from {request.model} within {exc.seconds:g} s while "
-                f"{busy} of the server's slots were processing another client's request (its queue, "
-                "not the model)"
+                f"{self.base_url}: no first token from {request.model} within {exc.seconds:g} s: all "
+                f"{busy[1]} of the server's slots were processing other clients' requests when it was "
+                "sent (its queue, not the model)"
             ) from exc
 
     def count_tokens(self, text: str) -> int | None:
@@ -129,18 +131,23 @@ class OpenAIProvider:
         names = {str(m.get("name") or m.get("model")) for m in listed if isinstance(m, dict)}
         return tagged in names or model in names
 
-    def busy_slots(self) -> int | None:
-        """How many slots llama.cpp's server is processing (`GET /slots`, beside /v1); None when the
-        server does not say (vLLM, Ollama's /v1, a llama-server started without --slots)."""
+    def busy_slots(self) -> tuple[int, int] | None:
+        """(processing, all) of llama.cpp's server slots (`GET /slots`, beside /v1); None when the server
+        does not say (vLLM, Ollama's /v1, a llama-server started without --slots: asked once then)."""
+        if self._slots is False:
+            return None
         root = self.base_url.removesuffix("/v1")
         try:
             response = self._client.get(f"{root}/slots", timeout=HEALTH_TIMEOUT)
             slots = response.json() if response.status_code == 200 else None
-        except (httpx.HTTPError, ValueError):
+        except httpx.HTTPError:
+            return None  # not an answer about /slots: asked again next call
+        except ValueError:
+            slots = None
+        self._slots = isinstance(slots, list) and bool(slots)
+        if not isinstance(slots, list) or not slots:
             return None
-        if not isinstance(slots, list):
-            return None
-        return sum(1 for slot in slots if isinstance(slot, dict) and slot.get("is_processing"))
+        return sum(1 for slot in slots if isinstance(slot, dict) and slot.get("is_processing")), len(slots)
 
     def _stream(self, request: ChatRequest, payload: dict[str, Any], fit: Fit) -> Generation:
         return stream_generation(

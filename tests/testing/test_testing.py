@@ -268,10 +268,28 @@ def test_ps_honours_keep_alive_as_ollama_does(fake: FakeOllama, client: httpx.Cl
     assert client.get("/api/ps").json() == {"models": []}
 
 
-def test_slots_show_the_generations_in_progress_as_llama_server_does(
-    fake: FakeOllama, client: httpx.Client
-) -> None:
-    assert client.get("/slots").json() == [{"id": 0, "is_processing": False}]
+def test_slots_show_the_generations_in_progress_as_llama_server_does() -> None:
+    import threading
+
+    with FakeOllama({"m": [Reply(text="done", first_token_delay=1.0)]}, llama_cpp=True) as llama:
+        c = httpx.Client(base_url=llama.url)
+        assert c.get("/slots").json() == [{"id": 0, "is_processing": False}]
+        body = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+        worker = threading.Thread(target=lambda: httpx.post(f"{llama.url}/v1/chat/completions", json=body))
+        worker.start()
+        seen = []
+        while worker.is_alive():
+            seen.append(c.get("/slots").json()[0]["is_processing"])
+            time.sleep(0.05)
+        worker.join()
+        assert True in seen
+        assert c.get("/slots").json() == [{"id": 0, "is_processing": False}]
+        c.close()
+
+
+def test_ollama_has_none_of_llama_servers_own_routes(fake: FakeOllama, client: httpx.Client) -> None:
+    assert client.get("/slots").status_code == 404
+    assert client.post("/tokenize", json={"content": "hi"}).status_code == 404
 
 
 def test_show_describes_a_known_model(fake: FakeOllama, client: httpx.Client) -> None:

@@ -71,14 +71,14 @@ def test_the_request_asks_for_a_stream_with_usage_and_carries_the_key(
     assert (sent["max_tokens"], sent["temperature"]) == (50, 0.0)
     assert sent["messages"][0] == {"role": "system", "content": "be brief"}
     # A cold model behind Ollama's /v1 is loaded first through Ollama's own API, on the load clock.
-    # (/tokenize first: Ollama has none, so the prompt is estimated.)
-    assert [r.path for r in fake.requests] == [
-        "/tokenize",
-        "/api/ps",
-        "/api/generate",
-        "/v1/chat/completions",
-    ]
+    # (/tokenize first: Ollama has none, so the prompt is estimated; nor /slots, so no queue is told.)
+    paths = ["/tokenize", "/api/ps", "/api/generate", "/slots", "/v1/chat/completions"]
+    assert [r.path for r in fake.requests] == paths
     assert fake.requests[2].headers["authorization"] == "Bearer sk-test"
+    # Neither is asked again.
+    fake.script("m", "ok")
+    provider.generate(request())
+    assert [r.path for r in fake.requests] == [*paths, "/v1/chat/completions"]
 
 
 def test_think_blocks_are_stripped_and_kept_apart(fake: FakeOllama, provider: OpenAIProvider) -> None:
@@ -92,9 +92,9 @@ def test_a_slow_first_token_fires_the_first_token_clock(fake: FakeOllama, provid
     with pytest.raises(WorkerTimeout) as caught:
         provider.generate(request(first_token_timeout=0.2))
     assert caught.value.clock == "first_token"
-    # Not retried; after it, the server's slots were asked whether it was a queue.
+    # Not retried (the server has no /slots to tell a queue by: the model's own clock).
     assert [r.path for r in fake.requests if r.method == "POST"][-1:] == ["/v1/chat/completions"]
-    assert len(fake.chat_requests()) == 1 and fake.requests[-1].path == "/slots"
+    assert len(fake.chat_requests()) == 1
 
 
 def test_a_slow_first_token_after_early_headers_fires_the_first_token_clock(
@@ -215,7 +215,7 @@ def test_a_first_token_late_because_another_client_holds_the_slot_is_a_queue_not
         foreign_in.set()
         return Reply(text="theirs", first_token_delay=2.0)
 
-    with FakeOllama({"m": "mine", "theirs": foreign}, gpu=SimulatedGPU(slots=1)) as fake:
+    with FakeOllama({"m": "mine", "theirs": foreign}, gpu=SimulatedGPU(slots=1), llama_cpp=True) as fake:
         client = threading.Thread(
             target=lambda: httpx.post(
                 f"{fake.url}/v1/chat/completions",
@@ -226,13 +226,47 @@ def test_a_first_token_late_because_another_client_holds_the_slot_is_a_queue_not
         client.start()
         assert foreign_in.wait(30)
         with OpenAIProvider(fake.url + "/v1") as p:
-            with pytest.raises(WorkerUnavailable, match="slots were processing another client"):
+            with pytest.raises(WorkerUnavailable, match="slots were processing other clients"):
                 p.generate(request(first_token_timeout=0.3))
             client.join(30)
             # The slot is free again: a late first token now is the model's own.
             fake.script("m", Reply(text="slow", first_token_delay=1.0))
             with pytest.raises(WorkerTimeout):
                 p.generate(request(first_token_timeout=0.3))
+
+
+def test_a_late_first_token_on_a_free_slot_is_the_models_own_though_another_slot_is_busy() -> None:
+    import threading
+
+    import httpx
+
+    from hub.core.errors import WorkerTimeout
+    from hub.testing.gpu import SimulatedGPU
+
+    foreign_in, release = threading.Event(), threading.Event()
+
+    def foreign(_body: dict[str, Any]) -> Reply:
+        foreign_in.set()
+        release.wait(30)
+        return Reply(text="theirs")
+
+    with FakeOllama({"theirs": foreign}, gpu=SimulatedGPU(slots=2), llama_cpp=True) as fake:
+        client = threading.Thread(
+            target=lambda: httpx.post(
+                f"{fake.url}/v1/chat/completions",
+                json={"model": "theirs", "messages": [{"role": "user", "content": "hi"}]},
+                timeout=30,
+            )
+        )
+        client.start()
+        assert foreign_in.wait(30)
+        fake.script("m", Reply(text="slow", first_token_delay=1.0))
+        try:
+            with OpenAIProvider(fake.url + "/v1") as p, pytest.raises(WorkerTimeout):
+                p.generate(request(first_token_timeout=0.3))
+        finally:
+            release.set()
+            client.join(30)
 
 
 def test_a_server_with_llama_cpps_tokenize_is_planned_by_its_own_count_not_the_estimate() -> None:
@@ -255,6 +289,6 @@ def test_a_server_with_llama_cpps_tokenize_is_planned_by_its_own_count_not_the_e
         pytest.raises(ContextOverflow, match="~"),
     ):
         p.generate(asked)
-    with FakeOllama({"m": "sent"}, tokenize=True) as llama, OpenAIProvider(llama.url + "/v1") as p:
+    with FakeOllama({"m": "sent"}, llama_cpp=True) as llama, OpenAIProvider(llama.url + "/v1") as p:
         assert p.generate(asked).text == "sent"
         assert [r.path for r in llama.requests if r.method == "POST"][:1] == ["/tokenize"]
