@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from hub.core.errors import WorkerError
 from hub.workers import budget
@@ -15,6 +15,18 @@ THINK_RE = re.compile(r"<think>(.*?)(?:</think>|\Z)", re.DOTALL | re.IGNORECASE)
 _THINK_OPEN = re.compile(r"(?<![`'\"])<think>", re.IGNORECASE)
 _THINK_CLOSE = re.compile(r"</think>", re.IGNORECASE)
 _FENCE = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,})(.*)$")
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """One tool call the model asked for: from the server's `tool_calls`, or read from its text (the
+    agent's fallback, hub/agent). `problem` says why it cannot run as sent (arguments that are not a JSON
+    object, a call cut off); it is told to the model instead of running anything."""
+
+    name: str
+    arguments: dict[str, Any] = field(default_factory=dict)
+    id: str = ""
+    problem: str = ""
 
 
 @dataclass(frozen=True)
@@ -40,13 +52,20 @@ class ChatRequest:
     max_chars: int | None = None
     # Told the pieces streamed so far (about one per token), for the live view of the call (issue 27).
     on_progress: Callable[[int], None] | None = field(default=None, compare=False, repr=False)
+    # Agent mode (hub/agent): the tools offered, each `{"type": "function", "function": {"name",
+    # "description", "parameters"}}` (the shape both Ollama's and the OpenAI API take), and the turns
+    # after the prompt, in the hub's own shape that each provider puts on its wire:
+    # `{"role": "assistant", "content", "tool_calls": [ToolCall]}` and
+    # `{"role": "tool", "content", "tool_call_id", "name"}` (and plain user/assistant turns).
+    tools: tuple[dict[str, Any], ...] = ()
+    turns: tuple[dict[str, Any], ...] = ()
 
-    def messages(self) -> list[dict[str, str]]:
-        """The chat messages: the system prompt (if any), the prompt as the user's turn, and the answer
-        so far to continue (if any)."""
+    def messages(self) -> list[dict[str, Any]]:
+        """The chat messages: the system prompt (if any), the prompt as the user's turn, the turns after
+        it (agent mode), and the answer so far to continue (if any)."""
         system = [{"role": "system", "content": self.system}] if self.system else []
         prefill = [{"role": "assistant", "content": self.prefill}] if self.prefill else []
-        return [*system, {"role": "user", "content": self.prompt}, *prefill]
+        return [*system, {"role": "user", "content": self.prompt}, *self.turns, *prefill]
 
     def ollama_options(self) -> dict[str, object]:
         """Ollama's `options`: num_ctx on every call (a changing one makes Ollama reload the model)."""
@@ -73,6 +92,9 @@ class Generation:
     load_seconds: float = 0.0  # the server's load_duration: loading the model before this call
     tokens_estimated: bool = False  # the server sent no token counts; prompt/completion are estimates
     num_ctx: int = 0  # the window the call ran in, when it differs from the request's (0: the request's)
+    # The server's own tool calls (Ollama's `message.tool_calls`, OpenAI's `tool_calls`); calls written
+    # in the text are the agent's to find (hub/agent).
+    tool_calls: tuple[ToolCall, ...] = ()
 
 
 @dataclass(frozen=True)
