@@ -22,9 +22,16 @@ away a silently truncated prompt. Character positions (`stall_after_chars`, `dro
 over everything streamed, the `<think>` block included. Delays wait on the socket and a stop event, never
 in sleep: a stalled reply ends as soon as its client hangs up or the server stops.
 
-Layout: `replies` (Reply, RecordedRequest, script files), `wire` (the JSON shapes), `context` (windows,
-counts, loads), `server` (FakeOllama: scripting, lifecycle), `handler` (the HTTP server, the
-request handler and the routes), `__main__` (the command line).
+Tool calls (agent mode): `Reply(tool_calls=({"name": ..., "arguments": {...} or "raw text"},))` is
+answered as each API does (Ollama's `message.tool_calls` whole, /v1's deltas keyed by index ending in
+`finish_reason: "tool_calls"`), broken shapes included (arguments that are not JSON, a call cut by the
+token limit with done_reason "length"); requests with `tools` and tool turns are recorded, counted in
+the prompt as a chat template renders them, and refused with a 400 in the other API's shape (see
+`tools.py`, which names where each shape comes from).
+
+Layout: `replies` (Reply, RecordedRequest, script files), `wire` (the JSON shapes), `tools` (tool calls
+on the wire), `context` (windows, counts, loads), `server` (FakeOllama: scripting, lifecycle), `handler`
+(the HTTP server, the request handler and the routes), `__main__` (the command line).
 
 Standalone: `python -m hub.testing --port 11434 --script replies.yaml`, where the script is
 `{"models": {"name": ["text", {"text": "...", "first_token_delay": 1.5}], "other": {"repeat": "text"}}}`.

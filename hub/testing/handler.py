@@ -17,6 +17,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 
 from hub.testing import context as ctxsim
+from hub.testing import tools
 from hub.testing.replies import Reply
 from hub.testing.wire import (
     VERSION,
@@ -255,6 +256,12 @@ def _generate(h: Handler, fake: FakeOllama, path: str, body: dict[str, Any] | No
     if body is None:
         h._send_json(400, kind.error_body("missing request body", 400))
         return
+    problem = (
+        tools.wire_problem("ollama" if kind is Chat else "openai", body) if kind is not Completion else None
+    )
+    if problem is not None:
+        h._send_json(400, kind.error_body(problem, 400))
+        return
     model = str(body.get("model") or "")
     if not model:
         h._send_json(400, kind.error_body("model is required", 400))
@@ -340,7 +347,7 @@ def continued(body: dict[str, Any], reply: Reply) -> Reply:
     A scripted answer that does not begin with that start is sent as it is (a model that went its own way)."""
     messages = body.get("messages")
     last = messages[-1] if isinstance(messages, list) and messages else None
-    if not isinstance(last, dict) or last.get("role") != "assistant":
+    if not isinstance(last, dict) or last.get("role") != "assistant" or last.get("tool_calls"):
         return reply
     start = str(last.get("content") or "")
     if start and reply.text.startswith(start):
@@ -354,7 +361,7 @@ def _window(fake: FakeOllama, model: str, body: dict[str, Any], fmt: Format) -> 
         return None
     messages = body.get("messages")
     parts = (
-        [str(m.get("content", "")) for m in messages if isinstance(m, dict)]
+        tools.message_texts(body)
         if isinstance(messages, list)
         else [str(body.get("system") or ""), str(body.get("prompt") or "")]
     )
@@ -412,7 +419,9 @@ def _send_stream(h: Handler, fmt: Format, reply: Reply, answered: Callable[[], N
         checkpoint(pos)
         if first_at is not None:
             h._pause(reply.chunk_delay)
-        h._chunk(fmt.line(fmt.chunk(field_name, piece)))
+        payload = fmt.chunk(field_name, piece)
+        if payload is not None:
+            h._chunk(fmt.line(payload))
         first_at = first_at or time.monotonic()
         pos += len(piece)
         if reply.truncate_line and not broke_line:

@@ -30,6 +30,19 @@ class Reply:
     chunk_chars: int = 8  # characters per streamed chunk
     chunk_delay: float = 0.0  # seconds between chunks: a slow but steady model
     usage: bool = True  # False: no usage on /v1 even when asked (llama-cpp-python's server)
+    # The server's tool calls, after `text`: each `{"name": str, "arguments": {...} or a raw string}`,
+    # optionally `"id"`. A raw string is sent as it is: a non-JSON one is the broken shape local models
+    # produce; one cut short with done_reason "length" is a call cut by the token limit (see tools.py).
+    tool_calls: tuple[dict[str, Any], ...] = ()
+
+    def __post_init__(self) -> None:
+        calls = tuple(self.tool_calls)  # a script file gives a list
+        for i, call in enumerate(calls):
+            if not isinstance(call, dict) or not isinstance(call.get("name"), str):
+                raise ValueError(f"FakeOllama: tool_calls[{i}] must be a mapping with a string 'name'")
+            if not isinstance(call.get("arguments", {}), dict | str):
+                raise ValueError(f"FakeOllama: tool_calls[{i}].arguments must be a mapping or a string")
+        self.tool_calls = calls
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from hub.testing import tools
 from hub.testing.replies import Reply
 
 VERSION = "0.6.8"
@@ -45,6 +46,7 @@ class Format:
 
     content_type = "application/x-ndjson"
     stream_default = True
+    speaks_tools = False  # the reply's tool calls go out on this API (pieces named "tool:<index>")
 
     def __init__(self, model: str, body: dict[str, Any], reply: Reply) -> None:
         self.model = model
@@ -68,7 +70,13 @@ class Format:
         else:
             segments = [("content", r.text)]
         size = max(1, r.chunk_chars)
-        return [(name, s[i : i + size]) for name, s in segments for i in range(0, len(s), size)]
+        out = [(name, s[i : i + size]) for name, s in segments for i in range(0, len(s), size)]
+        if self.speaks_tools:
+            # A call's arguments as the model generated them, after the text; at least one piece per call.
+            for index, call in enumerate(r.tool_calls):
+                text = tools.arguments_text(call)
+                out += [(f"tool:{index}", text[i : i + size]) for i in range(0, max(1, len(text)), size)]
+        return out
 
     def line(self, payload: dict[str, Any]) -> str:
         return self.line_raw(dumps(payload))
@@ -84,9 +92,7 @@ class Format:
         return [self.line(self.error_body(self.reply.error or RUNNER_CRASHED))]
 
     def prompt_text(self) -> str:
-        messages = self.body.get("messages") or []
-        parts = [m.get("content", "") for m in messages if isinstance(m, dict)]
-        return "".join(p if isinstance(p, str) else dumps(p) for p in parts)
+        return "".join(tools.message_texts(self.body))
 
     def counts(self) -> tuple[int, int]:
         r = self.reply
@@ -114,7 +120,8 @@ class Format:
             "eval_duration": max(1, total - load - prompt_ns),
         }
 
-    def chunk(self, field_name: str, piece: str) -> dict[str, Any]:
+    def chunk(self, field_name: str, piece: str) -> dict[str, Any] | None:
+        """The streamed chunk for one piece; None when the piece goes out in an earlier chunk."""
         raise NotImplementedError
 
     def final(self, t: Timing) -> list[dict[str, Any]]:
@@ -130,7 +137,22 @@ class Format:
 
 
 class Chat(Format):
-    def chunk(self, field_name: str, piece: str) -> dict[str, Any]:
+    speaks_tools = True
+
+    def __init__(self, model: str, body: dict[str, Any], reply: Reply) -> None:
+        super().__init__(model, body, reply)
+        self.sent_calls: set[int] = set()
+
+    def chunk(self, field_name: str, piece: str) -> dict[str, Any] | None:
+        if field_name.startswith("tool:"):
+            # Ollama sends each call whole, in one chunk of its own (tools.py): on its first piece.
+            index = int(field_name.removeprefix("tool:"))
+            if index in self.sent_calls:
+                return None
+            self.sent_calls.add(index)
+            call = tools.ollama_call(self.reply.tool_calls[index])
+            calls = {"role": "assistant", "content": "", "tool_calls": [call]}
+            return {"model": self.model, "created_at": timestamp(), "message": calls, "done": False}
         message: dict[str, Any] = {"role": "assistant", "content": piece if field_name == "content" else ""}
         if field_name == "thinking":
             message["thinking"] = piece
@@ -153,6 +175,8 @@ class Chat(Format):
         message: dict[str, Any] = {"role": "assistant", "content": content}
         if thinking:
             message["thinking"] = thinking
+        if self.reply.tool_calls:
+            message["tool_calls"] = [tools.ollama_call(call) for call in self.reply.tool_calls]
         final = self.final(t)[0]
         final["message"] = message
         return final
@@ -196,6 +220,7 @@ class Completion(Format):
 class OpenAI(Format):
     content_type = "text/event-stream"
     stream_default = False
+    speaks_tools = True
 
     def __init__(self, model: str, body: dict[str, Any], reply: Reply) -> None:
         super().__init__(model, body, reply)
@@ -203,7 +228,7 @@ class OpenAI(Format):
         self.think_field = bool(reply.thinking)
         self.id = "chatcmpl-" + hashlib.sha1(f"{time.time_ns()}".encode()).hexdigest()[:8]
         self.created = int(time.time())
-        self.first = True
+        self.opened_calls: set[int] = set()
 
     @staticmethod
     def error_body(message: str, status: int = 500) -> dict[str, Any]:
@@ -236,7 +261,27 @@ class OpenAI(Format):
         prompt, evals = self.counts()
         return {"prompt_tokens": prompt, "completion_tokens": evals, "total_tokens": prompt + evals}
 
-    def chunk(self, field_name: str, piece: str) -> dict[str, Any]:
+    def finish_reason(self) -> str:
+        """ "tool_calls" for an answer that ends in calls, unless it was cut ("length")."""
+        r = self.reply
+        return "tool_calls" if r.tool_calls and r.done_reason == "stop" else r.done_reason
+
+    def chunk(self, field_name: str, piece: str) -> dict[str, Any] | None:
+        delta: dict[str, Any]
+        if field_name.startswith("tool:"):
+            # Deltas keyed by index: id, type and name with the first fragment, then fragments (tools.py).
+            index = int(field_name.removeprefix("tool:"))
+            first = index not in self.opened_calls
+            self.opened_calls.add(index)
+            call = tools.openai_delta(self.reply.tool_calls[index], index, self.id, piece, first)
+            delta = (
+                {"role": "assistant", "content": None, "tool_calls": [call]}
+                if first
+                else {"tool_calls": [call]}
+            )
+            return self._envelope(
+                "chat.completion.chunk", [{"index": 0, "delta": delta, "finish_reason": None}]
+            )
         delta = {"role": "assistant", "content": piece if field_name == "content" else ""}
         if field_name == "thinking":
             delta["reasoning"] = piece
@@ -250,7 +295,7 @@ class OpenAI(Format):
                     {
                         "index": 0,
                         "delta": {"role": "assistant", "content": ""},
-                        "finish_reason": self.reply.done_reason,
+                        "finish_reason": self.finish_reason(),
                     }
                 ],
             )
@@ -265,7 +310,11 @@ class OpenAI(Format):
         message: dict[str, Any] = {"role": "assistant", "content": content}
         if thinking:
             message["reasoning"] = thinking
-        choice = {"index": 0, "message": message, "finish_reason": self.reply.done_reason}
+        if self.reply.tool_calls:
+            calls = self.reply.tool_calls
+            message["tool_calls"] = [tools.openai_call(call, i, self.id) for i, call in enumerate(calls)]
+            message["content"] = content or None  # OpenAI's null beside calls
+        choice = {"index": 0, "message": message, "finish_reason": self.finish_reason()}
         whole = self._envelope("chat.completion", [choice])
         return {**whole, "usage": self._usage()} if self.reply.usage else whole
 
