@@ -101,9 +101,10 @@ def estimate_tokens(text: str, scale: float = 1.0) -> int:
     return int(count_pieces(text) * SAFETY * scale) + 1
 
 
-def prompt_tokens(prompt: str, system: str | None = None, scale: float = 1.0) -> int:
-    """The estimate for a whole chat prompt: its messages plus the chat template around them."""
-    messages = 2 if system else 1
+def prompt_tokens(prompt: str, system: str | None = None, scale: float = 1.0, turns: int = 0) -> int:
+    """The estimate for a whole chat prompt: its messages plus the chat template around them. `turns`:
+    the messages after the prompt (agent mode), whose text the caller puts in `prompt`."""
+    messages = (2 if system else 1) + turns
     body = estimate_tokens(prompt, scale) + (estimate_tokens(system, scale) if system else 0)
     return body + TEMPLATE_TOKENS + TEMPLATE_TOKENS_PER_MESSAGE * messages
 
@@ -144,16 +145,17 @@ def plan(
     scale: float = 1.0,
     context_length: int | None = None,
     counted: int | None = None,
+    turns: int = 0,
 ) -> Fit:
     """The budget of one call. A num_ctx above the model's trained length is capped (the server does the
     same, silently). `counted`: the messages' tokens as the server's own tokenizer counts them (llama.cpp's
-    /tokenize), used instead of the estimate."""
+    /tokenize), used instead of the estimate. `turns`: messages after the prompt, their text in `prompt`."""
     window = min(num_ctx, context_length) if context_length else num_ctx
     if counted is not None:
-        messages = 2 if system else 1
+        messages = (2 if system else 1) + turns
         tokens = counted + TEMPLATE_TOKENS + TEMPLATE_TOKENS_PER_MESSAGE * messages
     else:
-        tokens = prompt_tokens(prompt, system, scale)
+        tokens = prompt_tokens(prompt, system, scale, turns)
     return Fit(
         prompt_tokens=tokens,
         answer_tokens=answer_tokens(window, num_predict),

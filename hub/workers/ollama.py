@@ -39,9 +39,12 @@ from hub.workers.streaming import (
     Watchdog,
     check_fits,
     error_text,
+    estimated_prompt_tokens,
+    full_prompt,
     shown,
     stream_generation,
 )
+from hub.workers.toolcalls import ollama_calls, ollama_messages
 
 log = get_logger(__name__)
 
@@ -109,9 +112,10 @@ class OllamaProvider:
                 f"{self.host}: no first token from {request.model} within {exc.seconds:g} s while the server "
                 f"had {others} loaded instead: it was serving another client (its queue, not the model)"
             ) from exc
-        self._last_prompts[request.model] = (request.system or "") + request.prompt
+        self._last_prompts[request.model] = _cache_key(request)
         generation = self._continue(request, generation)
-        if not generation.text.strip() and generation.thinking and generation.done_reason == "length":
+        spent = not generation.text.strip() and not generation.tool_calls and generation.thinking
+        if spent and generation.done_reason == "length":
             generation = self._without_thinking(request, fit, generation)
         return replace(generation, load_seconds=round(load_seconds + generation.load_seconds, 3))
 
@@ -151,14 +155,16 @@ class OllamaProvider:
         back as a trailing assistant message, which /api/chat continues rather than answering anew
         (the chat template leaves the last assistant turn open). At most MAX_CONTINUATIONS times, and
         only while the prompt, the answer so far and the next answer's room fit the window; otherwise
-        the answer stays cut ("length") and the caller refuses it whole."""
+        the answer stays cut ("length") and the caller refuses it whole. A tool call cut off is not
+        continued (the server sends only calls it parsed whole; a continuation cannot reopen one)."""
         raw, thinking = generation.raw, [generation.thinking] if generation.thinking else []
         completion, seconds = generation.completion_tokens, generation.seconds
         done_reason = generation.done_reason
+        calls = generation.tool_calls
         # The whole prompt is in the server's cache now: its small count on a continuation is no cut.
-        cached = budget.prompt_tokens(request.prompt, request.system)
+        cached = estimated_prompt_tokens(request)
         for _ in range(MAX_CONTINUATIONS):
-            if done_reason != "length" or not raw.strip():
+            if done_reason != "length" or not raw.strip() or calls:
                 break
             follow = replace(request, prefill=raw)
             try:
@@ -177,6 +183,7 @@ class OllamaProvider:
             completion += more.completion_tokens
             seconds += more.seconds
             done_reason = more.done_reason
+            calls = more.tool_calls
             if more.thinking:
                 thinking.append(more.thinking)
             if not more.raw:
@@ -194,6 +201,7 @@ class OllamaProvider:
             completion_tokens=completion,
             seconds=round(seconds, 3),
             done_reason=done_reason,
+            tool_calls=calls,
         )
 
     def _chat(
@@ -205,11 +213,13 @@ class OllamaProvider:
     ) -> Generation:
         payload: dict[str, Any] = {
             "model": request.model,
-            "messages": request.messages(),
+            "messages": ollama_messages(request),
             "stream": True,
             "options": request.ollama_options(),
             "keep_alive": self.keep_alive,
         }
+        if request.tools:
+            payload["tools"] = list(request.tools)
         if think is not None:
             payload["think"] = think
         return stream_generation(
@@ -236,7 +246,7 @@ class OllamaProvider:
         previous = self._last_prompts.get(request.model)
         if not previous:
             return 0
-        current = (request.system or "") + request.prompt
+        current = _cache_key(request)
         shared = budget.shared_prefix(previous, current)
         return budget.estimate_tokens(current[:shared]) if shared > 256 else 0
 
@@ -352,10 +362,12 @@ class OllamaProvider:
             message = {}
         content = message.get("content") or ""
         thinking = message.get("thinking") or ""
+        calls = ollama_calls(message.get("tool_calls"))
         if content:
             state.content.append(str(content))
         if thinking:
             state.thinking.append(str(thinking))
+        state.tool_calls.extend(calls)
         if chunk.get("done"):
             state.done = True
             state.done_reason = str(chunk.get("done_reason") or "stop")
@@ -364,7 +376,7 @@ class OllamaProvider:
             load_ns = chunk.get("load_duration")
             if isinstance(load_ns, int | float):
                 state.load_seconds = round(load_ns / 1e9, 3)
-        return bool(content or thinking)
+        return bool(content or thinking or calls)
 
     def list_models(self) -> list[str]:
         """The models the server has, as it names them (`name:tag`)."""
@@ -397,6 +409,11 @@ class OllamaProvider:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.close()
+
+
+def _cache_key(request: ChatRequest) -> str:
+    """The text the server's prompt cache sees, in its order: what a next call may share a prefix with."""
+    return (request.system or "") + full_prompt(request)
 
 
 def _same_model(a: str, b: str) -> bool:

@@ -18,6 +18,7 @@ from hub.core.log import get_logger
 from hub.workers.base import ChatRequest, Generation, Health, check_health
 from hub.workers.budget import Fit
 from hub.workers.streaming import StreamState, Watchdog, check_fits, error_text, shown, stream_generation
+from hub.workers.toolcalls import openai_messages
 
 log = get_logger(__name__)
 
@@ -58,13 +59,15 @@ class OpenAIProvider:
         """Stream one chat completion; raises the WorkerError leaves (see hub/core/errors.py)."""
         payload: dict[str, Any] = {
             "model": request.model,
-            "messages": request.messages(),
+            "messages": openai_messages(request),
             "stream": True,
             "stream_options": {"include_usage": True},
             "temperature": request.temperature,
         }
         if request.num_predict is not None:
             payload["max_tokens"] = request.num_predict
+        if request.tools:
+            payload["tools"] = list(request.tools)
         fit = check_fits(request, count=self.count_tokens)
         if request.model not in self._checked_load:
             self._checked_load.add(request.model)
@@ -204,6 +207,8 @@ class OpenAIProvider:
                 if reasoning:
                     state.thinking.append(str(reasoning))
                     token = True
+            if isinstance(delta, dict) and state.call_parts.add(delta.get("tool_calls")):
+                token = True
             if choice.get("finish_reason"):
                 state.done_reason = str(choice["finish_reason"])
                 state.finished = True

@@ -44,7 +44,8 @@ from hub.core.errors import (
 )
 from hub.core.log import get_logger
 from hub.workers import budget
-from hub.workers.base import ChatRequest, Generation, split_thinking
+from hub.workers.base import ChatRequest, Generation, ToolCall, split_thinking
+from hub.workers.toolcalls import OpenAICalls, cut_calls, turns_text
 
 log = get_logger(__name__)
 
@@ -80,9 +81,17 @@ class StreamState:
     finished: bool = False  # a terminal marker short of `done` (an OpenAI finish_reason before [DONE])
     lines: int = 0  # non-blank lines seen
     load_seconds: float = 0.0
+    tool_calls: list[ToolCall] = field(default_factory=list)  # calls that came whole (Ollama's)
+    call_parts: OpenAICalls = field(default_factory=OpenAICalls)  # calls that come in deltas (OpenAI's)
 
     def text(self) -> str:
         return "".join(self.content)
+
+    def calls(self) -> tuple[ToolCall, ...]:
+        """The server's tool calls; in an answer cut at the token limit, the cut one carries a problem."""
+        cut = self.done_reason == "length"
+        whole = cut_calls(self.tool_calls) if cut else self.tool_calls
+        return (*whole, *self.call_parts.result(cut))
 
 
 LineParser = Callable[[str, StreamState], bool]
@@ -96,9 +105,10 @@ def check_fits(
 ) -> budget.Fit:
     """The call's budget; ContextOverflow before anything is sent when the prompt and the room for its
     answer exceed the window (num_ctx, capped by the model's context_length). `count`: the server's own
-    tokenizer, when it has one (None from it: the estimate)."""
+    tokenizer, when it has one (None from it: the estimate). The tools offered and the turns after the
+    prompt (agent mode) count as the chat template renders them."""
     # An answer to continue is part of the prompt (one more message of template, within the margin).
-    prompt = request.prompt + ("\n" + request.prefill if request.prefill else "")
+    prompt = full_prompt(request) + ("\n" + request.prefill if request.prefill else "")
     counted = count((request.system or "") + "\n" + prompt) if count is not None else None
     fit = budget.plan(
         prompt,
@@ -108,10 +118,22 @@ def check_fits(
         scale=request.token_scale,
         context_length=context_length,
         counted=counted,
+        turns=len(request.turns),
     )
     if not fit.fits:
         raise budget.overflow(fit, "estimate" if counted is None else "server tokenizer")
     return fit
+
+
+def full_prompt(request: ChatRequest) -> str:
+    """The prompt with the tools and the turns after it (agent mode) as text: what the budget counts."""
+    extra = turns_text(request)
+    return request.prompt + "\n" + extra if extra else request.prompt
+
+
+def estimated_prompt_tokens(request: ChatRequest) -> int:
+    """The uncalibrated estimate of everything the request sends before the answer."""
+    return budget.prompt_tokens(full_prompt(request), request.system, turns=len(request.turns))
 
 
 def context_error(request: ChatRequest, fit: budget.Fit, message: str) -> ContextOverflow | None:
@@ -379,7 +401,7 @@ def _consume(
             if request.on_progress is not None and len(state.content) != counted:
                 request.on_progress(len(state.content))
             counted = len(state.content)
-            if request.max_chars is not None and size > request.max_chars:
+            if request.max_chars is not None and size + state.call_parts.chars() > request.max_chars:
                 raise ReplyTooLarge(
                     f"{host}: {request.model}: the answer passed {request.max_chars:,} characters "
                     "(limits.max_reply_chars); stopped while it streamed",
@@ -487,7 +509,7 @@ def _finish(
             model=request.model,
             hint="the server sent no token counts; the call's tokens are the hub's estimate",
         )
-    uncalibrated = budget.prompt_tokens(request.prompt, request.system)
+    uncalibrated = estimated_prompt_tokens(request)
     truncated = budget.truncated(state.prompt_tokens, uncalibrated, fit.num_ctx, cached_prefix_tokens)
     if truncated:
         log.warning(
@@ -518,6 +540,7 @@ def _finish(
         raw=raw,
         load_seconds=state.load_seconds,
         tokens_estimated=estimated,
+        tool_calls=state.calls(),
     )
     log.debug(
         "worker.done",
@@ -528,5 +551,6 @@ def _finish(
         seconds=round(generation.seconds, 3),
         first_token_seconds=round(generation.first_token_seconds, 3),
         done_reason=generation.done_reason,
+        tool_calls=len(generation.tool_calls),
     )
     return generation
