@@ -14,6 +14,14 @@ Two dialects, chosen from the server's `tools/list`:
   gives up after 300 s with "fetch failed", which is a timeout here, not an outage; and it keeps
   generating after the hub gives up. The first call says all this once (and `hub doctor` does). It
   also rewrites a reply that is itself valid JSON into markdown; ask such models for fenced JSON.
+
+Agent mode (issue 19): the hub's own worker carries `tools` and `turns` in ollama_run (hub extensions
+its schema lists) and answers the model's calls in `metadata.tool_calls`. npm ollama-mcp cannot: its
+messages take no tool role and no calls (its schema strips them) and it turns a reply with calls into
+markdown. There the tools are dropped and the turns go as plain text (a call as fenced JSON, a result
+as a user turn), so the agent's text fallback (the tools listed in its prompt, calls read from the
+text) carries the loop. A server whose ollama_run lists no `turns` (the original ollama-mcp, an older
+hub) would drop them silently: a request with tools or turns is refused there.
 """
 
 from __future__ import annotations
@@ -47,12 +55,14 @@ from hub.workers.base import (
     ChatRequest,
     Generation,
     Health,
+    ToolCall,
     Worker,
     check_health,
     estimate_tokens,
     same_model,
     split_thinking,
 )
+from hub.workers.toolcalls import as_tool_call, estimated_prompt_tokens, full_prompt, text_turns, turn_dict
 
 if TYPE_CHECKING:
     from hub.core.config import Config, RoleConfig, WorkerServer
@@ -101,6 +111,7 @@ class _Reply:
     model: str = ""
     load_seconds: float = 0.0
     tokens_estimated: bool = False
+    tool_calls: tuple[ToolCall, ...] = ()
 
 
 class WorkerClient:
@@ -121,6 +132,7 @@ class WorkerClient:
         self.startup_timeout = startup_timeout
         self.dialect: str | None = None
         self.tools: tuple[str, ...] = ()
+        self.carries_turns = False  # its ollama_run takes tools and turns (the hub's own worker)
         self._client: ToolClient | None = None
         self._warned = False
         # Phases of several tasks may share this client (WorkerPool): one of them spawns the server.
@@ -145,6 +157,8 @@ class WorkerClient:
                 self._warned = True
             # num_ctx cannot be passed: the server's default window is the one in force.
             request = replace(request, num_ctx=min(request.num_ctx, self.server.num_ctx))
+        if (request.tools or request.turns) and not self.carries_turns:
+            request = self._without_tools(request)
         # Refused here, before any round trip: npm ollama-mcp would not refuse it at all.
         check_fits(request)
         started = time.perf_counter()
@@ -158,7 +172,7 @@ class WorkerClient:
             text=text,
             model=reply.model or request.model,
             thinking=thinking,
-            prompt_tokens=reply.prompt_tokens or budget.prompt_tokens(request.prompt, request.system),
+            prompt_tokens=reply.prompt_tokens or estimated_prompt_tokens(request),
             completion_tokens=reply.completion_tokens or estimate_tokens(reply.text),
             seconds=reply.seconds or round(time.perf_counter() - started, 3),
             first_token_seconds=reply.first_token_seconds,
@@ -167,7 +181,28 @@ class WorkerClient:
             raw=reply.text,
             load_seconds=reply.load_seconds,
             tokens_estimated=estimated,
+            tool_calls=reply.tool_calls,
         )
+
+    def _without_tools(self, request: ChatRequest) -> ChatRequest:
+        """A request with tools or turns for a worker that cannot carry them: npm ollama-mcp gets the
+        turns as text and no tools (the agent's text fallback carries the loop); any other is refused."""
+        if self.dialect != NPM_DIALECT:
+            raise WorkerError(
+                f"MCP worker '{self.server.name}' cannot carry agent mode's tools and turns: its ollama_run "
+                "lists no `turns` (the original ollama-mcp, or a hub worker older than agent mode), and "
+                "would drop them silently; use the hub's own worker (transport inprocess, or `hub worker "
+                "serve` of this version) or the ollama/openai backend"
+            )
+        log.debug(
+            "bridge.tools_dropped",
+            server=self.server.name,
+            tools=len(request.tools),
+            turns=len(request.turns),
+            why="npm ollama-mcp takes no tool turns and rewrites calls as markdown: the turns go as text, "
+            "and the agent reads calls from the reply's text",
+        )
+        return replace(request, tools=(), turns=text_turns(request.turns))
 
     def check_health(self, models: list[str]) -> Health:
         """Start the server if needed, list its models, and name the wanted ones it lacks."""
@@ -221,8 +256,12 @@ class WorkerClient:
         client = self._new_client()
         client.start()
         try:
-            self.tools = tuple(t.name for t in client.list_tools())
+            specs = client.list_tools()
+            self.tools = tuple(t.name for t in specs)
             self.dialect = pick_dialect(self.server.name, self.tools)
+            run = next((t for t in specs if t.name == HUB_DIALECT), None)
+            properties = (run.input_schema.get("properties") if run is not None else None) or {}
+            self.carries_turns = "turns" in properties
         except BaseException:
             client.stop()
             raise
@@ -278,7 +317,11 @@ class WorkerClient:
             options["num_predict"] = request.num_predict
         if request.max_chars is not None:
             options["max_chars"] = request.max_chars  # the hub's worker cuts the stream there
-        args = {"model": request.model, "prompt": request.prompt, "options": options}
+        args: dict[str, Any] = {"model": request.model, "prompt": request.prompt, "options": options}
+        if request.tools:
+            args["tools"] = list(request.tools)
+        if request.turns:
+            args["turns"] = [turn_dict(t) for t in request.turns]
         # Loading runs on its own clock before the others start.
         timeout = request.total_timeout + request.load_timeout + SERVER_CLOCK_MARGIN
         result = self._call(client, "ollama_run", args, timeout, total_clock=request.total_timeout)
@@ -357,7 +400,19 @@ def unwrap_run_result(text: str, server_name: str, request: ChatRequest) -> _Rep
         model=str(meta.get("model_used") or ""),
         load_seconds=number("load_ms") / 1000.0,
         tokens_estimated=bool(meta.get("tokens_estimated")),
+        tool_calls=_calls(meta.get("tool_calls"), server_name),
     )
+
+
+def _calls(value: Any, server_name: str) -> tuple[ToolCall, ...]:
+    """metadata.tool_calls as ToolCalls; a call that is not a mapping is a broken result."""
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(isinstance(c, dict) for c in value):
+        raise MalformedStream(
+            f"MCP server '{server_name}': ollama_run's metadata.tool_calls is not a list of calls"
+        )
+    return tuple(as_tool_call(c) for c in value)
 
 
 def run_error(data: dict[str, Any], meta: dict[str, Any], request: ChatRequest) -> WorkerError:
@@ -488,11 +543,11 @@ def observe_call(config: Config, request: ChatRequest, generation: Generation) -
     read whole calibrates the model's token ratio; the prompt is remembered for the next process."""
     path = calibration_path(config)
     calibration = budget.Calibration.load(path)
-    prompt = (request.system or "") + request.prompt
+    prompt = (request.system or "") + full_prompt(request)
     if generation.truncated:
         shared = calibration.shared_prefix(request.model, prompt)
         if shared:
-            estimate = budget.prompt_tokens(request.prompt, request.system)
+            estimate = estimated_prompt_tokens(request)
             # The fingerprints' step and the chat template are uncertain: count them as cached too.
             cached = (
                 budget.estimate_tokens(prompt[: shared + budget.PREFIX_STEP])
@@ -503,7 +558,7 @@ def observe_call(config: Config, request: ChatRequest, generation: Generation) -
                 log.info("bridge.cached_prefix", model=request.model, cached_chars=shared)
                 generation = replace(generation, truncated=False)
     elif not generation.tokens_estimated:
-        estimate = budget.prompt_tokens(request.prompt, request.system)
+        estimate = estimated_prompt_tokens(request)
         # A cached prefix lowers the count below the prompt's size: only a prompt new to the server
         # (sharing no remembered prefix) says how its tokenizer counts.
         if not calibration.shared_prefix(request.model, prompt):

@@ -84,7 +84,14 @@ class InProcessWorker:
     def list_tools(self, timeout: float = 30.0) -> list[tools.ToolSpec]:
         if not self.running:
             raise MCPError(f"MCP server '{self.name}' is not started")
-        return [tools.ToolSpec(name=n, description=tools.DESCRIPTIONS[n]) for n in tools.TOOL_NAMES]
+        # ollama_run's argument names, as the SDK publishes them: the WorkerClient reads `turns` there.
+        schema = {"type": "object", "properties": {a: {} for a in tools.RUN_ARGUMENTS}}
+        return [
+            tools.ToolSpec(
+                name=n, description=tools.DESCRIPTIONS[n], input_schema=schema if n == "ollama_run" else {}
+            )
+            for n in tools.TOOL_NAMES
+        ]
 
     def call_tool(
         self,

@@ -39,12 +39,10 @@ from hub.workers.streaming import (
     Watchdog,
     check_fits,
     error_text,
-    estimated_prompt_tokens,
-    full_prompt,
     shown,
     stream_generation,
 )
-from hub.workers.toolcalls import ollama_calls, ollama_messages
+from hub.workers.toolcalls import estimated_prompt_tokens, full_prompt, ollama_calls, ollama_messages
 
 log = get_logger(__name__)
 

@@ -1,7 +1,9 @@
 """`hub worker serve`: an MCP server in front of Ollama, speaking the original ollama-mcp contract.
 
 Tools:
-- `ollama_run{model, prompt, task_type?, options?}` -> text JSON `{stdout, stderr, exitCode, error?, metadata}`
+- `ollama_run{model, prompt, task_type?, options?, tools?, turns?}` -> text JSON `{stdout, stderr, exitCode,
+  error?, metadata}`; `tools` and `turns` carry agent mode's tools and turns, the model's calls come back
+  in `metadata.tool_calls` (hub extensions: hub/workers/tools.py)
 - `ollama_list_models{}` -> text JSON `{"models": [names]}`
 - `ollama_chat{model, messages, options?}` -> the same result shape as `ollama_run`
 
@@ -95,15 +97,29 @@ def build_server(provider: Provider, name: str = SERVER_NAME) -> MCPServer:
 
     @server.tool(structured_output=False)
     async def ollama_run(
-        model: str, prompt: str, task_type: str | None = None, options: RunOptions | None = None
+        model: str,
+        prompt: str,
+        task_type: str | None = None,
+        options: RunOptions | None = None,
+        tools: list[dict[str, Any]] | None = None,
+        turns: list[dict[str, Any]] | None = None,
     ) -> str:
         """Run one prompt on a local Ollama model.
 
         Returns JSON {stdout, stderr, exitCode, error?, metadata}: stdout is the model's reply; a failed
-        or timed-out run has exitCode != 0 and the reason in stderr.
+        or timed-out run has exitCode != 0 and the reason in stderr. `tools` (the functions offered) and
+        `turns` (the messages after the prompt) are hub extensions for agent mode; the model's tool calls
+        come back in metadata.tool_calls.
         """
-        args = {"model": model, "prompt": prompt, "task_type": task_type, "options": _dumped(options)}
-        return await in_thread(lambda: tools.execute(provider, *tools.run_request(args)))
+        args = {
+            "model": model,
+            "prompt": prompt,
+            "task_type": task_type,
+            "options": _dumped(options),
+            "tools": tools,
+            "turns": turns,
+        }
+        return await in_thread(lambda: _run(provider, args))
 
     @server.tool(structured_output=False)
     async def ollama_chat(
@@ -125,6 +141,11 @@ def build_server(provider: Provider, name: str = SERVER_NAME) -> MCPServer:
         return await in_thread(lambda: tools.list_models(provider))
 
     return server
+
+
+def _run(provider: Provider, args: dict[str, Any]) -> str:
+    # Apart from ollama_run: its argument `tools` hides the module there.
+    return tools.execute(provider, *tools.run_request(args))
 
 
 def _dumped(options: RunOptions | str | None) -> dict[str, Any] | str | None:

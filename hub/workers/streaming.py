@@ -45,7 +45,7 @@ from hub.core.errors import (
 from hub.core.log import get_logger
 from hub.workers import budget
 from hub.workers.base import ChatRequest, Generation, ToolCall, split_thinking
-from hub.workers.toolcalls import OpenAICalls, cut_calls, turns_text
+from hub.workers.toolcalls import OpenAICalls, cut_calls, estimated_prompt_tokens, full_prompt
 
 log = get_logger(__name__)
 
@@ -123,17 +123,6 @@ def check_fits(
     if not fit.fits:
         raise budget.overflow(fit, "estimate" if counted is None else "server tokenizer")
     return fit
-
-
-def full_prompt(request: ChatRequest) -> str:
-    """The prompt with the tools and the turns after it (agent mode) as text: what the budget counts."""
-    extra = turns_text(request)
-    return request.prompt + "\n" + extra if extra else request.prompt
-
-
-def estimated_prompt_tokens(request: ChatRequest) -> int:
-    """The uncalibrated estimate of everything the request sends before the answer."""
-    return budget.prompt_tokens(full_prompt(request), request.system, turns=len(request.turns))
 
 
 def context_error(request: ChatRequest, fit: budget.Fit, message: str) -> ContextOverflow | None:

@@ -20,6 +20,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from hub.core.prompts import fragment
+from hub.workers import budget
 from hub.workers.base import ChatRequest, ToolCall
 
 SHOWN_ARGUMENT_CHARS = 120
@@ -97,7 +99,12 @@ def openai_messages(request: ChatRequest) -> list[dict[str, Any]]:
         role = turn.get("role")
         content = str(turn.get("content") or "")
         if role == "tool":
-            call_id = str(turn.get("tool_call_id") or "") or _take(pending, str(turn.get("name") or ""))
+            # The loop may name an id of its own for a call that had none: the id given here wins.
+            call_id = str(turn.get("tool_call_id") or "")
+            if not any(call_id == p[0] for p in pending):
+                call_id = (
+                    _take(pending, str(turn.get("name") or "")) if pending else call_id or "call_unanswered"
+                )
             pending = deque(p for p in pending if p[0] != call_id)
             out.append({"role": "tool", "tool_call_id": call_id, "content": content})
         elif role == "assistant" and turn.get("tool_calls"):
@@ -136,6 +143,41 @@ def turns_text(request: ChatRequest) -> str:
             calls = [call_dict(as_tool_call(c)) for c in turn["tool_calls"]]
             parts.append(json.dumps(calls, ensure_ascii=False))
     return "\n".join(p for p in parts if p)
+
+
+def full_prompt(request: ChatRequest) -> str:
+    """The prompt with the tools and the turns after it as text: what the budget counts."""
+    extra = turns_text(request)
+    return request.prompt + "\n" + extra if extra else request.prompt
+
+
+def estimated_prompt_tokens(request: ChatRequest) -> int:
+    """The uncalibrated estimate of everything the request sends before the answer."""
+    return budget.prompt_tokens(full_prompt(request), request.system, turns=len(request.turns))
+
+
+def text_turns(turns: tuple[dict[str, Any], ...]) -> tuple[dict[str, Any], ...]:
+    """The turns as plain text messages, for a worker that carries no tools (npm ollama-mcp): a call as
+    the fenced JSON the agent's text fallback reads, a tool's result as a user turn naming the tool."""
+    out = []
+    for turn in turns:
+        role, content = turn.get("role"), str(turn.get("content") or "")
+        if role == "tool":
+            name = str(turn.get("name") or "the tool")
+            out.append(
+                {"role": "user", "content": fragment(None, "tool_result_text", tool=name, result=content)}
+            )
+        elif turn.get("tool_calls"):
+            calls = [as_tool_call(c) for c in turn["tool_calls"]]
+            fenced = [
+                f"```json\n{json.dumps({'name': c.name, 'arguments': c.arguments})}\n```" for c in calls
+            ]
+            out.append(
+                {"role": "assistant", "content": "\n\n".join([content, *fenced] if content else fenced)}
+            )
+        else:
+            out.append({"role": str(role or "user"), "content": content})
+    return tuple(out)
 
 
 def read_arguments(name: str, arguments: Any) -> tuple[dict[str, Any], str]:

@@ -3,9 +3,12 @@
 calls directly. Both take the same arguments, hold them to the same limits and answer with the same
 text, so the WorkerClient cannot tell them apart; the SDK is only the wire.
 
-- `ollama_run{model, prompt, task_type?, options?}` and `ollama_chat{model, messages, options?, format?}`
-  answer `{stdout, stderr, exitCode, error?, metadata}` (`run_result`, `error_result`): a failed model
-  call is a result with `exitCode != 0` and `metadata.error_type` naming the hub error.
+- `ollama_run{model, prompt, task_type?, options?, tools?, turns?}` and `ollama_chat{model, messages,
+  options?, format?}` answer `{stdout, stderr, exitCode, error?, metadata}` (`run_result`,
+  `error_result`): a failed model call is a result with `exitCode != 0` and `metadata.error_type` naming
+  the hub error. `tools` and `turns` (hub extensions, agent mode) are `ChatRequest.tools` and `.turns`
+  as JSON (a call `{name, arguments, id?, problem?}`); the model's own calls come back in
+  `metadata.tool_calls` in that shape.
 - `ollama_list_models{}` answers `{"models": [names]}`; an unreachable Ollama is a `ToolFailure`.
 - A call that is itself wrong (bad arguments, an unknown tool) is a `ToolFailure`: an isError result.
 """
@@ -14,12 +17,13 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from hub.core.errors import ContextOverflow, ModelNotFound, WorkerError, WorkerTimeout
 from hub.core.log import get_logger
-from hub.workers.base import ChatRequest, Generation
+from hub.workers.base import ChatRequest, Generation, ToolCall
+from hub.workers.toolcalls import call_dict
 
 log = get_logger(__name__)
 
@@ -92,6 +96,11 @@ OPTIONS: dict[str, Limit] = {
     "max_chars": Limit(int, gt=0),  # limits.max_reply_chars: the stream is cut there (hub extension)
 }
 ROLES = ("system", "user", "assistant")
+# ollama_run's arguments, as the in-process worker lists them (the SDK publishes the same names).
+RUN_ARGUMENTS = ("model", "prompt", "task_type", "options", "tools", "turns")
+TURN_ROLES = ("user", "assistant", "tool")
+MAX_TOOLS = 128  # a bound on what one call offers (MCP servers list tens; a model chooses poorly past that)
+MAX_TURNS = 1000  # far past any agent.max_turns; a bound on a malformed or hostile client
 
 
 def run_result(generation: Generation, task_type: str | None = None) -> dict[str, Any]:
@@ -111,6 +120,8 @@ def run_result(generation: Generation, task_type: str | None = None) -> dict[str
     }
     if generation.thinking:
         metadata["thinking"] = generation.thinking
+    if generation.tool_calls:
+        metadata["tool_calls"] = [call_dict(c) for c in generation.tool_calls]
     return {"stdout": generation.text, "stderr": "", "exitCode": 0, "metadata": metadata}
 
 
@@ -234,11 +245,89 @@ def _text(arguments: dict[str, Any], key: str, required: bool = True) -> str | N
     return value
 
 
+def check_tools(value: Any) -> tuple[dict[str, Any], ...]:
+    """ollama_run's `tools`: each `{type: function, function: {name, description?, parameters?}}`."""
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise ToolFailure("tools: must be a list of {type: function, function: {name, ...}}")
+    if len(value) > MAX_TOOLS:
+        raise ToolFailure(f"tools: at most {MAX_TOOLS} tools, got {len(value)}")
+    for index, tool in enumerate(value):
+        function = tool.get("function") if isinstance(tool, dict) else None
+        if (
+            not isinstance(tool, dict)
+            or tool.get("type", "function") != "function"
+            or not isinstance(function, dict)
+            or not isinstance(function.get("name"), str)
+            or not function["name"]
+            or not isinstance(function.get("description", ""), str)
+            or not isinstance(function.get("parameters", {}), dict)
+        ):
+            raise ToolFailure(
+                f"tools[{index}]: must be {{type: function, function: {{name: text, description?: text, "
+                "parameters?: JSON schema object}}}"
+            )
+    return tuple(value)
+
+
+def check_turns(value: Any) -> tuple[dict[str, Any], ...]:
+    """ollama_run's `turns`: the messages after the prompt, in ChatRequest.turns' shape (calls as
+    `{name, arguments, id?, problem?}`, made ToolCalls here)."""
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise ToolFailure("turns: must be a list of {role: user|assistant|tool, content: text, ...}")
+    if len(value) > MAX_TURNS:
+        raise ToolFailure(f"turns: at most {MAX_TURNS} turns, got {len(value)}")
+    out = []
+    for index, turn in enumerate(value):
+        where = f"turns[{index}]"
+        if (
+            not isinstance(turn, dict)
+            or turn.get("role") not in TURN_ROLES
+            or not isinstance(turn.get("content"), str)
+        ):
+            raise ToolFailure(f"{where}: must be {{role: user|assistant|tool, content: text}}")
+        checked: dict[str, Any] = {"role": turn["role"], "content": turn["content"]}
+        for key in ("tool_call_id", "name") if turn["role"] == "tool" else ():
+            if turn.get(key) is not None:
+                if not isinstance(turn[key], str):
+                    raise ToolFailure(f"{where}.{key}: must be a string")
+                checked[key] = turn[key]
+        if turn["role"] == "assistant" and turn.get("tool_calls") is not None:
+            checked["tool_calls"] = _calls(f"{where}.tool_calls", turn["tool_calls"])
+        out.append(checked)
+    return tuple(out)
+
+
+def _calls(where: str, calls: Any) -> list[ToolCall]:
+    if not isinstance(calls, list) or len(calls) > MAX_TOOLS:
+        raise ToolFailure(f"{where}: must be a list of at most {MAX_TOOLS} calls")
+    out = []
+    for index, call in enumerate(calls):
+        if (
+            not isinstance(call, dict)
+            or not isinstance(call.get("name"), str)
+            or not isinstance(call.get("arguments", {}), dict)
+            or not all(isinstance(call.get(k, ""), str) for k in ("id", "problem"))
+        ):
+            raise ToolFailure(
+                f"{where}[{index}]: must be {{name: text, arguments: object, id?: text, problem?: text}}"
+            )
+        out.append(
+            ToolCall(call["name"], call.get("arguments", {}), call.get("id", ""), call.get("problem", ""))
+        )
+    return out
+
+
 def run_request(arguments: dict[str, Any]) -> tuple[ChatRequest, str | None]:
     """ollama_run's request and task type, its arguments checked."""
     model, prompt = str(_text(arguments, "model")), str(_text(arguments, "prompt"))
     task_type = _text(arguments, "task_type", required=False)
-    return chat_request(model, prompt, check_options(arguments.get("options"))), task_type
+    request = chat_request(model, prompt, check_options(arguments.get("options")))
+    tools, turns = check_tools(arguments.get("tools")), check_turns(arguments.get("turns"))
+    return (replace(request, tools=tools, turns=turns) if tools or turns else request), task_type
 
 
 def chat_tool_request(arguments: dict[str, Any]) -> ChatRequest:

@@ -41,6 +41,7 @@ PACKAGED = (
     "partial_change_refused",
     "command_restored",
     "uncommitted_edit",
+    "tool_result_text",
 )
 PLACEHOLDER = re.compile(r"\$\{\w+\}")
 
