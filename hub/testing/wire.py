@@ -141,15 +141,16 @@ class Chat(Format):
 
     def __init__(self, model: str, body: dict[str, Any], reply: Reply) -> None:
         super().__init__(model, body, reply)
-        self.sent_calls: set[int] = set()
+        self.generated: dict[int, int] = {}  # characters of each call generated so far
 
     def chunk(self, field_name: str, piece: str) -> dict[str, Any] | None:
         if field_name.startswith("tool:"):
-            # Ollama sends each call whole, in one chunk of its own (tools.py): on its first piece.
+            # Ollama holds a call back while the model writes it and sends it whole, in one chunk of its
+            # own, once it parses (tools.py): nothing streams meanwhile.
             index = int(field_name.removeprefix("tool:"))
-            if index in self.sent_calls:
+            self.generated[index] = self.generated.get(index, 0) + len(piece)
+            if self.generated[index] < len(tools.arguments_text(self.reply.tool_calls[index])):
                 return None
-            self.sent_calls.add(index)
             call = tools.ollama_call(self.reply.tool_calls[index])
             calls = {"role": "assistant", "content": "", "tool_calls": [call]}
             return {"model": self.model, "created_at": timestamp(), "message": calls, "done": False}

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from hub.core.errors import ContextOverflow
+from hub.core.errors import ContextOverflow, WorkerTimeout
 from hub.testing import FakeOllama, Reply
 from hub.workers.base import ChatRequest, ToolCall
 from hub.workers.ollama import OllamaProvider
@@ -221,3 +221,39 @@ def test_a_server_that_read_only_part_of_the_turns_is_a_cut(fake: FakeOllama, pr
     assert provider.generate(ask(turns=long_turns)).truncated
     whole = provider.generate(ask(turns=long_turns))
     assert not whole.truncated and whole.prompt_tokens > 1000  # the fake counts the turns too
+
+
+LONG_WRITE = {
+    "name": "write_file",
+    "arguments": {"path": "calc.py", "content": "def add(a, b):\n    return a + b\n" * 4},
+}
+
+
+def test_a_call_streamed_in_fragments_keeps_the_stall_clock_quiet(fake: FakeOllama) -> None:
+    # llama-server and vLLM stream a call's arguments as they are generated: each fragment is progress.
+    fake.script("m", Reply(tool_calls=(LONG_WRITE,), chunk_chars=16, chunk_delay=0.15))
+    with OpenAIProvider(fake.url + "/v1", retries=0) as provider:
+        generation = provider.generate(ask(first_token_timeout=1.0, stall_timeout=1.0, total_timeout=20.0))
+    assert generation.tool_calls[0].arguments == LONG_WRITE["arguments"]
+    assert generation.seconds > 1.0  # longer than either clock: only the fragments kept them quiet
+
+
+def test_ollama_says_nothing_while_a_call_is_written_so_a_long_call_meets_the_clock(fake: FakeOllama) -> None:
+    # Ollama holds a call back until it parses whole: a slow model writing a long call looks silent.
+    fake.script("m", Reply(text="Writing.", tool_calls=(LONG_WRITE,), chunk_chars=16, chunk_delay=0.15))
+    with OllamaProvider(fake.url, retries=0) as provider, pytest.raises(WorkerTimeout) as caught:
+        provider.generate(ask(first_token_timeout=5.0, stall_timeout=1.0, total_timeout=20.0))
+    assert caught.value.clock == "stall" and caught.value.partial_text == "Writing."
+
+
+def test_a_result_naming_an_id_of_the_loops_own_answers_the_call_it_follows(fake: FakeOllama) -> None:
+    # A call without an id is given one on the OpenAI wire; the loop may have named its result otherwise.
+    fake.script("m", "ok")
+    turns = (
+        {"role": "assistant", "content": "", "tool_calls": [ToolCall("read_file", {"path": "a.py"})]},
+        {"role": "tool", "content": "1: x = 1", "tool_call_id": "call_7_0", "name": "read_file"},
+    )
+    with OpenAIProvider(fake.url + "/v1", retries=0) as provider:
+        assert provider.generate(ask(turns=turns)).text == "ok"
+    call, result = fake.chat_requests("m")[0]["messages"][1:]
+    assert result["tool_call_id"] == call["tool_calls"][0]["id"]
