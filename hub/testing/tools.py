@@ -5,7 +5,8 @@ Where each shape comes from:
 
 - Ollama `/api/chat` (docs/api.md, "Chat request (with tools)"; Ollama >= 0.4 streams them): the calls
   come whole in one chunk, `message.tool_calls: [{"function": {"name", "arguments": {object}}}]`, with
-  `content: ""`, and the final chunk says `done_reason: "stop"`. Newer versions add an `id`. The
+  `content: ""`, and the final chunk says `done_reason: "stop"` (ollama/ollama#11633: each call comes
+  whole in one chunk, held back while the model writes it). Newer versions add an `id`. The
   assistant turn goes back in the same shape and a tool's result as `{"role": "tool", "content",
   "tool_name"}`; arguments sent back as a string are refused (Go cannot unmarshal a string into
   `api.ToolCallFunctionArguments`).
