@@ -99,12 +99,13 @@ def openai_messages(request: ChatRequest) -> list[dict[str, Any]]:
         role = turn.get("role")
         content = str(turn.get("content") or "")
         if role == "tool":
-            # The loop may name an id of its own for a call that had none: the id given here wins.
-            call_id = str(turn.get("tool_call_id") or "")
-            if not any(call_id == p[0] for p in pending):
-                call_id = (
-                    _take(pending, str(turn.get("name") or "")) if pending else call_id or "call_unanswered"
-                )
+            # A result naming no unanswered call (the loop names its own ids for calls that had none)
+            # answers the first unanswered call of its tool, else the first unanswered call.
+            given = str(turn.get("tool_call_id") or "")
+            named = any(given == p[0] for p in pending)
+            call_id = (
+                given if named else _take(pending, str(turn.get("name") or "")) or given or "call_unanswered"
+            )
             pending = deque(p for p in pending if p[0] != call_id)
             out.append({"role": "tool", "tool_call_id": call_id, "content": content})
         elif role == "assistant" and turn.get("tool_calls"):
@@ -130,7 +131,7 @@ def _take(pending: deque[tuple[str, str]], name: str) -> str:
     for call_id, called in pending:
         if called == name:
             return call_id
-    return pending[0][0] if pending else "call_unanswered"
+    return pending[0][0] if pending else ""
 
 
 def turns_text(request: ChatRequest) -> str:
@@ -236,8 +237,8 @@ class OpenAICalls:
                 call["id"] = str(delta["id"])
             function = delta.get("function")
             if isinstance(function, dict):
-                if function.get("name"):
-                    call["name"] += str(function["name"]) if not call["name"] else ""
+                if function.get("name") and not call["name"]:
+                    call["name"] = str(function["name"])  # sent once, with the first fragment
                 fragment = function.get("arguments")
                 if isinstance(fragment, str):
                     call["arguments"] += fragment

@@ -13,6 +13,7 @@ from hub.testing import FakeOllama, Reply
 from hub.workers.base import ChatRequest, ToolCall
 from hub.workers.ollama import OllamaProvider
 from hub.workers.openai import OpenAIProvider
+from hub.workers.toolcalls import OpenAICalls
 
 Provider = OllamaProvider | OpenAIProvider
 READ_TOOL = {
@@ -257,3 +258,23 @@ def test_a_result_naming_an_id_of_the_loops_own_answers_the_call_it_follows(fake
         assert provider.generate(ask(turns=turns)).text == "ok"
     call, result = fake.chat_requests("m")[0]["messages"][1:]
     assert result["tool_call_id"] == call["tool_calls"][0]["id"]
+
+
+def test_interleaved_deltas_are_joined_by_their_index() -> None:
+    # Two calls in one turn may interleave on the wire (llama.cpp's docs/function-calling.md).
+    calls = OpenAICalls()
+    for deltas in (
+        [{"index": 0, "id": "a", "type": "function", "function": {"name": "read_file", "arguments": '{"pa'}}],
+        [{"index": 1, "id": "b", "type": "function", "function": {"name": "list_files", "arguments": ""}}],
+        [{"index": 0, "function": {"arguments": 'th": "x.py"}'}}],
+        [{"index": 1, "function": {"arguments": "{}"}}],
+    ):
+        assert calls.add(deltas)
+    assert not calls.add(None) and not calls.add([])
+    assert calls.result(cut=False) == [
+        ToolCall("read_file", {"path": "x.py"}, "a"),
+        ToolCall("list_files", {}, "b"),
+    ]
+    # Cut at the token limit, the last call is never run, even when what came of it parses.
+    last = calls.result(cut=True)[1]
+    assert (last.arguments, "cut off by the token limit" in last.problem) == ({}, True)
