@@ -76,13 +76,26 @@ def tool_call(text: str) -> tuple[list[FileEdit], str | None] | None:
     return edits, "; ".join(problems) or None
 
 
-def _call_shape(value: object) -> tuple[str, dict[str, Any]] | None:
-    """(tool name, arguments) of `{"name", "arguments"|"parameters"}` or OpenAI's `{"function": {...}}`."""
+ARGUMENT_KEYS = ("arguments", "parameters", "args", "input")
+
+
+def call_parts(value: object) -> tuple[str, object] | None:
+    """(tool name, arguments as written) of a JSON tool call: `{"name"|"tool", "arguments"|"parameters"|
+    "args"|"input"}` or OpenAI's `{"function": {...}}`; None when `value` has neither shape. The arguments
+    may still be a JSON string; the agent's text fallback (hub.agent.calls) reads calls with this too."""
     if not isinstance(value, dict):
         return None
     call: dict[str, Any] = value["function"] if isinstance(value.get("function"), dict) else value
     name = call.get("name") or call.get("tool")
-    arguments = next((call[k] for k in ("arguments", "parameters", "args", "input") if k in call), None)
+    key = next((k for k in ARGUMENT_KEYS if k in call), None)
+    if not isinstance(name, str) or key is None:
+        return None
+    return name, call[key]
+
+
+def _call_shape(value: object) -> tuple[str, dict[str, Any]] | None:
+    """(tool name, arguments) of a call `call_parts` reads, the arguments parsed when a JSON string."""
+    name, arguments = call_parts(value) or ("", None)
     if isinstance(arguments, str):
         try:
             arguments = json.loads(arguments)

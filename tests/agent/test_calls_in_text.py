@@ -1,0 +1,175 @@
+"""Reading tool calls from a reply's text and holding every call to its tool's schema."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from hub.agent.calls import ReadCalls, calls_in_text, checked
+from hub.testing.call_corpus import TOOLS
+from hub.workers.base import ToolCall
+
+OPEN: dict[str, dict[str, Any]] = {"note": {"type": "object"}}  # any arguments, none coerced
+
+
+def test_the_prose_is_the_reply_without_its_calls() -> None:
+    reply = (
+        "I need the file first.\n\n```json\n"
+        '{"name": "read_file", "arguments": {"path": "calc.py"}}\n```\n\nThen I will fix `add`.\n'
+    )
+    read = calls_in_text(reply, TOOLS)
+    assert read == ReadCalls(
+        (ToolCall("read_file", {"path": "calc.py"}),), "I need the file first.\n\nThen I will fix `add`."
+    )
+
+
+def test_a_reply_without_calls_comes_back_whole() -> None:
+    reply = "All done: `add` now returns a + b.\n\n```python\ndef add(a, b):\n    return a + b\n```"
+    assert calls_in_text(reply, TOOLS) == ReadCalls((), reply)
+
+
+def test_a_call_written_as_an_example_stays_in_the_prose_and_is_never_run() -> None:
+    reply = 'You could send {"name": "run_tests", "arguments": {}} to check it.'
+    read = calls_in_text(reply, TOOLS)
+    assert read.text == reply
+    assert len(read.calls) == 1
+    assert read.calls[0].name == "run_tests"
+    assert read.calls[0].problem.startswith("the call to run_tests stands inside a sentence")
+
+
+def test_an_unknown_tool_is_told_the_closest_name_and_every_tool_there_is() -> None:
+    call = checked(ToolCall("serch", {"pattern": "x"}, id="c1"), TOOLS)
+    assert call.id == "c1"
+    assert call.problem == (
+        "there is no tool 'serch'; did you mean 'search'? The tools are: done, list_files, read_file, "
+        "run_tests, search, write_file"
+    )
+
+
+def test_arguments_sent_as_a_json_string_are_parsed() -> None:
+    call = ToolCall("read_file", '{"path": "a.py", "start": 3}')  # type: ignore[arg-type]
+    assert checked(call, TOOLS) == ToolCall("read_file", {"path": "a.py", "start": 3})
+
+
+def test_only_readings_the_schema_is_sure_of_are_coerced() -> None:
+    assert checked(ToolCall("read_file", {"path": 7, "start": "12", "end": 20.0}), TOOLS).arguments == {
+        "path": "7",
+        "start": 12,
+        "end": 20,
+    }
+    for start in ("12.5", "twelve", " 12", True):
+        problem = checked(ToolCall("read_file", {"path": "a.py", "start": start}), TOOLS).problem
+        assert (
+            f"argument 'start' must be an integer, got {'a boolean' if start is True else 'a string'}"
+            in problem
+        )
+
+
+def test_a_field_of_several_types_is_left_as_written() -> None:
+    tools = {"t": {"type": "object", "properties": {"n": {"type": ["integer", "string"]}}}}
+    assert checked(ToolCall("t", {"n": "12"}), tools).arguments == {"n": "12"}
+
+
+def test_a_wrong_call_says_which_argument_what_was_expected_and_what_the_tool_takes() -> None:
+    call = checked(ToolCall("read_file", {"file": "a.py", "start": [1]}), TOOLS)
+    assert call.problem == (
+        "read_file was not run: unknown argument 'file'; argument 'start' must be an integer, got a list "
+        "[1]; missing required argument 'path' (a string). read_file takes path (string, required), "
+        "start (integer), end (integer)."
+    )
+
+
+def test_nested_values_and_enums_are_held_to_the_schema() -> None:
+    tools = {
+        "edit": {
+            "type": "object",
+            "properties": {
+                "mode": {"type": "string", "enum": ["append", "replace"]},
+                "lines": {"type": "array", "items": {"type": "integer"}},
+            },
+        }
+    }
+    assert (
+        'must be one of ["append", "replace"], got "insert"'
+        in checked(ToolCall("edit", {"mode": "insert"}), tools).problem
+    )
+    assert (
+        "argument lines[1] must be integer" in checked(ToolCall("edit", {"lines": [1, "x"]}), tools).problem
+    )
+
+
+def test_extra_arguments_pass_only_where_the_schema_allows_them() -> None:
+    allowing = {
+        "t": {"type": "object", "properties": {"a": {"type": "string"}}, "additionalProperties": True}
+    }
+    assert checked(ToolCall("t", {"a": "x", "b": 1}), allowing).problem == ""
+    assert checked(ToolCall("note", {"anything": [1]}), OPEN).problem == ""
+
+
+def test_a_call_that_already_has_a_problem_is_left_alone() -> None:
+    call = ToolCall("write_file", {}, problem="cut off")
+    assert checked(call, TOOLS) is call
+
+
+_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=12,
+)
+_SHAPES = (
+    "```json\n{call}\n```",
+    "{call}",
+    "<tool_call>\n{call}\n</tool_call>",
+    "<tool_call>{call}",
+    "[TOOL_CALLS][{call}]",
+    "<|tool_call|>[{call}]<|/tool_call|>",
+    "Let me note it.\n{call}\nThat is all.",
+)
+
+
+@given(arguments=st.dictionaries(st.text(max_size=10), _VALUES, max_size=5), shape=st.sampled_from(_SHAPES))
+def test_arguments_read_from_text_are_exactly_the_ones_written(arguments: dict[str, Any], shape: str) -> None:
+    call = json.dumps({"name": "note", "arguments": arguments})
+    read = calls_in_text(shape.replace("{call}", call), OPEN)
+    assert read.calls == (ToolCall("note", arguments),)
+
+
+_NOT_OFFERED = st.sampled_from(["weather", "Skill", "get_state", "fetch", "calc", "x"])
+_PIECES = st.one_of(
+    st.text(max_size=30),
+    st.builds(
+        lambda n, a: json.dumps({"name": n, "arguments": a}),
+        _NOT_OFFERED,
+        st.dictionaries(st.text(max_size=5), _VALUES, max_size=3),
+    ),
+    st.sampled_from(
+        ["<tool_call>", "</tool_call>", "```json", "```", "[TOOL_CALLS]", "{", "[", "\n", "<function=", ">"]
+    ),
+)
+
+
+@given(st.lists(_PIECES, max_size=12))
+def test_no_text_without_an_offered_tools_name_yields_a_call_to_run(pieces: list[str]) -> None:
+    text = "".join(pieces)
+    if any(name in text for name in TOOLS):
+        return
+    assert all(call.problem for call in calls_in_text(text, TOOLS).calls)
+
+
+def _with_trailing_commas(value: Any) -> str:
+    if isinstance(value, dict):
+        inner = "".join(f"{json.dumps(k)}: {_with_trailing_commas(v)}, " for k, v in value.items())
+        return "{" + inner + "}"
+    if isinstance(value, list):
+        return "[" + "".join(f"{_with_trailing_commas(v)},\n" for v in value) + "]"
+    return json.dumps(value)
+
+
+@given(arguments=st.dictionaries(st.text(max_size=10), _VALUES, max_size=5), shape=st.sampled_from(_SHAPES))
+def test_dropping_trailing_commas_never_changes_a_value(arguments: dict[str, Any], shape: str) -> None:
+    call = '{"name": "note", "arguments": ' + _with_trailing_commas(arguments) + ",}"
+    read = calls_in_text(shape.replace("{call}", call), OPEN)
+    assert read.calls == (ToolCall("note", arguments),)
