@@ -29,6 +29,7 @@ BENCHES = (
     "backlog",
     "clean_folders",
     "overhead",
+    "tool_calls",
 )
 
 

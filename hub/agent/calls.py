@@ -17,12 +17,15 @@ tests/agent/corpus/:
 What is a call: JSON inside a wrapper always is (an unknown name gets a problem naming the tools). JSON
 in a fence or on a line of its own is a call only when a name in it is an offered tool (or one letter
 or two from one): a reply may quote data or examples. JSON inside a sentence ("you could call it like
-{...}") is never run; when it names an offered tool it comes back as a problem asking for the call on a
-line of its own. A ```python (or any non-JSON) block is code, never a call.
+{...}", or a wrapped call with prose before and after it on its line) is never run; when it names an
+offered tool it comes back as a problem asking for the call on a line of its own. A ```python (or any
+non-JSON) block is code, never a call.
 
 What is refused with a problem, never run: a call the reply ends inside (cut off by the token limit:
 its arguments are not all there), JSON that stays invalid (single quotes: turning them into double
-quotes could change a value such as `it's`), arguments beside the name instead of in `arguments`.
+quotes could change a value such as `it's`), arguments beside the name instead of in `arguments`. A
+problem call may have no name (a `<tool_call>` the reply ends right after). A call read from text has
+the `id` written with it (Mistral writes one) or none: the loop gives it one.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ import bisect
 import difflib
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from hub.agent.arguments import checked, unknown_tool
@@ -158,13 +161,13 @@ class _Reader:
             for value in values
             for call in calls_of(value) or [ToolCall("", problem=_not_a_call(found["tag"]))]
         ]
-        self._take(calls, found.start(), end)
         if decoded is not None:
+            self._take(calls, found.start(), end)
             return self._trouble(
                 _own_name(self.text, end, _name_hint(self.text[end:])), decoded, end, inline=False
             )
         stop = _after_closing(self.text, end)
-        self.spans[-1] = (found.start(), stop)
+        self._take(calls, found.start(), stop)
         return stop
 
     def _function_tag(self, found: re.Match[str]) -> int:
@@ -189,6 +192,13 @@ class _Reader:
         stop = _after_closing(self.text, decoded.end)
         self._take([call_of(name, decoded.value)], start, stop)
         return stop
+
+    def _mid_sentence(self, start: int, stop: int) -> bool:
+        """Prose before `start` and after `stop` on their lines: a wrapped call quoted in a sentence."""
+        line_start = max(self.text.rfind("\n", 0, start) + 1, self.spans[-1][1] if self.spans else 0)
+        line_end = self.text.find("\n", stop)
+        after = self.text[stop : None if line_end < 0 else line_end]
+        return bool(self.text[line_start:start].strip()) and bool(after.strip())
 
     def _bare(self, found: re.Match[str]) -> int:
         """JSON outside fences and wrappers: a call when it names an offered tool; inside a sentence an
@@ -265,6 +275,10 @@ class _Reader:
         self._take([ToolCall(name, problem=message)], start, end)
 
     def _take(self, calls: list[ToolCall], start: int, end: int) -> None:
+        if self._mid_sentence(start, end):
+            # An example, however it is wrapped: told back, left in the prose, never run.
+            self.calls.extend(c if c.problem else replace(c, problem=_in_sentence(c.name)) for c in calls)
+            return
         self.calls.extend(checked(call, self.tools) for call in calls)
         self.spans.append((start, end))
 

@@ -12,10 +12,10 @@ One case per file, in sections that each start with a line `%%%% NAME`:
         {"name": "read_file", "problem": "cut off"}      refused, the problem holding these words
     (an empty list: the reply holds no call)
 
-`score` sorts what a reader made of a case into read (exactly the expected calls), refused (every call
-held back with a problem, as expected, or where a call was expected: safe but a turn lost), wrong (a
-call would run that should not, or with other arguments) and missed (nothing, where calls were
-expected). Only the standard library: the benchmark scores a naive reader with it too.
+`score` sorts what a reader made of a case into read (exactly the calls to run, or nothing where the
+reply holds no call), refused (held back with a problem: as expected, or where a call could have run,
+which is safe but costs a turn), wrong (a call would run that should not, or with other arguments) and
+missed (nothing, where calls were written). Only the standard library: the benchmark scores a naive reader with it too.
 """
 
 from __future__ import annotations
@@ -139,12 +139,12 @@ def matches(case: CallCase, got: list[Read]) -> bool:
 
 def score(case: CallCase, got: list[Read]) -> str:
     """What became of the case: read, refused, wrong or missed (see the module's docstring)."""
-    runnable = [c for c in got if not c.problem]
+    runnable = [(c.name, c.arguments) for c in got if not c.problem]
     intended = [(e.name, e.arguments) for e in case.expected if e.problem is None]
-    if any((c.name, c.arguments) not in intended for c in runnable):
+    if any(call not in intended for call in runnable):
         return "wrong"
-    if matches(case, got) or (intended and [(c.name, c.arguments) for c in runnable] == intended):
-        return "read" if intended else "refused"
-    if not got:
-        return "missed" if case.expected else "read"
-    return "refused"
+    if intended and runnable == intended:
+        return "read"
+    if not case.expected:  # the reply holds no call: taking none is right, a message merely costs a turn
+        return "refused" if got else "read"
+    return "refused" if got else "missed"

@@ -40,6 +40,17 @@ def test_a_call_written_as_an_example_stays_in_the_prose_and_is_never_run() -> N
     assert read.calls[0].problem.startswith("the call to run_tests stands inside a sentence")
 
 
+def test_a_wrapped_call_quoted_mid_sentence_is_an_example_but_one_ending_the_line_is_a_call() -> None:
+    wrapped = '<tool_call>{"name": "run_tests", "arguments": {}}</tool_call>'
+    quoted = calls_in_text(f"Qwen writes calls like {wrapped} in its replies.", TOOLS).calls
+    assert [(c.name, c.problem.split(",")[0]) for c in quoted] == [
+        ("run_tests", "the call to run_tests stands inside a sentence")
+    ]
+    assert calls_in_text(f"Let me run them: {wrapped}", TOOLS) == ReadCalls(
+        (ToolCall("run_tests", {}),), "Let me run them:"
+    )
+
+
 def test_an_unknown_tool_is_told_the_closest_name_and_every_tool_there_is() -> None:
     call = checked(ToolCall("serch", {"pattern": "x"}, id="c1"), TOOLS)
     assert call.id == "c1"
@@ -173,3 +184,30 @@ def test_dropping_trailing_commas_never_changes_a_value(arguments: dict[str, Any
     call = '{"name": "note", "arguments": ' + _with_trailing_commas(arguments) + ",}"
     read = calls_in_text(shape.replace("{call}", call), OPEN)
     assert read.calls == (ToolCall("note", arguments),)
+
+
+_NEVER_RUN = (
+    "You could call it like {call} if you want.",
+    "```python\nrequest = {call}\n```",
+    "- {call}",
+)
+
+
+@given(
+    arguments=st.dictionaries(st.text(max_size=10), _VALUES, max_size=5), shape=st.sampled_from(_NEVER_RUN)
+)
+def test_a_call_inside_a_sentence_or_code_is_never_run(arguments: dict[str, Any], shape: str) -> None:
+    call = json.dumps({"name": "note", "arguments": arguments})
+    assert all(c.problem for c in calls_in_text(shape.replace("{call}", call), OPEN).calls)
+
+
+@given(
+    arguments=st.dictionaries(st.text(max_size=10), _VALUES, max_size=5),
+    shape=st.sampled_from(_SHAPES),
+    cut=st.floats(min_value=0.0, max_value=1.0, exclude_max=True),
+)
+def test_a_call_the_reply_ends_inside_is_never_run(arguments: dict[str, Any], shape: str, cut: float) -> None:
+    call = json.dumps({"name": "note", "arguments": arguments})
+    whole = shape.replace("{call}", call)
+    first, last = whole.index('"note"'), whole.index(call) + len(call) - 1  # up to its final brace
+    assert all(c.problem for c in calls_in_text(whole[: first + int(cut * (last - first))], OPEN).calls)
