@@ -11,6 +11,7 @@ tests/agent/corpus/:
   their own, or inside a wrapper: Hermes/Qwen `<tool_call>` (closed or not), `<tools>`, `<function>`,
   Phi-4's `<|tool_call|>` and `functools[...]`, Llama's `<|python_tag|>` and `<function=name>{...}`,
   Mistral's `[TOOL_CALLS][...]` and `[TOOL_CALLS]name[ARGS]{...}`;
+- Qwen3-Coder's `<function=name><parameter=key>value</parameter></function>`;
 - arguments given as a JSON-encoded string (parsed), raw newlines inside strings (their meaning is not in
   doubt), trailing commas (dropped: a comma before a closing bracket carries no value).
 
@@ -57,6 +58,8 @@ _CLOSE = re.compile(
     re.IGNORECASE,
 )
 _FENCE_LINE = re.compile(r"[ \t]*(?:`{3,}|~{3,})[^\n`]*(?:\n|\Z)")
+_FUNCTION = re.compile(r"<function=(?P<name>[\w.\-]+)>")
+_PARAMETER = re.compile(r"<parameter=(?P<key>[^>\s]+)>")
 _MISTRAL_NAME = re.compile(r"\s*(?P<name>[\w.\-]+)(?:\[CALL_ID\][\w\-]*)?\[ARGS\]")
 _NAME_HINT = re.compile(r"""["']?(?:name|tool|function)["']?\s*[:=]\s*["']([\w.\-]+)["']""")
 _CALL_KEY = re.compile(r"[\"'](?:name|tool|function|action|tool_name)[\"']\s*:")
@@ -151,6 +154,7 @@ class _Reader:
         if fence:
             start = _skip_space(self.text, fence.end())
         named = _MISTRAL_NAME.match(self.text, start) if found["tag"].upper() == "[TOOL_CALLS]" else None
+        named = named or _FUNCTION.match(self.text, start)  # `<tool_call><function=name>` (Qwen3-Coder)
         if named:
             return self._named_arguments(named["name"], found.start(), named.end())
         if start >= len(self.text) or self.text[start] not in "{[":
@@ -180,6 +184,8 @@ class _Reader:
         if begin >= len(self.text):
             self._problem(name, _cut(name), start, len(self.text))
             return len(self.text)
+        if _PARAMETER.match(self.text, begin):
+            return self._parameters(name, start, begin)
         if self.text[begin] != "{":
             closing = _CLOSE.match(self.text, at)
             if closing:  # no arguments at all
@@ -191,6 +197,35 @@ class _Reader:
             return self._trouble(name, decoded, start, inline=False)
         stop = _after_closing(self.text, decoded.end)
         self._take([call_of(name, decoded.value)], start, stop)
+        return stop
+
+    def _parameters(self, name: str, start: int, at: int) -> int:
+        """Qwen3-Coder's `<parameter=key>\nvalue\n</parameter>` after `<function=name>`: each value is
+        the text between the tags, less the one newline the chat template puts at each end; a number or
+        a list arrives as text, for `checked` to read where the schema is sure."""
+        arguments: dict[str, str] = {}
+        pos = at
+        while (opening := _PARAMETER.match(self.text, pos)) is not None:
+            close = self.text.find("</parameter>", opening.end())
+            if close < 0:
+                self._problem(name, _cut(name), start, len(self.text))
+                return len(self.text)
+            value = self.text[opening.end() : close]
+            value = value[1:] if value.startswith("\n") else value
+            arguments[opening["key"]] = value[:-1] if value.endswith("\n") else value
+            pos = _skip_space(self.text, close + len("</parameter>"))
+        if pos >= len(self.text):
+            self._problem(name, _cut(name), start, len(self.text))
+            return len(self.text)
+        if not _CLOSE.match(self.text, pos):
+            message = (
+                f"the call to {name} was not run: its parameters are not followed by </function>; send "
+                "each as <parameter=name>value</parameter>, then </function>"
+            )
+            self._problem(name, message, start, pos)
+            return pos
+        stop = _after_closing(self.text, pos)
+        self._take([ToolCall(name, dict(arguments))], start, stop)
         return stop
 
     def _mid_sentence(self, start: int, stop: int) -> bool:
@@ -305,8 +340,7 @@ def _skip_space(text: str, pos: int) -> int:
 
 def _after_closing(text: str, end: int) -> int:
     """Past a closing tag and a closing fence after a call, when they are there."""
-    closing = _CLOSE.match(text, end)
-    if closing:
+    while (closing := _CLOSE.match(text, end)) is not None:  # `</function></tool_call>`
         end = closing.end()
     fence = re.compile(r"[ \t]*\n?[ \t]*(?:`{3,}|~{3,})[ \t]*(?=\n|\Z)").match(text, end)
     return fence.end() if fence else end
