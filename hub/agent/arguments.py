@@ -25,8 +25,9 @@ from hub.workers.base import ToolCall
 
 log = get_logger(__name__)
 
-_INTEGER = re.compile(r"-?\d+")
-_NUMBER = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?")
+# Digits capped: Python converts no integer of more than 4,300 (and no tool takes one).
+_INTEGER = re.compile(r"-?\d{1,300}")
+_NUMBER = re.compile(r"-?(?:0|[1-9]\d{0,299})(?:\.\d{1,300})?(?:[eE][+-]?\d{1,4})?")
 _TYPE_NAMES = {
     "string": "a string",
     "integer": "an integer",
@@ -45,9 +46,9 @@ def checked(call: ToolCall, tools: Mapping[str, dict[str, Any]]) -> ToolCall:
     already carries a problem is returned as it is."""
     if call.problem:
         return call
-    schema = tools.get(call.name)
-    if schema is None:
+    if call.name not in tools:
         return replace(call, problem=unknown_tool(call.name, tools))
+    schema = tools[call.name] or {}
     arguments, wrong = as_arguments(call.arguments)
     if wrong:
         return replace(
@@ -77,6 +78,8 @@ def as_arguments(raw: object) -> tuple[dict[str, Any], str | None]:
             )
         except RecursionError:
             return {}, "its arguments are nested deeper than any tool takes"
+        except ValueError as error:  # an integer of more digits than Python converts
+            return {}, f"its arguments are a string that is not JSON ({str(error).split(':')[0]})"
     if raw is None:
         return {}, None
     if not isinstance(raw, dict):

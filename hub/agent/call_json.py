@@ -53,6 +53,8 @@ def decode_at(text: str, start: int) -> Decoded:
                 return Decoded(end=where, broken=f"{error.msg} at character {where - start}")
             text, removed = text[:comma] + text[comma + 1 :], removed + 1
             continue
+        except ValueError as error:  # an integer of more digits than Python converts (4,300)
+            return Decoded(end=start + 1, broken=str(error).split(":")[0])
         return Decoded(value, end + removed)
 
 

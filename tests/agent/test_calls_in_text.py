@@ -211,3 +211,19 @@ def test_a_call_the_reply_ends_inside_is_never_run(arguments: dict[str, Any], sh
     whole = shape.replace("{call}", call)
     first, last = whole.index('"note"'), whole.index(call) + len(call) - 1  # up to its final brace
     assert all(c.problem for c in calls_in_text(whole[: first + int(cut * (last - first))], OPEN).calls)
+
+
+def test_a_number_longer_than_python_converts_is_a_problem_not_a_crash() -> None:
+    digits = "9" * 5000
+    bare = calls_in_text(
+        f'{{"name": "read_file", "arguments": {{"path": "a.py", "start": {digits}}}}}', TOOLS
+    )
+    assert [(c.name, c.problem[:40]) for c in bare.calls] == [
+        ("read_file", "the call to read_file was not run: it is")
+    ]
+    quoted = checked(ToolCall("read_file", {"path": "a.py", "start": digits}), TOOLS)
+    assert "argument 'start' must be an integer, got a string" in quoted.problem
+
+
+def test_a_tool_offered_without_a_schema_takes_any_arguments() -> None:
+    assert checked(ToolCall("ping", {"host": "x"}), {"ping": {}}) == ToolCall("ping", {"host": "x"})
