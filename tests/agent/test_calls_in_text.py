@@ -227,3 +227,17 @@ def test_a_number_longer_than_python_converts_is_a_problem_not_a_crash() -> None
 
 def test_a_tool_offered_without_a_schema_takes_any_arguments() -> None:
     assert checked(ToolCall("ping", {"host": "x"}), {"ping": {}}) == ToolCall("ping", {"host": "x"})
+
+
+_TOKENS = (
+    *"{}[]\",:'\\ \n`<>|=/_-abnrtu0159.eE",
+    *("read_file", "name", "arguments", "<tool_call>", "```json", "[TOOL_CALLS]", "<function="),
+    *("<parameter=path>", "</parameter>", "</function>"),
+)
+_NOISE = st.lists(st.sampled_from(_TOKENS), max_size=60).map("".join)
+
+
+@given(_NOISE)
+def test_any_text_reads_without_an_error_and_every_call_is_runnable_or_says_why_not(text: str) -> None:
+    for call in calls_in_text(text, TOOLS).calls:
+        assert call.problem or checked(call, TOOLS) == call
