@@ -97,16 +97,19 @@ def balanced_end(text: str, start: int) -> int | None:
 
 
 def calls_of(value: object) -> list[ToolCall] | None:
-    """The calls a JSON value is: one call, a list of calls, `{"tool_calls": [...]}`; None otherwise."""
+    """The calls a JSON value is: one call, a list of calls, `{"tool_calls": [...]}`; none (an empty
+    list) for a tool's definition echoed back; None for anything else."""
     if isinstance(value, dict) and isinstance(value.get("tool_calls"), list):
         value = value["tool_calls"]
     if isinstance(value, list):
         read = [calls_of(item) for item in value]
-        if not value or any(r is None or len(r) != 1 for r in read):
+        if not value or any(r is None or len(r) > 1 for r in read):
             return None
         return [r[0] for r in read if r]
     if not isinstance(value, dict):
         return None
+    if is_definition(value):
+        return []
     ident = value.get("id") if isinstance(value.get("id"), str) else ""
     parts = call_parts(value) or _other_parts(value)
     if parts is not None:
@@ -125,6 +128,17 @@ def calls_of(value: object) -> list[ToolCall] | None:
             )
         ]
     return None
+
+
+def is_definition(value: dict[str, Any]) -> bool:
+    """A tool's definition, as the prompt showed it (`{"type": "function", "function": {"name",
+    "description", "parameters": {schema}}}`): the real Qwen2.5-Coder-1.5B echoes the list of them in
+    `<tools>` before its call. A call carries no description and no schema."""
+    inner = value["function"] if isinstance(value.get("function"), dict) else value
+    schema = inner.get("parameters")
+    return (
+        "description" in inner and isinstance(schema, dict) and ("properties" in schema or "type" in schema)
+    )
 
 
 def _other_parts(value: dict[str, Any]) -> tuple[str, object] | None:

@@ -22,9 +22,13 @@ or two from one): a reply may quote data or examples. JSON inside a sentence ("y
 offered tool it comes back as a problem asking for the call on a line of its own. A ```python (or any
 non-JSON) block is code, never a call.
 
+Not calls, and no problem either: the tools' definitions echoed back (the real Qwen2.5-Coder-1.5B
+prints them in `<tools>` before its call).
+
 What is refused with a problem, never run: a call the reply ends inside (cut off by the token limit:
 its arguments are not all there), JSON that stays invalid (single quotes: turning them into double
-quotes could change a value such as `it's`), arguments beside the name instead of in `arguments`. A
+quotes could change a value such as `it's`; Python's triple quotes, which the real 1.5B writes a file's
+content in), arguments beside the name instead of in `arguments`. A
 problem call may have no name (a `<tool_call>` the reply ends right after). A call read from text has
 the `id` written with it (Mistral writes one) or none: the loop gives it one.
 """
@@ -139,7 +143,9 @@ class _Reader:
         if decoded is not None:
             self._take(calls, found.start(), end)
             at = found.start() if not calls else end
-            return max(self._trouble(_own_name(self.text, end, hint), decoded, at, inline=False), after)
+            return max(
+                self._trouble(_own_name(self.text, end, hint), decoded, at, inline=False, json_at=end), after
+            )
         stop = after if close and not self.text[end : close.start()].strip() else end
         self._take(calls, found.start(), stop)
         return stop
@@ -160,10 +166,11 @@ class _Reader:
         if start >= len(self.text) or self.text[start] not in "{[":
             return found.end()  # the tag named in prose, no call after it
         values, end, decoded = self._values(start)
+        read = [calls_of(value) for value in values]
         calls = [
             call
-            for value in values
-            for call in calls_of(value) or [ToolCall("", problem=_not_a_call(found["tag"]))]
+            for r in read
+            for call in (r if r is not None else [ToolCall("", problem=_not_a_call(found["tag"]))])
         ]
         if decoded is not None:
             self._take(calls, found.start(), end)
@@ -194,7 +201,7 @@ class _Reader:
             return at
         decoded = decode_at(self.text, begin)
         if decoded.cut or decoded.broken:
-            return self._trouble(name, decoded, start, inline=False)
+            return self._trouble(name, decoded, start, inline=False, json_at=begin)
         stop = _after_closing(self.text, decoded.end)
         self._take([call_of(name, decoded.value)], start, stop)
         return stop
@@ -285,26 +292,37 @@ class _Reader:
     def _meant(self, calls: list[ToolCall]) -> bool:
         return any(self._offered(call.name) for call in calls)
 
-    def _trouble(self, name: str, decoded: Decoded, start: int, *, inline: bool) -> int:
-        """The problem of a call that cannot be read, told; where reading goes on."""
+    def _trouble(
+        self, name: str, decoded: Decoded, start: int, *, inline: bool, json_at: int | None = None
+    ) -> int:
+        """The problem of a call that cannot be read (its text from `start`, its JSON from `json_at`),
+        told; where reading goes on."""
         if decoded.cut:
             self._problem(name, _cut(name), start, len(self.text))
             return len(self.text)
         # Only here, for a call of an offered tool, is the rest of the text scanned for its end.
-        end = balanced_end(self.text, start) or len(self.text)
-        single = _SINGLE_QUOTED.search(self.text[start:end])
-        why = (
-            "it uses single quotes, which JSON does not allow (the hub does not rewrite quotes: that "
-            "could change a value)"
-            if single
-            else f"it is not valid JSON ({decoded.broken})"
-        )
+        json_at = start if json_at is None else json_at
+        end = balanced_end(self.text, json_at) or len(self.text)
+        quoted = self.text[json_at:end]
+        if '"""' in quoted:  # the real 1.5B writes a file's content so
+            why = (
+                'it writes a string in triple quotes ("""), which JSON does not have: write it in double '
+                'quotes, with \\n for each line break and \\" for each quote inside'
+            )
+        elif _SINGLE_QUOTED.search(quoted):
+            why = (
+                "it uses single quotes, which JSON does not allow (the hub does not rewrite quotes: that "
+                "could change a value)"
+            )
+        else:
+            why = f"it is not valid JSON ({decoded.broken})"
         message = f"the call{f' to {name}' if name else ''} was not run: {why}; send it again as one JSON object {SHAPE}"
         if inline:
             self.calls.append(ToolCall(name, problem=message))
             return end
-        self._problem(name, message, start, end)
-        return end
+        stop = _after_closing(self.text, end)
+        self._problem(name, message, start, stop)
+        return stop
 
     def _problem(self, name: str, message: str, start: int, end: int) -> None:
         self._take([ToolCall(name, problem=message)], start, end)

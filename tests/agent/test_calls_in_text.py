@@ -51,6 +51,25 @@ def test_a_wrapped_call_quoted_mid_sentence_is_an_example_but_one_ending_the_lin
     )
 
 
+def test_a_call_that_cannot_run_leaves_the_prose_around_it_whole() -> None:
+    reply = 'Before.\n```json\n{"name": "write_file", "arguments": {"path": "a.py", "content": """x"""}}\n```\nAfter.'
+    read = calls_in_text(reply, TOOLS)
+    assert read.text == "Before.\n\nAfter."
+    assert [c.problem.split(":")[1] for c in read.calls] == [
+        ' it writes a string in triple quotes ("""), which JSON does not have'
+    ]
+
+
+def test_the_tools_definitions_echoed_back_are_no_calls_and_no_problems() -> None:
+    definition = {
+        "name": "done",
+        "description": "Say the change is finished.",
+        "parameters": {"type": "object"},
+    }
+    echoed = f"<tools>\n{json.dumps({'type': 'function', 'function': definition})}\n</tools>"
+    assert calls_in_text(echoed, TOOLS) == ReadCalls((), "")
+
+
 def test_an_unknown_tool_is_told_the_closest_name_and_every_tool_there_is() -> None:
     call = checked(ToolCall("serch", {"pattern": "x"}, id="c1"), TOOLS)
     assert call.id == "c1"
