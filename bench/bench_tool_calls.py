@@ -3,7 +3,8 @@
     python bench/bench_tool_calls.py [--rounds N] [--verbose]
 
 Every case in tests/agent/corpus/ (a reply in which a local model wrote its calls in the content, from
-a public issue thread, with the calls a careful reader takes from it) goes through two readers:
+a public issue thread or the real Qwen2.5-Coder-1.5B on this machine, with the calls a careful reader
+takes from it) goes through two readers:
 
 - the hub's text fallback, `hub.agent.calls.calls_in_text` (each call checked against its tool's schema);
 - a naive reader, what a simple agent does: `json.loads` of each fenced block (or of the whole reply when
@@ -92,7 +93,9 @@ def main(argv: Sequence[str] | None = None, out: Callable[[str], None] = print) 
         results[name] = outcomes
         counts = Counter(outcomes.values())
         rows.append((name, counts, exact, median))
-    out(f"{len(cases)} reply shapes from public threads (tests/agent/corpus/), {args.rounds} rounds")
+    out(
+        f"{len(cases)} reply shapes (public threads, the real 1.5B; tests/agent/corpus/), {args.rounds} rounds"
+    )
     out(f"{'reader':8}{''.join(f'{o:>10}' for o in OUTCOMES)}{'exact':>8}{'median µs':>12}")
     for name, counts, exact, median in rows:
         out(f"{name:8}{''.join(f'{counts[o]:>10}' for o in OUTCOMES)}{exact:>8}{median * 1e6:>12.1f}")
