@@ -22,6 +22,7 @@ from typing import Any
 
 from hub.core.log import get_logger
 from hub.workers.base import ToolCall
+from hub.workers.toolcalls import read_arguments
 
 log = get_logger(__name__)
 
@@ -49,7 +50,7 @@ def checked(call: ToolCall, tools: Mapping[str, dict[str, Any]]) -> ToolCall:
     if call.name not in tools:
         return replace(call, problem=unknown_tool(call.name, tools))
     schema = tools[call.name] or {}
-    arguments, wrong = as_arguments(call.arguments)
+    arguments, wrong = read_arguments(call.name, call.arguments)
     if wrong:
         return replace(
             call, arguments={}, problem=f"{call.name} was not run: {wrong}. {usage(call.name, schema)}"
@@ -61,30 +62,6 @@ def checked(call: ToolCall, tools: Mapping[str, dict[str, Any]]) -> ToolCall:
             call, problem=f"{call.name} was not run: {'; '.join(problems)}. {usage(call.name, schema)}"
         )
     return replace(call, arguments=fixed)
-
-
-def as_arguments(raw: object) -> tuple[dict[str, Any], str | None]:
-    """A call's arguments as an object: a JSON string parsed, nothing (null, "") as no arguments; or why
-    they cannot be (a string that is not JSON, a list)."""
-    if isinstance(raw, str):
-        if not raw.strip():
-            return {}, None
-        try:
-            raw = json.loads(raw)
-        except json.JSONDecodeError as error:
-            return {}, (
-                f"its arguments are a string that is not JSON ({error.msg} at character {error.pos}); "
-                "send them as one JSON object"
-            )
-        except RecursionError:
-            return {}, "its arguments are nested deeper than any tool takes"
-        except ValueError as error:  # an integer of more digits than Python converts
-            return {}, f"its arguments are a string that is not JSON ({str(error).split(':')[0]})"
-    if raw is None:
-        return {}, None
-    if not isinstance(raw, dict):
-        return {}, f"its arguments must be a JSON object, not {_kind(raw)}"
-    return raw, None
 
 
 def unknown_tool(name: str, tools: Mapping[str, object]) -> str:

@@ -7,9 +7,9 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from hub.agent.arguments import as_arguments
 from hub.edits.parse_tools import ARGUMENT_KEYS, call_parts
 from hub.workers.base import ToolCall
+from hub.workers.toolcalls import read_arguments
 
 # A raw newline in a string means that newline: reading it so guesses nothing.
 _DECODER = json.JSONDecoder(strict=False)
@@ -156,7 +156,7 @@ def _other_parts(value: dict[str, Any]) -> tuple[str, object] | None:
 
 
 def call_of(name: str, raw: object, ident: str = "") -> ToolCall:
-    arguments, wrong = as_arguments(raw)
+    arguments, wrong = read_arguments(name, raw)
     if wrong:
         return ToolCall(name, {}, ident, problem=f"the call to {name} was not run: {wrong}")
     return ToolCall(name, arguments, ident)

@@ -193,6 +193,8 @@ def read_arguments(name: str, arguments: Any) -> tuple[dict[str, Any], str]:
         parsed = json.loads(arguments)
     except ValueError as exc:
         return {}, f"the arguments of {name} are not valid JSON ({exc}): {_shown(arguments)}"
+    except RecursionError:  # nested deeper than Python's stack: no tool takes that
+        return {}, f"the arguments of {name} are nested too deep to read: {_shown(arguments)}"
     if not isinstance(parsed, dict):
         return {}, f"the arguments of {name} must be a JSON object, not {_kind(parsed)}: {_shown(arguments)}"
     return parsed, ""

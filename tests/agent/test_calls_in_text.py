@@ -260,3 +260,8 @@ _NOISE = st.lists(st.sampled_from(_TOKENS), max_size=60).map("".join)
 def test_any_text_reads_without_an_error_and_every_call_is_runnable_or_says_why_not(text: str) -> None:
     for call in calls_in_text(text, TOOLS).calls:
         assert call.problem or checked(call, TOOLS) == call
+
+
+def test_arguments_nested_deeper_than_python_reads_are_a_problem_not_a_crash() -> None:
+    call = checked(ToolCall("read_file", "[" * 100_000), TOOLS)  # type: ignore[arg-type]
+    assert call.problem.startswith("read_file was not run: the arguments of read_file are nested too deep")
