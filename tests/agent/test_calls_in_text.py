@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from hub.agent.calls import ReadCalls, calls_in_text, checked
 from hub.testing.call_corpus import TOOLS
 from hub.workers.base import ToolCall
+from hub.workers.toolcalls import text_turns
 
 OPEN: dict[str, dict[str, Any]] = {"note": {"type": "object"}}  # any arguments, none coerced
 
@@ -265,3 +266,16 @@ def test_any_text_reads_without_an_error_and_every_call_is_runnable_or_says_why_
 def test_arguments_nested_deeper_than_python_reads_are_a_problem_not_a_crash() -> None:
     call = checked(ToolCall("read_file", "[" * 100_000), TOOLS)  # type: ignore[arg-type]
     assert call.problem.startswith("read_file was not run: the arguments of read_file are nested too deep")
+
+
+@given(
+    arguments=st.dictionaries(st.text(max_size=10), _VALUES, max_size=5),
+    prose=st.sampled_from(["", "I will note it."]),
+)
+def test_a_call_the_providers_write_as_text_reads_back_as_the_same_call(
+    arguments: dict[str, Any], prose: str
+) -> None:
+    # npm ollama-mcp carries no tools: the providers send the agent's earlier calls as text (text_turns).
+    turn = {"role": "assistant", "content": prose, "tool_calls": [ToolCall("note", arguments, id="c1")]}
+    (written,) = text_turns((turn,))
+    assert calls_in_text(written["content"], OPEN) == ReadCalls((ToolCall("note", arguments),), prose)
