@@ -20,7 +20,7 @@ in a fence or on a line of its own is a call only when a name in it is an offere
 or two from one): a reply may quote data or examples. JSON inside a sentence ("you could call it like
 {...}", or a wrapped call with prose before and after it on its line) is never run; when it names an
 offered tool it comes back as a problem asking for the call on a line of its own. A ```python (or any
-non-JSON) block is code, never a call.
+other language's) block is code, never a call.
 
 Not calls, and no problem either: the tools' definitions echoed back (the real Qwen2.5-Coder-1.5B
 prints them in `<tools>` before its call).
@@ -69,6 +69,11 @@ _NAME_HINT = re.compile(r"""["']?(?:name|tool|function)["']?\s*[:=]\s*["']([\w.\
 _CALL_KEY = re.compile(r"[\"'](?:name|tool|function|action|tool_name)[\"']\s*:")
 _SINGLE_QUOTED = re.compile(r"'(?:name|tool|function|arguments|parameters)'\s*:")
 _SEPARATOR = re.compile(r"[\s,;]*")
+# The info strings of fences a call may stand in; any other names code.
+_CALL_FENCES = frozenset(
+    {"", "json", "jsonc", "json5", "jsonl", "ndjson", "tool_call", "tool_calls", "tool_code", "tool"}
+    | {"function", "function_call", "text", "txt", "plaintext", "xml"}
+)
 _EMPTY_FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,})[^\n`]*\n(?:[ \t]*\n)*[ \t]*\1[ \t]*$", re.MULTILINE)
 
 
@@ -126,6 +131,9 @@ class _Reader:
         body = found.end() + 1
         close = closing.search(self.text, body)
         after = close.end() if close else len(self.text)
+        info = found["fence"].strip().lstrip("`~").strip().split(" ")[0].lower()
+        if info not in _CALL_FENCES:
+            return after  # code (```python, ```bash): a dict or a tag in it is never a call
         first = _skip_space(self.text, body)
         inner = _OPEN.match(self.text, first)
         if inner and (inner["tag"] or inner["fn"]):

@@ -71,6 +71,12 @@ def test_the_tools_definitions_echoed_back_are_no_calls_and_no_problems() -> Non
     assert calls_in_text(echoed, TOOLS) == ReadCalls((), "")
 
 
+def test_a_code_block_is_never_a_call_whatever_it_holds() -> None:
+    for language in ("python", "bash", "js"):
+        reply = f'```{language}\n{{"name": "read_file", "arguments": {{"path": "a.py"}}}}\n```'
+        assert calls_in_text(reply, TOOLS) == ReadCalls((), reply)
+
+
 def test_an_unknown_tool_is_told_the_closest_name_and_every_tool_there_is() -> None:
     call = checked(ToolCall("serch", {"pattern": "x"}, id="c1"), TOOLS)
     assert call.id == "c1"
