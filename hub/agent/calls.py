@@ -12,6 +12,8 @@ tests/agent/corpus/:
   Phi-4's `<|tool_call|>` and `functools[...]`, Llama's `<|python_tag|>` and `<function=name>{...}`,
   Mistral's `[TOOL_CALLS][...]` and `[TOOL_CALLS]name[ARGS]{...}`;
 - Qwen3-Coder's `<function=name><parameter=key>value</parameter></function>`;
+- a reply that is nothing but Python calls of offered tools, `[read_file(path='a.py')]` (Llama 3.2's
+  "pythonic" calls): read by Python's own parser, keyword arguments with literal values only, nothing run;
 - arguments given as a JSON-encoded string (parsed), raw newlines inside strings (their meaning is not in
   doubt), trailing commas (dropped: a comma before a closing bracket carries no value).
 
@@ -35,6 +37,7 @@ the `id` written with it (Mistral writes one) or none: the loop gives it one.
 
 from __future__ import annotations
 
+import ast
 import bisect
 import difflib
 import re
@@ -90,7 +93,40 @@ def calls_in_text(text: str, tools: Mapping[str, dict[str, Any]]) -> ReadCalls:
     to its schema, and the model's prose with the calls taken out."""
     reader = _Reader(text.replace("\r\n", "\n"), tools)
     reader.run()
+    if not reader.calls and (pythonic := _pythonic(text, tools)):
+        return ReadCalls(pythonic, "")
     return ReadCalls(tuple(reader.calls), reader.prose())
+
+
+def _pythonic(text: str, tools: Mapping[str, dict[str, Any]]) -> tuple[ToolCall, ...]:
+    """A reply that is only calls of offered tools written as Python (`[a(x=1), b()]`, or one call), read
+    with `ast`: never evaluated; a value that is not a literal, or an argument without a name, is a
+    problem. Anything else in the reply, or a name that is no tool, and it is not read as calls."""
+    try:
+        tree = ast.parse(text.strip(), mode="eval").body
+    except (SyntaxError, ValueError, RecursionError):
+        return ()
+    nodes = tree.elts if isinstance(tree, ast.List | ast.Tuple) else [tree]
+    if not nodes or not all(
+        isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in tools for n in nodes
+    ):
+        return ()
+    calls = []
+    for node in nodes:
+        assert isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+        name = node.func.id
+        try:
+            if node.args or any(k.arg is None for k in node.keywords):
+                raise ValueError("give every argument by its name")
+            arguments = {str(k.arg): ast.literal_eval(k.value) for k in node.keywords}
+        except (ValueError, TypeError, SyntaxError, RecursionError) as exc:
+            reason = str(exc) if "name" in str(exc) else "an argument's value is not a plain literal"
+            calls.append(
+                ToolCall(name, problem=f"the call to {name} could not be read: {reason}; send {SHAPE}")
+            )
+            continue
+        calls.append(checked(ToolCall(name, arguments), tools))
+    return tuple(calls)
 
 
 class _Reader:
