@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from hub.core import config_schema
+from hub.core.agent_config import AgentSettings, MCPServer, agent_settings, mcp_servers
 from hub.core.atomic import write_atomic
 from hub.core.config_schema import BACKENDS, ROLES, TRANSPORTS
 from hub.core.errors import ConfigError
@@ -130,6 +131,7 @@ class RoleConfig:
     timeouts: Timeouts = field(default_factory=Timeouts)
     temperature: float = 0.2
     num_predict: int | None = None
+    mode: str = "edit"  # the implementer's: "edit" (one answer of edits) or "agent" (tool calls; issue 19)
 
 
 @dataclass(frozen=True)
@@ -177,6 +179,8 @@ class Config:
     mcp_token: str | None = None
     server_wait_minutes: float = DEFAULT_SERVER_WAIT_MINUTES
     sandbox: SandboxSettings = field(default_factory=SandboxSettings)
+    agent: AgentSettings = field(default_factory=AgentSettings)
+    mcp_servers: tuple[MCPServer, ...] = ()
     # Where hub.yaml, prompts and rules were read: the user's checkout (see hub/safety/trust.py). None: repo_root.
     config_root: Path | None = None
 
@@ -462,6 +466,8 @@ def _from_raw(
         keep_branches=_bool(raw.get("keep_branches", False), "keep_branches", source),
         parallel_tasks=_env_int(env, "HUB_PARALLEL_TASKS")
         or _positive_int(limits.get("parallel_tasks", 2), "limits.parallel_tasks", source),
+        agent=agent_settings(section("agent")),
+        mcp_servers=mcp_servers(raw.get("mcp_servers")),
     )
 
 
@@ -540,6 +546,7 @@ def _role(name: str, raw: dict[str, Any], env: Mapping[str, str], source: str) -
         temperature=0.2 if temperature is None else float(temperature),
         # null keeps a quarter of num_ctx for the answer (hub.workers.budget)
         num_predict=raw.get("num_predict", DEFAULT_NUM_PREDICT.get(name)),
+        mode=str(raw.get("mode") or "edit"),
     )
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import difflib
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -254,6 +255,9 @@ ROLES = ("implementer", "local_reviewer", "judge")
 BACKENDS = ("mcp", "ollama", "openai")
 TRANSPORTS = ("inprocess", "stdio", "http", "sse")
 SANDBOX_MODES = ("auto", "required", "off")
+IMPLEMENTER_MODES = ("edit", "agent")  # issue 19: one answer of edits, or a loop of tool calls
+# An MCP server's name goes into its tools' names (`mcp_<server>_<tool>`), which servers limit to these.
+MCP_NAME = re.compile(r"[A-Za-z0-9_-]{1,40}")
 
 SECONDS = Num(0, above=True, unit="seconds")
 TIMEOUTS = Map(
@@ -268,7 +272,21 @@ ROLE = Map(
         "timeouts": TIMEOUTS,
         "temperature": Num(0, 2),
         "num_predict": Int(1, unit="tokens the model may write"),
+        "mode": Str(choices=IMPLEMENTER_MODES),
     }
+)
+MCP_SERVER = Map(
+    {
+        "name": Str(),
+        "command": Command(),
+        "args": ListOf(Scalar(), what="a list of arguments"),
+        "env": MapOf(Scalar(), what="a mapping of environment variables"),
+        "url": Str(),
+        "allow": ListOf(Str(), what="a list of the server's tool names the agent may call"),
+        "timeout": SECONDS,
+    },
+    required=("name",),
+    what="an MCP server: a mapping with name, command (or url) and allow",
 )
 WORKER = Map(
     {
@@ -356,6 +374,17 @@ SCHEMA = Map(
             )
         ),
         "rules": Map({"catalog_url": Str()}),
+        # Issue 19: agent mode's bounds, and the MCP servers whose allowed tools it may call.
+        "agent": Map(
+            {
+                "max_turns": Int(1, unit="turns"),
+                "max_tokens": Int(1000, unit="tokens in and out over one attempt"),
+                "max_repeats": Int(1, unit="identical calls"),
+            }
+        ),
+        "mcp_servers": ListOf(
+            MCP_SERVER, what="a list of MCP servers, each '- name: ...' with command or url"
+        ),
     },
     what="hub.yaml: a mapping",
 )
@@ -394,7 +423,12 @@ def cross_checks(raw: Mapping[str, Any]) -> list[Problem]:
             problems.append(
                 Problem(("workers", index, "url"), "is missing", f"an {transport} worker needs a url")
             )
+    problems += _mcp_checks(raw)
     for role, settings in (raw.get("roles") or {}).items():
+        if (settings or {}).get("mode") == "agent" and role != "implementer":
+            problems.append(
+                Problem(("roles", role, "mode"), "agent mode is the implementer's only", "edit, or no mode")
+            )
         wanted = (settings or {}).get("worker")
         if wanted is not None and wanted not in names:
             hint = did_you_mean(wanted, names)
@@ -403,6 +437,34 @@ def cross_checks(raw: Mapping[str, Any]) -> list[Problem]:
                     ("roles", role, "worker"),
                     f"no worker server named '{wanted}'{hint}",
                     "one of " + ", ".join(names),
+                )
+            )
+    return problems
+
+
+def _mcp_checks(raw: Mapping[str, Any]) -> list[Problem]:
+    """An MCP server has a plain name (it goes into its tools' names), given once, and exactly one of a
+    command (stdio) or a url (HTTP)."""
+    problems: list[Problem] = []
+    seen: set[str] = set()
+    for index, server in enumerate(raw.get("mcp_servers") or []):
+        name = str(server["name"])
+        if not MCP_NAME.fullmatch(name):
+            why = (
+                "letters, digits, _ and - (at most 40): it becomes part of the tool names mcp_<server>_<tool>"
+            )
+            problems.append(Problem(("mcp_servers", index, "name"), f"'{name}' is not a plain name", why))
+        elif name in seen:
+            problems.append(
+                Problem(("mcp_servers", index, "name"), f"'{name}' is given twice", "one entry per server")
+            )
+        seen.add(name)
+        if bool(server.get("command")) == bool(server.get("url")):
+            problems.append(
+                Problem(
+                    ("mcp_servers", index),
+                    "needs exactly one of command and url",
+                    "command (stdio) or url (HTTP)",
                 )
             )
     return problems

@@ -25,11 +25,20 @@ from hub.edits.feedback import answer_feedback, output_truncated
 from hub.edits.policy import Policy
 from hub.phases import prompts
 from hub.phases.acceptance import CommandResult, jail_for, run_command, user_secrets
+from hub.phases.agent import agent_attempt
 from hub.phases.calls import generate
 from hub.phases.context import Context, Outcome
 from hub.phases.run import Run
 from hub.phases.session import pre_phase_trip, require_setup, running
-from hub.phases.stall import Stall, empty_answer, implementer_stall, model_unavailable, strike, worker_failure
+from hub.phases.stall import (
+    Failed,
+    Stall,
+    empty_answer,
+    implementer_stall,
+    model_unavailable,
+    strike,
+    worker_failure,
+)
 from hub.phases.written import finish_code_written
 from hub.repo import gitops, untrusted
 from hub.review.code import language_for, outline, render_outline
@@ -78,16 +87,6 @@ def run_implementer(ctx: Context) -> Outcome:
         return Attempt(run).execute()
 
 
-class Failed(Exception):
-    """A step of the attempt cannot go on: `failure` is what that means, a halt (`Trip`) or a stall
-    strike (`Stall`). The steps raise it; the attempt catches it once, where it ends (`Attempt.execute`),
-    beside the worker errors `worker_failure` reads the same way."""
-
-    def __init__(self, failure: Trip | Stall) -> None:
-        super().__init__(failure.reason)
-        self.failure = failure
-
-
 class Attempt:
     """One implementer attempt, from health check to code_written (or a stall, or a halt)."""
 
@@ -128,6 +127,8 @@ class Attempt:
 
     def _attempt(self, worker: Worker) -> Outcome:
         self._preflight(worker)
+        if self.config.role("implementer").mode == "agent":
+            return self._written(agent_attempt(self, worker, feedback_section(self.run)))
         system = prompts.template(self.config.trust_root, "implementer_system").strip()
         prompt, generation = self._first_call(worker, system)
         answer = self._apply(generation, feedback_due=True)

@@ -58,8 +58,27 @@ ADVICE = {
     "resource_limit": "An acceptance command was ended at a sandbox limit (processes, memory or bytes "
     "written; named below) and what it wrote was removed. If the tests need more, raise sandbox.limits in "
     "hub.yaml; else the model's code runs away.",
+    "agent_tokens": "Agent mode spent agent.max_tokens before the change was done. Raise agent.max_tokens, give "
+    "the task's files in the contract so the model searches less, or use edit mode for this model.",
+    "agent_repeat": "In agent mode the model made the same tool call over and over (told once). Small models "
+    "loop like this: try a stronger model, or roles.implementer.mode: edit.",
+    "agent_no_call": "In agent mode the model answered without calling a tool (reminded once). It may not follow "
+    "tool calling: check that the server passes tools (llama-server needs --jinja), or use mode: edit.",
+    "no_change": "The model ended without writing any file. Check the requirement names what to change; the "
+    "turn-by-turn record is in _handoff/runs/<task>/ (agent-turn records).",
     "error": "The worker failed. Run `hub doctor`; check the worker log under _handoff/logs/.",
 }
+
+
+class Failed(Exception):
+    """A step of the attempt cannot go on: `failure` is what that means, a halt (`Trip`) or a stall
+    strike (`Stall`). The steps raise it; the attempt catches it once, where it ends (`Attempt.execute`),
+    beside the worker errors `worker_failure` reads the same way. Agent mode's
+    steps (hub/phases/agent.py) raise it too."""
+
+    def __init__(self, failure: Trip | Stall) -> None:
+        super().__init__(failure.reason)
+        self.failure = failure
 
 
 @dataclass

@@ -1,0 +1,307 @@
+"""The agent loop: chat turns with tools, bounded, until the model says `done` or a bound ends it.
+
+Each turn sends the task's prompt, the turns so far and the tools; the model's calls are run in order
+(the server's own `tool_calls` first; when there are none, calls written in its text, read by
+`hub.agent.calls`), and their results go back as the next turns. Every call is held to its tool's
+schema first (`checked`): a call with an unknown name or bad arguments is answered with what is wrong,
+never run and never a crash. A reply with no call at all is read as an edit-mode answer (its edit
+blocks written through `hub.edits.answer`, the result told); a reply with neither is reminded once how
+to call tools, and the next such reply ends the loop.
+
+The loop ends (`Ending.reason`):
+- `done`: the model called done;
+- `max_turns`, `max_tokens`: agent.max_turns turns, or agent.max_tokens tokens in and out, were spent;
+- `repeated_call`: the same call (same arguments, nothing written between) came more than
+  agent.max_repeats times: told at the limit, ended past it;
+- `no_tool_call`: a second reply in a row with no call and no edit.
+What each means for the attempt is the phase's to decide (hub/phases/agent.py). Worker errors (the
+clocks, a broken server, an outage) are not caught here: they end the attempt as in edit mode.
+
+The context is kept inside the window: before each call the whole request is estimated
+(`hub.workers.budget`) and, when it would not fit with room for the answer, the oldest tool results
+are replaced by a note saying so, oldest first; when even that is not enough, `ContextOverflow`, never
+a silently cut prompt.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from hub.agent.builtin import Tool, ToolRefused
+from hub.agent.calls import calls_in_text, checked
+from hub.core.errors import ContextOverflow, EditError
+from hub.core.log import get_logger
+from hub.core.prompts import fragment
+from hub.edits.answer import check_reply
+from hub.workers import budget
+from hub.workers.base import ChatRequest, Generation, ToolCall
+
+log = get_logger(__name__)
+
+RESULT_CHARS = 8000  # one tool result, at most, as the model sees it
+KEEP_RESULTS = 2  # the latest tool results are never dropped to make room
+SUMMARY_CHARS = 300  # what a turn record keeps of each result
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """agent.* in hub.yaml."""
+
+    max_turns: int = 30
+    max_tokens: int = 400_000
+    max_repeats: int = 3
+
+
+@dataclass(frozen=True)
+class Ending:
+    """How the loop ended: `reason` (see the module docstring), what to tell a person, the model's
+    summary when it called done, and what the loop spent."""
+
+    reason: str
+    detail: str
+    summary: str = ""
+    turns: int = 0
+    tokens: int = 0
+
+
+# What the loop needs from the phase: one model call (held to the role's clocks, recorded), and a
+# place for each turn's record.
+Call = Callable[[ChatRequest, str], Generation]
+Record = Callable[[dict[str, Any]], None]
+
+
+class Loop:
+    """One agent run over `tools`, from `request` (the task's prompt and system prompt)."""
+
+    def __init__(
+        self,
+        request: ChatRequest,
+        tools: list[Tool],
+        call: Call,
+        record: Record,
+        bounds: Bounds,
+        *,
+        write_answer: Callable[[str, str], str | None],
+        version: Callable[[], int] = lambda: 0,
+        redact: Callable[[str], str] = lambda text: text,
+        trust_root: Path | None = None,
+    ) -> None:
+        self.request = replace(request, tools=tuple(t.spec() for t in tools))
+        self.tools = {t.name: t for t in tools}
+        self.schemas: Mapping[str, dict[str, Any]] = {t.name: t.parameters for t in tools}
+        self.call = call
+        self.record = record
+        self.bounds = bounds
+        self.write_answer = write_answer
+        self.version = version
+        self.redact = redact
+        self.trust_root = trust_root
+        self.turns: list[dict[str, Any]] = []
+        self.turn = 0
+        self.tokens = 0
+        self.seen: dict[str, int] = {}
+        self.reminded = False
+        # The turns that carry tool results (those that may be dropped to make room), and those dropped:
+        # kept apart from the turns themselves, which go on the wire as they are.
+        self.results: list[int] = []
+        self.dropped: set[int] = set()
+
+    def run(self, note: str = "") -> Ending:
+        """Turns until an ending; `note` (a user turn) first, when the loop goes on after one (the
+        acceptance commands failed after done)."""
+        if note:
+            self.turns.append({"role": "user", "content": note})
+        while True:
+            if self.turn >= self.bounds.max_turns:
+                return self._end(
+                    "max_turns", f"the agent used all {self.bounds.max_turns} turns (agent.max_turns)"
+                )
+            if self.tokens >= self.bounds.max_tokens:
+                return self._end(
+                    "max_tokens",
+                    f"the agent used {self.tokens} tokens, over agent.max_tokens ({self.bounds.max_tokens})",
+                )
+            ending = self._one_turn()
+            if ending is not None:
+                return ending
+
+    def _end(self, reason: str, detail: str, summary: str = "") -> Ending:
+        log.info("agent.end", reason=reason, turns=self.turn, tokens=self.tokens)
+        return Ending(reason, detail, summary, self.turn, self.tokens)
+
+    def _one_turn(self) -> Ending | None:
+        self.turn += 1
+        started = time.monotonic()
+        dropped = self._fit()
+        request = replace(self.request, turns=tuple(self.turns))
+        generation = self.call(request, f"agent-turn-{self.turn}")
+        self.tokens += generation.prompt_tokens + generation.completion_tokens
+        native = bool(generation.tool_calls)
+        if native:
+            calls = [checked(c, self.schemas) for c in generation.tool_calls]
+        else:
+            calls = [checked(c, self.schemas) for c in calls_in_text(generation.text, self.schemas).calls]
+        results: list[tuple[ToolCall, str]] = []
+        ending: Ending | None = None
+        for call in calls:
+            result, ending = self._run(call)
+            results.append((call, result))
+            if ending is not None:
+                break
+        if not calls:
+            ending = self._no_call(generation)
+        else:
+            self.reminded = False
+            self._answer(generation, results, native)
+        self.record(
+            {
+                "turn": self.turn,
+                "request_tokens": budget.estimate_tokens(self._wire_text(request)),
+                "turns_sent": len(request.turns),
+                "dropped_results": dropped,
+                "native_calls": native,
+                "calls": [
+                    {
+                        "name": c.name,
+                        "arguments": c.arguments,
+                        "problem": c.problem,
+                        "result": r[:SUMMARY_CHARS],
+                    }
+                    for c, r in results
+                ],
+                "text": generation.text[:2000],
+                "prompt_tokens": generation.prompt_tokens,
+                "completion_tokens": generation.completion_tokens,
+                "tokens_so_far": self.tokens,
+                "seconds": round(time.monotonic() - started, 3),
+                "ending": ending.reason if ending else None,
+            }
+        )
+        return ending
+
+    def _run(self, call: ToolCall) -> tuple[str, Ending | None]:
+        """One call's result for the model, and the ending it brings (done, or a repeat past the bound)."""
+        if call.problem:
+            return f"error: {call.problem}", None
+        key = json.dumps([call.name, call.arguments, self.version()], sort_keys=True, default=str)
+        self.seen[key] = self.seen.get(key, 0) + 1
+        if self.seen[key] > self.bounds.max_repeats:
+            detail = f"the agent called {call.name} with the same arguments {self.seen[key]} times"
+            return "error: the same call again", self._end("repeated_call", detail)
+        if self.seen[key] == self.bounds.max_repeats:
+            return fragment(self.trust_root, "agent_repeat", tool=call.name, times=self.seen[key]), None
+        if call.name == "done":
+            summary = str(call.arguments.get("summary") or "")
+            return "done", self._end("done", "the agent called done", summary)
+        try:
+            result = self.tools[call.name].run(call.arguments)
+        except ToolRefused as exc:
+            result = f"error: {exc}"
+        except (ValueError, TypeError) as exc:
+            result = f"error: {call.name}: bad arguments ({exc})"
+        result = self.redact(result)
+        if len(result) > RESULT_CHARS:
+            result = result[:RESULT_CHARS] + f"\n... (cut: {len(result) - RESULT_CHARS} more characters)"
+        return result, None
+
+    def _answer(self, generation: Generation, results: list[tuple[ToolCall, str]], native: bool) -> None:
+        """The turns that carry the model's calls and their results back to it: as tool turns when the
+        server sent native calls, else (the calls were in its text) as one user turn it can read."""
+        calls = tuple(c for c, _ in results)
+        if native:
+            self.turns.append({"role": "assistant", "content": generation.text, "tool_calls": calls})
+            for n, (call, result) in enumerate(results):
+                call_id = call.id or f"call_{self.turn}_{n}"
+                self._result({"role": "tool", "content": result, "tool_call_id": call_id, "name": call.name})
+            return
+        self.turns.append({"role": "assistant", "content": generation.text})
+        shown = "\n\n".join(f"### {c.name}\n{r}" for c, r in results)
+        self._result({"role": "user", "content": fragment(self.trust_root, "agent_results", results=shown)})
+
+    def _result(self, turn: dict[str, Any]) -> None:
+        self.results.append(len(self.turns))
+        self.turns.append(turn)
+
+    def _no_call(self, generation: Generation) -> Ending | None:
+        """A reply without any tool call: its edit blocks written as in edit mode, and the model told;
+        with none, a reminder of how to call tools, once; the second such reply in a row ends the loop."""
+        self.turns.append({"role": "assistant", "content": generation.text})
+        told = self._edits(generation)
+        if told is not None:
+            self.reminded = False
+            self._result({"role": "user", "content": told})
+            return None
+        if self.reminded:
+            what = (
+                "an empty reply" if not generation.text.strip() else "a reply without a tool call or an edit"
+            )
+            return self._end("no_tool_call", f"{what}, after being reminded how to call tools")
+        self.reminded = True
+        self.turns.append({"role": "user", "content": fragment(self.trust_root, "agent_remind")})
+        return None
+
+    def _edits(self, generation: Generation) -> str | None:
+        try:
+            check_reply(generation.text, RESULT_CHARS * 50)
+        except EditError as exc:
+            return f"error: {exc}"
+        told = self.write_answer(generation.text, generation.done_reason)
+        return None if told is None else self.redact(told)
+
+    # -- the context window --------------------------------------------------------------------------------
+
+    def _wire_text(self, request: ChatRequest) -> str:
+        parts = [request.prompt, json.dumps(list(request.tools))]
+        for turn in request.turns:
+            parts.append(str(turn.get("content") or ""))
+            for call in turn.get("tool_calls") or ():
+                parts.append(json.dumps({"name": call.name, "arguments": call.arguments}, default=str))
+        return "\n".join(parts)
+
+    def _fit(self) -> int:
+        """Make the next request fit the window with room for the answer: the oldest tool results
+        replaced by a note, oldest first (never the latest KEEP_RESULTS). Returns how many were
+        dropped; ContextOverflow when even that is not enough."""
+        request = replace(self.request, turns=tuple(self.turns))
+        dropped = 0
+        while True:
+            fit = budget.plan(
+                self._wire_text(request),
+                request.system,
+                request.num_ctx,
+                request.num_predict,
+                scale=request.token_scale,
+            )
+            fit = replace(
+                fit, prompt_tokens=fit.prompt_tokens + budget.TEMPLATE_TOKENS_PER_MESSAGE * len(request.turns)
+            )
+            if fit.fits:
+                if dropped:
+                    log.info(
+                        "agent.results_dropped", turn=self.turn, dropped=dropped, tokens=fit.prompt_tokens
+                    )
+                return dropped
+            index = self._oldest_result()
+            if index is None:
+                raise ContextOverflow(
+                    fit.prompt_tokens,
+                    fit.num_ctx,
+                    answer_tokens=fit.answer_tokens,
+                    configured_num_ctx=request.num_ctx,
+                    detail="the agent's task prompt and latest turns do not fit even with its older tool results dropped",
+                )
+            turn = self.turns[index]
+            note = fragment(self.trust_root, "agent_dropped", chars=len(str(turn.get("content") or "")))
+            self.turns[index] = {**turn, "content": note}
+            self.dropped.add(index)
+            dropped += 1
+            request = replace(self.request, turns=tuple(self.turns))
+
+    def _oldest_result(self) -> int | None:
+        left = [i for i in self.results if i not in self.dropped]
+        return left[0] if len(left) > KEEP_RESULTS else None
