@@ -42,6 +42,13 @@ PACKAGED = (
     "command_restored",
     "uncommitted_edit",
     "tool_result_text",
+    "agent",
+    "agent_system",
+    "agent_remind",
+    "agent_repeat",
+    "agent_results",
+    "agent_dropped",
+    "agent_tests_failed",
 )
 PLACEHOLDER = re.compile(r"\$\{\w+\}")
 
