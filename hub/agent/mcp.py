@@ -94,7 +94,7 @@ class MCPTools:
 
 def _parameters(schema: Mapping[str, Any]) -> dict[str, Any]:
     """The tool's input schema as a function's parameters: always an object."""
-    params = dict(schema or {})
+    params = {k: v for k, v in (schema or {}).items() if k != "$schema"}
     params.setdefault("type", "object")
     params.setdefault("properties", {})
     return params

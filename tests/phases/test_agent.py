@@ -8,6 +8,7 @@ import json
 import os
 import shlex
 import sys
+from pathlib import Path
 from typing import Any
 
 from hub.testing import Reply
@@ -340,4 +341,50 @@ def test_a_context_that_cannot_fit_even_without_old_results_halts_with_the_fix(p
         "older tool results dropped" in breaker["reason"]
         and "raise models.<model>.num_ctx" in breaker["reason"]
     )
+    assert not pipe.fake.chat_requests(IMPL)
+
+
+def test_an_mcp_servers_allowed_tool_is_called_and_a_tool_not_allowed_is_refused(pipe: Pipeline) -> None:
+    everything = (
+        Path(__file__).resolve().parents[2]
+        / "node_modules/@modelcontextprotocol/server-everything/dist/index.js"
+    )
+    assert everything.is_file(), "run `npm ci`"
+    servers = f"mcp_servers:\n  - name: ev\n    command: node\n    args: [{json.dumps(str(everything))}, stdio]\n    allow: [echo]\n"
+    agent_mode(pipe, extra=servers)
+    pipe.fake.script(
+        IMPL,
+        call("mcp_ev_echo", message="from the agent"),
+        call("mcp_ev_get-env"),
+        FIX,
+        call("done", summary="ok"),
+    )
+    pipe.start()
+
+    assert pipe.implement().to_state == "pending_local_review"
+
+    assert "Echo: from the agent" in sent(pipe, 1)[-1]["content"]
+    refused = sent(pipe, 2)[-1]["content"]
+    assert "error:" in refused and "mcp_ev_get-env" in refused and "PATH" not in refused
+    offered = [t["function"]["name"] for t in pipe.fake.chat_requests(IMPL)[0]["tools"]]
+    assert "mcp_ev_echo" in offered and "mcp_ev_get-env" not in offered
+    assert [c["name"] for t in pipe.records("agent-turn") for c in t["calls"]][:2] == [
+        "mcp_ev_echo",
+        "mcp_ev_get-env",
+    ]
+
+
+def test_an_mcp_server_that_cannot_start_halts_the_task_with_the_fix(pipe: Pipeline) -> None:
+    agent_mode(
+        pipe,
+        extra="mcp_servers:\n  - name: gone\n    command: [node, /nonexistent/server.js]\n    allow: [x]\n",
+    )
+    pipe.fake.script(IMPL, FIX)
+    pipe.start()
+
+    outcome = pipe.implement()
+
+    assert outcome.to_state == "erik_consultation"
+    assert pipe.contract()["breaker"]["trigger"] == "mcp_unavailable"
+    assert "mcp_servers" in pipe.halt_text()
     assert not pipe.fake.chat_requests(IMPL)
