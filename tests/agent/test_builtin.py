@@ -157,7 +157,7 @@ def test_a_change_may_write_no_more_files_than_the_limit(repo: Path) -> None:
     ws = workspace(repo, allowed=("src",), max_files=1)
     ws.write_file({"path": "src/new.py", "content": "x = 1\n"})
 
-    with pytest.raises(ToolRefused, match="limits.max_changed_files"):
+    with pytest.raises(ToolRefused, match=r"limits\.max_changed_files"):
         ws.write_file({"path": "src/other.py", "content": "y = 2\n"})
     assert ws.write_file({"path": "src/new.py", "content": "x = 2\n"}).startswith("src/new.py written")
 
