@@ -26,6 +26,7 @@ class TaskResult:
     tokens_out: int
     model_seconds: float
     hub_seconds: float  # in phases, less model calls and commands: the hub's own time
+    agent_turns: int = 0  # agent mode's turns over all attempts (0 in edit mode)
 
     @property
     def halted(self) -> bool:
@@ -48,6 +49,8 @@ class EvalReport:
     models: dict[str, str]
     seconds: float
     tasks: list[TaskResult] = field(default_factory=list)
+    mode: str = "edit"  # the implementer's mode: edit or agent
+    hidden_files: bool = False  # the tasks named the exercise's folder only
 
     def totals(self) -> dict[str, Any]:
         t = self.tasks
@@ -60,6 +63,7 @@ class EvalReport:
             "unfinished": sum(not r.halted and r.status != MERGED for r in t),
             "stalls": sum(r.stalls for r in t),
             "model_calls": sum(r.model_calls for r in t),
+            "agent_turns": sum(r.agent_turns for r in t),
             "tokens_in": sum(r.tokens_in for r in t),
             "tokens_out": sum(r.tokens_out for r in t),
             "model_seconds": round(sum(r.model_seconds for r in t), 1),
@@ -73,6 +77,8 @@ class EvalReport:
             "config": self.config,
             "models": self.models,
             "seconds": self.seconds,
+            "mode": self.mode,
+            "hidden_files": self.hidden_files,
             "totals": self.totals(),
             "tasks": tasks,
         }
@@ -83,22 +89,26 @@ class EvalReport:
         lines = [
             f"# hub eval: {total['solved']} of {total['tasks']} solved",
             "",
-            f"Suite `{self.suite}`, configuration `{self.config}`: {models}. {self.seconds:.0f} s in all.",
+            f"Suite `{self.suite}`, configuration `{self.config}`: {models}; implementer mode {self.mode}"
+            + (", the tasks naming only the exercise's folder" if self.hidden_files else "")
+            + f". {self.seconds:.0f} s in all.",
             "",
             f"Solved {total['solved']}, halted {total['halted']} (of them with passing tests: "
             f"{total['halts_of_passing_work']}), merged with failing tests {total['merged_with_failing_tests']}, "
-            f"unfinished {total['unfinished']}; {total['stalls']} stalls, {total['model_calls']} model calls, "
+            f"unfinished {total['unfinished']}; {total['stalls']} stalls, {total['model_calls']} model calls "
+            f"({total['agent_turns']} agent turns), "
             f"{total['tokens_in']} tokens in / {total['tokens_out']} out, model {total['model_seconds']} s, "
             f"hub {total['hub_seconds']} s.",
             "",
-            "| task | result | tests | stalls | calls | tokens in/out | model s | hub s |",
-            "| --- | --- | --- | ---: | ---: | --- | ---: | ---: |",
+            "| task | result | tests | stalls | calls | turns | tokens in/out | model s | hub s |",
+            "| --- | --- | --- | ---: | ---: | ---: | --- | ---: | ---: |",
         ]
         for r in self.tasks:
             result = "solved" if r.solved else (f"halted: {r.halt_trigger}" if r.halted else r.status)
             tests = {True: "pass", False: "fail", None: "-"}[r.tests_pass]
             lines.append(
-                f"| {r.name} | {result} | {tests} | {r.stalls} | {r.model_calls} | {r.tokens_in}/{r.tokens_out} "
+                f"| {r.name} | {result} | {tests} | {r.stalls} | {r.model_calls} | {r.agent_turns} "
+                f"| {r.tokens_in}/{r.tokens_out} "
                 f"| {r.model_seconds} | {r.hub_seconds} |"
             )
         halts = [r for r in self.tasks if r.halted]

@@ -45,6 +45,12 @@ REQUIREMENT = (
     "Complete {files} so that it does what the instructions below describe. Keep the names of the "
     "existing functions and classes: tests call them. Use only the Python standard library."
 )
+# --hide-files: the task names the exercise's folder only, never its file; the model must find it (agent
+# mode's list_files and search), and the tests in the folder are forbidden to it.
+HIDDEN_REQUIREMENT = (
+    "Complete the code in the folder {folder} so that it does what the instructions below describe. Keep "
+    "the names of the existing functions and classes: tests call them. Use only the Python standard library."
+)
 
 
 @dataclass(frozen=True)
@@ -56,6 +62,8 @@ class EvalSettings:
     judge: str = "approve"  # "approve" (APPROVE) or "config": the judge hub.yaml configures
     parallel_tasks: int | None = None  # limits.parallel_tasks for this run (None: the file's)
     python: str = sys.executable  # runs the acceptance tests (needs pytest)
+    mode: str | None = None  # roles.implementer.mode for this run: edit or agent (None: the file's)
+    hide_files: bool = False  # the tasks name the exercise's folder, not its files (HIDDEN_REQUIREMENT)
 
 
 def run_eval(
@@ -72,7 +80,7 @@ def run_eval(
     hub.call("init")
     tasks: dict[str, Exercise] = {}
     for ex in exercises:
-        tasks[hub.new_task(ex, settings.python)] = ex
+        tasks[hub.new_task(ex, settings.python, settings.hide_files)] = ex
     progress(f"{len(tasks)} tasks in {repo}; running `hub next --until-idle`")
     for _ in range(MAX_ROUNDS):
         seen = hub.transitions_seen
@@ -93,7 +101,14 @@ def run_eval(
         },
         seconds=round(time.monotonic() - started, 1),
         tasks=results,
+        mode=implementer_mode(config),
+        hidden_files=settings.hide_files,
     )
+
+
+def implementer_mode(config: dict[str, Any]) -> str:
+    """The implementer's mode in a hub.yaml's data: edit unless it says agent."""
+    return str(_mapping(_mapping(config.get("roles")).get("implementer")).get("mode") or "edit")
 
 
 def eval_config(settings: EvalSettings) -> dict[str, Any]:
@@ -108,7 +123,17 @@ def eval_config(settings: EvalSettings) -> dict[str, Any]:
         data["judge"] = {"command": APPROVE, "backend": None}
     if settings.parallel_tasks is not None:
         data.setdefault("limits", {})["parallel_tasks"] = settings.parallel_tasks
+    if settings.mode is not None:
+        roles = _mapping(data.get("roles"))
+        data["roles"] = {
+            **roles,
+            "implementer": {**_mapping(roles.get("implementer")), "mode": settings.mode},
+        }
     return data
+
+
+def _mapping(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
 
 
 def make_repo(repo: Path, exercises: Iterable[Exercise], config: str) -> None:
@@ -176,7 +201,20 @@ class Hub:
             )
         return done.stdout
 
-    def new_task(self, ex: Exercise, python: str) -> str:
+    def new_task(self, ex: Exercise, python: str, hide_files: bool = False) -> str:
+        if hide_files:
+            folder = f"exercises/{ex.name}"
+            args = ["new", "--json", "--title", f"Exercise {ex.name}", "--allowed-path", folder]
+            args += [
+                "--requirement",
+                HIDDEN_REQUIREMENT.format(folder=folder),
+                "--requirement",
+                ex.instructions,
+            ]
+            for test in ex.tests:
+                args += ["--forbidden-path", f"{folder}/{test}"]
+            args += ["--acceptance-command", test_command(ex, python)]
+            return str(json.loads(self.call(*args))["task_id"])
         target, *sources = (f"exercises/{ex.name}/{s}" for s in ex.solution)
         args = ["new", "--json", "--title", f"Exercise {ex.name}", "--target", target]
         files = ", ".join([target, *sources])
@@ -277,6 +315,7 @@ def collect(hub: Hub, task_id: str, ex: Exercise, python: str, phase: float) -> 
     data = contract.get("handoff_data") or {}
     records = [json.loads(p.read_text(encoding="utf-8")) for p in sorted((folder / "runs").glob("*.json"))]
     calls = [r for r in records if r.get("kind") == "model-call"]
+    turns = [r for r in records if r.get("kind") == "agent-turn"]
     commands = [r for r in records if r.get("kind") == "command"]
     model_seconds = sum(float(r.get("call_seconds") or r.get("seconds") or 0.0) for r in calls)
     command_seconds = sum(float(r.get("seconds") or 0.0) for r in commands)
@@ -300,6 +339,7 @@ def collect(hub: Hub, task_id: str, ex: Exercise, python: str, phase: float) -> 
         stalls=len(data.get("stalls") or []),
         attempts=int(contract.get("attempt") or 0),
         model_calls=len(calls),
+        agent_turns=len(turns),
         tokens_in=sum(int(r.get("prompt_tokens") or 0) for r in calls),
         tokens_out=sum(int(r.get("completion_tokens") or 0) for r in calls),
         model_seconds=round(model_seconds, 1),

@@ -51,6 +51,16 @@ def default_workdir() -> Path:
     help="approve: a judge that passes what reaches it (the tests are checked afterwards); config: hub.yaml's judge.",
 )
 @click.option("--jobs", type=click.IntRange(min=1), help="Tasks in flight at once (limits.parallel_tasks).")
+@click.option(
+    "--mode",
+    type=click.Choice(["edit", "agent"]),
+    help="The implementer's mode for this run (roles.implementer.mode; default: the configuration's).",
+)
+@click.option(
+    "--hide-files",
+    is_flag=True,
+    help="Tasks name only the exercise's folder, never its files: the model must find the file (agent mode).",
+)
 @json_option
 def eval_(
     suite: Path,
@@ -60,6 +70,8 @@ def eval_(
     workdir: Path | None,
     judge: str,
     jobs: int | None,
+    mode: str | None,
+    hide_files: bool,
     as_json: bool,
 ) -> None:
     """Run a suite of exercises (exercism's practice layout) through every phase and report the results."""
@@ -70,7 +82,9 @@ def eval_(
     if not config_file.is_file():
         raise SuiteInvalid(f"{config_file}: no such configuration file to evaluate (--config)")
     folder = (workdir or default_workdir()).resolve()
-    settings = EvalSettings(config_file.resolve(), folder, judge=judge, parallel_tasks=jobs)
+    settings = EvalSettings(
+        config_file.resolve(), folder, judge=judge, parallel_tasks=jobs, mode=mode, hide_files=hide_files
+    )
     started = time.monotonic()
 
     def progress(line: str) -> None:

@@ -4,6 +4,7 @@ tasks told apart, the tests checked on the merged base, and bad suites refused w
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -11,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from hub.testing import FakeOllama
+from hub.testing import FakeOllama, Reply
 
 from ..conftest import clean_env
 
@@ -172,3 +173,53 @@ def test_the_repository_gets_the_helpers_a_test_imports_but_never_the_example(tm
     make_repo(tmp_path / "repo", [ex], "project: x\n")
     copied = tmp_path / "repo" / "exercises" / "error-handling"
     assert sorted(p.name for p in copied.iterdir()) == ["eh.py", "eh_test.py", "test_utils.py"]
+
+
+def agent(body: dict[str, Any]) -> Reply:
+    """An implementer in agent mode that must find its file: list the exercise's folder, write the
+    example into the one file that is not a test, say done."""
+    messages = body["messages"]
+    folder = re.search(r"in the folder (exercises/[\w-]+)", messages[1]["content"])
+    assert folder, "the task names the exercise's folder"
+    step = sum(1 for m in messages if m["role"] == "assistant")
+    if step == 0:
+        return Reply(tool_calls=({"name": "list_files", "arguments": {"path": folder[1]}},))
+    if step == 1:
+        listed = messages[-1]["content"].splitlines()
+        [stub] = [p for p in listed if p.endswith(".py") and not p.endswith("_test.py")]
+        code = example(stub.split("/")[1])[1]
+        return Reply(tool_calls=({"name": "write_file", "arguments": {"path": stub, "content": code}},))
+    return Reply(tool_calls=({"name": "done", "arguments": {"summary": "solved"}},))
+
+
+def test_agent_mode_with_hidden_files_finds_the_file_and_reports_its_turns(tmp_path: Path) -> None:
+    with FakeOllama({CODER: agent, REVIEWER: reviewer}) as fake:
+        done = hub_eval(
+            tmp_path,
+            str(SUITE),
+            "--only",
+            "vowel-count",
+            "--config",
+            str(config(tmp_path, fake)),
+            "--workdir",
+            str(tmp_path / "run"),
+            "--mode",
+            "agent",
+            "--hide-files",
+            "--json",
+        )
+        first = next(
+            r.body for r in fake.requests if r.body and r.path == "/api/chat" and r.body["model"] == CODER
+        )
+    assert done.returncode == 0, done.stderr[-3000:]
+    doc = json.loads(done.stdout)
+    [task] = doc["tasks"]
+    assert doc["mode"] == "agent" and doc["hidden_files"] is True
+    assert task["solved"] and task["agent_turns"] == 3 and doc["totals"]["agent_turns"] == 3
+    assert "vowel_count.py" not in json.dumps(first["messages"])  # the model had to find it
+    assert "| vowel-count | solved | pass | 0 |" in (tmp_path / "run" / "report.md").read_text(
+        encoding="utf-8"
+    )
+    assert "implementer mode agent, the tasks naming only the exercise's folder" in (
+        tmp_path / "run" / "report.md"
+    ).read_text(encoding="utf-8")
