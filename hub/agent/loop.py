@@ -3,7 +3,7 @@
 Each turn sends the task's prompt, the turns so far and the tools; the model's calls are run in order
 (the server's own `tool_calls` first; when there are none, calls written in its text, read by
 `hub.agent.calls`), and their results go back as the next turns. Every call is held to its tool's
-schema first (`checked`): a call with an unknown name or bad arguments is answered with what is wrong,
+schema first (`hub.agent.arguments.checked`): a call with an unknown name or bad arguments is answered with what is wrong,
 never run and never a crash. A reply with no call at all is read as an edit-mode answer (its edit
 blocks written through `hub.edits.answer`, the result told); a reply with neither is reminded once how
 to call tools, and the next such reply ends the loop.
@@ -32,8 +32,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from hub.agent.arguments import checked
 from hub.agent.builtin import Tool, ToolRefused
-from hub.agent.calls import calls_in_text, checked
+from hub.agent.calls import calls_in_text
 from hub.core.errors import ContextOverflow, EditError
 from hub.core.log import get_logger
 from hub.core.prompts import fragment
@@ -44,7 +45,7 @@ from hub.workers.base import ChatRequest, Generation, ToolCall
 log = get_logger(__name__)
 
 RESULT_CHARS = 8000  # one tool result, at most, as the model sees it
-KEEP_RESULTS = 2  # the latest tool results are never dropped to make room
+KEEP_RESULTS = 1  # the latest tool result is never dropped to make room
 SUMMARY_CHARS = 300  # what a turn record keeps of each result
 
 
@@ -145,7 +146,7 @@ class Loop:
         if native:
             calls = [checked(c, self.schemas) for c in generation.tool_calls]
         else:
-            calls = [checked(c, self.schemas) for c in calls_in_text(generation.text, self.schemas).calls]
+            calls = list(calls_in_text(generation.text, self.schemas).calls)  # each checked as it is read
         results: list[tuple[ToolCall, str]] = []
         ending: Ending | None = None
         for call in calls:

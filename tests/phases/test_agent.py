@@ -140,13 +140,13 @@ def test_control_files_and_git_internals_are_never_shown_to_the_agent(pipe: Pipe
 
 def test_a_call_to_an_unknown_tool_is_answered_with_an_error_and_the_loop_goes_on(pipe: Pipeline) -> None:
     agent_mode(pipe)
-    pipe.fake.script(IMPL, call("delete_everything", path="/"), FIX, call("done", summary="ok"))
+    pipe.fake.script(IMPL, call("read_files", path="src/app.py"), FIX, call("done", summary="ok"))
     pipe.start()
 
     assert pipe.implement().to_state == "pending_local_review"
 
     told = sent(pipe, 1)[-1]["content"]
-    assert "error:" in told and "delete_everything" in told
+    assert "error:" in told and "read_files" in told and "read_file" in told.replace("read_files", "")
     assert pipe.records("agent-turn")[0]["calls"][0]["problem"]
 
 
@@ -355,7 +355,9 @@ def test_an_mcp_servers_allowed_tool_is_called_and_a_tool_not_allowed_is_refused
     pipe.fake.script(
         IMPL,
         call("mcp_ev_echo", message="from the agent"),
-        call("mcp_ev_get-env"),
+        # A tool the server has but hub.yaml does not allow: unknown to the loop (a native call, since
+        # a name no tool has is not read as a call from the text).
+        Reply(tool_calls=({"name": "mcp_ev_get-env", "arguments": {}},)),
         FIX,
         call("done", summary="ok"),
     )

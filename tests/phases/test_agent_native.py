@@ -112,3 +112,20 @@ def test_native_calls_come_before_calls_written_in_the_text(pipe: Pipeline) -> N
 
     assert [c["name"] for c in pipe.records("agent-turn")[0]["calls"]] == ["list_files"]
     assert pipe.read("src/app.py") == GREET_FIXED
+
+
+def test_a_native_call_to_an_unknown_tool_is_answered_with_an_error(pipe: Pipeline) -> None:
+    on(pipe, "ollama")
+    pipe.fake.script(
+        IMPL, native("delete_everything", path="/"), Reply(text=FIX), native("done", summary="ok")
+    )
+    pipe.start()
+
+    assert pipe.implement().to_state == "pending_local_review"
+
+    told = wire(pipe, 1)[-1]
+    assert (
+        told["role"] == "tool"
+        and told["content"].startswith("error:")
+        and "delete_everything" in told["content"]
+    )
