@@ -258,6 +258,9 @@ SANDBOX_MODES = ("auto", "required", "off")
 IMPLEMENTER_MODES = ("edit", "agent")  # issue 19: one answer of edits, or a loop of tool calls
 # An MCP server's name goes into its tools' names (`mcp_<server>_<tool>`), which servers limit to these.
 MCP_NAME = re.compile(r"[A-Za-z0-9_-]{1,40}")
+MCP_NAME_FORM = (
+    "a name of its own: letters, digits, _ and - (it goes into the tool names mcp_<server>_<tool>)"
+)
 
 SECONDS = Num(0, above=True, unit="seconds")
 TIMEOUTS = Map(
@@ -443,29 +446,18 @@ def cross_checks(raw: Mapping[str, Any]) -> list[Problem]:
 
 
 def _mcp_checks(raw: Mapping[str, Any]) -> list[Problem]:
-    """An MCP server has a plain name (it goes into its tools' names), given once, and exactly one of a
-    command (stdio) or a url (HTTP)."""
+    """An MCP server has a plain name of its own, and exactly one of a command (stdio) or a url (HTTP)."""
     problems: list[Problem] = []
-    seen: set[str] = set()
+    names: list[str] = []
     for index, server in enumerate(raw.get("mcp_servers") or []):
-        name = str(server["name"])
-        if not MCP_NAME.fullmatch(name):
-            why = (
-                "letters, digits, _ and - (at most 40): it becomes part of the tool names mcp_<server>_<tool>"
-            )
-            problems.append(Problem(("mcp_servers", index, "name"), f"'{name}' is not a plain name", why))
-        elif name in seen:
-            problems.append(
-                Problem(("mcp_servers", index, "name"), f"'{name}' is given twice", "one entry per server")
-            )
-        seen.add(name)
+        name, at = str(server["name"]), ("mcp_servers", index)
+        if not MCP_NAME.fullmatch(name) or name in names:
+            why = "given twice" if name in names else "not a plain name"
+            problems.append(Problem((*at, "name"), f"'{name}' is {why}", MCP_NAME_FORM))
+        names.append(name)
         if bool(server.get("command")) == bool(server.get("url")):
             problems.append(
-                Problem(
-                    ("mcp_servers", index),
-                    "needs exactly one of command and url",
-                    "command (stdio) or url (HTTP)",
-                )
+                Problem(at, "needs exactly one of command and url", "command (stdio) or url (HTTP)")
             )
     return problems
 
