@@ -35,7 +35,7 @@ from typing import Any
 from hub.agent.arguments import checked
 from hub.agent.builtin import Tool, ToolRefused
 from hub.agent.calls import calls_in_text
-from hub.core.errors import ContextOverflow, EditError
+from hub.core.errors import ContextOverflow, EditError, HubError, WorkerError
 from hub.core.log import get_logger
 from hub.core.prompts import fragment
 from hub.edits.answer import check_reply
@@ -205,6 +205,13 @@ class Loop:
             result = f"error: {exc}"
         except (ValueError, TypeError) as exc:
             result = f"error: {call.name}: bad arguments ({exc})"
+        except WorkerError:
+            raise  # the phase's clock ran out in run_tests, a model-side failure: the attempt's to end
+        except (HubError, OSError) as exc:
+            # A tool that failed (a rule file that does not parse, a file that vanished): the model is
+            # told, the loop goes on.
+            log.warning("agent.tool_failed", tool=call.name, error=str(exc))
+            result = f"error: {call.name} failed: {exc}"
         result = self.redact(result)
         if len(result) > RESULT_CHARS:
             result = result[:RESULT_CHARS] + f"\n... (cut: {len(result) - RESULT_CHARS} more characters)"

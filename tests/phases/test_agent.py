@@ -390,3 +390,20 @@ def test_an_mcp_server_that_cannot_start_halts_the_task_with_the_fix(pipe: Pipel
     assert pipe.contract()["breaker"]["trigger"] == "mcp_unavailable"
     assert "mcp_servers" in pipe.halt_text()
     assert not pipe.fake.chat_requests(IMPL)
+
+
+def test_scan_checks_what_the_agent_wrote_with_the_packaged_rules(pipe: Pipeline) -> None:
+    agent_mode(pipe)
+    risky = "def greet(name):\n    return 'hello, ' + eval(name)\n"
+    pipe.fake.script(
+        IMPL,
+        call("write_file", path="src/app.py", content=risky),
+        call("scan"),
+        call("done", summary="ok"),
+    )
+    pipe.start()
+
+    pipe.implement()
+
+    found = sent(pipe, 2)[-1]["content"]
+    assert "src/app.py:2:" in found and "py-eval-exec" in found

@@ -13,7 +13,8 @@ from hub.testing import Reply
 from .conftest import GREET_FIXED, IMPL, Pipeline
 from .test_agent import FIX, agent_mode, greet_check
 
-BACKENDS = ["ollama", "openai"]
+# mcp: the hub's own worker (in-process, the default backend), which carries tools and turns itself.
+BACKENDS = ["ollama", "openai", "mcp"]
 
 
 def native(name: str, **arguments: Any) -> Reply:
