@@ -41,6 +41,7 @@ from hub.core.prompts import fragment
 from hub.edits.answer import check_reply
 from hub.workers import budget
 from hub.workers.base import ChatRequest, Generation, ToolCall
+from hub.workers.toolcalls import estimated_prompt_tokens, full_prompt
 
 log = get_logger(__name__)
 
@@ -139,8 +140,17 @@ class Loop:
         self.turn += 1
         started = time.monotonic()
         dropped = self._fit()
-        request = replace(self.request, turns=tuple(self.turns))
-        generation = self.call(request, f"agent-turn-{self.turn}")
+        while True:
+            request = replace(self.request, turns=tuple(self.turns))
+            try:
+                generation = self.call(request, f"agent-turn-{self.turn}")
+                break
+            except ContextOverflow:
+                # The server's count (its tokenizer, its own window, the model's trained length) is
+                # above the estimate: one more old result goes, or the overflow stands.
+                if not self._drop_oldest():
+                    raise
+                dropped += 1
         self.tokens += generation.prompt_tokens + generation.completion_tokens
         native = bool(generation.tool_calls)
         if native:
@@ -162,7 +172,7 @@ class Loop:
         self.record(
             {
                 "turn": self.turn,
-                "request_tokens": budget.estimate_tokens(self._wire_text(request)),
+                "request_tokens": estimated_prompt_tokens(request),
                 "turns_sent": len(request.turns),
                 "dropped_results": dropped,
                 "native_calls": native,
@@ -263,30 +273,21 @@ class Loop:
 
     # -- the context window --------------------------------------------------------------------------------
 
-    def _wire_text(self, request: ChatRequest) -> str:
-        parts = [request.prompt, json.dumps(list(request.tools))]
-        for turn in request.turns:
-            parts.append(str(turn.get("content") or ""))
-            for call in turn.get("tool_calls") or ():
-                parts.append(json.dumps({"name": call.name, "arguments": call.arguments}, default=str))
-        return "\n".join(parts)
-
     def _fit(self) -> int:
-        """Make the next request fit the window with room for the answer: the oldest tool results
+        """Make the next request fit the window with room for the answer, as the providers estimate it
+        (`workers.toolcalls.full_prompt`: the prompt, the tools and the turns): the oldest tool results
         replaced by a note, oldest first (never the latest KEEP_RESULTS). Returns how many were
         dropped; ContextOverflow when even that is not enough."""
-        request = replace(self.request, turns=tuple(self.turns))
         dropped = 0
         while True:
+            request = replace(self.request, turns=tuple(self.turns))
             fit = budget.plan(
-                self._wire_text(request),
+                full_prompt(request),
                 request.system,
                 request.num_ctx,
                 request.num_predict,
                 scale=request.token_scale,
-            )
-            fit = replace(
-                fit, prompt_tokens=fit.prompt_tokens + budget.TEMPLATE_TOKENS_PER_MESSAGE * len(request.turns)
+                turns=len(request.turns),
             )
             if fit.fits:
                 if dropped:
@@ -294,22 +295,28 @@ class Loop:
                         "agent.results_dropped", turn=self.turn, dropped=dropped, tokens=fit.prompt_tokens
                     )
                 return dropped
-            index = self._oldest_result()
-            if index is None:
+            if not self._drop_oldest():
                 raise ContextOverflow(
                     fit.prompt_tokens,
                     fit.num_ctx,
                     answer_tokens=fit.answer_tokens,
                     configured_num_ctx=request.num_ctx,
-                    detail="the agent's task prompt and latest turns do not fit even with its older tool results dropped",
+                    detail="the agent's task prompt and latest turns do not fit even with its older tool "
+                    "results dropped",
                 )
-            turn = self.turns[index]
-            note = fragment(self.trust_root, "agent_dropped", chars=len(str(turn.get("content") or "")))
-            self.turns[index] = {**turn, "content": note}
-            self.dropped.add(index)
             dropped += 1
-            request = replace(self.request, turns=tuple(self.turns))
 
-    def _oldest_result(self) -> int | None:
+    def _drop_oldest(self) -> bool:
+        """The oldest tool result still whole (but the latest KEEP_RESULTS) replaced by a note saying
+        so; False when there is none."""
         left = [i for i in self.results if i not in self.dropped]
-        return left[0] if len(left) > KEEP_RESULTS else None
+        if len(left) <= KEEP_RESULTS:
+            return False
+        index = left[0]
+        chars = len(str(self.turns[index].get("content") or ""))
+        self.turns[index] = {
+            **self.turns[index],
+            "content": fragment(self.trust_root, "agent_dropped", chars=chars),
+        }
+        self.dropped.add(index)
+        return True

@@ -407,3 +407,22 @@ def test_scan_checks_what_the_agent_wrote_with_the_packaged_rules(pipe: Pipeline
 
     found = sent(pipe, 2)[-1]["content"]
     assert "src/app.py:2:" in found and "py-eval-exec" in found
+
+
+def test_a_window_smaller_on_the_server_than_in_hub_yaml_drops_old_results_too(pipe: Pipeline) -> None:
+    # hub.yaml says 16384, the model was trained on 4096 (Ollama's /api/show): the provider refuses what
+    # the loop's own estimate let through, and the loop drops an old result and sends again.
+    body = "".join(
+        f"def f{n}(x):\n    return x + {n}  # some padding text to fill the window\n" for n in range(30)
+    )
+    pipe.commit("big files", {"src/a.py": body, "src/b.py": body, "src/c.py": body})
+    agent_mode(pipe, num_ctx=16384, impl="    num_predict: 512\n")
+    pipe.fake.configure(IMPL, context_length=4096)
+    reads = [call("read_file", path=f"src/{n}.py") for n in "abc"]
+    pipe.fake.script(IMPL, *reads, FIX, call("done", summary="ok"))
+    pipe.start()
+
+    assert pipe.implement().to_state == "pending_local_review"
+
+    assert sum(t["dropped_results"] for t in pipe.records("agent-turn")) >= 1
+    assert len(pipe.fake.chat_requests(IMPL)) == 5  # nothing was sent that did not fit
