@@ -1,0 +1,110 @@
+"""The loop on its own, its model call a scripted function (the seam the phase fills with
+`calls.generate`): what goes back to the model, in what shape, and where the loop stops."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from hub.agent.builtin import Tool, schema
+from hub.agent.loop import RESULT_CHARS, Bounds, Loop
+from hub.workers.base import ChatRequest, Generation, ToolCall
+
+STR = {"type": "string"}
+
+
+class Model:
+    """Answers each turn with the next scripted generation, keeping every request it was sent."""
+
+    def __init__(self, *replies: Generation) -> None:
+        self.replies = list(replies)
+        self.requests: list[ChatRequest] = []
+
+    def __call__(self, request: ChatRequest, purpose: str) -> Generation:
+        self.requests.append(request)
+        return self.replies.pop(0)
+
+
+def calls(*made: tuple[str, dict[str, Any]]) -> Generation:
+    return Generation(
+        text="",
+        model="m",
+        prompt_tokens=10,
+        completion_tokens=5,
+        tool_calls=tuple(ToolCall(n, a) for n, a in made),
+    )
+
+
+def loop(model: Model, tools: list[Tool], records: list[dict[str, Any]], **kwargs: Any) -> Loop:
+    done = Tool("done", "finish", schema({"summary": STR}, ["summary"]), lambda args: "done")
+    return Loop(
+        ChatRequest(model="m", prompt="do it", system="sys"),
+        [*tools, done],
+        model,
+        records.append,
+        kwargs.pop("bounds", Bounds()),
+        write_answer=lambda text, reason: None,
+        **kwargs,
+    )
+
+
+def test_calls_after_done_in_the_same_reply_are_not_run() -> None:
+    ran: list[Mapping[str, Any]] = []
+    echo = Tool("echo", "say it", schema({"text": STR}, ["text"]), lambda args: ran.append(args) or "said")
+    records: list[dict[str, Any]] = []
+    model = Model(calls(("echo", {"text": "a"}), ("done", {"summary": "s"}), ("echo", {"text": "b"})))
+
+    ending = loop(model, [echo], records).run()
+
+    assert (ending.reason, ending.summary, ending.turns, ending.tokens) == ("done", "s", 1, 15)
+    assert ran == [{"text": "a"}]
+    assert [c["name"] for c in records[0]["calls"]] == ["echo", "done"]
+
+
+def test_a_long_result_is_cut_and_secrets_are_redacted_before_the_model_sees_them() -> None:
+    dump = Tool("dump", "a lot", schema({}), lambda args: "key=hunter2 " + "x" * (2 * RESULT_CHARS))
+    model = Model(calls(("dump", {})), calls(("done", {"summary": "s"})))
+
+    loop(model, [dump], [], redact=lambda text: text.replace("hunter2", "[REDACTED]")).run()
+
+    result = model.requests[1].turns[-1]
+    assert result["role"] == "tool" and result["name"] == "dump"
+    assert result["content"].startswith("key=[REDACTED] x") and "hunter2" not in result["content"]
+    # Redacted before it is cut: a secret across the cut is never half shown.
+    assert result["content"].endswith(f"\n... (cut: {len('key=[REDACTED] ') + RESULT_CHARS} more characters)")
+
+
+def test_the_tools_go_out_in_the_request_and_each_call_is_answered_by_its_id() -> None:
+    echo = Tool("echo", "say it", schema({"text": STR}, ["text"]), lambda args: "said " + args["text"])
+    first = Generation(text="", model="m", tool_calls=(ToolCall("echo", {"text": "hi"}, id="abc"),))
+    model = Model(first, calls(("done", {"summary": "s"})))
+
+    loop(model, [echo], []).run()
+
+    assert [t["function"]["name"] for t in model.requests[0].tools] == ["echo", "done"]
+    assistant, tool = model.requests[1].turns
+    assert assistant["tool_calls"] == (ToolCall("echo", {"text": "hi"}, id="abc"),)
+    assert tool == {"role": "tool", "content": "said hi", "tool_call_id": "abc", "name": "echo"}
+
+
+def test_a_call_missing_a_required_argument_is_told_and_never_run() -> None:
+    ran: list[Mapping[str, Any]] = []
+    echo = Tool("echo", "say it", schema({"text": STR}, ["text"]), lambda args: ran.append(args) or "said")
+    model = Model(calls(("echo", {})), calls(("done", {"summary": "s"})))
+
+    loop(model, [echo], []).run()
+
+    assert ran == []
+    assert model.requests[1].turns[-1]["content"].startswith("error:")
+
+
+def test_the_turn_bound_ends_the_loop_and_a_later_run_goes_on_counting() -> None:
+    echo = Tool("echo", "say it", schema({"text": STR}, ["text"]), lambda args: "said")
+    model = Model(*(calls(("echo", {"text": str(n)})) for n in range(3)))
+    agent = loop(model, [echo], [], bounds=Bounds(max_turns=2))
+
+    first = agent.run()
+    again = agent.run(note="the tests fail")
+
+    assert (first.reason, first.turns, again.reason, again.turns) == ("max_turns", 2, "max_turns", 2)
+    assert len(model.requests) == 2
