@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from hub.agent.builtin import ToolRefused, Workspace
@@ -145,6 +146,13 @@ class AgentAttempt:
     # -- what the loop and the tools are given ---------------------------------------------------------------
 
     def _call(self, request: ChatRequest, purpose: str) -> Generation:
+        if self.config.role("implementer").backend != "openai":
+            # Ollama holds a tool call back until the model has written it whole (docs/ARCHITECTURE.md,
+            # the model side), so a long write_file streams nothing for minutes: its first-token and stall
+            # clocks would call that silence a stall. Behind Ollama (directly or through a worker) a turn
+            # runs on its total clock, and the phase's.
+            silent = max(request.first_token_timeout, request.stall_timeout, request.total_timeout)
+            request = replace(request, first_token_timeout=silent, stall_timeout=silent)
         generation = generate(self.run_, self.worker, "implementer", request, purpose)
         if generation.truncated and generation.prompt_tokens >= request.num_ctx:
             # Only a count that filled the window is a sure cut: every turn shares its start with the last,

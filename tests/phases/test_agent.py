@@ -246,8 +246,12 @@ def test_the_token_bound_is_a_strike_of_its_own(pipe: Pipeline) -> None:
     assert stall["reason"] == "agent_tokens" and "agent.max_tokens (1000)" in stall["detail"]
 
 
-def test_a_model_that_stalls_mid_turn_is_the_same_timeout_strike_as_edit_mode(pipe: Pipeline) -> None:
-    agent_mode(pipe, stall=0.5)
+def test_a_model_that_stalls_mid_turn_behind_v1_is_the_same_timeout_strike_as_edit_mode(
+    pipe: Pipeline,
+) -> None:
+    agent_mode(pipe, stall=0.5, extra=f'openai: {{base_url: "{pipe.fake.url}/v1"}}\n')
+    text = (pipe.repo / "hub.yaml").read_text(encoding="utf-8")
+    pipe.commit("behind /v1", {"hub.yaml": text.replace("backend: ollama", "backend: openai", 1)})
     pipe.fake.script(IMPL, call("list_files"), Reply(text=FIX, stall_after_chars=10, stall_seconds=5))
     pipe.start()
 
@@ -255,6 +259,24 @@ def test_a_model_that_stalls_mid_turn_is_the_same_timeout_strike_as_edit_mode(pi
 
     assert outcome.to_state == "pending_implementer"
     assert pipe.contract()["handoff_data"]["stalls"][-1]["reason"] == "timeout: stall"
+
+
+def test_behind_ollama_a_long_silent_tool_call_after_words_is_not_a_stall(
+    pipe: Pipeline,
+) -> None:
+    # Ollama sends a tool call only once the model has written it whole: after its words, a second of
+    # silence, longer than the stall clock (0.5 s), is a model writing, not a stall.
+    agent_mode(pipe, stall=0.5)
+    write = {"name": "write_file", "arguments": {"path": "src/app.py", "content": GREET_FIXED}}
+    pipe.fake.script(
+        IMPL,
+        Reply(text="I will write the file now.", tool_calls=(write,), chunk_chars=4, chunk_delay=0.05),
+        call("done", summary="ok"),
+    )
+    pipe.start()
+
+    assert pipe.implement().to_state == "pending_local_review"
+    assert pipe.read("src/app.py") == GREET_FIXED
 
 
 def test_failing_tests_after_done_are_told_and_the_loop_goes_on_then_passes(pipe: Pipeline) -> None:
