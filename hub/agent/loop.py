@@ -41,7 +41,7 @@ from hub.core.prompts import fragment
 from hub.edits.answer import check_reply
 from hub.workers import budget
 from hub.workers.base import ChatRequest, Generation, ToolCall
-from hub.workers.toolcalls import estimated_prompt_tokens, full_prompt
+from hub.workers.toolcalls import full_prompt
 
 log = get_logger(__name__)
 
@@ -55,7 +55,7 @@ class Bounds:
     """agent.* in hub.yaml."""
 
     max_turns: int = 30
-    max_tokens: int = 400_000
+    max_tokens: int = 1_000_000
     max_repeats: int = 3
 
 
@@ -112,6 +112,7 @@ class Loop:
         # kept apart from the turns themselves, which go on the wire as they are.
         self.results: list[int] = []
         self.dropped: set[int] = set()
+        self.estimate = 0  # the last request's estimated tokens (prompt, tools, turns, template)
 
     def run(self, note: str = "") -> Ending:
         """Turns until an ending; `note` (a user turn) first, when the loop goes on after one (the
@@ -172,7 +173,7 @@ class Loop:
         self.record(
             {
                 "turn": self.turn,
-                "request_tokens": estimated_prompt_tokens(request),
+                "request_tokens": self.estimate,
                 "turns_sent": len(request.turns),
                 "dropped_results": dropped,
                 "native_calls": native,
@@ -290,6 +291,7 @@ class Loop:
                 turns=len(request.turns),
             )
             if fit.fits:
+                self.estimate = fit.prompt_tokens
                 if dropped:
                     log.info(
                         "agent.results_dropped", turn=self.turn, dropped=dropped, tokens=fit.prompt_tokens

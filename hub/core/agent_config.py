@@ -13,7 +13,7 @@ class AgentSettings:
     """`agent:` in hub.yaml: agent mode's bounds (hub/agent/loop.py)."""
 
     max_turns: int = 30
-    max_tokens: int = 400_000
+    max_tokens: int = 1_000_000
     max_repeats: int = 3
 
 

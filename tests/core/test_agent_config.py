@@ -21,7 +21,7 @@ def test_edit_mode_and_no_mcp_server_are_the_defaults(tmp_path: Path) -> None:
 
     assert config.role("implementer").mode == "edit"
     assert config.mcp_servers == ()
-    assert (config.agent.max_turns, config.agent.max_tokens, config.agent.max_repeats) == (30, 400_000, 3)
+    assert (config.agent.max_turns, config.agent.max_tokens, config.agent.max_repeats) == (30, 1_000_000, 3)
 
 
 def test_agent_mode_its_bounds_and_mcp_servers_are_read(tmp_path: Path) -> None:
@@ -34,7 +34,7 @@ def test_agent_mode_its_bounds_and_mcp_servers_are_read(tmp_path: Path) -> None:
     config = load_config(tmp_path, env={})
 
     assert config.role("implementer").mode == "agent"
-    assert (config.agent.max_turns, config.agent.max_tokens, config.agent.max_repeats) == (5, 400_000, 2)
+    assert (config.agent.max_turns, config.agent.max_tokens, config.agent.max_repeats) == (5, 1_000_000, 2)
     assert config.mcp_servers == (
         MCPServer("ev", ("node", "server.js", "stdio", "3"), env={"K": "1"}, allow=("echo",)),
         MCPServer("web", url="http://127.0.0.1:3001/mcp", timeout=5.0),
