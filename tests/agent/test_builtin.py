@@ -178,3 +178,18 @@ def test_every_tool_has_a_json_schema_of_an_object_and_done_comes_last(repo: Pat
     )
     assert tools[-1].name == "done"
     assert tools[0].spec()["function"]["name"] == "read_file"
+
+
+def test_a_folder_link_a_command_left_is_never_read_through(repo: Path) -> None:
+    # An acceptance command may leave `src/leak -> ~/.ssh`-like links in the worktree: git lists the
+    # link, never what lies behind it, and neither do the tools.
+    secrets = repo.parent / "secrets"
+    secrets.mkdir()
+    (secrets / "id_rsa").write_text("PRIVATE KEY\n", encoding="utf-8")
+    os.symlink(secrets, repo / "src" / "leak")
+    ws = workspace(repo)
+
+    with pytest.raises(ToolRefused):
+        ws.read_file({"path": "src/leak/id_rsa"})
+    assert "PRIVATE KEY" not in ws.search({"text": "PRIVATE"})
+    assert "id_rsa" not in ws.list_files({})
