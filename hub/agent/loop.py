@@ -192,6 +192,10 @@ class Loop:
                 "tokens_so_far": self.tokens,
                 "seconds": round(time.monotonic() - started, 3),
                 "ending": ending.reason if ending else None,
+                # What `hub log --task` shows of the turn.
+                "outcome": f"turn {self.turn}: "
+                + (", ".join(c.name + (" (refused)" if c.problem else "") for c in calls) or "no tool call")
+                + (f"; {ending.reason}" if ending else ""),
             }
         )
         return ending

@@ -83,6 +83,12 @@ def test_the_agent_reads_edits_tests_and_says_done_and_the_task_moves_to_local_r
     assert [t["calls"][0]["name"] for t in turns] == ["read_file", "edit_file", "run_tests", "done"]
     assert all(t["prompt_tokens"] > 0 and t["request_tokens"] > 0 and "seconds" in t for t in turns)
     assert turns[-1]["ending"] == "done"
+    assert [t["outcome"] for t in turns] == [
+        "turn 1: read_file",
+        "turn 2: edit_file",
+        "turn 3: run_tests",
+        "turn 4: done; done",
+    ]
     # The edit is recorded like edit mode's, and the acceptance commands ran after done as well.
     assert [d["outcome"] for d in pipe.records("diff")] == ["applied"]
     assert len(pipe.records("command")) == 2
