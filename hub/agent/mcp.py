@@ -39,6 +39,7 @@ class MCPTools:
         self.cwd = cwd
         self.log_dir = log_dir
         self.clients: list[MCPClient] = []
+        self.missing: dict[str, list[str]] = {}  # per server: allowed tools it does not offer
 
     def start(self) -> list[Tool]:
         """Start every server and list its tools; the allowed ones as agent tools. ToolRefused (with
@@ -67,6 +68,7 @@ class MCPTools:
         client.start()
         listed = {spec.name: spec for spec in client.list_tools(timeout=STARTUP_SECONDS)}
         missing = [name for name in server.allow if name not in listed]
+        self.missing[server.name] = missing
         if missing:
             log.warning(
                 "agent.mcp_tools_missing", server=server.name, missing=missing, offered=sorted(listed)

@@ -151,6 +151,40 @@ def run_doctor(config: Config, which: Which = shutil.which, make: WorkerFactory 
             checks.append(_unreached_check(config, group))
             continue
         checks.extend(_model_check(group, model) for model in group.configured)
+    return checks + check_mcp_servers(config)
+
+
+def check_mcp_servers(config: Config) -> list[Check]:
+    """Each of `mcp_servers` started and its tools listed, as agent mode will at a loop's start: the
+    tools it offers the agent, and allowed tools the server does not have."""
+    if not config.mcp_servers:
+        return []
+    # Here, not at the top: only a configuration with MCP servers needs the agent package and the SDK.
+    from hub.agent.builtin import ToolRefused
+    from hub.agent.mcp import MCPTools
+
+    checks = []
+    unused = config.role("implementer").mode != "agent"
+    for server in config.mcp_servers:
+        name = f"MCP server '{server.name}'"
+        tools = MCPTools([server], cwd=config.repo_root)
+        try:
+            offered = [t.name for t in tools.start()]
+        except ToolRefused as exc:
+            checks.append(
+                Check(name, False, str(exc), "check its command (or url) in mcp_servers in hub.yaml")
+            )
+            continue
+        finally:
+            tools.stop()
+        missing = tools.missing.get(server.name, [])
+        detail = f"offers the agent {', '.join(offered) or 'nothing (allow names no tool)'}"
+        detail += " (unused: roles.implementer.mode is edit)" if unused else ""
+        if missing:
+            fix = f"allow lists tools the server does not have: {', '.join(missing)}; `hub doctor` lists what it has"
+            checks.append(Check(name, False, detail + f"; not on the server: {', '.join(missing)}", fix))
+        else:
+            checks.append(Check(name, True, detail))
     return checks
 
 
