@@ -432,7 +432,10 @@ class Attempt:
 
 def budget_warning(ctx: Context, contract: Contract) -> str | None:
     """What `hub new` and `hub setup-task` say when the task's files will not fit the implementer's
-    context with room for its answer, naming the fix; None when they fit."""
+    context with room for its answer, naming the fix; None when they fit, and in agent mode, whose
+    prompt holds no file (the model reads what it needs, and the loop keeps its turns in the window)."""
+    if ctx.config.role("implementer").mode == "agent":
+        return None
     run = Run(ctx, contract, "budget")
     system = prompts.template(ctx.repo_root, "implementer_system").strip()
     request = request_for(ctx.config, "implementer", build_prompt(run), system)

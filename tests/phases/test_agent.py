@@ -454,3 +454,15 @@ def test_a_window_smaller_on_the_server_than_in_hub_yaml_drops_old_results_too(p
 
     assert sum(t["dropped_results"] for t in pipe.records("agent-turn")) >= 1
     assert len(pipe.fake.chat_requests(IMPL)) == 5  # nothing was sent that did not fit
+
+
+def test_hub_new_gives_no_files_budget_warning_in_agent_mode(pipe: Pipeline) -> None:
+    from hub.phases.setup import create
+
+    big = "".join(f"def f{n}(x):\n    return x * {n} + len(str(x))\n\n" for n in range(400))
+    pipe.commit("a big module", {"src/big.py": big})
+    agent_mode(pipe, num_ctx=4096)
+
+    outcome = create(pipe.ctx, {"title": "Big", "requirements": ["do it"], "target_file": "src/big.py"})
+
+    assert "warning" not in outcome.data
