@@ -26,7 +26,8 @@ from hub.edits.answer import apply_answer
 from hub.edits.apply import ApplyResult, apply_edits
 from hub.edits.edit import FileEdit, ParseResult, SearchReplace
 from hub.edits.feedback import answer_feedback, blocks_failed
-from hub.edits.policy import Policy, control_file_refusal
+from hub.edits.parse import parse_edits
+from hub.edits.policy import Policy, control_file_refusal, resolve_target
 from hub.review.code import outline, render_outline
 
 log = get_logger(__name__)
@@ -259,6 +260,18 @@ class Workspace:
         (`hub.edits.answer.apply_answer`); what became of it, for the model. None: no edit in it."""
         allowed = self.policy.allowed_paths
         single = allowed[0] if len(allowed) == 1 and not is_glob(allowed[0]) else None
+        limit = self.policy.max_files
+        if limit is not None:
+            # The attempt's limit on changed files, across the tools' writes and such replies alike.
+            root = self.policy.repo_root.resolve()
+            named = {resolve_target(e, self.policy, root) or e.path for e in parse_edits(text, single).edits}
+            new = named - set(self.written)
+            if len(self.written) + len(new) > limit:
+                return (
+                    f"refused, nothing written: with {', '.join(sorted(new))} this change would write "
+                    f"{len(self.written) + len(new)} files, more than one change may ({limit}, "
+                    "limits.max_changed_files): change the files already written instead"
+                )
         try:
             parsed, result = apply_answer(
                 text, self.policy, default_path=single, done_reason=done_reason, trust_root=self.trust_root

@@ -193,3 +193,14 @@ def test_a_folder_link_a_command_left_is_never_read_through(repo: Path) -> None:
         ws.read_file({"path": "src/leak/id_rsa"})
     assert "PRIVATE KEY" not in ws.search({"text": "PRIVATE"})
     assert "id_rsa" not in ws.list_files({})
+
+
+def test_edit_blocks_in_a_reply_count_against_the_same_files_limit(repo: Path) -> None:
+    ws = workspace(repo, allowed=("src",), max_files=1)
+    ws.write_file({"path": "src/new.py", "content": "x = 1\n"})
+
+    told = ws.answer("src/other.py\n```python\ny = 2\n```\n")
+    again = ws.answer("src/new.py\n```python\nx = 3\n```\n")
+
+    assert told is not None and "limits.max_changed_files" in told and not (repo / "src/other.py").exists()
+    assert again is not None and "Written from your answer: src/new.py" in again
