@@ -108,6 +108,7 @@ class Loop:
         self.tokens = 0
         self.seen: dict[str, int] = {}
         self.reminded = False
+        self.done_refused = False  # a done before any write is told back once (prompts/agent_done_early.md)
         # The turns that carry tool results (those that may be dropped to make room), and those dropped:
         # kept apart from the turns themselves, which go on the wire as they are.
         self.results: list[int] = []
@@ -212,6 +213,10 @@ class Loop:
         if self.seen[key] == self.bounds.max_repeats:
             return fragment(self.trust_root, "agent_repeat", tool=call.name, times=self.seen[key]), None
         if call.name == "done":
+            if self.version() == 0 and not self.done_refused:
+                # Measured: the real 1.5B called done before writing anything in 3 of 6 attempts.
+                self.done_refused = True
+                return fragment(self.trust_root, "agent_done_early"), None
             summary = str(call.arguments.get("summary") or "")
             return "done", self._end("done", "the agent called done", summary)
         try:

@@ -219,8 +219,12 @@ def _new_text(
     text = state.current
     if edit.content is not None:
         text = _version(edit, state).replace("\r\n", "\n")
+        # The file keeps its own last-line ending: a whole file sent as a JSON string (agent mode's
+        # write_file) rarely ends in one, a fenced block always does.
         if state.original is not None and not state.original.endswith("\n") and text.endswith("\n"):
             text = text[:-1]
+        elif text and not text.endswith("\n") and (state.original is None or state.original.endswith("\n")):
+            text += "\n"
     if edit.blocks:
         return apply_blocks(rel, text, edit.blocks)
     return text, []

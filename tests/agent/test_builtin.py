@@ -204,3 +204,20 @@ def test_edit_blocks_in_a_reply_count_against_the_same_files_limit(repo: Path) -
 
     assert told is not None and "limits.max_changed_files" in told and not (repo / "src/other.py").exists()
     assert again is not None and "Written from your answer: src/new.py" in again
+
+
+def test_a_whole_file_without_its_last_newline_keeps_the_files_own_ending(repo: Path) -> None:
+    # The real 1.5B's write_file of a two-line stub: JSON content seldom ends in a newline, and the
+    # missing one once counted as a deleted line, refusing the right answer as "an excerpt".
+    (repo / "src/stub.py").write_text("def is_isogram(phrase):\n    pass\n", encoding="utf-8")
+    (repo / "src/bare.py").write_text("x = 1", encoding="utf-8")
+    ws = workspace(repo, allowed=("src",))
+    body = "def is_isogram(phrase):\n    return len(set(phrase)) == len(phrase)"
+
+    assert ws.write_file({"path": "src/stub.py", "content": body}) == "src/stub.py written (+1 -1 lines)"
+    ws.write_file({"path": "src/bare.py", "content": "x = 2"})
+    ws.write_file({"path": "src/new.py", "content": "y = 3"})
+
+    assert (repo / "src/stub.py").read_text(encoding="utf-8") == body + "\n"
+    assert (repo / "src/bare.py").read_text(encoding="utf-8") == "x = 2"
+    assert (repo / "src/new.py").read_text(encoding="utf-8") == "y = 3\n"

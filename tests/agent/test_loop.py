@@ -37,6 +37,7 @@ def calls(*made: tuple[str, dict[str, Any]]) -> Generation:
 
 def loop(model: Model, tools: list[Tool], records: list[dict[str, Any]], **kwargs: Any) -> Loop:
     done = Tool("done", "finish", schema({"summary": STR}, ["summary"]), lambda args: "done")
+    kwargs.setdefault("version", lambda: 1)  # a file was written: done is taken at once
     return Loop(
         ChatRequest(model="m", prompt="do it", system="sys"),
         [*tools, done],
@@ -108,3 +109,24 @@ def test_the_turn_bound_ends_the_loop_and_a_later_run_goes_on_counting() -> None
 
     assert (first.reason, first.turns, again.reason, again.turns) == ("max_turns", 2, "max_turns", 2)
     assert len(model.requests) == 2
+
+
+def test_done_before_any_write_is_told_back_once_then_taken() -> None:
+    records: list[dict[str, Any]] = []
+    model = Model(calls(("done", {"summary": "nothing"})), calls(("done", {"summary": "still nothing"})))
+
+    ending = loop(model, [], records, version=lambda: 0).run()
+
+    assert (ending.reason, ending.summary, ending.turns) == ("done", "still nothing", 2)
+    told = records[0]["calls"][0]["result"]
+    assert told.startswith("error: no file has been written yet") and records[0]["ending"] is None
+    assert "no file has been written yet" in str(model.requests[1].turns[-1]["content"])
+
+
+def test_done_after_a_write_ends_the_loop_at_once() -> None:
+    records: list[dict[str, Any]] = []
+    model = Model(calls(("done", {"summary": "s"})))
+
+    ending = loop(model, [], records, version=lambda: 1).run()
+
+    assert (ending.reason, ending.turns) == ("done", 1)

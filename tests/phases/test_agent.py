@@ -158,7 +158,7 @@ def test_a_call_to_an_unknown_tool_is_answered_with_an_error_and_the_loop_goes_o
 
 def test_done_without_any_write_is_a_no_change_stall_strike(pipe: Pipeline) -> None:
     agent_mode(pipe)
-    pipe.fake.script(IMPL, call("done", summary="nothing to do"))
+    pipe.fake.script(IMPL, call("done", summary="nothing to do"), call("done", summary="really"))
     pipe.start()
 
     outcome = pipe.implement()
@@ -166,6 +166,9 @@ def test_done_without_any_write_is_a_no_change_stall_strike(pipe: Pipeline) -> N
     assert outcome.to_state == "pending_implementer"
     stall = pipe.contract()["handoff_data"]["stalls"][-1]
     assert stall["reason"] == "no_change" and "called done" in stall["detail"]
+    # The first done was told back (nothing written yet); the second was taken.
+    assert "no file has been written yet" in str(sent(pipe, 1)[-1]["content"])
+    assert len(pipe.fake.chat_requests(IMPL)) == 2
 
 
 def test_a_reply_without_a_tool_call_is_reminded_once_then_a_strike(pipe: Pipeline) -> None:

@@ -49,6 +49,7 @@ PACKAGED = (
     "agent_results",
     "agent_dropped",
     "agent_tests_failed",
+    "agent_done_early",
 )
 PLACEHOLDER = re.compile(r"\$\{\w+\}")
 
