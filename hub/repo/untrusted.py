@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from hub.core.atomic import write_bytes_atomic
 from hub.core.errors import GitError
-from hub.repo.gitops import common_dir, remove_worktree, restore_tracked, run
+from hub.repo.gitops import common_dir, remove_worktree, restore_tracked, run, worktree_lock
 from hub.repo.tree import remove_untracked
 
 if TYPE_CHECKING:
@@ -99,7 +99,10 @@ def judged_checkout(repo: Repo, commit: str, path: Path) -> Iterator[Path]:
             shutil.rmtree(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     # --force: a registration a killed run left for a folder since deleted is reused, not an error.
-    run(repo, "worktree", "add", "--quiet", "--detach", "--force", str(path), commit)
+    # Under the hub's worktree lock: another task's judge (hub next runs tasks side by side) removing
+    # its checkout while git reads every record made this add fail ("failed to read .../commondir").
+    with worktree_lock(repo):
+        run(repo, "worktree", "add", "--quiet", "--detach", "--force", str(path), commit)
     try:
         yield path
     finally:

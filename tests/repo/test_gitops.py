@@ -423,3 +423,28 @@ def test_a_rebase_stopped_in_a_task_worktree_is_named_with_its_fix_and_the_workt
     assert "rebase of task/t1 is in progress" in message and str(path) in message
     assert "rebase --continue" in message and "rebase --abort" in message
     assert (path / ".git").is_file() and not list(path.parent.glob("*.broken-*"))
+
+
+def test_the_judges_checkout_waits_for_another_tasks_worktree_add_or_removal(git_repo: Path) -> None:
+    # Two tasks' judges side by side: git reads every worktree's record while it adds one, and failed
+    # on the record another removal was deleting ("failed to read .git/worktrees/<id>/commondir").
+    import threading
+
+    from git import Repo
+
+    from hub.repo.untrusted import judged_checkout
+
+    repo = Repo(git_repo)
+    head = repo.head.commit.hexsha
+    entered = threading.Event()
+
+    def judge() -> None:
+        with judged_checkout(repo, head, git_repo.parent / "judged"):
+            entered.set()
+
+    with gitops.worktree_lock(repo):
+        thread = threading.Thread(target=judge)
+        thread.start()
+        assert not entered.wait(0.5)  # held back while another add or removal runs
+    thread.join(30)
+    assert entered.is_set() and not (git_repo.parent / "judged").exists()
