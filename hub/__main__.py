@@ -1,3 +1,3 @@
-from hub.faces.cli import main
+from hub.faces.entry import main
 
 main()

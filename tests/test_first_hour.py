@@ -141,7 +141,7 @@ def state_of(repo: Path) -> dict[str, Any]:
 def run_in_process(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
     """`hub ARGV` through the same entry point as the console script; any uncaught exception (a
     traceback for the user) fails the test by propagating."""
-    from hub.faces.cli import main
+    from hub.faces.entry import main
 
     with pytest.raises(SystemExit) as done:
         main(argv)

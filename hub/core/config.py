@@ -6,7 +6,6 @@ Precedence: explicit arguments (CLI flags) > environment (`OLLAMA_HOST`, `HUB_*`
 from __future__ import annotations
 
 import contextlib
-import difflib
 import json
 import os
 import re
@@ -256,6 +255,8 @@ def mistyped_env(env: Mapping[str, str]) -> list[tuple[str, str]]:
     unknown = sorted(name for name in env if name.startswith("HUB_") and name not in ENV_NAMES)
     if not unknown:
         return []
+
+    import difflib  # here, not at the top: only a HUB_* name the hub does not read asks
 
     found = []
     for name in unknown:

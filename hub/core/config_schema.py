@@ -21,7 +21,6 @@ YAML value) means "use the default" for every key.
 
 from __future__ import annotations
 
-import difflib
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -463,6 +462,8 @@ def _mcp_checks(raw: Mapping[str, Any]) -> list[Problem]:
 
 
 def did_you_mean(word: str, choices: Sequence[str]) -> str:
+    import difflib  # here, not at the top: only a wrong hub.yaml asks
+
     close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
     return f"; did you mean '{close[0]}'?" if close else ""
 

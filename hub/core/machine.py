@@ -5,7 +5,6 @@ last word on an OSError and for a halt's reason."""
 from __future__ import annotations
 
 import errno
-import shutil
 from pathlib import Path
 
 _FULL = {errno.ENOSPC, errno.EDQUOT}
@@ -21,6 +20,8 @@ def _existing(path: Path) -> Path:
 
 def free_space(where: Path) -> str:
     """ "N MB free on the file system holding WHERE": the figure a person needs to act on a full disk."""
+    import shutil  # here, not at the top: only a full disk asks (hub status imports this module)
+
     try:
         free = shutil.disk_usage(_existing(where)).free
     except OSError:

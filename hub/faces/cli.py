@@ -2,7 +2,8 @@
 
 Each command imports its phase inside its body, and the group imports configuration and logging only
 for the commands that use them, so `hub --help` loads little beyond click and `hub status` only what
-status reads (tests/faces/test_cli.py holds both to none of the heavy libraries).
+status reads (tests/faces/test_cli.py holds both to none of the heavy libraries). The console entry
+point is `cli_plain.main`: it runs a plain `hub status` without importing click at all.
 """
 
 from __future__ import annotations
@@ -10,12 +11,10 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import click
 
-from hub.core.errors import EXIT_ERROR, HubError, describe, exit_code_for
-from hub.core.machine import explain
+from hub.core.errors import EXIT_ERROR, HubError
 from hub.faces.cli_common import (
     CONTEXT_SETTINGS,
     State,
@@ -27,10 +26,8 @@ from hub.faces.cli_common import (
     task_option,
 )
 from hub.faces.cli_eval import eval_
+from hub.faces.cli_plain import LOG_FORMATS, LOG_LEVELS, aborted, echo, fail, status_text, warn_mistyped
 from hub.faces.cli_tools import backlog, note, rules
-
-if TYPE_CHECKING:
-    from hub.phases.status import StatusDoc, TaskView
 
 
 @click.group(context_settings=CONTEXT_SETTINGS)
@@ -45,14 +42,14 @@ if TYPE_CHECKING:
 )
 @click.option(
     "--log-format",
-    type=click.Choice(["auto", "console", "json"]),
+    type=click.Choice(LOG_FORMATS),
     default="auto",
     envvar="HUB_LOG_FORMAT",
     help="Logs on stderr: console text, JSON lines, or auto (console on a terminal).",
 )
 @click.option(
     "--log-level",
-    type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
+    type=click.Choice(LOG_LEVELS, case_sensitive=False),
     default="INFO",
     envvar="HUB_LOG_LEVEL",
     help="DEBUG, INFO, WARNING or ERROR.",
@@ -62,18 +59,15 @@ if TYPE_CHECKING:
 def cli(ctx: click.Context, repo: Path | None, handoff: Path | None, log_format: str, log_level: str) -> None:
     """agent-hub: run coding tasks through local models, one restartable phase at a time."""
     ctx.obj = State(repo, handoff)
-    from hub.core.config import mistyped_env
-
-    mistyped = mistyped_env(os.environ)
     if ctx.invoked_subcommand in (None, "status", "log"):
         # These never load structlog (their start-up is the point): the warning goes out plainly.
-        for name, meant in mistyped:
-            click.echo(f"hub: warning: agent-hub reads no {name}; did you mean {meant}?", err=True)
+        warn_mistyped(os.environ)
         return
+    from hub.core.config import mistyped_env
     from hub.core.log import configure, get_logger
 
     configure(log_format, log_level)
-    for name, meant in mistyped:
+    for name, meant in mistyped_env(os.environ):
         get_logger(__name__).warning(
             "config.mistyped_env",
             variable=name,
@@ -328,66 +322,8 @@ def _stdin_open() -> bool:
 @pass_state
 def status(state: State, as_json: bool) -> None:
     """Show the task, its state, lease, breaker, cost, last transitions and what runs next."""
-    from hub.phases.status import status as read
-
-    doc = read(state.context())
-    emit(doc, as_json, render_status(doc))
-
-
-def render_status(doc: StatusDoc) -> str:
-    if not doc["tasks"]:
-        return f"no active task in {doc['handoff']}; next: {doc['next']}"
-    return "\n\n".join(_render_task(task) for task in doc["tasks"])
-
-
-def _render_task(doc: TaskView) -> str:
-    lines = [
-        f"task     {doc['task_id']}  {doc['title']}",
-        f"state    {doc['status']}  ({doc['status_reason']})  attempt {doc['attempt']}",
-        f"branch   {doc['branch'] or '(not set up)'}"
-        + (f"  in {doc['worktree']}" if doc["worktree"] else ""),
-    ]
-    if doc["running"]:
-        r = doc["running"]
-        lines.append(f"running  {r.get('phase')} (pid {r.get('pid')}, since {r.get('since')})")
-    if doc["call"]:
-        from hub.phases.live import call_line
-
-        lines.append(f"calling  {call_line(doc['call'])}")
-    w = doc["server_wait"]
-    if w:
-        lines.append(
-            f"WAITING  for the model server since {w.get('since')} ({w.get('waited_seconds')} s of "
-            f"{w.get('limit_minutes')} min, {w.get('attempts')} tries): {w.get('error')}"
-        )
-    if doc["lease"]:
-        lease = f"lease    {doc['lease'].get('held_by')} until {doc['lease'].get('expires_at')}"
-        if doc["lease_stale"]:
-            lease += "  STALE: that process is gone; the next `hub next` recovers the task"
-        lines.append(lease)
-    breaker = doc["breaker"] or {}
-    if breaker.get("status") == "tripped":
-        lines.append(f"breaker  TRIPPED {breaker.get('trigger')}: {breaker.get('reason')}")
-    for role, cost in doc["cost"].items():
-        lines.append(
-            f"cost     {role}: {cost.get('tokens_in', 0)} in / {cost.get('tokens_out', 0)} out tokens, "
-            f"{cost.get('seconds', 0)} s, {cost.get('calls', 0)} calls"
-        )
-    for entry in doc["last_transitions"]:
-        lines.append(f"  {entry['timestamp']}  {entry['from']} -[{entry['event']}]-> {entry['to']}")
-    if doc["halt_file"]:
-        lines.append(f"HALTED   read {doc['halt_file']}")
-    for target, why in (doc.get("resume_targets") or {}).items():
-        lines.append(f"resume   --to {target}: {why}")
-    if doc["stall_report"]:
-        lines.append(f"STALLED  read {doc['stall_report']}")
-    if doc["needs_person"]:
-        lines.append(f"NEEDS YOU  {doc['needs_person']}")
-    nxt = doc["next"]
-    # --task always: with several tasks in flight the bare command exits 2 (which one?).
-    shown = f"hub {nxt['phase']} --task {doc['task_id']}" if nxt["phase"] else "-"
-    lines.append(f"next     {shown}  ({nxt['why']})")
-    return "\n".join(lines)
+    # `hub status` without a group option never comes here: entry.main runs it without click.
+    echo(status_text(state, as_json))
 
 
 @cli.command()
@@ -544,7 +480,8 @@ for group in (backlog, note, rules, eval_):
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Run the CLI; map every HubError to its exit code with the message (and hint) on stderr."""
+    """Run the click CLI; map every HubError to its exit code with the message (and hint) on stderr.
+    The console entry point is entry.main, which comes here for all but a plain `hub status`."""
     try:
         cli.main(args=argv, prog_name="hub", standalone_mode=False)
     except click.exceptions.Exit as exc:
@@ -553,17 +490,8 @@ def main(argv: list[str] | None = None) -> None:
         exc.show()
         sys.exit(exc.exit_code)
     except click.exceptions.Abort:
-        click.echo(
-            "aborted. Nothing is lost: the next `hub next` recovers a phase this left half done (its "
-            "work kept, the phase run again); `hub status` shows each task.",
-            err=True,
-        )
-        sys.exit(EXIT_ERROR)
-    except HubError as exc:
-        click.echo(f"hub: {describe(exc)}", err=True)
-        sys.exit(exit_code_for(exc))
-    except OSError as exc:
-        # The machine's own limits (a full disk, a read-only folder, no git): one line, no traceback.
-        click.echo(f"hub: {explain(exc)}", err=True)
-        sys.exit(EXIT_ERROR)
+        aborted()
+    except (HubError, OSError) as exc:
+        # OSError: the machine's own limits (a full disk, a read-only folder, no git).
+        fail(exc)
     sys.exit(0)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -10,63 +9,9 @@ from typing import Any
 import click
 
 from hub.core.errors import ContractInvalid
+from hub.faces.cli_plain import State, to_json
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
-
-
-def find_repo_root(start: Path) -> Path:
-    """The nearest folder holding `.git`, walking up from `start` (or `start` itself); from inside a
-    task's worktree (a path the hub prints), the user's checkout the task belongs to."""
-    for folder in (start, *start.parents):
-        dot = folder / ".git"
-        if dot.is_file():
-            return task_checkout(folder, dot) or folder
-        if dot.exists():
-            return folder
-    return start
-
-
-def task_checkout(worktree: Path, dot: Path) -> Path | None:
-    """The checkout whose `_handoff/` holds the task a linked worktree is named after, if it is one:
-    its `.git` file points at `<checkout>/.git/worktrees/<name>`."""
-    try:
-        pointer = dot.read_text(encoding="utf-8").strip()
-    except (OSError, UnicodeDecodeError):
-        return None
-    if not pointer.startswith("gitdir:"):
-        return None
-    gitdir = (worktree / pointer.removeprefix("gitdir:").strip()).resolve()
-    common = gitdir.parent.parent
-    if gitdir.parent.name != "worktrees" or common.name != ".git":
-        return None
-    checkout = common.parent
-    handoff = checkout / "_handoff"
-    if (handoff / "tasks" / worktree.name).is_dir() or (handoff / "archive" / worktree.name).is_dir():
-        return checkout
-    return None
-
-
-class State:
-    """What the group's options resolve to; commands build phase contexts from it."""
-
-    def __init__(self, repo: Path | None, handoff: Path | None) -> None:
-        self.repo = (repo or find_repo_root(Path.cwd())).resolve()
-        self.handoff = handoff.resolve() if handoff else None
-        self.task_id: str | None = None
-
-    def context(self, ready: bool = True) -> Any:
-        """A phase context: hub.yaml checked and, with `ready`, the repository initialised (or exit 1
-        saying what to run, before anything is written)."""
-        # Here, not at the top: hub/faces/cli.py imports this module, and `hub --help` needs none of them.
-        from hub.core.config import load_config
-        from hub.phases.context import Context
-
-        config = load_config(self.repo, self.handoff)
-        if ready:
-            from hub.repo.workspace import require_ready
-
-            require_ready(config)
-        return Context(config, task_id=self.task_id)
 
 
 pass_state = click.make_pass_decorator(State)
@@ -74,7 +19,7 @@ pass_state = click.make_pass_decorator(State)
 
 def emit(payload: Any, as_json: bool, text: str | None = None) -> None:
     if as_json:
-        click.echo(json.dumps(payload, indent=2, ensure_ascii=False, default=str))
+        click.echo(to_json(payload))
     else:
         click.echo(text if text is not None else payload)
 

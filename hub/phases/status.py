@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import os
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any, NotRequired, Required, TypedDict
 
 from hub.core.atomic import write_atomic
 from hub.core.errors import ContractInvalid, HubError, TaskChoice
 from hub.core.log import get_logger
 from hub.core.text import one_line
-from hub.phases import live
 from hub.phases.context import Context
 from hub.phases.halts import resume_targets
 from hub.phases.paths import why_blocked
@@ -230,6 +230,13 @@ def free_task_slots(ctx: Context) -> tuple[int, list[str]]:
     return ctx.config.parallel_tasks - len(busy), busy
 
 
+def _call_in_flight(task_dir: Path) -> dict[str, Any] | None:
+    # Here, not at the top: only a task with a phase running has a call to show.
+    from hub.phases import live
+
+    return live.read_call(task_dir / live.CALL_FILE)
+
+
 def task_view(ctx: Context) -> TaskView:
     """One task as `hub status` shows it (ctx bound to the task)."""
     hand = ctx.handoff
@@ -255,7 +262,7 @@ def task_view(ctx: Context) -> TaskView:
         "reviewed_commit": contract["handoff_data"].get("reviewed_commit"),
         "last_transitions": contract["history"][-3:],
         "server_wait": contract["handoff_data"].get("server_wait") if owner else None,
-        "call": live.read_call(hand.task_dir / live.CALL_FILE) if owner else None,
+        "call": _call_in_flight(hand.task_dir) if owner else None,
         "halt_file": str(hand.halt_report) if hand.halt_report.exists() else None,
         "stall_report": str(hand.stall_report) if hand.stall_report.exists() else None,
         # For an agent that cannot read the halt file: where `hub resume --to` can send the task.

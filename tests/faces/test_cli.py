@@ -59,8 +59,9 @@ def test_help_and_status_import_none_of_the_heavy_libraries(hub: HubRunner, task
         done = hub(*args, env={"PYTHONPROFILEIMPORTTIME": "1"})
         assert done.returncode == 0, done.stderr
         imported = imported_packages(done.stderr)
-        assert "click" in imported, args  # the profile was read
+        assert "hub" in imported, args  # the profile was read
         assert imported.isdisjoint(HEAVY_LIBRARIES), (args, imported & set(HEAVY_LIBRARIES))
+        assert ("click" in imported) == (args == ("--help",))  # a plain status needs no click
 
 
 def test_usage_errors_exit_2(hub: HubRunner) -> None:
@@ -431,6 +432,7 @@ def test_no_command_of_a_whole_task_by_hand_imports_the_mcp_sdk(
         ("next",),
     )
     sdk: dict[str, set[str]] = {}
+    rich: dict[str, set[str]] = {}
     with FakeOllama(replies) as fake:
         for args in commands:
             if args[0] == "report-judge":
@@ -440,11 +442,19 @@ def test_no_command_of_a_whole_task_by_hand_imports_the_mcp_sdk(
             done = hub(*args, env={"OLLAMA_HOST": fake.url, "PYTHONPROFILEIMPORTTIME": "1"})
             assert done.returncode == 0, (args, done.stderr[-2000:])
             imported = imported_packages(done.stderr)
-            assert "click" in imported, args  # the profile was read
+            assert "hub" in imported, args  # the profile was read
             sdk[args[0]] = imported & {"mcp", "mcp_types"}
+            # JSON logs need no rich (structlog's console tracebacks) and the hub never runs httpx's
+            # command-line client (rich, pygments): ~65 ms of a model phase between them.
+            # (A refused `import rich` still prints a profile line: its modules are what loading looks like.)
+            modules = {
+                line.split("|")[2].strip() for line in done.stderr.splitlines() if line.count("|") == 2
+            }
+            rich[args[0]] = {name for name in modules if name.startswith(("rich.", "pygments"))}
         assert len(fake.chat_requests("impl")) == 1 and len(fake.chat_requests("rev")) == 1
 
     assert sdk == {args[0]: set() for args in commands}
+    assert rich == {args[0]: set() for args in commands}
     assert run_git(git_repo, "show", "main:src/app.py") + "\n" == fixed
 
 

@@ -134,7 +134,7 @@ def test_status_does_not_show_a_killed_phase_as_running(task: TaskDriver, ctx: C
 def test_status_marks_a_lease_whose_process_is_gone_as_stale_and_a_live_ones_not(
     task: TaskDriver, ctx: Context
 ) -> None:
-    from hub.faces.cli import render_status
+    from hub.faces.cli_plain import render_status
     from hub.state.handoff import hostname
 
     task.new()
@@ -176,7 +176,7 @@ def test_the_command_status_names_as_next_runs_when_several_tasks_are_in_flight(
 ) -> None:
     # Without --task a phase command exits 2 once two tasks fit; the command shown must be the one to run.
     first = task.new()
-    from hub.faces.cli import render_status
+    from hub.faces.cli_plain import render_status
     from hub.phases.setup import create
     from hub.phases.status import render_status_md
 
