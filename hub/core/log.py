@@ -34,11 +34,10 @@ def configure(fmt: str = "auto", level: str = "INFO") -> None:
     # Here, not at the top: `hub status` never configures logging and does not load it.
     import logging
 
-    import structlog
-
     global _TERMINAL
     if fmt == "auto":
         fmt = "console" if sys.stderr.isatty() else "json"
+    structlog = _import_structlog(rich_tracebacks=fmt == "console")
     _TERMINAL = fmt == "console" and sys.stderr.isatty()
     renderer: Any = (
         structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty())
@@ -55,10 +54,28 @@ def configure(fmt: str = "auto", level: str = "INFO") -> None:
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(numeric),
-        logger_factory=structlog.PrintLoggerFactory(file=_Stderr()),  # type: ignore[arg-type]
+        logger_factory=structlog.PrintLoggerFactory(file=_Stderr()),
         cache_logger_on_first_use=False,
     )
     logging.basicConfig(stream=sys.stderr, level=max(numeric, logging.WARNING), force=True)
+
+
+def _import_structlog(rich_tracebacks: bool) -> Any:
+    """structlog; for JSON lines, without the rich tracebacks only its console renderer draws.
+
+    structlog imports rich (and rich.pretty) whenever rich is installed, ~35 ms of every phase that
+    logs, though only `ConsoleRenderer` uses it. A None in sys.modules makes `import rich` fail (the
+    import system's documented way), so structlog takes its own path for a machine without rich;
+    the entry is removed at once, and the live line (hub.phases.live) imports rich as usual."""
+    blocked = not rich_tracebacks and "structlog" not in sys.modules and "rich" not in sys.modules
+    if blocked:
+        sys.modules["rich"] = None  # type: ignore[assignment]
+    try:
+        import structlog
+    finally:
+        if blocked and sys.modules.get("rich", False) is None:
+            del sys.modules["rich"]
+    return structlog
 
 
 class LazyLogger:
