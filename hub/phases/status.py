@@ -16,8 +16,6 @@ from hub.core.errors import ContractInvalid, HubError, TaskChoice
 from hub.core.log import get_logger
 from hub.core.text import one_line
 from hub.phases.context import Context
-from hub.phases.halts import resume_targets
-from hub.phases.paths import why_blocked
 from hub.state import handoff, store
 from hub.state.contract import (
     Breaker,
@@ -230,6 +228,13 @@ def free_task_slots(ctx: Context) -> tuple[int, list[str]]:
     return ctx.config.parallel_tasks - len(busy), busy
 
 
+def _resume_targets(contract: Contract) -> dict[str, str]:
+    # Here, not at the top: only a task waiting for a person has somewhere to resume to.
+    from hub.phases.halts import resume_targets
+
+    return resume_targets(contract)
+
+
 def _call_in_flight(task_dir: Path) -> dict[str, Any] | None:
     # Here, not at the top: only a task with a phase running has a call to show.
     from hub.phases import live
@@ -266,7 +271,7 @@ def task_view(ctx: Context) -> TaskView:
         "halt_file": str(hand.halt_report) if hand.halt_report.exists() else None,
         "stall_report": str(hand.stall_report) if hand.stall_report.exists() else None,
         # For an agent that cannot read the halt file: where `hub resume --to` can send the task.
-        "resume_targets": resume_targets(contract) if contract["status"] == ERIK_CONSULTATION else {},
+        "resume_targets": _resume_targets(contract) if contract["status"] == ERIK_CONSULTATION else {},
     }
 
 
@@ -373,6 +378,7 @@ def idle_next(ctx: Context) -> str:
     same decision promotion makes; it asks git only to name the closest file to a missing one), or
     nothing (then say how to start one, rather than suggest promoting a backlog that is empty)."""
     # Here, not at the top: `hub status` with a task under way never reads the backlog.
+    from hub.phases.paths import why_blocked
     from hub.state.backlog import peek_next, proposal_to_fields
 
     entry, why = peek_next(ctx.handoff)
