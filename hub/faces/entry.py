@@ -10,12 +10,14 @@ both ways to the same output.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from hub.core.errors import HubError
+from hub.core.errors import EXIT_ERROR, HubError
 from hub.faces.cli_plain import (
     LOG_FORMATS,
     LOG_LEVELS,
@@ -77,6 +79,20 @@ def main(argv: list[str] | None = None) -> None:
     except (EOFError, KeyboardInterrupt):
         echo("", err=True)  # click's newline before it aborts
         aborted()
-    except (HubError, OSError) as exc:
+    except HubError as exc:
+        fail(exc)
+    except OSError as exc:
+        if exc.errno == errno.EPIPE:
+            # A reader that went away (`hub status | head -1`): as click does, nothing more on either
+            # stream (nor a second error as Python flushes them at exit), exit 1.
+            _silence_streams()
+            sys.exit(EXIT_ERROR)
         fail(exc)
     sys.exit(0)
+
+
+def _silence_streams() -> None:
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            os.dup2(devnull, stream.fileno())

@@ -4,6 +4,9 @@ click command prints; everything else (help, group options, usage errors) is cli
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -135,3 +138,29 @@ def test_a_file_named_as_the_handoff_folder_is_refused_as_click_refuses_it(
     done = hub("status", env={"HUB_HANDOFF_DIR": str(git_repo / "README.md")})
     assert done.returncode == 2
     assert "is a file" in done.stderr
+
+
+def test_a_reader_that_went_away_ends_status_quietly_both_ways(task: TaskDriver, git_repo: Path) -> None:
+    # `hub status | head -1`: the pipe closes before status writes; click exits 1 saying nothing more.
+    task.new()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HUB_")}
+    done = []
+    for args in (("status",), (*THROUGH_CLICK, "status")):
+        read, write = os.pipe()
+        os.close(read)
+        try:
+            run = subprocess.run(
+                [sys.executable, "-m", "hub", *args],
+                cwd=git_repo,
+                env=env,
+                stdout=write,
+                stderr=subprocess.PIPE,
+                text=True,
+                timeout=60,
+                check=False,
+            )
+        finally:
+            os.close(write)
+        done.append((run.returncode, run.stderr))
+
+    assert done == [(1, ""), (1, "")]
