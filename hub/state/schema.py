@@ -8,6 +8,7 @@ past what a timedelta holds, paths outside the repository). The validators come 
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import json
 import math
@@ -180,21 +181,7 @@ JUDGE_REPORT_SCHEMA: dict[str, Any] = _obj(
 
 def schema_hash() -> str:
     text = json.dumps([SCHEMA, JUDGE_REPORT_SCHEMA], sort_keys=True)
-    return _sha256(text.encode()).hexdigest()[:16]
-
-
-def _sha256(data: bytes) -> Any:
-    """hashlib.sha256, from CPython's own implementation where there is one: hashlib's import loads
-    OpenSSL (~2 ms of every command that reads a contract, `hub status` among them) for a digest
-    computed once a process. The digest is the same either way (tests/state/test_validators.py)."""
-    try:
-        from _sha256 import sha256  # CPython 3.11
-    except ImportError:
-        try:
-            from _sha2 import sha256  # CPython 3.12 and later
-        except ImportError:
-            from hashlib import sha256
-    return sha256(data)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 @cache
