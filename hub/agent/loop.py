@@ -13,14 +13,19 @@ The loop ends (`Ending.reason`):
 - `max_turns`, `max_tokens`: agent.max_turns turns, or agent.max_tokens tokens in and out, were spent;
 - `repeated_call`: the same call (same arguments, nothing written between) came more than
   agent.max_repeats times: told at the limit, ended past it;
-- `no_tool_call`: a second reply in a row with no call and no edit.
+- `no_tool_call`: a second reply in a row with no call and no edit;
+- `context_full`: the conversation no longer fits the window, even with old results dropped and the
+  answer's room at its floor (what was written goes on to the acceptance commands, as at max_turns).
 What each means for the attempt is the phase's to decide (hub/phases/agent.py). Worker errors (the
 clocks, a broken server, an outage) are not caught here: they end the attempt as in edit mode.
 
 The context is kept inside the window: before each call the whole request is estimated
 (`hub.workers.budget`) and, when it would not fit with room for the answer, the oldest tool results
-are replaced by a note saying so, oldest first; when even that is not enough, `ContextOverflow`, never
-a silently cut prompt.
+are replaced by a note saying so, oldest first; then the answer's room shrinks, down to
+MIN_ANSWER_TOKENS (a turn's answer is mostly one call; a call cut there is told, never run); when even
+that is not enough, the loop ends `context_full`, or, when the task's own prompt leaves no room,
+`ContextOverflow`: never a silently cut prompt. A tool result is capped to the window too (a quarter of
+it, about), so one test run's output cannot fill a small model's window by itself.
 """
 
 from __future__ import annotations
@@ -45,7 +50,12 @@ from hub.workers.toolcalls import full_prompt
 
 log = get_logger(__name__)
 
-RESULT_CHARS = 8000  # one tool result, at most, as the model sees it
+RESULT_CHARS = 8000  # one tool result, at most, as the model sees it (less in a small window)
+# The least room a turn's answer is given when the window is tight (edit mode keeps num_predict).
+# Measured: with 8k windows the real 1.5B's sixth turn, after a failing test run, left 3,800 tokens of
+# room, and the halt that reserving num_predict made (context_overflow) stopped a task a person then had
+# to resume.
+MIN_ANSWER_TOKENS = 1024
 KEEP_RESULTS = 1  # the latest tool result is never dropped to make room
 SUMMARY_CHARS = 300  # what a turn record keeps of each result
 
@@ -114,6 +124,9 @@ class Loop:
         self.results: list[int] = []
         self.dropped: set[int] = set()
         self.estimate = 0  # the last request's estimated tokens (prompt, tools, turns, template)
+        self.answer_room: int | None = None  # num_predict of a turn whose window is tight
+        # About a quarter of the window, at ~3 characters a token, and never more than RESULT_CHARS.
+        self.result_chars = max(1000, min(RESULT_CHARS, request.num_ctx * 3 // 4))
 
     def run(self, note: str = "") -> Ending:
         """Turns until an ending; `note` (a user turn) first, when the loop goes on after one (the
@@ -141,18 +154,26 @@ class Loop:
     def _one_turn(self) -> Ending | None:
         self.turn += 1
         started = time.monotonic()
-        dropped = self._fit()
+        try:
+            dropped = self._fit()
+        except _WindowFull as full:
+            return self._end("context_full", str(full))
         while True:
             request = replace(self.request, turns=tuple(self.turns))
+            if self.answer_room is not None:
+                request = replace(request, num_predict=self.answer_room)
             try:
                 generation = self.call(request, f"agent-turn-{self.turn}")
                 break
-            except ContextOverflow:
+            except ContextOverflow as exc:
                 # The server's count (its tokenizer, its own window, the model's trained length) is
-                # above the estimate: one more old result goes, or the overflow stands.
-                if not self._drop_oldest():
+                # above the estimate: one more old result goes, or the conversation is full.
+                if self._drop_oldest():
+                    dropped += 1
+                    continue
+                if not self.turns:
                     raise
-                dropped += 1
+                return self._end("context_full", f"the server refused the conversation as too long: {exc}")
         self.tokens += generation.prompt_tokens + generation.completion_tokens
         native = bool(generation.tool_calls)
         if native:
@@ -233,8 +254,9 @@ class Loop:
             log.warning("agent.tool_failed", tool=call.name, error=str(exc))
             result = f"error: {call.name} failed: {exc}"
         result = self.redact(result)
-        if len(result) > RESULT_CHARS:
-            result = result[:RESULT_CHARS] + f"\n... (cut: {len(result) - RESULT_CHARS} more characters)"
+        if len(result) > self.result_chars:
+            cut = len(result) - self.result_chars
+            result = result[: self.result_chars] + f"\n... (cut: {cut} more characters)"
         return result, None
 
     def _answer(self, generation: Generation, results: list[tuple[ToolCall, str]], native: bool) -> None:
@@ -286,9 +308,11 @@ class Loop:
     def _fit(self) -> int:
         """Make the next request fit the window with room for the answer, as the providers estimate it
         (`workers.toolcalls.full_prompt`: the prompt, the tools and the turns): the oldest tool results
-        replaced by a note, oldest first (never the latest KEEP_RESULTS). Returns how many were
-        dropped; ContextOverflow when even that is not enough."""
+        replaced by a note, oldest first (never the latest KEEP_RESULTS), then the answer's room down to
+        MIN_ANSWER_TOKENS. Returns how many were dropped; `_WindowFull` when even that is not enough,
+        ContextOverflow when the task's prompt alone leaves no room."""
         dropped = 0
+        self.answer_room = None
         while True:
             request = replace(self.request, turns=tuple(self.turns))
             fit = budget.plan(
@@ -306,16 +330,26 @@ class Loop:
                         "agent.results_dropped", turn=self.turn, dropped=dropped, tokens=fit.prompt_tokens
                     )
                 return dropped
-            if not self._drop_oldest():
-                raise ContextOverflow(
-                    fit.prompt_tokens,
-                    fit.num_ctx,
-                    answer_tokens=fit.answer_tokens,
-                    configured_num_ctx=request.num_ctx,
-                    detail="the agent's task prompt and latest turns do not fit even with its older tool "
-                    "results dropped",
+            if self._drop_oldest():
+                dropped += 1
+                continue
+            room = fit.num_ctx - fit.prompt_tokens
+            if self.turns and room >= MIN_ANSWER_TOKENS:
+                self.answer_room, self.estimate = room, fit.prompt_tokens
+                log.info("agent.answer_room", turn=self.turn, room=room, tokens=fit.prompt_tokens)
+                return dropped
+            if self.turns:
+                raise _WindowFull(
+                    f"the conversation no longer fits the window (~{fit.prompt_tokens} of {fit.num_ctx} "
+                    f"tokens, {MIN_ANSWER_TOKENS} needed for the answer) with its older tool results dropped"
                 )
-            dropped += 1
+            raise ContextOverflow(
+                fit.prompt_tokens,
+                fit.num_ctx,
+                answer_tokens=fit.answer_tokens,
+                configured_num_ctx=request.num_ctx,
+                detail="the agent's task prompt does not fit with room for the answer",
+            )
 
     def _drop_oldest(self) -> bool:
         """The oldest tool result still whole (but the latest KEEP_RESULTS) replaced by a note saying
@@ -331,3 +365,7 @@ class Loop:
         }
         self.dropped.add(index)
         return True
+
+
+class _WindowFull(Exception):
+    """The conversation does not fit the window any more (the loop ends `context_full`)."""

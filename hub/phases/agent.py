@@ -7,7 +7,7 @@ edit mode (`worker_failure`). Its writes are edit mode's (`hub.edits.apply`, rec
 records), its run_tests the attempt's own acceptance commands (sandboxed, restored outside the allowed
 paths, recorded as `command` records), every turn an `agent-turn` record. When the loop ends:
 
-- `done` or `max_turns` with files written: the acceptance commands; failing, the model is told the
+- `done`, `max_turns` or `context_full` with files written: the acceptance commands; failing, the model is told the
   failures and the loop goes on (up to MAX_REFLECTIONS times, within the same turns), then the same
   `tests_failed` / `resource_limit` stall as edit mode; passing, the caller's checkpoint and
   code_written;

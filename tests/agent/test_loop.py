@@ -72,7 +72,11 @@ def test_a_long_result_is_cut_and_secrets_are_redacted_before_the_model_sees_the
     assert result["role"] == "tool" and result["name"] == "dump"
     assert result["content"].startswith("key=[REDACTED] x") and "hunter2" not in result["content"]
     # Redacted before it is cut: a secret across the cut is never half shown.
-    assert result["content"].endswith(f"\n... (cut: {len('key=[REDACTED] ') + RESULT_CHARS} more characters)")
+    cap = min(RESULT_CHARS, model.requests[0].num_ctx * 3 // 4)  # a quarter of the window, about
+    cut = len("key=[REDACTED] ") + 2 * RESULT_CHARS - cap
+    assert len(result["content"]) < cap + 50 and result["content"].endswith(
+        f"\n... (cut: {cut} more characters)"
+    )
 
 
 def test_the_tools_go_out_in_the_request_and_each_call_is_answered_by_its_id() -> None:
@@ -130,3 +134,23 @@ def test_done_after_a_write_ends_the_loop_at_once() -> None:
     ending = loop(model, [], records, version=lambda: 1).run()
 
     assert (ending.reason, ending.turns) == ("done", 1)
+
+
+def test_a_conversation_past_the_window_shrinks_the_answers_room_then_ends_context_full() -> None:
+    from dataclasses import replace
+
+    from hub.agent.loop import MIN_ANSWER_TOKENS
+
+    # Each call carries a long argument, which stays in the conversation (only tool results are dropped).
+    note = Tool("note", "keep it", schema({"text": STR}, ["text"]), lambda args: "kept")
+    model = Model(*(calls(("note", {"text": f"{n} " + "word " * 300})) for n in range(30)))
+    records: list[dict[str, Any]] = []
+    agent = loop(model, [note], records)
+    agent.request = replace(agent.request, num_ctx=4096, num_predict=2048)
+
+    ending = agent.run()
+
+    assert ending.reason == "context_full" and "no longer fits the window" in ending.detail
+    rooms = [r.num_predict for r in model.requests]
+    assert rooms[0] == 2048 and any(r is not None and MIN_ANSWER_TOKENS <= r < 2048 for r in rooms)
+    assert ending.turns < 30 and len(records) == len(model.requests)

@@ -369,7 +369,7 @@ def test_a_context_that_cannot_fit_even_without_old_results_halts_with_the_fix(p
     breaker = pipe.contract()["breaker"]
     assert breaker["trigger"] == "context_overflow"
     assert (
-        "older tool results dropped" in breaker["reason"]
+        "task prompt does not fit" in breaker["reason"]
         and "raise models.<model>.num_ctx" in breaker["reason"]
     )
     assert not pipe.fake.chat_requests(IMPL)
