@@ -283,7 +283,13 @@ def test_slots_show_the_generations_in_progress_as_llama_server_does() -> None:
             time.sleep(0.05)
         worker.join()
         assert True in seen
-        assert c.get("/slots").json() == [{"id": 0, "is_processing": False}]
+        # Idle again once the generation has ended (a moment after its last bytes reach the client).
+        for _ in range(3000):
+            if c.get("/slots").json() == [{"id": 0, "is_processing": False}]:
+                break
+            threading.Event().wait(0.01)
+        else:
+            raise AssertionError("/slots never showed the slot idle again")
         c.close()
 
 
