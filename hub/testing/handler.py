@@ -282,8 +282,9 @@ def _generate(h: Handler, fake: FakeOllama, path: str, body: dict[str, Any] | No
     load_seconds = fake._load(model, body)
     fmt = kind(model, body, reply)
     window = _window(fake, model, body, fmt)
-    with fake._lock:
+    with fake._in_flight_changed:
         fake._in_flight += 1
+        fake._in_flight_changed.notify_all()
     try:
         if fake.gpu is not None:
             options = body.get("options") if isinstance(body.get("options"), dict) else {}
@@ -292,8 +293,9 @@ def _generate(h: Handler, fake: FakeOllama, path: str, body: dict[str, Any] | No
             return
         _answer(h, kind, fmt, body, reply, load_seconds, window)
     finally:
-        with fake._lock:
+        with fake._in_flight_changed:
             fake._in_flight -= 1
+            fake._in_flight_changed.notify_all()
 
 
 def _slots(fake: FakeOllama) -> list[dict[str, Any]]:

@@ -51,6 +51,7 @@ class FakeOllama:
         # model -> (num_ctx, last used (time.time()), keep_alive seconds: None keeps it for good)
         self._loaded: dict[str, tuple[int, float, float | None]] = {}
         self._in_flight = 0  # generations being answered now (llama.cpp's /slots shows them)
+        self._in_flight_changed = threading.Condition(self._lock)
         self._stopping = threading.Event()
         self._server: Server | None = None
         self._thread: threading.Thread | None = None
@@ -110,6 +111,13 @@ class FakeOllama:
             key = self._find(model) or model
             self._queues.setdefault(key, deque())
             self._responders[key] = fn
+
+    def wait_generating(self, count: int, timeout: float = 30.0) -> bool:
+        """Wait until `count` generations are being answered (the busy slots llama.cpp's /slots shows): one
+        is counted a moment after its reply is chosen and uncounted a moment after its last bytes. False
+        at the timeout."""
+        with self._in_flight_changed:
+            return self._in_flight_changed.wait_for(lambda: self._in_flight == count, timeout)
 
     def chat_requests(self, model: str | None = None) -> list[dict[str, Any]]:
         """Bodies of the generation calls (/api/chat, /api/generate, /v1/chat/completions), oldest first."""

@@ -277,19 +277,11 @@ def test_slots_show_the_generations_in_progress_as_llama_server_does() -> None:
         body = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
         worker = threading.Thread(target=lambda: httpx.post(f"{llama.url}/v1/chat/completions", json=body))
         worker.start()
-        seen = []
-        while worker.is_alive():
-            seen.append(c.get("/slots").json()[0]["is_processing"])
-            time.sleep(0.05)
+        assert llama.wait_generating(1)
+        assert c.get("/slots").json() == [{"id": 0, "is_processing": True}]
         worker.join()
-        assert True in seen
-        # Idle again once the generation has ended (a moment after its last bytes reach the client).
-        for _ in range(3000):
-            if c.get("/slots").json() == [{"id": 0, "is_processing": False}]:
-                break
-            threading.Event().wait(0.01)
-        else:
-            raise AssertionError("/slots never showed the slot idle again")
+        assert llama.wait_generating(0)  # a moment after its last bytes reach the client
+        assert c.get("/slots").json() == [{"id": 0, "is_processing": False}]
         c.close()
 
 

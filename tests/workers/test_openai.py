@@ -201,19 +201,6 @@ def test_health_of_an_unreachable_server_is_not_ok() -> None:
     assert health.ok is False and url in health.detail
 
 
-def slot_shows(url: str, busy: bool) -> None:
-    """Wait (at most 30 s) until llama.cpp's /slots says its first slot is (or is not) processing."""
-    import threading
-
-    import httpx
-
-    for _ in range(3000):
-        if httpx.get(f"{url}/slots").json()[0]["is_processing"] is busy:
-            return
-        threading.Event().wait(0.01)
-    raise AssertionError(f"/slots never showed is_processing={busy}")
-
-
 def test_a_first_token_late_because_another_client_holds_the_slot_is_a_queue_not_the_models_timeout() -> None:
     import threading
 
@@ -240,12 +227,12 @@ def test_a_first_token_late_because_another_client_holds_the_slot_is_a_queue_not
         assert foreign_in.wait(30)
         # The server counts a generation a moment after choosing its reply, and stops a moment after its
         # last bytes: wait for /slots to say so before each call.
-        slot_shows(fake.url, busy=True)
+        assert fake.wait_generating(1)
         with OpenAIProvider(fake.url + "/v1") as p:
             with pytest.raises(WorkerUnavailable, match="slots were processing other clients"):
                 p.generate(request(first_token_timeout=0.3))
             client.join(30)
-            slot_shows(fake.url, busy=False)
+            assert fake.wait_generating(0)
             # The slot is free again: a late first token now is the model's own.
             fake.script("m", Reply(text="slow", first_token_delay=1.0))
             with pytest.raises(WorkerTimeout):
