@@ -8,7 +8,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -17,18 +16,6 @@ import pytest
 from hub.testing import FakeOllama, Reply, load_script
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeOllama]:
-    with FakeOllama() as server:
-        yield server
-
-
-@pytest.fixture
-def client(fake: FakeOllama) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=fake.url, timeout=5) as c:
-        yield c
 
 
 def chat(model: str = "m", stream: bool | None = None, **extra: object) -> dict[str, object]:

@@ -4,7 +4,6 @@ each API's shape (refusing the others as a real server does), and counts them in
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -27,18 +26,6 @@ TOOLS = [
         },
     }
 ]
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeOllama]:
-    with FakeOllama() as server:
-        yield server
-
-
-@pytest.fixture
-def client(fake: FakeOllama) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=fake.url, timeout=5) as c:
-        yield c
 
 
 def body(stream: bool, messages: list[dict[str, Any]] | None = None, **extra: Any) -> dict[str, Any]:
