@@ -5,7 +5,8 @@ meanwhile are simply gone."""
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 import pytest
@@ -34,47 +35,42 @@ def repo(tmp_path: Path) -> Path:
     return main
 
 
-@pytest.fixture
-def live_git(repo: Path) -> Iterator[subprocess.Popen[str]]:
-    """A git started by this very process (as another task's phase in a thread starts one), running
-    in the repository until its stdin closes; its answer to one path is the event that says it runs."""
+@contextmanager
+def running_git(
+    repo: Path, args: tuple[str, ...], line: str, answered: Callable[[str], bool]
+) -> Iterator[subprocess.Popen[str]]:
+    """A git started by this very process (as another task's phase in a thread starts one), running in
+    the repository until its stdin closes; its answer to `line` is the event that says it runs."""
     proc = subprocess.Popen(
-        ["git", "hash-object", "--stdin-paths"],
-        cwd=repo,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
+        ["git", *args], cwd=repo, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
     )
     assert proc.stdin is not None and proc.stdout is not None
-    proc.stdin.write("/dev/null\n")
+    proc.stdin.write(line + "\n")
     proc.stdin.flush()
-    assert len(proc.stdout.readline().strip()) == 40
-    yield proc
-    proc.stdin.close()
-    proc.wait(timeout=30)
-    proc.stdout.close()
+    assert answered(proc.stdout.readline())
+    try:
+        yield proc
+    finally:
+        proc.stdin.close()
+        proc.wait(timeout=30)
+        proc.stdout.close()
+
+
+def hash_object(repo: Path) -> AbstractContextManager[subprocess.Popen[str]]:
+    return running_git(repo, ("hash-object", "--stdin-paths"), "/dev/null", lambda a: len(a.strip()) == 40)
+
+
+@pytest.fixture
+def live_git(repo: Path) -> Iterator[subprocess.Popen[str]]:
+    with hash_object(repo) as proc:
+        yield proc
 
 
 def test_a_git_this_process_started_counts_as_live_and_a_cat_file_helper_does_not(
     repo: Path, live_git: subprocess.Popen[str]
 ) -> None:
-    helper = subprocess.Popen(
-        ["git", "cat-file", "--batch-check"],
-        cwd=repo,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert helper.stdin is not None and helper.stdout is not None
-    helper.stdin.write("HEAD\n")
-    helper.stdin.flush()
-    assert "commit" in helper.stdout.readline()
-    try:
+    with running_git(repo, ("cat-file", "--batch-check"), "HEAD", lambda answer: "commit" in answer):
         assert live_git_in(repo) == [live_git.pid]
-    finally:
-        helper.stdin.close()
-        helper.wait(timeout=30)
-        helper.stdout.close()
 
 
 def test_a_lock_no_live_git_holds_is_removed_and_one_a_live_git_may_hold_is_try_later(
@@ -90,26 +86,11 @@ def test_a_lock_no_live_git_holds_is_removed_and_one_a_live_git_may_hold_is_try_
 
     held = repo / ".git" / "index.lock"
     held.write_text("", encoding="utf-8")
-    proc = subprocess.Popen(
-        ["git", "hash-object", "--stdin-paths"],
-        cwd=repo,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stdin is not None and proc.stdout is not None
-    proc.stdin.write("/dev/null\n")
-    proc.stdin.flush()
-    assert len(proc.stdout.readline().strip()) == 40
-    try:
+    with hash_object(repo) as proc:
         with pytest.raises(GitBusy, match="held by a running git") as busy:
             clear_locks(repo, wait_seconds=0)
         assert busy.value.exit_code == 75 and busy.value.pids == [proc.pid]
         assert held.exists()
-    finally:
-        proc.stdin.close()
-        proc.wait(timeout=30)
-        proc.stdout.close()
     # Ended: the same lock is stale now.
     clear_locks(repo, wait_seconds=0)
     assert not held.exists()
