@@ -25,7 +25,6 @@ from hub.edits.feedback import answer_feedback, output_truncated
 from hub.edits.policy import Policy
 from hub.phases import prompts
 from hub.phases.acceptance import CommandResult, jail_for, run_command, user_secrets
-from hub.phases.agent import agent_attempt
 from hub.phases.calls import generate
 from hub.phases.context import Context, Outcome
 from hub.phases.run import Run
@@ -128,6 +127,8 @@ class Attempt:
     def _attempt(self, worker: Worker) -> Outcome:
         self._preflight(worker)
         if self.config.role("implementer").mode == "agent":
+            from hub.phases.agent import agent_attempt  # the loop, its tools and MCP: agent mode's only
+
             return self._written(agent_attempt(self, worker, feedback_section(self.run)))
         system = prompts.template(self.config.trust_root, "implementer_system").strip()
         prompt, generation = self._first_call(worker, system)
