@@ -4,12 +4,11 @@ allowed tools it may call), read from a hub.yaml that `config_schema` already ch
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from types import MappingProxyType
+from typing import Any, NamedTuple
 
 
-@dataclass(frozen=True)
-class AgentSettings:
+class AgentSettings(NamedTuple):
     """`agent:` in hub.yaml: agent mode's bounds (hub/agent/loop.py)."""
 
     max_turns: int = 30
@@ -17,15 +16,14 @@ class AgentSettings:
     max_repeats: int = 3
 
 
-@dataclass(frozen=True)
-class MCPServer:
+class MCPServer(NamedTuple):
     """An entry of `mcp_servers:`: a server whose `allow`ed tools agent mode offers as mcp_<name>_<tool>.
     It runs outside the sandbox, with the user's rights: none is configured by default."""
 
     name: str
     command: tuple[str, ...] = ()  # stdio: the command and its args
     url: str | None = None  # HTTP (streamable)
-    env: Mapping[str, str] = field(default_factory=dict)
+    env: Mapping[str, str] = MappingProxyType({})
     allow: tuple[str, ...] = ()
     timeout: float = 60.0  # seconds one call may take
 

@@ -12,9 +12,9 @@ import re
 import sys
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from types import MappingProxyType
+from typing import Any, NamedTuple
 
 from hub.core import config_schema
 from hub.core.agent_config import AgentSettings, MCPServer, agent_settings, mcp_servers
@@ -109,8 +109,14 @@ halt_file: ERIK_HALT.md
 """
 
 
-@dataclass(frozen=True)
-class Timeouts:
+# The records below are NamedTuples, not dataclasses: every `hub status` builds them, and a dataclass
+# costs 0.3 ms to define and its module 5 ms to import, a quarter of status's start-up (issue 25,
+# docs/ARCHITECTURE.md "Start-up"). They are as immutable and as checked by mypy; `_replace` is
+# dataclasses.replace.
+NOTHING: Mapping[str, Any] = MappingProxyType({})  # the default of every mapping field: shared, read-only
+
+
+class Timeouts(NamedTuple):
     """The three clocks of a model call, in seconds."""
 
     first_token: float = 180.0
@@ -119,42 +125,38 @@ class Timeouts:
     load: float = DEFAULT_LOAD_SECONDS
 
 
-@dataclass(frozen=True)
-class RoleConfig:
+class RoleConfig(NamedTuple):
     """How one role (implementer, local_reviewer, judge) reaches its model."""
 
     name: str
     model: str
     backend: str = "mcp"
     worker: str = "hub"
-    timeouts: Timeouts = field(default_factory=Timeouts)
+    timeouts: Timeouts = Timeouts()
     temperature: float = 0.2
     num_predict: int | None = None
     mode: str = "edit"  # the implementer's: "edit" (one answer of edits) or "agent" (tool calls; issue 19)
 
 
-@dataclass(frozen=True)
-class WorkerServer:
+class WorkerServer(NamedTuple):
     """An MCP worker server the hub may talk to."""
 
     name: str
     transport: str = "stdio"
     command: tuple[str, ...] = ()
     url: str | None = None
-    env: Mapping[str, str] = field(default_factory=dict)
+    env: Mapping[str, str] = NOTHING
     num_ctx: int = DEFAULT_SERVER_NUM_CTX  # the window in force when the worker cannot pass num_ctx
 
 
-@dataclass(frozen=True)
-class JudgeConfig:
+class JudgeConfig(NamedTuple):
     """Who gives the verdict when `hub run-judge` runs."""
 
     command: str | None = None
     backend: str | None = None
 
 
-@dataclass(frozen=True)
-class Config:
+class Config(NamedTuple):
     """Everything configurable, resolved."""
 
     repo_root: Path
@@ -164,21 +166,21 @@ class Config:
     ollama_host: str = "http://127.0.0.1:11434"
     openai_base_url: str = "http://127.0.0.1:8000/v1"
     openai_api_key: str | None = None
-    roles: Mapping[str, RoleConfig] = field(default_factory=dict)
-    num_ctx: Mapping[str, int] = field(default_factory=dict)
+    roles: Mapping[str, RoleConfig] = NOTHING
+    num_ctx: Mapping[str, int] = NOTHING
     default_num_ctx: int = DEFAULT_NUM_CTX
     workers: tuple[WorkerServer, ...] = ()
-    judge: JudgeConfig = field(default_factory=JudgeConfig)
+    judge: JudgeConfig = JudgeConfig()
     acceptance_timeout_seconds: float = 300.0
     max_changed_files: int = DEFAULT_MAX_CHANGED_FILES
     max_reply_chars: int = 400_000
     global_timeout_hours: float = 4.0
-    task_limits: Mapping[str, Any] = field(default_factory=dict)  # limits.timeout_minutes, max_rebuttals
+    task_limits: Mapping[str, Any] = NOTHING  # limits.timeout_minutes, max_rebuttals
     rules_catalog_url: str | None = None
     mcp_token: str | None = None
     server_wait_minutes: float = DEFAULT_SERVER_WAIT_MINUTES
-    sandbox: SandboxSettings = field(default_factory=SandboxSettings)
-    agent: AgentSettings = field(default_factory=AgentSettings)
+    sandbox: SandboxSettings = SandboxSettings()
+    agent: AgentSettings = AgentSettings()
     mcp_servers: tuple[MCPServer, ...] = ()
     # Where hub.yaml, prompts and rules were read: the user's checkout (see hub/safety/trust.py). None: repo_root.
     config_root: Path | None = None
@@ -212,7 +214,7 @@ class Config:
     def judge_role(self) -> RoleConfig:
         """The judge's role; `judge.backend`, when set, says which backend reaches its model."""
         role = self.role("judge")
-        return replace(role, backend=self.judge.backend) if self.judge.backend else role
+        return role._replace(backend=self.judge.backend) if self.judge.backend else role
 
     def num_ctx_for(self, model: str) -> int:
         return self.num_ctx.get(model, self.default_num_ctx)

@@ -24,14 +24,12 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 Path = tuple[str | int, ...]
 
 
-@dataclass(frozen=True)
-class Problem:
+class Problem(NamedTuple):
     """One thing wrong in hub.yaml: where (a key path), what, and the form that was expected."""
 
     path: Path
@@ -52,13 +50,13 @@ class Spec:
         return [Problem(path, f"got {describe(value)}", self.expected)]
 
 
-@dataclass(frozen=True)
 class Str(Spec):
     """A string; `choices` limits it to a few words, `plain_name` to a file name without folders."""
 
-    choices: tuple[str, ...] = ()
-    plain_name: bool = False
-    non_empty: bool = True
+    def __init__(
+        self, choices: tuple[str, ...] = (), plain_name: bool = False, non_empty: bool = True
+    ) -> None:
+        self.choices, self.plain_name, self.non_empty = choices, plain_name, non_empty
 
     @property
     def expected(self) -> str:  # type: ignore[override]
@@ -79,15 +77,20 @@ class Str(Spec):
         return []
 
 
-@dataclass(frozen=True)
 class Num(Spec):
-    """A number (an integer when `integer`), within [minimum, maximum]; `unit` says what it counts."""
+    """A number (an integer when `integer`), within [minimum, maximum] (> minimum when `above`); `unit`
+    says what it counts."""
 
-    minimum: float | None = None
-    maximum: float | None = None
-    integer: bool = False
-    unit: str = ""
-    above: bool = False  # minimum is exclusive (> rather than >=)
+    def __init__(
+        self,
+        minimum: float | None = None,
+        maximum: float | None = None,
+        integer: bool = False,
+        unit: str = "",
+        above: bool = False,
+    ) -> None:
+        self.minimum, self.maximum, self.unit = minimum, maximum, unit
+        self.integer, self.above = integer, above
 
     @property
     def expected(self) -> str:  # type: ignore[override]
@@ -116,7 +119,6 @@ def Int(minimum: float | None = None, maximum: float | None = None, unit: str = 
     return Num(minimum, maximum, integer=True, unit=unit)
 
 
-@dataclass(frozen=True)
 class Command(Spec):
     """A command line: a string (split on spaces) or a list of strings."""
 
@@ -130,7 +132,6 @@ class Command(Spec):
         return self.wrong(value, path)
 
 
-@dataclass(frozen=True)
 class Scalar(Spec):
     """A string, number or boolean (an environment variable's value)."""
 
@@ -140,7 +141,6 @@ class Scalar(Spec):
         return [] if isinstance(value, str | int | float | bool) else self.wrong(value, path)
 
 
-@dataclass(frozen=True)
 class Bool(Spec):
     """true or false (YAML also reads yes/no/on/off as booleans)."""
 
@@ -150,12 +150,12 @@ class Bool(Spec):
         return [] if isinstance(value, bool) else self.wrong(value, path)
 
 
-@dataclass(frozen=True)
 class AnyOf(Spec):
     """One of several forms (e.g. `sandbox: off` or a mapping): the first form whose type fits decides;
     when none fits, all are named."""
 
-    forms: tuple[Spec, ...]
+    def __init__(self, forms: tuple[Spec, ...]) -> None:
+        self.forms = forms
 
     @property
     def expected(self) -> str:  # type: ignore[override]
@@ -172,13 +172,13 @@ class AnyOf(Spec):
         return [Problem(path, f"got {describe(value)}", self.expected)]
 
 
-@dataclass(frozen=True)
 class Map(Spec):
     """A mapping with known keys; `required` keys must be present."""
 
-    fields: Mapping[str, Spec]
-    required: tuple[str, ...] = ()
-    what: str = "a mapping"
+    def __init__(
+        self, fields: Mapping[str, Spec], required: tuple[str, ...] = (), what: str = "a mapping"
+    ) -> None:
+        self.fields, self.required, self.what = fields, required, what
 
     @property
     def expected(self) -> str:  # type: ignore[override]
@@ -204,12 +204,11 @@ class Map(Spec):
         return problems
 
 
-@dataclass(frozen=True)
 class MapOf(Spec):
     """A mapping from names the user chooses (model names, variable names) to values of one form."""
 
-    values: Spec
-    what: str = "a mapping"
+    def __init__(self, values: Spec, what: str = "a mapping") -> None:
+        self.values, self.what = values, what
 
     @property
     def expected(self) -> str:  # type: ignore[override]
@@ -225,12 +224,11 @@ class MapOf(Spec):
         return problems
 
 
-@dataclass(frozen=True)
 class ListOf(Spec):
     """A YAML list (`- item` lines) of values of one form."""
 
-    items: Spec
-    what: str = "a list"
+    def __init__(self, items: Spec, what: str = "a list") -> None:
+        self.items, self.what = items, what
 
     @property
     def expected(self) -> str:  # type: ignore[override]

@@ -10,10 +10,9 @@ sandbox:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from hub.core.errors import ConfigError
 
@@ -24,8 +23,7 @@ class SandboxMode(StrEnum):
     OFF = "off"
 
 
-@dataclass(frozen=True)
-class SandboxLimits:
+class SandboxLimits(NamedTuple):
     """What one sandboxed command may use (issue 28): processes alive at once, memory resident in all
     of them together, bytes written to the worktree and its private /tmp."""
 
@@ -34,15 +32,14 @@ class SandboxLimits:
     disk_mb: int = 256
 
 
-@dataclass(frozen=True)
-class SandboxSettings:
+class SandboxSettings(NamedTuple):
     """`sandbox:` in hub.yaml: a mode, or a mapping `{mode, network, writable_paths, read_paths, limits}`."""
 
     mode: SandboxMode = SandboxMode.AUTO
     network: bool = False
     writable_paths: tuple[Path, ...] = ()
     read_paths: tuple[Path, ...] = ()
-    limits: SandboxLimits = field(default_factory=SandboxLimits)
+    limits: SandboxLimits = SandboxLimits()
 
 
 # The `sandbox:` keys, in the shape issue 14's schema can take over as they are.

@@ -278,7 +278,6 @@ def resume(state: State, to_state: str, note: str | None, as_json: bool) -> None
 @pass_state
 def next_(state: State, as_json: bool, until_idle: bool, stop_on_eof: bool) -> None:
     """Run the due phase of every task, several at once (for cron); exit with the most severe code."""
-    from dataclasses import replace
 
     from hub.phases.next import run_next, run_until_idle
     from hub.workers.pool import WorkerPool
@@ -291,7 +290,7 @@ def next_(state: State, as_json: bool, until_idle: bool, stop_on_eof: bool) -> N
         signal.signal(signal.SIGINT, signal.default_int_handler)
     # The phases this process runs share their MCP worker servers: each is spawned once, not per phase.
     pool = WorkerPool()
-    ctx = replace(state.context(), workers=pool)
+    ctx = state.context().replace(workers=pool)
     try:
         if not until_idle:
             outcome = run_next(ctx)

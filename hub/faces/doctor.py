@@ -78,7 +78,7 @@ def model_roles(config: Config, role: str | None = None) -> list[RoleConfig]:
         return [config.role(role)]
     roles = [config.role(name) for name in ("implementer", "local_reviewer") if name in config.roles]
     if config.judge.backend is not None and "judge" in config.roles:
-        roles.append(replace(config.role("judge"), backend=config.judge.backend))
+        roles.append(config.role("judge")._replace(backend=config.judge.backend))
     return roles
 
 

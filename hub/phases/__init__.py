@@ -1,5 +1,1 @@
 """One module per phase; each composes the rooms below it. Nothing outside `cli` and `mcp_server` imports these."""
-
-from hub.phases.context import Context, Outcome
-
-__all__ = ["Context", "Outcome"]

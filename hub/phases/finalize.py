@@ -9,9 +9,10 @@ from hub.core.errors import EXIT_HALTED, ContractInvalid, GitError, TaskHalted, 
 from hub.core.faults import crash_point
 from hub.core.log import get_logger
 from hub.core.machine import explain
-from hub.phases.context import Context, Outcome
+from hub.phases.context import Context
 from hub.phases.halts import RESUME_TARGETS, check_note, resume_targets
 from hub.phases.judge import write_review_request
+from hub.phases.outcome import Outcome
 from hub.phases.run import Run
 from hub.phases.session import require_setup, running
 from hub.phases.status import active_contract, write_status

@@ -26,7 +26,8 @@ from hub.edits.policy import Policy
 from hub.phases import prompts
 from hub.phases.acceptance import CommandResult, jail_for, run_command, user_secrets
 from hub.phases.calls import generate
-from hub.phases.context import Context, Outcome
+from hub.phases.context import Context
+from hub.phases.outcome import Outcome
 from hub.phases.run import Run
 from hub.phases.session import pre_phase_trip, require_setup, running
 from hub.phases.stall import (

@@ -39,7 +39,7 @@ from hub.core.log import get_logger
 from hub.phases import prompts
 from hub.phases.acceptance import user_secrets
 from hub.phases.calls import generate
-from hub.phases.context import Context, Outcome
+from hub.phases.context import Context
 from hub.phases.judge import (
     apply_verdict,
     claim_review,
@@ -49,6 +49,7 @@ from hub.phases.judge import (
     report_judge,
     write_review_request,
 )
+from hub.phases.outcome import Outcome
 from hub.phases.run import Run, worktree_path
 from hub.phases.session import bind, pre_phase_trip, running
 from hub.phases.stall import Stall, worker_failure

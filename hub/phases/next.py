@@ -32,8 +32,9 @@ from hub.core.errors import (
 )
 from hub.core.log import get_logger
 from hub.core.machine import explain
-from hub.phases.context import Context, Outcome
+from hub.phases.context import Context
 from hub.phases.finalize import archive_merged
+from hub.phases.outcome import Outcome
 from hub.phases.status import active_contract, due, judge_configured, report_waiting
 from hub.repo.killed_git import GitBusy
 from hub.state import store

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from hub.core.log import get_logger
-from hub.phases.context import Context, Outcome
+from hub.phases.context import Context
+from hub.phases.outcome import Outcome
 from hub.phases.paths import why_blocked
 from hub.phases.setup import create
 from hub.phases.status import free_task_slots

@@ -24,9 +24,10 @@ from hub.core.log import get_logger
 from hub.phases import prompts
 from hub.phases.acceptance import user_secrets
 from hub.phases.calls import generate
-from hub.phases.context import Context, Outcome
+from hub.phases.context import Context
 from hub.phases.evidence import agrees, downgrade, second_look_prompt, sort_criticals
 from hub.phases.judge import enter_judge_review
+from hub.phases.outcome import Outcome
 from hub.phases.run import Run
 from hub.phases.session import pre_phase_trip, require_setup, running
 from hub.phases.stall import Stall, model_unavailable, review_stall, worker_failure

@@ -11,8 +11,9 @@ from typing import TYPE_CHECKING
 from hub.core.errors import EXIT_HALTED, ContractInvalid, PhaseTimeout, with_hint
 from hub.core.log import get_logger
 from hub.core.text import listed
-from hub.phases.context import Context, Outcome
+from hub.phases.context import Context
 from hub.phases.halts import render_halt
+from hub.phases.outcome import Outcome
 from hub.phases.status import write_status
 from hub.repo import gitops
 from hub.safety.trust import control_paths

@@ -7,8 +7,9 @@ from typing import TYPE_CHECKING, cast
 
 from hub.core.config import CONFIG_FILE, default_yaml
 from hub.core.errors import GitError, HubError, NotInitialised, WrongState
-from hub.phases.context import Context, Outcome
+from hub.phases.context import Context
 from hub.phases.implement import budget_warning
+from hub.phases.outcome import Outcome
 from hub.phases.paths import check_task_paths
 from hub.phases.run import worktree_path
 from hub.phases.session import running

@@ -4,7 +4,7 @@ one killed right after its commit (session.py)."""
 
 from __future__ import annotations
 
-from hub.phases.context import Outcome
+from hub.phases.outcome import Outcome
 from hub.phases.run import Run
 from hub.repo import gitops
 from hub.state import breakers

@@ -9,15 +9,14 @@ every phase refuse a "dirty" work tree. `problems` is what `hub doctor` shows fo
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from hub.core.config import CONFIG_FILE, Config
 from hub.core.errors import NotInitialised
 
 
-@dataclass(frozen=True)
-class Problem:
+class Problem(NamedTuple):
     """Why the hub cannot work here, and the command that fixes it."""
 
     check: str

@@ -9,7 +9,6 @@ import re
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any, NotRequired, TypedDict, cast
@@ -46,7 +45,6 @@ def check_task_id(task_id: str) -> str:
     return task_id
 
 
-@dataclass(frozen=True)
 class Handoff:
     """Paths inside one handoff folder, bound to one task (`task_id`) or to none.
 
@@ -54,17 +52,20 @@ class Handoff:
     the folder itself keeps what all tasks share: STATUS.md, transition.ndjson, backlog, notes, archive.
     Unbound, the task paths are the old single-task layout's (the folder itself), which only
     `migrate_legacy` reads.
-    """
 
-    dir: Path
-    halt_name: str = "ERIK_HALT.md"
-    task_id: str | None = None
+    A plain class rather than a dataclass, as `hub status` builds one (see `hub.core.config`)."""
 
-    def __post_init__(self) -> None:
+    __slots__ = ("dir", "halt_name", "task_id")
+
+    def __init__(self, dir: Path, halt_name: str = "ERIK_HALT.md", task_id: str | None = None) -> None:
         # Every face reaches a task's folder through here: a task id from outside (`--task`, an MCP
         # tool's task_id) names a folder inside tasks/ and nothing else (`../../x`, `/abs`: refused).
-        if self.task_id is not None:
-            check_task_id(self.task_id)
+        if task_id is not None:
+            check_task_id(task_id)
+        self.dir, self.halt_name, self.task_id = dir, halt_name, task_id
+
+    def __repr__(self) -> str:
+        return f"Handoff({str(self.dir)!r}, {self.halt_name!r}, {self.task_id!r})"
 
     def for_task(self, task_id: str | None) -> Handoff:
         return Handoff(self.dir, self.halt_name, task_id)

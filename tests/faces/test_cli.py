@@ -62,6 +62,8 @@ def test_help_and_status_import_none_of_the_heavy_libraries(hub: HubRunner, task
         assert "hub" in imported, args  # the profile was read
         assert imported.isdisjoint(HEAVY_LIBRARIES), (args, imported & set(HEAVY_LIBRARIES))
         assert ("click" in imported) == (args == ("--help",))  # a plain status needs no click
+        if args == ("status",):  # nor what a dataclass or a hash costs (issue 25: < 5x `python -c pass`)
+            assert imported.isdisjoint({"dataclasses", "inspect", "hashlib"}), imported
 
 
 def test_usage_errors_exit_2(hub: HubRunner) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -284,7 +284,7 @@ def test_doctor_says_whether_acceptance_commands_are_sandboxed(tmp_path: Path) -
     missing = check_sandbox(base, which=lambda _: None)
     assert missing.ok and "auto: UNSANDBOXED" in missing.detail
 
-    required = replace(base, sandbox=SandboxSettings(SandboxMode.REQUIRED))
+    required = base._replace(sandbox=SandboxSettings(SandboxMode.REQUIRED))
     failed = check_sandbox(required, which=lambda _: None)
     assert not failed.ok and "apt-get install -y bubblewrap" in (failed.hint or "")
 

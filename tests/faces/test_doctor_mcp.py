@@ -3,7 +3,6 @@ agent, allowed tools it does not have, and a server that does not start."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
 from hub.core.agent_config import MCPServer
@@ -16,7 +15,7 @@ EVERYTHING = (
 
 
 def config(tmp_path: Path, *servers: MCPServer) -> Config:
-    return replace(load_config(tmp_path, env={}), mcp_servers=servers)
+    return load_config(tmp_path, env={})._replace(mcp_servers=servers)
 
 
 def everything(allow: tuple[str, ...]) -> MCPServer:

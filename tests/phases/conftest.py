@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 
 from hub.core.config import load_config
-from hub.phases.context import Context, Outcome
+from hub.phases.context import Context
+from hub.phases.outcome import Outcome
 from hub.state.contract import Contract, now_utc
 from hub.state.provenance import read_records
 from hub.state.store import load as load_contract

@@ -8,8 +8,9 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from hub.phases.context import Context, Outcome
+from hub.phases.context import Context
 from hub.phases.halts import NOTE_PLACEHOLDER, resume_command, suggested_resume_state
+from hub.phases.outcome import Outcome
 from hub.state.breakers import Trip
 from hub.state.machine import RESUMABLE_STATES
 

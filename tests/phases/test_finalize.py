@@ -249,9 +249,8 @@ def test_the_worktree_is_removed_after_the_merge_and_the_branch_kept_only_when_c
 def test_keep_branches_keeps_the_merged_task_branch_but_not_its_worktree(
     task: TaskDriver, ctx: Context, git_repo: Path, run_git: Any
 ) -> None:
-    from dataclasses import replace
 
-    ctx.config = replace(ctx.config, keep_branches=True)
+    ctx.config = ctx.config._replace(keep_branches=True)
     contract = task.to_review_complete("PASS")
     assert finalize_task(ctx).to_state == "merged"
     branch = contract["git"]["task_branch"]

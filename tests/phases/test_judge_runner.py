@@ -7,7 +7,6 @@ import json
 import os
 import shlex
 import sys
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -52,7 +51,7 @@ def python_command(tmp_path: Path, name: str, code: str) -> str:
 def with_judge(
     ctx: Context, command: str | None = None, backend: str | None = None, worker: Any = None
 ) -> Context:
-    config = replace(ctx.config, judge=JudgeConfig(command=command, backend=backend))
+    config = ctx.config._replace(judge=JudgeConfig(command=command, backend=backend))
     factory = (lambda role: worker) if worker is not None else None
     return Context(config, clock=ctx.clock, worker_factory=factory)
 

@@ -147,14 +147,13 @@ class BuggyWorker:
 def test_a_bug_in_one_tasks_phase_is_its_exit_1_and_the_other_tasks_still_advance_and_are_reported(
     ctx: Context, git_repo: Path
 ) -> None:
-    from dataclasses import replace
 
     from structlog.testing import capture_logs
 
     crashing = start(ctx, "Greet", "src/app.py")  # due: run-implementer, whose worker raises
     passing = start(ctx, "Readme", "README.md")
     to_pass(passing, {"README.md": "# demo, documented\n"})  # due: finalize-task, no worker
-    buggy = replace(ctx, worker_factory=lambda role: BuggyWorker())
+    buggy = ctx.replace(worker_factory=lambda role: BuggyWorker())
     with capture_logs() as logs:
         outcome = run_next(buggy)
     assert outcome.exit_code == 1

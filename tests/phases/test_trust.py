@@ -218,7 +218,6 @@ def test_the_phase_says_whether_acceptance_commands_were_sandboxed(pipe: Pipelin
 
 
 def test_prompts_come_from_the_trust_root_never_from_the_tasks_files(pipe: Pipeline, tmp_path: Path) -> None:
-    from dataclasses import replace
 
     from hub.phases.context import Context
     from hub.phases.implement import run_implementer
@@ -234,7 +233,7 @@ def test_prompts_come_from_the_trust_root_never_from_the_tasks_files(pipe: Pipel
     (pipe.repo / "prompts").mkdir()
     (pipe.repo / "prompts" / "implementer.md").write_text("EVIL PROMPT\n", encoding="utf-8")
     ctx = pipe.ctx
-    split = Context(replace(ctx.config, config_root=trusted), clock=ctx.clock)
+    split = Context(ctx.config._replace(config_root=trusted), clock=ctx.clock)
 
     run_implementer(split)
 

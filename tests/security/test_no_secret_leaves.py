@@ -10,7 +10,6 @@ import secrets
 import string
 import subprocess
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -175,10 +174,10 @@ def test_what_the_judge_command_prints_is_redacted_in_its_record_and_halt(
         run_local_review(ctx)
         # The judge (the user's own command, unsandboxed) echoes a secret and gives no verdict.
         judged = load_config(ground.checkout, env={**os.environ, "OLLAMA_HOST": fake.url})
-        judge = replace(
-            judged.judge, command='echo "token $MY_SERVICE_TOKEN"; echo "oops $MY_SERVICE_TOKEN" >&2; exit 3'
+        judge = judged.judge._replace(
+            command='echo "token $MY_SERVICE_TOKEN"; echo "oops $MY_SERVICE_TOKEN" >&2; exit 3'
         )
-        ctx = replace(ctx, config=replace(judged, judge=judge))
+        ctx = ctx.replace(config=judged._replace(judge=judge))
 
         run_judge(ctx)
 

@@ -5,7 +5,6 @@ boundary."""
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -163,7 +162,7 @@ def test_the_hub_alone_sets_in_progress_and_merged(ctx: Context) -> None:
 
 
 def test_session_complete_waits_until_every_task_is_merged_or_dropped(ctx: Context, task: TaskDriver) -> None:
-    ctx.config = replace(ctx.config, parallel_tasks=1)  # one task in flight: the second stays proposed
+    ctx.config = ctx.config._replace(parallel_tasks=1)  # one task in flight: the second stays proposed
     backlog.add_tasks(
         ctx.handoff,
         ctx.clock,

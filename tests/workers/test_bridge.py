@@ -228,9 +228,7 @@ def test_each_backend_gets_its_worker(tmp_path: Path) -> None:
 
 def test_an_mcp_role_naming_an_unknown_worker_server_is_a_config_error(tmp_path: Path) -> None:
     config = config_with(tmp_path, implementer="mcp")
-    config = Config(
-        **{**config.__dict__, "roles": {"implementer": RoleConfig(name="implementer", model="m", worker="x")}}
-    )
+    config = config._replace(roles={"implementer": RoleConfig(name="implementer", model="m", worker="x")})
 
     with pytest.raises(ConfigError, match="no worker server named 'x'"):
         make_worker(config, "implementer")
