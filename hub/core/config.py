@@ -110,9 +110,9 @@ halt_file: ERIK_HALT.md
 
 
 # The records below are NamedTuples, not dataclasses: every `hub status` builds them, and a dataclass
-# costs 0.3 ms to define and its module 5 ms to import, a quarter of status's start-up (issue 25,
-# docs/ARCHITECTURE.md "Start-up"). They are as immutable and as checked by mypy; `_replace` is
-# dataclasses.replace.
+# costs 0.3 ms to define and its module 5 ms to import; with the others on status's path, a third of its
+# start-up (issue 25; docs/ARCHITECTURE.md, "Packages and what each may import"). They are as immutable
+# and as checked by mypy; `_replace` is dataclasses.replace.
 NOTHING: Mapping[str, Any] = MappingProxyType({})  # the default of every mapping field: shared, read-only
 
 
