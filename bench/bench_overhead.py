@@ -375,6 +375,9 @@ def busy_fraction(url: str, model: str, tasks: int, num_predict: int) -> dict[st
         "generation_spans": calls,
         "outcome": outcome,
         "idle_seconds_between_calls": (len(window) - sum(1 for _, b in window if b)) * 0.05,
+        # What the drain must do before its first call (start, set-up) and after its last (judge, merge).
+        "idle_seconds_before_first_call": busy[0] - started if busy else None,
+        "idle_seconds_after_last_call": ended - busy[-1] if busy else None,
         "stderr_errors": [line for line in done.stderr.splitlines() if '"level": "error"' in line][-5:],
     }
 
@@ -435,7 +438,9 @@ def print_report(report: dict[str, Any]) -> None:
             f"\n4. real server: {b['tasks']} tasks, {b['merged']} merged, exit {b['exit_code']}, drain "
             f"{b['drain_seconds']:.1f} s, {b['model_calls']} model calls in {b['generation_spans']} spans; busy "
             f"{b['busy_whole_drain']:.1%} of the whole drain, {b['busy_first_to_last_call']:.1%} from the first "
-            f"call to the last (idle {b['idle_seconds_between_calls']:.1f} s between them)"
+            f"call to the last (idle {b['idle_seconds_between_calls']:.1f} s between them, "
+            f"{b['idle_seconds_before_first_call']:.2f} s before the first, {b['idle_seconds_after_last_call']:.2f} s "
+            "after the last)"
         )
     print("\ngoals")
     for line in report["goals"]:
