@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, wait
 from typing import TYPE_CHECKING, Any
@@ -68,10 +69,17 @@ def phase_function(name: str) -> Callable[[Context], Outcome]:
 MAX_ROUNDS = 200
 
 
-def run_next(ctx: Context, skip: set[str] | None = None) -> Outcome:
+def run_next(
+    ctx: Context,
+    skip: set[str] | None = None,
+    go_on: Callable[[], bool] | None = None,
+    stuck: set[str] | None = None,
+) -> Outcome:
     """Promote proposals into free task slots, then run the due phase of every task (but those in
     `skip`), at most `limits.parallel_tasks` at once; return when they have finished. The exit code is
-    the most severe of theirs. With a task named (`--task`), only that task's due phase."""
+    the most severe of theirs. With a task named (`--task`), only that task's due phase. With `go_on`
+    (`--until-idle`), each of several tasks is taken on while it moves (`run_concurrently`); a task a
+    phase left where it was goes in `stuck`."""
     if ctx.task_id:
         if skip and ctx.task_id in skip:
             return Outcome("next", ctx.task_id, message="nothing to do: its phase failed in this run")
@@ -106,7 +114,7 @@ def run_next(ctx: Context, skip: set[str] | None = None) -> Outcome:
         outcome = _run_due(bound, contract, phase)
         outcome.data.setdefault("ran", phase)
         return outcome
-    outcomes = promoted + run_concurrently(jobs, ctx.config.parallel_tasks)
+    outcomes = promoted + run_concurrently(jobs, ctx.config.parallel_tasks, go_on, stuck)
     if len(outcomes) == 1 and not halted:
         return outcomes[0]
     code = max((o.exit_code for o in outcomes), key=severity, default=EXIT_OK)
@@ -135,8 +143,9 @@ def run_until_idle(ctx: Context, go_on: Callable[[], bool] = lambda: True) -> Ou
     last: Outcome | None = None
     while len(rounds) < MAX_ROUNDS and (not rounds or go_on()):
         marks = progress_marks(ctx)
+        stuck: set[str] = set()
         try:
-            last = run_next(ctx, skip=failed)
+            last = run_next(ctx, skip=failed, go_on=go_on, stuck=stuck)
         except HubError as exc:
             if not rounds:
                 raise
@@ -153,7 +162,7 @@ def run_until_idle(ctx: Context, go_on: Callable[[], bool] = lambda: True) -> Ou
         # runs nothing and the run ends.
         after = progress_marks(ctx)
         still = {str(p.get("task_id")) for p in ran if not p.get("exit_code")}
-        failed |= {t for t in still if t in marks and after.get(t) == marks[t]}
+        failed |= {t for t in still if t in marks and after.get(t) == marks[t]} | stuck
     if not rounds:
         assert last is not None
         return last  # nothing was due: the idle outcome, as `hub next` says it
@@ -171,20 +180,23 @@ def progress_marks(ctx: Context) -> dict[str, tuple[object, ...]]:
     """Per task, what a phase that moves it on changes: its state, its attempt, its branch, its verdict,
     its breaker's counters (a strike is a step towards a halt, so a retry after it is bounded); a task
     whose contract cannot be read has none."""
-    marks: dict[str, tuple[object, ...]] = {}
-    for task_id in ctx.handoff_root.task_ids():
-        try:
-            contract = store.load(ctx.for_task(task_id).handoff.contract)
-        except (ContractInvalid, OSError):
-            continue
-        marks[task_id] = (
-            contract["status"],
-            contract["attempt"],
-            contract["git"].get("task_branch"),
-            contract["handoff_data"].get("judge_verdict"),
-            tuple(sorted((contract.get("breaker") or {}).get("counters", {}).items())),
-        )
-    return marks
+    marks = {task_id: progress_mark(ctx.for_task(task_id)) for task_id in ctx.handoff_root.task_ids()}
+    return {task_id: mark for task_id, mark in marks.items() if mark is not None}
+
+
+def progress_mark(bound: Context) -> tuple[object, ...] | None:
+    """`progress_marks` of the task `bound` is bound to; None when its contract cannot be read."""
+    try:
+        contract = store.load(bound.handoff.contract)
+    except (ContractInvalid, OSError):
+        return None
+    return (
+        contract["status"],
+        contract["attempt"],
+        contract["git"].get("task_branch"),
+        contract["handoff_data"].get("judge_verdict"),
+        tuple(sorted((contract.get("breaker") or {}).get("counters", {}).items())),
+    )
 
 
 def phases_run(outcome: Outcome) -> list[dict[str, Any]]:
@@ -318,47 +330,84 @@ def severity(code: int) -> int:
     return _SEVERITY.get(code, 5)
 
 
-def run_concurrently(jobs: list[tuple[Context, str, Contract]], parallel: int) -> list[Outcome]:
+def run_concurrently(
+    jobs: list[tuple[Context, str, Contract]],
+    parallel: int,
+    go_on: Callable[[], bool] | None = None,
+    stuck: set[str] | None = None,
+) -> list[Outcome]:
     """Each (task, phase) in a thread of its own, at most `parallel` at once; a phase's error becomes its
     outcome (with the error's exit code), so one task failing does not stop the others. An unexpected
     exception (a bug, an OSError outside a phase's own handling) is exit 1 for its task only.
 
+    With `go_on` (`--until-idle`), a thread takes its task on while it moves: after a phase that went
+    well, what `next_step` names now runs at once, until nothing is due, a phase fails or leaves the task
+    where it was (the task goes in `stuck`), or `go_on()` (or a Ctrl-C) says stop. Rounds made every task
+    wait for the slowest of theirs: on one model server, the judge and merge of a task whose review had
+    ended waited for every other review, and the server then idled through all of them (issue 25).
+
     A Ctrl-C (KeyboardInterrupt) reaches the main thread alone, and a phase in a thread cannot be
     interrupted: the phases not started are dropped and the running ones finished (`_interrupted`), and
     a second Ctrl-C stops the process at once."""
+    stopping = threading.Event()
+    asking = threading.Lock()  # go_on may read stdin (`--stop-on-eof`): one thread at a time
 
-    def one(job: tuple[Context, str, Contract]) -> Outcome:
+    def going_on() -> bool:
+        with asking:
+            return go_on is not None and not stopping.is_set() and go_on()
+
+    def one(job: tuple[Context, str, Contract]) -> list[Outcome]:
         bound, phase, contract = job
-        try:
-            outcome = _run_due(bound, contract, phase)
-        except HubError as exc:
-            log.warning("next.phase_failed", task=bound.task_id, phase=phase, error=str(exc))
-            outcome = Outcome(phase, bound.task_id, message=describe(exc), exit_code=exit_code_for(exc))
-        except Exception as exc:
-            # Not a hub error, so a bug: raised out of the pool it would lose the other tasks' outcomes
-            # (phases that ran and moved their tasks) behind a traceback. The traceback goes to the log.
-            log.exception("next.phase_crashed", task=bound.task_id, phase=phase)
-            outcome = Outcome(
-                phase, bound.task_id, message=f"{type(exc).__name__}: {exc}", exit_code=EXIT_ERROR
-            )
-        outcome.data.setdefault("ran", phase)
-        outcome.task_id = outcome.task_id or bound.task_id
-        return outcome
+        outcomes: list[Outcome] = []
+        while True:
+            before = progress_mark(bound) if go_on else None
+            outcomes.append(_run_caught(bound, contract, phase))
+            if outcomes[-1].exit_code or not going_on():
+                return outcomes
+            if progress_mark(bound) == before:
+                if stuck is not None:
+                    stuck.add(str(bound.task_id))
+                return outcomes
+            try:
+                now, phase_now, _ = next_step(bound)
+            except (HubError, OSError):
+                return outcomes  # the next round's due_jobs says what is wrong with the task
+            if now is None or phase_now is None or phase_now == "promote-backlog":
+                return outcomes
+            contract, phase = now, phase_now
 
     if len(jobs) <= 1 or parallel <= 1:
-        return [one(job) for job in jobs]
+        return [outcome for job in jobs for outcome in one(job)]
     pool = ThreadPoolExecutor(max_workers=min(parallel, len(jobs)), thread_name_prefix="hub-next")
     futures = [pool.submit(one, job) for job in jobs]
     try:
-        return [future.result() for future in futures]
+        return [outcome for future in futures for outcome in future.result()]
     except KeyboardInterrupt:
+        stopping.set()
         _interrupted(pool, futures)
         raise
     finally:
         pool.shutdown(wait=True)
 
 
-def _interrupted(pool: ThreadPoolExecutor, futures: list[Future[Outcome]]) -> None:
+def _run_caught(bound: Context, contract: Contract | None, phase: str) -> Outcome:
+    """`_run_due`, its error as its outcome (see `run_concurrently`)."""
+    try:
+        outcome = _run_due(bound, contract, phase)
+    except HubError as exc:
+        log.warning("next.phase_failed", task=bound.task_id, phase=phase, error=str(exc))
+        outcome = Outcome(phase, bound.task_id, message=describe(exc), exit_code=exit_code_for(exc))
+    except Exception as exc:
+        # Not a hub error, so a bug: raised out of the pool it would lose the other tasks' outcomes
+        # (phases that ran and moved their tasks) behind a traceback. The traceback goes to the log.
+        log.exception("next.phase_crashed", task=bound.task_id, phase=phase)
+        outcome = Outcome(phase, bound.task_id, message=f"{type(exc).__name__}: {exc}", exit_code=EXIT_ERROR)
+    outcome.data.setdefault("ran", phase)
+    outcome.task_id = outcome.task_id or bound.task_id
+    return outcome
+
+
+def _interrupted(pool: ThreadPoolExecutor, futures: list[Future[list[Outcome]]]) -> None:
     """After a Ctrl-C: wait for the phases running in threads, or on a second Ctrl-C stop the process
     now, as a SIGKILL would. Every phase is built to be killed anywhere (a later run recovers its task:
     the interrupted attempt recorded, its work kept, a judge command or sandbox it left ended), and a

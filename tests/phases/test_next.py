@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import threading
+import time
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -13,7 +15,7 @@ from hub.phases.finalize import archive_merged
 from hub.phases.judge import report_judge
 from hub.phases.next import due_jobs, run_concurrently, run_next, run_until_idle
 
-from .conftest import archived_at_the_next_read
+from .conftest import GREET_FIXED, IMPL, PASS_REVIEW, REV, Pipeline, archived_at_the_next_read, git
 
 if TYPE_CHECKING:
     # The fixtures' types (tests/conftest.py); pytest loads conftest, tests never import it.
@@ -223,3 +225,42 @@ def test_a_task_archived_while_next_reads_its_contract_is_no_halt(
     task.to_judge_review()
     archived_at_the_next_read(monkeypatch, ctx, task.contract()["task_id"])
     assert due_jobs(ctx) == ([], [])
+
+
+def test_until_idle_merges_a_task_while_another_tasks_model_call_runs(pipe: Pipeline) -> None:
+    # Rounds made a task whose review had ended wait for every other task's call before its judge and
+    # merge ran, and the model server idled through them (issue 25). Now a thread takes its task on.
+    first = pipe.start()
+    pipe.fake.respond_with(IMPL, lambda _body: f"src/app.py\n```python\n{GREET_FIXED}```\n")
+    pipe.fake.respond_with(REV, lambda _body: PASS_REVIEW)
+    pipe.implement()
+    pipe.review()
+    report = {"verdict": "PASS", "summary": "ok", "blocking_issues": [], "suggestions": []}
+    pipe.ctx.handoff.judge_report_json.write_text(json.dumps(report), encoding="utf-8")
+    pipe.commit("another file", {"src/other.py": "X = 1\n"})
+    second = pipe.start(title="Change X", target_file="src/other.py", requirements=["X is 2"])
+    first_folder = pipe.ctx.for_task(first).handoff.task_dir
+    seen_merged: list[bool] = []
+
+    def answer(body: dict[str, Any]) -> str:
+        if "src/other.py" not in json.dumps(body.get("messages", "")):
+            return f"src/app.py\n```python\n{GREET_FIXED}```\n"
+        # The second task's call, held (for at most 10 s) until the first task is merged and archived.
+        archived = threading.Event()
+        deadline = time.monotonic() + 10
+        while first_folder.exists() and time.monotonic() < deadline:
+            archived.wait(0.02)
+        seen_merged.append(not first_folder.exists())
+        return "src/other.py\n```python\nX = 2\n```\n"
+
+    pipe.fake.respond_with(IMPL, answer)
+
+    outcome = run_until_idle(pipe.ctx)
+
+    assert seen_merged == [True]
+    assert outcome.exit_code == 0, outcome.message
+    assert git(pipe.repo, "show", "main:src/app.py") == GREET_FIXED.strip()
+    ran = [(p["task_id"], p["data"]["ran"]) for p in outcome.data["ran"]]
+    assert [phase for task_id, phase in ran if task_id == first] == ["report-judge", "finalize-task"]
+    assert [phase for task_id, phase in ran if task_id == second] == ["run-implementer", "run-local-review"]
+    assert pipe.ctx.for_task(second).handoff.review_request.exists()  # waiting for its judge
