@@ -385,6 +385,10 @@ def busy_fraction(url: str, model: str, tasks: int, num_predict: int) -> dict[st
 # --- report -----------------------------------------------------------------------------------------------
 
 
+def seconds(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.2f} s"  # None: the server never generated
+
+
 def verdict(ok: bool) -> str:
     return "meets" if ok else "MISSES"
 
@@ -439,8 +443,8 @@ def print_report(report: dict[str, Any]) -> None:
             f"{b['drain_seconds']:.1f} s, {b['model_calls']} model calls in {b['generation_spans']} spans; busy "
             f"{b['busy_whole_drain']:.1%} of the whole drain, {b['busy_first_to_last_call']:.1%} from the first "
             f"call to the last (idle {b['idle_seconds_between_calls']:.1f} s between them, "
-            f"{b['idle_seconds_before_first_call']:.2f} s before the first, {b['idle_seconds_after_last_call']:.2f} s "
-            "after the last)"
+            f"{seconds(b['idle_seconds_before_first_call'])} before the first, "
+            f"{seconds(b['idle_seconds_after_last_call'])} after the last)"
         )
     print("\ngoals")
     for line in report["goals"]:

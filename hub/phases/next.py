@@ -340,17 +340,20 @@ def run_concurrently(
     outcome (with the error's exit code), so one task failing does not stop the others. An unexpected
     exception (a bug, an OSError outside a phase's own handling) is exit 1 for its task only.
 
-    With `go_on` (`--until-idle`), a thread takes its task on while it moves: after a phase that went
-    well, what `next_step` names now runs at once, until nothing is due, a phase fails or leaves the task
-    where it was (the task goes in `stuck`), or `go_on()` (or a Ctrl-C) says stop. Rounds made every task
-    wait for the slowest of theirs: on one model server, the judge and merge of a task whose review had
-    ended waited for every other review, and the server then idled through all of them (issue 25).
+    With `go_on` (`--until-idle`), a task is taken on while it moves once every job has a thread: after
+    a phase that went well, what `next_step` names now runs at once in the same thread, until nothing is
+    due, a phase fails or leaves the task where it was (the task goes in `stuck`), `go_on()` (or a
+    Ctrl-C) says stop, or MAX_ROUNDS phases ran. Rounds made every task wait for the slowest of theirs:
+    on one model server, the judge and merge of a task whose review had ended waited for every other
+    review, and the server then idled through all of them (issue 25). While a job still waits for a
+    thread, a thread's task is not taken on, so the waiting task's turn comes as soon as it did.
 
     A Ctrl-C (KeyboardInterrupt) reaches the main thread alone, and a phase in a thread cannot be
     interrupted: the phases not started are dropped and the running ones finished (`_interrupted`), and
     a second Ctrl-C stops the process at once."""
     stopping = threading.Event()
     asking = threading.Lock()  # go_on may read stdin (`--stop-on-eof`): one thread at a time
+    started: list[str] = []  # list.append is atomic: how many jobs have a thread
 
     def going_on() -> bool:
         with asking:
@@ -358,23 +361,22 @@ def run_concurrently(
 
     def one(job: tuple[Context, str, Contract]) -> list[Outcome]:
         bound, phase, contract = job
+        started.append(phase)
         outcomes: list[Outcome] = []
         while True:
             before = progress_mark(bound) if go_on else None
             outcomes.append(_run_caught(bound, contract, phase))
-            if outcomes[-1].exit_code or not going_on():
+            if go_on is None or outcomes[-1].exit_code or len(outcomes) >= MAX_ROUNDS:
                 return outcomes
             if progress_mark(bound) == before:
                 if stuck is not None:
                     stuck.add(str(bound.task_id))
                 return outcomes
-            try:
-                now, phase_now, _ = next_step(bound)
-            except (HubError, OSError):
-                return outcomes  # the next round's due_jobs says what is wrong with the task
-            if now is None or phase_now is None or phase_now == "promote-backlog":
+            due_now = _due_now(bound)
+            # Asked last, just before the phase would start: a Ctrl-C or EOF meanwhile starts none.
+            if due_now is None or len(started) < len(jobs) or not going_on():
                 return outcomes
-            contract, phase = now, phase_now
+            contract, phase = due_now
 
     if len(jobs) <= 1 or parallel <= 1:
         return [outcome for job in jobs for outcome in one(job)]
@@ -383,11 +385,26 @@ def run_concurrently(
     try:
         return [outcome for future in futures for outcome in future.result()]
     except KeyboardInterrupt:
-        stopping.set()
-        _interrupted(pool, futures)
+        _interrupted(pool, futures, stopping)
         raise
     finally:
         pool.shutdown(wait=True)
+
+
+def _due_now(bound: Context) -> tuple[Contract, str] | None:
+    """The task's contract and the phase due now, for a thread taking it on; None: stop here (nothing
+    due, a halt, the task unreadable: the next round's `due_jobs` says which)."""
+    try:
+        contract, phase, _ = next_step(bound)
+    except (HubError, OSError):
+        return None
+    except Exception:
+        # A bug: raised out of the pool it would lose the other tasks' outcomes behind a traceback.
+        log.exception("next.next_step_crashed", task=bound.task_id)
+        return None
+    if contract is None or phase is None or phase == "promote-backlog":
+        return None
+    return contract, phase
 
 
 def _run_caught(bound: Context, contract: Contract | None, phase: str) -> Outcome:
@@ -407,12 +424,15 @@ def _run_caught(bound: Context, contract: Contract | None, phase: str) -> Outcom
     return outcome
 
 
-def _interrupted(pool: ThreadPoolExecutor, futures: list[Future[list[Outcome]]]) -> None:
-    """After a Ctrl-C: wait for the phases running in threads, or on a second Ctrl-C stop the process
-    now, as a SIGKILL would. Every phase is built to be killed anywhere (a later run recovers its task:
-    the interrupted attempt recorded, its work kept, a judge command or sandbox it left ended), and a
-    person pressing Ctrl-C twice should not wait minutes for model calls."""
+def _interrupted(
+    pool: ThreadPoolExecutor, futures: list[Future[list[Outcome]]], stopping: threading.Event
+) -> None:
+    """After a Ctrl-C: start no phase more (`stopping`), wait for the phases running in threads, or on
+    a second Ctrl-C stop the process now, as a SIGKILL would. Every phase is built to be killed anywhere
+    (a later run recovers its task: the interrupted attempt recorded, its work kept, a judge command or
+    sandbox it left ended), and a person pressing Ctrl-C twice should not wait minutes for model calls."""
     try:  # from the first line: a second Ctrl-C may come at any moment from here on
+        stopping.set()
         pool.shutdown(wait=False, cancel_futures=True)
         log.warning(
             "next.interrupted",
@@ -420,7 +440,10 @@ def _interrupted(pool: ThreadPoolExecutor, futures: list[Future[list[Outcome]]])
             note="waiting for the running phases to finish; Ctrl-C again stops now (the next run recovers them)",
         )
         wait(futures)
-    except KeyboardInterrupt:
+    except BaseException:
+        # Not only KeyboardInterrupt: CPython 3.11 turns one that lands as a lock's wait begins into
+        # "RuntimeError: release unlocked lock" (threading.Condition.wait), and anything escaping here
+        # would reach the pool's shutdown(wait=True) and wait minutes for the model calls.
         log.warning("next.stopped_now", running=sum(not future.done() for future in futures))
         sys.stderr.flush()
         os._exit(EXIT_INTERRUPTED)

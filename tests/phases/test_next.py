@@ -264,3 +264,66 @@ def test_until_idle_merges_a_task_while_another_tasks_model_call_runs(pipe: Pipe
     assert [phase for task_id, phase in ran if task_id == first] == ["report-judge", "finalize-task"]
     assert [phase for task_id, phase in ran if task_id == second] == ["run-implementer", "run-local-review"]
     assert pipe.ctx.for_task(second).handoff.review_request.exists()  # waiting for its judge
+
+
+def two_passed_tasks(task: TaskDriver, ctx: Context) -> list[str]:
+    """Two tasks waiting in judge review, each with a PASS report beside it: report-judge is due for both."""
+    driver = type(task)
+    ids = []
+    for title, target, files in (
+        ("Greet", "src/app.py", None),
+        ("Docs", "README.md", {"README.md": "# doc\n"}),
+    ):
+        other = driver(ctx.for_task(task.new(title=title, target=target)))
+        other.to_judge_review(files)
+        other.judge_report("PASS")
+        ids.append(str(other.ctx.task_id))
+    return ids
+
+
+def test_a_task_is_not_taken_on_while_another_waits_for_a_thread(task: TaskDriver, ctx: Context) -> None:
+    two_passed_tasks(task, ctx)
+    jobs, _ = due_jobs(ctx)
+    first, second = (str(bound.task_id) for bound, _, _ in jobs)
+
+    outcomes = run_concurrently(jobs, parallel=1, go_on=lambda: True)
+
+    # One thread: the second task's turn comes before the first's merge, as in a round; the last takes on.
+    ran = [(o.task_id, o.data["ran"]) for o in outcomes]
+    assert ran == [(first, "report-judge"), (second, "report-judge"), (second, "finalize-task")]
+
+
+def test_a_run_told_to_stop_takes_no_task_on(task: TaskDriver, ctx: Context) -> None:
+    two_passed_tasks(task, ctx)
+    jobs, _ = due_jobs(ctx)
+
+    outcomes = run_concurrently(jobs, parallel=2, go_on=lambda: False)
+
+    assert [(o.data["ran"], o.to_state) for o in outcomes] == [("report-judge", "review_complete")] * 2
+
+
+def test_a_second_ctrl_c_that_python_turns_into_a_lock_error_still_stops_at_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # CPython 3.11: a KeyboardInterrupt landing as threading.Condition.wait begins comes out as
+    # "RuntimeError: release unlocked lock"; escaping, it reached the pool's shutdown(wait=True), which
+    # waited for minutes-long model calls (seen once in the full suite).
+    from concurrent.futures import Future, ThreadPoolExecutor
+
+    from hub.phases import next as next_module
+
+    def interrupted_wait(_futures: Any) -> None:
+        raise RuntimeError("release unlocked lock")
+
+    exits: list[int] = []
+
+    def record_exit(code: int) -> None:
+        exits.append(code)
+        raise SystemExit(code)
+
+    monkeypatch.setattr(next_module, "wait", interrupted_wait)
+    monkeypatch.setattr(next_module.os, "_exit", record_exit)
+    pending: Future[list[Any]] = Future()
+    with ThreadPoolExecutor(max_workers=1) as pool, pytest.raises(SystemExit):
+        next_module._interrupted(pool, [pending], threading.Event())
+    assert exits == [130]
