@@ -354,6 +354,7 @@ def run_concurrently(
     stopping = threading.Event()
     asking = threading.Lock()  # go_on may read stdin (`--stop-on-eof`): one thread at a time
     started: list[str] = []  # list.append is atomic: how many jobs have a thread
+    threads = max(1, min(parallel, len(jobs)))
 
     def going_on() -> bool:
         with asking:
@@ -363,30 +364,41 @@ def run_concurrently(
         bound, phase, contract = job
         started.append(phase)
         outcomes: list[Outcome] = []
-        while True:
-            before = progress_mark(bound) if go_on else None
-            outcomes.append(_run_caught(bound, contract, phase))
-            if go_on is None or outcomes[-1].exit_code or len(outcomes) >= MAX_ROUNDS:
-                return outcomes
-            if progress_mark(bound) == before:
-                if stuck is not None:
-                    stuck.add(str(bound.task_id))
-                return outcomes
-            due_now = _due_now(bound)
-            # Asked last, just before the phase would start: a Ctrl-C or EOF meanwhile starts none.
-            if due_now is None or len(started) < len(jobs) or not going_on():
-                return outcomes
-            contract, phase = due_now
+        try:
+            while True:
+                before = progress_mark(bound) if go_on else None
+                outcomes.append(_run_caught(bound, contract, phase))
+                if go_on is None or outcomes[-1].exit_code or len(outcomes) >= MAX_ROUNDS:
+                    return outcomes
+                if progress_mark(bound) == before:
+                    if stuck is not None:
+                        stuck.add(str(bound.task_id))
+                    return outcomes
+                due_now = _due_now(bound)
+                # Asked last, just before the phase would start: a Ctrl-C or EOF meanwhile starts none.
+                queued = len(jobs) > threads and len(started) < len(jobs)  # a job waits for a thread
+                if due_now is None or queued or not going_on():
+                    return outcomes
+                contract, phase = due_now
+        except Exception:
+            # A bug (a phase's own errors are its outcome): out of the pool it would lose the other
+            # tasks' outcomes, and the main thread takes whatever comes out of a future for a Ctrl-C.
+            log.exception("next.chain_crashed", task=bound.task_id)
+            return outcomes
 
-    if len(jobs) <= 1 or parallel <= 1:
+    if threads == 1:
         return [outcome for job in jobs for outcome in one(job)]
-    pool = ThreadPoolExecutor(max_workers=min(parallel, len(jobs)), thread_name_prefix="hub-next")
+    pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="hub-next")
     futures = [pool.submit(one, job) for job in jobs]
     try:
         return [outcome for future in futures for outcome in future.result()]
-    except KeyboardInterrupt:
+    except BaseException as exc:
+        # A Ctrl-C: nothing else comes out of a future (`one` returns whatever happens in it). CPython
+        # 3.11 turns one that lands as the wait begins into RuntimeError (see `_interrupted`).
         _interrupted(pool, futures, stopping)
-        raise
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        raise KeyboardInterrupt from exc
     finally:
         pool.shutdown(wait=True)
 
@@ -397,10 +409,6 @@ def _due_now(bound: Context) -> tuple[Contract, str] | None:
     try:
         contract, phase, _ = next_step(bound)
     except (HubError, OSError):
-        return None
-    except Exception:
-        # A bug: raised out of the pool it would lose the other tasks' outcomes behind a traceback.
-        log.exception("next.next_step_crashed", task=bound.task_id)
         return None
     if contract is None or phase is None or phase == "promote-backlog":
         return None
