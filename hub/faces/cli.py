@@ -3,7 +3,7 @@
 Each command imports its phase inside its body, and the group imports configuration and logging only
 for the commands that use them, so `hub --help` loads little beyond click and `hub status` only what
 status reads (tests/faces/test_cli.py holds both to none of the heavy libraries). The console entry
-point is `cli_plain.main`: it runs a plain `hub status` without importing click at all.
+point is `entry.main`: it runs a plain `hub status` without importing click at all.
 """
 
 from __future__ import annotations
@@ -278,7 +278,6 @@ def resume(state: State, to_state: str, note: str | None, as_json: bool) -> None
 @pass_state
 def next_(state: State, as_json: bool, until_idle: bool, stop_on_eof: bool) -> None:
     """Run the due phase of every task, several at once (for cron); exit with the most severe code."""
-
     from hub.phases.next import run_next, run_until_idle
     from hub.workers.pool import WorkerPool
 
