@@ -8,9 +8,9 @@ capabilities, and checks Ollama only when a role's backend is `on_ollama`; the h
 model or an unreachable server take their fix from here (`phases/stall.py`); agent mode reads
 `streams_tool_calls`. None of them compares a backend's name.
 
-A new backend is one line here and a module in `hub/workers/` with `for_role` (plus FakeOllama's side
-of its API for the tests). It sits in core, under every floor that reads it, and imports no provider:
-a provider loads httpx or the MCP SDK at its top, and `hub status` must not (issue 25).
+A new backend is one entry here and a module in `hub/workers/` with `for_role` (plus FakeOllama's side
+of its API for the tests). The table sits in core, under every floor that reads it, and imports no
+provider: the direct providers load httpx at their top, and `hub status` must not (issue 25).
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ class Backend(NamedTuple):
     name: str
     # The module with `for_role(config, role) -> Worker`, imported only when a role uses the backend.
     provider: str
-    # It reaches the model through an MCP worker server (`roles.<role>.worker`): a process the phases of
-    # one process share (WorkerPool), and that `hub doctor` starts and lists as a check of its own.
+    # It reaches the model through an MCP worker server (`roles.<role>.worker`, the bridge's WorkerClient):
+    # one the phases of a process share (WorkerPool), and that `hub doctor` starts as a check of its own.
     worker_server: bool
     # Its models live on Ollama (`ollama.host`, `ollama.hosts`): `hub doctor` asks each of those servers
     # for its version.
