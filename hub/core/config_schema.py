@@ -26,6 +26,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
+from hub.core import backends
+
 Path = tuple[str | int, ...]
 
 
@@ -249,7 +251,7 @@ class ListOf(Spec):
 # --- the table ---------------------------------------------------------------------------------------
 
 ROLES = ("implementer", "local_reviewer", "judge")
-BACKENDS = ("mcp", "ollama", "openai")
+BACKENDS = backends.NAMES  # the backend table's (hub/core/backends.py): a new backend is one line there
 TRANSPORTS = ("inprocess", "stdio", "http", "sse")
 SANDBOX_MODES = ("auto", "required", "off")
 IMPLEMENTER_MODES = ("edit", "agent")  # issue 19: one answer of edits, or a loop of tool calls

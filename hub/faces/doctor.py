@@ -3,7 +3,9 @@
 Each check is a `Check(name, ok, detail, hint)`; the CLI prints one line per check, a failed one's hint under
 it (`fix: ...`), and exits 1 if any failed.
 Roles are grouped by how they reach their model (backend + worker server), so a worker server shared by
-two roles is started once, and a server that starts is told apart from an Ollama it cannot reach.
+two roles is started once, and a server that starts is told apart from an Ollama it cannot reach. What
+a backend needs checked, and each fix, is its entry's in the backend table (hub/core/backends.py):
+Ollama is checked only when a role's backend reaches its models there.
 """
 
 from __future__ import annotations
@@ -17,13 +19,14 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from hub.core import backends
 from hub.core.config import CONFIG_FILE, Config, RoleConfig, load_config, mistyped_env
 from hub.core.errors import ConfigError, HubError
 from hub.repo.workspace import problems
 from hub.review.rules import find_ast_grep
 from hub.safety.sandbox import FIX_INSTALL, SYSTEM, SandboxMode, availability, view
 from hub.workers.base import ServerWorker, Worker, same_model
-from hub.workers.bridge import make_worker, npm_dialect_warning
+from hub.workers.bridge import NPM_DIALECT, make_worker, npm_dialect_warning
 
 Which = Callable[[str], str | None]
 WorkerFactory = Callable[[Config, RoleConfig], Worker]
@@ -65,7 +68,7 @@ class WorkerModels:
 
     @property
     def label(self) -> str:
-        via = f"MCP worker '{self.worker}'" if self.backend == "mcp" else self.backend
+        via = f"MCP worker '{self.worker}'" if backends.named(self.backend).worker_server else self.backend
         return f"{', '.join(self.roles)} via {via}"
 
     def to_dict(self) -> dict[str, Any]:
@@ -90,7 +93,8 @@ def list_worker_models(
         make = make_worker
     groups: dict[tuple[str, str], list[RoleConfig]] = {}
     for r in model_roles(config, role):
-        groups.setdefault((r.backend, r.worker if r.backend == "mcp" else ""), []).append(r)
+        server = r.worker if backends.named(r.backend).worker_server else ""
+        groups.setdefault((r.backend, server), []).append(r)
     return [_probe(config, backend, worker, roles, make) for (backend, worker), roles in groups.items()]
 
 
@@ -137,21 +141,28 @@ def run_doctor(config: Config, which: Which = shutil.which, make: WorkerFactory 
         check_git(which),
         check_ast_grep(which),
         check_sandbox(config, which),
-        # Every server of a pool (`ollama.hosts`): a dead one is skipped by the gate, but a person should know.
-        *(check_ollama(url) for url, _ in config.model_servers()),
+        *check_ollama_servers(config),
     ]
     for group in list_worker_models(config, make=make):
         if group.server_started is not None:
             checks.append(_server_check(group))
             if not group.server_started:
                 continue
-            if group.dialect == "ollama_chat":  # npm ollama-mcp (hub.workers.bridge.NPM_DIALECT)
+            if group.dialect == NPM_DIALECT:
                 checks.append(_npm_check(group))
         if not group.reached:
             checks.append(_unreached_check(config, group))
             continue
         checks.extend(_model_check(group, model) for model in group.configured)
     return checks + check_mcp_servers(config)
+
+
+def check_ollama_servers(config: Config) -> list[Check]:
+    """Every Ollama of a pool (`ollama.hosts`; a dead one is skipped by the gate, but a person should
+    know), when a role reaches its models there; none when no role does."""
+    if not any(backends.named(r.backend).on_ollama for r in model_roles(config)):
+        return []
+    return [check_ollama(url) for url, _ in config.model_servers()]
 
 
 def check_mcp_servers(config: Config) -> list[Check]:
@@ -298,7 +309,8 @@ def render_models(groups: list[WorkerModels]) -> str:
         for model in g.models:
             used = any(same_model(model, c) for c in g.configured)
             lines.append(f"  {'*' if used else ' '} {model}")
-        lines.extend(f"  missing: {model} (ollama pull {model})" for model in g.missing)
+        fix = backends.named(g.backend).missing_hint
+        lines.extend(f"  missing: {model} ({fix(model)})" for model in g.missing)
     return "\n".join(lines)
 
 
@@ -317,7 +329,7 @@ def _probe(
     try:
         worker = make(config, roles[0])
     except HubError as exc:
-        started = False if backend == "mcp" else None
+        started = False if backends.named(backend).worker_server else None
         return replace(base, detail=str(exc), server_started=started, server_detail=str(exc))
     try:
         if isinstance(worker, ServerWorker):
@@ -376,10 +388,8 @@ def _npm_check(group: WorkerModels) -> Check:
 
 
 def _unreached_check(config: Config, group: WorkerModels) -> Check:
-    if group.backend == "openai":
-        fix = f"start the OpenAI-compatible server at {config.openai_base_url} or fix openai.base_url in hub.yaml"
-    else:
-        fix = f"start Ollama or point OLLAMA_HOST / ollama.host at it (now {config.ollama_host})"
+    backend = backends.named(group.backend)
+    fix = f"{backend.unreachable_fix} (now {backend.url(config)})"
     return Check(f"models for {group.label}", False, group.detail or "no model list", fix)
 
 
@@ -387,11 +397,7 @@ def _model_check(group: WorkerModels, model: str) -> Check:
     users = [role for role, used in group.role_models if used == model] or list(group.roles)
     name = f"model {model} ({', '.join(users)})"
     if model in group.missing:
-        fix = (
-            f"ollama pull {model}"
-            if group.backend != "openai"
-            else f"serve {model} on the OpenAI-compatible server"
-        )
+        fix = backends.named(group.backend).missing_hint(model)
         return Check(name, False, f"not among the {len(group.models)} models {group.label} sees", fix)
     return Check(name, True, "present")
 

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from hub.agent.builtin import ToolRefused, Workspace
 from hub.agent.loop import Bounds, Ending, Loop
 from hub.agent.mcp import MCPTools
+from hub.core import backends
 from hub.core.errors import ContextOverflow, RuleError
 from hub.core.log import get_logger
 from hub.core.prompts import fragment, render
@@ -146,7 +147,7 @@ class AgentAttempt:
     # -- what the loop and the tools are given ---------------------------------------------------------------
 
     def _call(self, request: ChatRequest, purpose: str) -> Generation:
-        if self.config.role("implementer").backend != "openai":
+        if not backends.named(self.config.role("implementer").backend).streams_tool_calls:
             # Ollama holds a tool call back until the model has written it whole (docs/ARCHITECTURE.md,
             # the model side), so a long write_file streams nothing for minutes: its first-token and stall
             # clocks would call that silence a stall. Behind Ollama (directly or through a worker) a turn

@@ -109,7 +109,7 @@ class Attempt:
         try:
             return self._attempt(worker)
         except WorkerError as exc:
-            return self._failed(worker_failure(exc, self.model))
+            return self._failed(worker_failure(exc, self.model, self.config.role("implementer").backend))
         except Failed as exc:
             return self._failed(exc.failure)
         finally:

@@ -296,7 +296,7 @@ def _run_model(run: Run, request: str, seconds: float) -> JudgeResult:
     except WorkerError as exc:
         # What the error means is decided in one place; the judge has no stall strikes of its own:
         # a clock that ran out halts (judge_timeout), anything else leaves the request for the next run.
-        failure = worker_failure(exc, role.model)
+        failure = worker_failure(exc, role.model, role.backend)
         if isinstance(failure, Stall) and failure.event == Event.TIMEOUT:
             record.update(clock=failure.reason.split(": ", 1)[-1], partial=failure.raw_tail[-TAIL_CHARS:])
             return JudgeResult(timed_out=True, record=record, cost_counted=True)

@@ -200,7 +200,7 @@ class Review:
             if not isinstance(review, Outcome):
                 review = self._weigh(worker, review)
         except WorkerError as exc:
-            failure = worker_failure(exc, self.model)
+            failure = worker_failure(exc, self.model, self.config.role("local_reviewer").backend)
             return self.run.halt(failure) if isinstance(failure, Trip) else self._stall(failure)
         finally:
             worker.close()

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from hub.core import backends
 from hub.core.errors import (
     ContextOverflow,
     ModelNotFound,
@@ -110,12 +111,12 @@ def empty_answer(generation: Generation) -> str:
 # --- what a worker error means: decided here, for every role ------------------------------------------------
 
 
-def worker_failure(exc: WorkerError, model: str) -> Trip | Stall:
-    """What a worker error means, for every role:
+def worker_failure(exc: WorkerError, model: str, backend: str) -> Trip | Stall:
+    """What a worker error means, for every role (`backend`: the role's, whose fix the halts name):
 
     - an outage (`WorkerUnavailable`) reaches here only after `calls.generate` waited it out for
       limits.server_wait_minutes: a halt;
-    - a model the server does not have: a halt with the `ollama pull` line;
+    - a model the server does not have: a halt with the backend's way to get it (`ollama pull`);
     - a prompt that does not fit (`ContextOverflow`, refused before sending or reported by the server)
       is deterministic: a strike would send the same prompt again, so it halts with the fix (the
       implementer first retries once with its source files as outlines);
@@ -123,9 +124,9 @@ def worker_failure(exc: WorkerError, model: str) -> Trip | Stall:
       clock that ran out (a call's, or the phase's own: `phase_timeout`), or any other worker error,
       is a stall strike."""
     if isinstance(exc, ModelNotFound):
-        return model_missing(model, str(exc))
+        return model_missing(model, str(exc), backend)
     if isinstance(exc, WorkerUnavailable):
-        return Trip("ollama_unavailable", str(exc), {"model": model})
+        return server_unavailable(model, str(exc), backend)
     if isinstance(exc, ContextOverflow):
         return overflow_trip(exc, model)
     if isinstance(exc, PhaseTimeout):
@@ -141,16 +142,16 @@ def worker_failure(exc: WorkerError, model: str) -> Trip | Stall:
     return Stall(f"error: {type(exc).__name__}", str(exc), exc.partial_text)
 
 
-def model_unavailable(run: Run, worker: Worker, model: str, role: str | None = None) -> Trip | None:
+def model_unavailable(run: Run, worker: Worker, model: str, role: str) -> Trip | None:
     """The health check before a role's first call: a server that cannot be reached is waited out
     (`calls.wait_for_server`); then a Trip when it is still not there or lacks the model. With a pool
-    (`ollama.hosts`) and the `role`, any server of the pool that answers will do (the GPU gate skips the
-    dead ones)."""
+    (`ollama.hosts`), any server of the pool that answers will do (the GPU gate skips the dead ones)."""
+    config = run.ctx.config
+    backend = config.role(role).backend
 
     def probe() -> Health:
         health = worker.check_health([model])
-        if not health.reached and role is not None:
-            config = run.ctx.config
+        if not health.reached:
             for url, _ in config.model_servers():
                 if url == config.ollama_host:
                     continue
@@ -169,22 +170,33 @@ def model_unavailable(run: Run, worker: Worker, model: str, role: str | None = N
         with live_call(run.phase, model, run.ctx.handoff.task_dir / CALL_FILE) as call:
             health = wait_for_server(run, probe, call, first_contact=never_answered(run))
     except WorkerUnavailable as exc:
-        return Trip("ollama_unavailable", str(exc), {"model": model})
+        return server_unavailable(model, str(exc), backend)
     if health.ok and not health.missing:
         return None
     if health.missing:
-        return model_missing(model, health.detail)
+        return model_missing(model, health.detail, backend)
     why = (
         health.detail
         or f"model {model} is not available (the worker has: {', '.join(health.models) or 'none'})"
     )
-    return Trip("ollama_unavailable", why, {"model": model})
+    return server_unavailable(model, why, backend)
 
 
-def model_missing(model: str, detail: str = "") -> Trip:
-    """The halt for a model the server does not have, with the command that fixes it."""
+# Named `ollama_unavailable` before issue 33 (the server may be llama.cpp or vLLM): contracts halted
+# then keep the old name on disk, which means this one.
+SERVER_UNAVAILABLE = "server_unavailable"
+RENAMED_TRIGGERS = {"ollama_unavailable": SERVER_UNAVAILABLE}
+
+
+def server_unavailable(model: str, reason: str, backend: str) -> Trip:
+    """The halt for a model server that cannot be reached, with how to bring back the backend's."""
+    return Trip(SERVER_UNAVAILABLE, reason, {"model": model}, hint=backends.named(backend).unreachable_fix)
+
+
+def model_missing(model: str, detail: str, backend: str) -> Trip:
+    """The halt for a model the server does not have, with the backend's way to get it."""
     reason = f"the model server does not have {model}" + (f" ({detail})" if detail else "")
-    return Trip("model_not_found", reason, {"model": model}, hint=f"ollama pull {model}")
+    return Trip("model_not_found", reason, {"model": model}, hint=backends.named(backend).missing_hint(model))
 
 
 def overflow_trip(exc: ContextOverflow, model: str) -> Trip:

@@ -31,10 +31,13 @@ import os
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
+from importlib import import_module
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from hub.core import backends
 from hub.core.errors import (
     ConfigError,
     ContextOverflow,
@@ -486,23 +489,19 @@ def log_dir_for(config: Config) -> Path:
 
 
 def make_worker(config: Config, role: str | RoleConfig) -> Worker:
-    """The Worker a role is configured to use: an MCP worker server, Ollama directly, or an OpenAI API."""
+    """The Worker a role is configured to use: its backend's provider (hub/core/backends.py) builds it."""
     role_config = config.role(role) if isinstance(role, str) else role
-    if role_config.backend == "mcp":
-        return WorkerClient(
-            config.worker_server(role_config.worker), config.ollama_host, log_dir=log_dir_for(config)
-        )
-    if role_config.backend == "ollama":
-        # Each backend's module loads httpx at its top: only the backend in use is imported.
-        from hub.workers.ollama import OllamaProvider
+    backend = backends.TABLE.get(role_config.backend)
+    if backend is None:
+        raise ConfigError(f"roles.{role_config.name}.backend: unknown backend '{role_config.backend}'")
+    # The direct providers load httpx at their top: only the module of the backend in use is imported.
+    provider: Callable[[Config, RoleConfig], Worker] = import_module(backend.provider).for_role
+    return provider(config, role_config)
 
-        return OllamaProvider(config.ollama_host, keep_alive=config.ollama_keep_alive)
-    if role_config.backend == "openai":
-        from hub.workers.openai import OpenAIProvider
 
-        return OpenAIProvider(config.openai_base_url, config.openai_api_key)
-
-    raise ConfigError(f"roles.{role_config.name}.backend: unknown backend '{role_config.backend}'")
+def for_role(config: Config, role: RoleConfig) -> WorkerClient:
+    """The `mcp` backend's worker for a role: the worker server `roles.<role>.worker` names."""
+    return WorkerClient(config.worker_server(role.worker), config.ollama_host, log_dir=log_dir_for(config))
 
 
 def request_for(

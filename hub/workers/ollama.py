@@ -21,7 +21,7 @@ from typing import Any
 
 import httpx
 
-from hub.core.config import normalize_ollama_host
+from hub.core.config import Config, RoleConfig, normalize_ollama_host
 from hub.core.errors import (
     ContextOverflow,
     MalformedStream,
@@ -407,6 +407,11 @@ class OllamaProvider:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.close()
+
+
+def for_role(config: Config, role: RoleConfig) -> OllamaProvider:
+    """The `ollama` backend's worker for a role: Ollama's own API at ollama.host."""
+    return OllamaProvider(config.ollama_host, keep_alive=config.ollama_keep_alive)
 
 
 def _cache_key(request: ChatRequest) -> str:

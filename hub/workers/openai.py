@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import time
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
@@ -19,6 +19,9 @@ from hub.workers.base import ChatRequest, Generation, Health, check_health
 from hub.workers.budget import Fit
 from hub.workers.streaming import StreamState, Watchdog, check_fits, error_text, shown, stream_generation
 from hub.workers.toolcalls import openai_messages
+
+if TYPE_CHECKING:
+    from hub.core.config import Config, RoleConfig
 
 log = get_logger(__name__)
 
@@ -244,6 +247,11 @@ class OpenAIProvider:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.close()
+
+
+def for_role(config: Config, role: RoleConfig) -> OpenAIProvider:
+    """The `openai` backend's worker for a role: the OpenAI-compatible server at openai.base_url."""
+    return OpenAIProvider(config.openai_base_url, config.openai_api_key)
 
 
 def _message(event: dict[str, Any]) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING
 
+from hub.core import backends
 from hub.workers.bridge import WorkerClient, log_dir_for, make_worker
 
 if TYPE_CHECKING:
@@ -22,8 +23,8 @@ class WorkerPool:
     tasks at once): each worker server is spawned and initialised once per process instead of once per
     phase. The server is stateless between calls (each tool call carries its whole request), so phases
     of different tasks can share it; what they cannot share is a crash: a server that dies fails every
-    call in flight on it, and the next call starts a fresh one. Other backends are not pooled (an
-    Ollama or OpenAI provider costs no process)."""
+    call in flight on it, and the next call starts a fresh one. Backends without a worker server are not
+    pooled (an Ollama or OpenAI provider costs no process)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -31,7 +32,7 @@ class WorkerPool:
 
     def worker(self, config: Config, role: str | RoleConfig) -> Worker:
         role_config = config.role(role) if isinstance(role, str) else role
-        if role_config.backend != "mcp":
+        if not backends.named(role_config.backend).worker_server:
             return make_worker(config, role_config)
         server = config.worker_server(role_config.worker)
         log_dir = log_dir_for(config)

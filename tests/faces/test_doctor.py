@@ -123,6 +123,45 @@ def test_a_missing_model_fails_with_the_pull_command_as_fix_naming_only_the_role
     assert not missing.ok and missing.hint == "ollama pull reviewer:3b"
 
 
+def on_backend(cfg: Config, backend: str, *roles: str) -> Config:
+    """`cfg` with `roles` (every role when none is named) reaching their models through `backend`."""
+    named = roles or tuple(cfg.roles)
+    return cfg._replace(
+        roles={n: r._replace(backend=backend) if n in named else r for n, r in cfg.roles.items()},
+        openai_base_url="http://127.0.0.1:9/v1",
+    )
+
+
+def test_a_configuration_with_no_role_on_ollama_neither_checks_nor_fails_ollama(tmp_path: Path) -> None:
+    worker = FakeWorker(models=("coder:7b", "reviewer:3b"))
+    vllm_only = on_backend(config(tmp_path, ollama_host="http://127.0.0.1:9"), "openai")
+
+    checks = run_doctor(vllm_only, make=factory(worker))
+
+    assert "ollama" not in by_name(checks)
+    assert all(c.ok for c in checks if c.name.startswith(("model", "models"))), render_checks(checks)
+    # One role on Ollama brings its check back (and its failure: nothing listens there).
+    mixed = on_backend(vllm_only, "ollama", "local_reviewer")
+    assert not by_name(run_doctor(mixed, make=factory(worker)))["ollama"].ok
+
+
+def test_an_openai_compatible_role_is_never_told_to_pull_from_ollama(tmp_path: Path) -> None:
+    vllm_only = on_backend(config(tmp_path), "openai")
+
+    missing = by_name(run_doctor(vllm_only, make=factory(FakeWorker(models=("coder:7b",)))))
+    unreached = by_name(run_doctor(vllm_only, make=factory(FakeWorker(reachable=False))))
+    listed = render_models(list_worker_models(vllm_only, make=factory(FakeWorker(models=("coder:7b",)))))
+
+    assert (
+        missing["model reviewer:3b (local_reviewer)"].hint
+        == "serve reviewer:3b on the OpenAI-compatible server"
+    )
+    fix = unreached["models for implementer, local_reviewer via openai"].hint
+    assert "openai.base_url" in fix and "http://127.0.0.1:9/v1" in fix
+    assert "missing: reviewer:3b (serve reviewer:3b on the OpenAI-compatible server)" in listed
+    assert "ollama" not in (fix + listed).lower()
+
+
 def test_doctor_checks_ast_grep_where_the_scans_find_it(tmp_path: Path) -> None:
     from hub.review.rules import ast_grep_binary
 

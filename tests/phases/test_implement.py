@@ -512,7 +512,9 @@ def test_a_count_that_fills_the_window_is_a_cut_and_halts_with_the_fix(pipe: Pip
     assert (pipe.repo / "src/app.py").read_text(encoding="utf-8") != GREET_FIXED
 
 
-def test_an_unreachable_ollama_halts_with_ollama_unavailable(git_repo: Path, fake: object) -> None:
+def test_an_unreachable_ollama_halts_with_server_unavailable_and_how_to_start_ollama(
+    git_repo: Path, fake: object
+) -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         closed = f"http://127.0.0.1:{s.getsockname()[1]}"
@@ -524,11 +526,12 @@ def test_an_unreachable_ollama_halts_with_ollama_unavailable(git_repo: Path, fak
 
     assert (outcome.to_state, outcome.exit_code) == ("erik_consultation", 4)
     contract = pipe.contract()
-    assert contract["breaker"]["trigger"] == "ollama_unavailable"
+    assert contract["breaker"]["trigger"] == "server_unavailable"
+    assert "; fix: start Ollama (`ollama serve`) or point OLLAMA_HOST" in contract["breaker"]["reason"]
     assert contract["lock"] is None
     assert "server_wait" not in contract["handoff_data"]
     halt = pipe.halt_text()
-    assert "`ollama_unavailable`" in halt and closed.split("//")[1] in halt
+    assert "`server_unavailable`" in halt and closed.split("//")[1] in halt
     # Never reached for this task: given up on after 2 minutes, not limits.server_wait_minutes' 30.
     assert "still unavailable after waiting 2.0 min" in halt and "never reached for this task" in halt
     assert "hub resume --to pending_implementer" in halt
@@ -551,7 +554,7 @@ def test_a_server_that_went_away_mid_task_is_waited_for_the_whole_server_wait(pi
 
     assert (outcome.to_state, pipe.contract()["breaker"]["trigger"]) == (
         "erik_consultation",
-        "ollama_unavailable",
+        "server_unavailable",
     )
     assert "still unavailable after waiting 30.0 min" in pipe.halt_text()  # limits.server_wait_minutes: 30
     assert pipe.pauses[:6] == [1, 2, 4, 8, 16, 30] and sum(pipe.pauses) == 30 * 60

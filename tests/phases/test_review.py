@@ -303,14 +303,14 @@ def test_a_second_unparseable_review_halts_with_a_stall_report(pipe: Pipeline) -
     assert "hub resume --to pending_local_review" in pipe.halt_text()
 
 
-def test_an_unreachable_reviewer_halts_with_ollama_unavailable(pipe: Pipeline) -> None:
+def test_an_unreachable_reviewer_halts_with_server_unavailable(pipe: Pipeline) -> None:
     implemented(pipe)
     pipe.fake.stop()
 
     outcome = pipe.review()
 
     assert outcome.exit_code == 4
-    assert pipe.contract()["breaker"]["trigger"] == "ollama_unavailable"
+    assert pipe.contract()["breaker"]["trigger"] == "server_unavailable"
 
 
 def test_a_diff_too_big_for_the_reviewers_context_is_cut_to_fit_not_a_stall(pipe: Pipeline) -> None:

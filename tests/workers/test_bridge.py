@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -224,6 +226,40 @@ def test_each_backend_gets_its_worker(tmp_path: Path) -> None:
     finally:
         for w in workers:
             w.close()
+
+
+def test_every_backend_of_the_table_has_a_provider_that_builds_a_worker_for_a_role(tmp_path: Path) -> None:
+    from hub.core.backends import NAMES
+
+    config = config_with(tmp_path, **{f"role_{name}": name for name in NAMES})
+
+    for name in NAMES:
+        worker = make_worker(config, f"role_{name}")
+        try:
+            assert all(
+                callable(getattr(worker, m, None)) for m in ("generate", "list_models", "check_health")
+            )
+        finally:
+            worker.close()
+
+
+def test_only_the_provider_of_the_backend_in_use_is_imported(tmp_path: Path) -> None:
+    code = (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "from hub.core.config import Config, RoleConfig\n"
+        "from hub.workers.bridge import make_worker\n"
+        "role = RoleConfig(name='implementer', model='m', backend='openai')\n"
+        "make_worker(Config(repo_root=Path('.'), handoff_dir=Path('_handoff')), role).close()\n"
+        "print(sorted(m for m in ('hub.workers.ollama', 'hub.workers.openai') if m in sys.modules))\n"
+    )
+
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, check=False
+    )
+
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "['hub.workers.openai']"
 
 
 def test_an_mcp_role_naming_an_unknown_worker_server_is_a_config_error(tmp_path: Path) -> None:
