@@ -1,7 +1,7 @@
 """Running the contract's acceptance commands: in the sandbox (`hub.safety.sandbox`), each in its own process
 group, with a timeout that kills the whole tree, within `sandbox.limits` (`hub.safety.limits`).
 
-What a command prints is kept to its tail and passed through the secret redactor (`hub.safety.secrets`)
+What a command prints is kept to its tail and passed through the secret redactor (`hub.core.redaction`)
 before anything else sees it: it goes into prompts, records, halts and REVIEW_REQUEST.md.
 A command that runs pytest must also leave pytest's own report of the run (issue 28: code calling
 `os._exit(0)` at import, or a conftest.py emptying the collection, made pytest exit 0): at least one test
@@ -27,10 +27,10 @@ if TYPE_CHECKING:
 from hub.core.config import Config
 from hub.core.faults import crash_point
 from hub.core.log import get_logger
+from hub.core.redaction import Redactor, redactor, user_secrets
 from hub.repo.child import PIPE, Child
 from hub.safety.limits import XFSZ_EXITS, Watch, remove_written
 from hub.safety.sandbox import Jail, absent, prepare, remove_created
-from hub.safety.secrets import Redactor, redactor
 from hub.safety.trust import control_paths
 
 log = get_logger(__name__)
@@ -295,12 +295,6 @@ def jail_for(config: Config, work_root: Path | None = None) -> Jail:
     jail = replace(jail, redactor=user_secrets(config, root))
     log.info("acceptance.sandbox", sandboxed=jail.sandboxed, mode=str(config.sandbox.mode), detail=jail.why)
     return jail
-
-
-def user_secrets(config: Config, work_root: Path | None = None) -> Redactor:
-    """The redactor that knows the user's secrets: their checkout's and home folder's .env values and
-    git credentials, and the credential-named environment variables."""
-    return redactor(folders=[config.repo_root, *([work_root] if work_root else []), Path.home()])
 
 
 def _init_pid(info: bytes) -> int | None:

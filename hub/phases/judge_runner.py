@@ -34,8 +34,8 @@ from hub.core.atomic import write_atomic
 from hub.core.errors import ConfigError, ContractInvalid, HubError, WorkerError, WrongState
 from hub.core.faults import crash_point
 from hub.core.log import get_logger
+from hub.core.redaction import user_secrets
 from hub.phases import prompts
-from hub.phases.acceptance import user_secrets
 from hub.phases.calls import generate
 from hub.phases.context import Context
 from hub.phases.judge import (
