@@ -381,12 +381,16 @@ class MCPClient:
 
         loop = asyncio.get_running_loop()
         stdout = asyncio.StreamReader()
-        read_pipe, _ = await loop.connect_read_pipe(
-            lambda: asyncio.StreamReaderProtocol(stdout), child.proc.stdout
-        )
-        write_pipe, write_protocol = await loop.connect_write_pipe(
-            asyncio.streams.FlowControlMixin, child.proc.stdin
-        )
+        try:
+            read_pipe, _ = await loop.connect_read_pipe(
+                lambda: asyncio.StreamReaderProtocol(stdout), child.proc.stdout
+            )
+            write_pipe, write_protocol = await loop.connect_write_pipe(
+                asyncio.streams.FlowControlMixin, child.proc.stdin
+            )
+        except BaseException:
+            child.end()  # not yet in the block below that stops it
+            raise
         stdin = asyncio.StreamWriter(write_pipe, write_protocol, None, loop)
         read_in, read_out = anyio.create_memory_object_stream[SessionMessage | Exception](0)
         write_in, write_out = anyio.create_memory_object_stream[SessionMessage](0)
