@@ -35,7 +35,6 @@ import hashlib
 import json
 import os
 import signal
-import subprocess
 import sys
 import tempfile
 import threading
@@ -51,6 +50,7 @@ from hub.core.log import get_logger
 from hub.phases.context import Context
 from hub.phases.next import due_jobs, idle_reason
 from hub.phases.status import active_contract, free_task_slots
+from hub.repo.child import PIPE, Child
 from hub.state.backlog import next_task
 
 log = get_logger(__name__)
@@ -397,20 +397,19 @@ class Watcher:
         with (
             tempfile.TemporaryFile(mode="w+", encoding="utf-8") as out,
             tempfile.TemporaryFile(mode="w+b") as err,
-        ):
-            proc = subprocess.Popen(
+            Child(
                 self._argv(command),
                 cwd=self.repo_root,
                 env=self.child_env,
-                stdin=subprocess.PIPE,  # closed when stopping: `--stop-on-eof`
+                stdin=PIPE,  # closed when stopping: `--stop-on-eof`
                 stdout=out,
                 stderr=err,
-                start_new_session=True,
-            )
+            ) as child,
+        ):
             try:
-                code = self._wait_child(proc, command)
+                code = self._wait_child(child, command)
             finally:
-                _close_stdin(proc)
+                child.close_stdin()
             out.seek(0)
             text = out.read()
             err.seek(0)
@@ -449,37 +448,30 @@ class Watcher:
             self.on_phase(run)
         return run
 
-    def _wait_child(self, proc: subprocess.Popen[bytes], command: list[str]) -> int:
+    def _wait_child(self, child: Child, command: list[str]) -> int:
         grace_until: float | None = None
         interrupted_at: float | None = None
         while True:
-            try:
-                return proc.wait(timeout=CHILD_POLL_SECONDS)
-            except subprocess.TimeoutExpired:
-                pass
+            code = child.wait(CHILD_POLL_SECONDS)
+            if code is not None:
+                return code
             if not self.stop.is_set():
                 continue
             now = time.monotonic()
             if grace_until is None:
                 grace_until = now + self.grace
                 log.info("watch.stopping", waiting_for=" ".join(command), grace_seconds=self.grace)
-                _close_stdin(proc)  # finish the phases running, start no new ones
+                child.close_stdin()  # finish the phases running, start no new ones
             if self.hurry.is_set():
                 grace_until = now
             if interrupted_at is None and now >= grace_until:
-                log.info("watch.interrupting", pid=proc.pid)
-                proc.send_signal(signal.SIGINT)
+                log.info("watch.interrupting", pid=child.pid)
+                child.interrupt()
                 interrupted_at = now
             elif interrupted_at is not None and now - interrupted_at > KILL_AFTER_SECONDS:
-                log.warning("watch.killing", pid=proc.pid)
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-
-
-def _close_stdin(proc: subprocess.Popen[bytes]) -> None:
-    if proc.stdin is not None:
-        with contextlib.suppress(OSError):
-            proc.stdin.close()
+                log.warning("watch.killing", pid=child.pid)
+                child.end()
+                return int(child.proc.returncode)
 
 
 def _known(ctx: Any, why: str) -> dict[str, Any]:

@@ -1,7 +1,7 @@
 """Running the contract's acceptance commands: in the sandbox (`hub.safety.sandbox`), each in its own process
 group, with a timeout that kills the whole tree, within `sandbox.limits` (`hub.safety.limits`).
 
-What a command prints is kept to its tail and passed through the secret redactor (`hub.safety.secrets`)
+What a command prints is kept to its tail and passed through the secret redactor (`hub.core.redaction`)
 before anything else sees it: it goes into prompts, records, halts and REVIEW_REQUEST.md.
 A command that runs pytest must also leave pytest's own report of the run (issue 28: code calling
 `os._exit(0)` at import, or a conftest.py emptying the collection, made pytest exit 0): at least one test
@@ -10,13 +10,10 @@ run and none failed, else the command fails with that reason though it exited 0.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
 import shutil
-import signal
-import subprocess
 import tempfile
 import threading
 import time
@@ -30,10 +27,10 @@ if TYPE_CHECKING:
 from hub.core.config import Config
 from hub.core.faults import crash_point
 from hub.core.log import get_logger
-from hub.repo import leftovers
+from hub.core.redaction import Redactor, redactor, user_secrets
+from hub.repo.child import PIPE, Child
 from hub.safety.limits import XFSZ_EXITS, Watch, remove_written
 from hub.safety.sandbox import Jail, absent, prepare, remove_created
-from hub.safety.secrets import Redactor, redactor
 from hub.safety.trust import control_paths
 
 log = get_logger(__name__)
@@ -137,54 +134,42 @@ def _run(
     if report is not None:
         env = {**(env if env is not None else os.environ), "PYTEST_ADDOPTS": report.addopts(env)}
     try:
-        proc = subprocess.Popen(
+        child = Child(
             argv,
             shell=jail is None,
             env=env,
             cwd=cwd,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
-            stdin=subprocess.DEVNULL,
+            stdout=PIPE,
+            stderr=PIPE,
             pass_fds=(info_write,) if sandboxed else (),
             preexec_fn=jail.preexec if jail and sandboxed else None,
         )
     finally:
         if sandboxed:
             os.close(info_write)
-    watch = None
-    if sandboxed:
-        assert jail is not None
-        with os.fdopen(info_read, "rb") as info:
-            init = _remember(pidfile, info.read())
-        if init is not None:
-            watch = Watch(jail.limits, init, cwd.resolve(), lambda: _kill_group(proc.pid))
-    else:
-        # Unsandboxed, the command's process group is what a later phase can still end.
-        _remember(pidfile, json.dumps({"child-pid": proc.pid, "group": True}).encode())
-    crash_point("acceptance:running")
-    assert proc.stdout is not None and proc.stderr is not None
-    readers = [_Tail(proc.stdout), _Tail(proc.stderr)]
-    # A timer kills at the clock, and the wait blocks in waitpid: Popen.wait(timeout) polls with sleeps
-    # of up to 50 ms, which a short command paid on top of its run (~35 ms a command measured).
-    expired = threading.Event()
-
-    def expire() -> None:
-        expired.set()
-        _kill_group(proc.pid)
-
-    clock = threading.Timer(timeout, expire)
-    clock.daemon = True
-    clock.start()
-    proc.wait()
-    clock.cancel()
-    timed_out = expired.is_set()
-    if watch is not None:
-        watch.stop()
-    stdout, stderr = (reader.text() for reader in readers)
-    if pidfile is not None:
-        pidfile.unlink(missing_ok=True)
-    exit_code = proc.returncode
+    with child:
+        watch = None
+        if sandboxed:
+            assert jail is not None
+            with os.fdopen(info_read, "rb") as info:
+                init = _init_pid(info.read())
+            if init is not None:
+                child.remember(pidfile, init, group=False)
+                watch = Watch(jail.limits, init, cwd.resolve(), child.end)
+        else:
+            # Unsandboxed, the command's process group is what a later phase can still end.
+            child.remember(pidfile)
+        crash_point("acceptance:running")
+        assert child.proc.stdout is not None and child.proc.stderr is not None
+        readers = [_Tail(child.proc.stdout), _Tail(child.proc.stderr)]
+        with child.clock(timeout):
+            exit_code = child.proc.wait()
+        timed_out = child.timed_out
+        if watch is not None:
+            watch.stop()
+        # What it left in its group goes before its output is read: it may hold the pipes open.
+        child.end()
+        stdout, stderr = (reader.text() for reader in readers)
     failure = None
     if watch is not None and (watch.exceeded or exit_code in XFSZ_EXITS):
         assert jail is not None
@@ -205,11 +190,6 @@ def _run(
         log.warning("acceptance.control_files_created", paths=names)
         exit_code = exit_code or 1
     return CommandResult(command, exit_code, stdout, stderr, 0.0, timed_out, failure)
-
-
-def _kill_group(pid: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, signal.SIGKILL)
 
 
 def _shown(text: str, secrets: Redactor) -> str:
@@ -317,20 +297,9 @@ def jail_for(config: Config, work_root: Path | None = None) -> Jail:
     return jail
 
 
-def user_secrets(config: Config, work_root: Path | None = None) -> Redactor:
-    """The redactor that knows the user's secrets: their checkout's and home folder's .env values and
-    git credentials, and the credential-named environment variables."""
-    return redactor(folders=[config.repo_root, *([work_root] if work_root else []), Path.home()])
-
-
-def _remember(pidfile: Path | None, info: bytes) -> int | None:
-    """Record the sandbox's init (its host pid), or the unsandboxed command's group, while it runs.
-    Returns that pid."""
+def _init_pid(info: bytes) -> int | None:
+    """The sandbox's init (its host pid) from what bwrap wrote to --info-fd; None if it wrote none."""
     try:
-        data = json.loads(info)
-        pid = int(data["child-pid"])
+        return int(json.loads(info)["child-pid"])
     except (ValueError, KeyError, TypeError):
         return None
-    if pidfile is not None:
-        leftovers.remember(pidfile, pid, group=bool(data.get("group")))
-    return pid

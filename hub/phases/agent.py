@@ -30,8 +30,9 @@ from hub.core import backends
 from hub.core.errors import ContextOverflow, RuleError
 from hub.core.log import get_logger
 from hub.core.prompts import fragment, render
+from hub.core.redaction import user_secrets
 from hub.phases import prompts
-from hub.phases.acceptance import CommandResult, user_secrets
+from hub.phases.acceptance import CommandResult
 from hub.phases.calls import generate
 from hub.phases.stall import Failed, Stall
 from hub.review.scan import scan_paths

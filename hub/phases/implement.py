@@ -19,12 +19,13 @@ from hub.core.faults import crash_point
 from hub.core.files import read_text_capped
 from hub.core.log import get_logger
 from hub.core.paths import is_glob
+from hub.core.redaction import user_secrets
 from hub.core.text import listed
 from hub.edits.answer import apply_answer, check_reply, not_made_good, unapplied, written_blocks
 from hub.edits.feedback import answer_feedback, output_truncated
 from hub.edits.policy import Policy
 from hub.phases import prompts
-from hub.phases.acceptance import CommandResult, jail_for, run_command, user_secrets
+from hub.phases.acceptance import CommandResult, jail_for, run_command
 from hub.phases.calls import generate
 from hub.phases.context import Context
 from hub.phases.outcome import Outcome

@@ -24,8 +24,6 @@ import contextlib
 import json
 import os
 import re
-import signal
-import subprocess
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -36,8 +34,8 @@ from hub.core.atomic import write_atomic
 from hub.core.errors import ConfigError, ContractInvalid, HubError, WorkerError, WrongState
 from hub.core.faults import crash_point
 from hub.core.log import get_logger
+from hub.core.redaction import user_secrets
 from hub.phases import prompts
-from hub.phases.acceptance import user_secrets
 from hub.phases.calls import generate
 from hub.phases.context import Context
 from hub.phases.judge import (
@@ -53,7 +51,8 @@ from hub.phases.outcome import Outcome
 from hub.phases.run import Run, worktree_path
 from hub.phases.session import bind, pre_phase_trip, running
 from hub.phases.stall import Stall, worker_failure
-from hub.repo import gitops, leftovers, untrusted
+from hub.repo import gitops, untrusted
+from hub.repo.child import PIPE, Child
 from hub.state import handoff, provenance, store
 from hub.state.judge_report import JudgeReport, validate_judge_report
 from hub.state.machine import JUDGE_REVIEW_IN_PROGRESS, PENDING_JUDGE_REVIEW, Event
@@ -63,7 +62,9 @@ from hub.workers.bridge import request_for
 log = get_logger(__name__)
 
 WAITING_FOR_VERDICT = frozenset({PENDING_JUDGE_REVIEW, JUDGE_REVIEW_IN_PROGRESS})
-KILL_GRACE_SECONDS = 2.0  # between SIGTERM and SIGKILL of a judge command's process group
+# Between SIGTERM and SIGKILL of a judge command's process group: the user's own tool (a `claude -p`) may
+# have something to write before it goes.
+KILL_GRACE_SECONDS = 2.0
 TAIL_CHARS = 4000
 
 
@@ -192,48 +193,36 @@ def _run_command(run: Run, command: str, request: str, seconds: float, folder: P
     }
     record: dict[str, Any] = {"judge": "command", "command": command}
     log.debug("judge.command", task=run.task_id, command=command, timeout=seconds)
-    proc = subprocess.Popen(
+    with Child(
         command,
         shell=True,
         cwd=folder,  # the code under review, exactly; the command itself comes from the user's hub.yaml
         env=env,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        stdin=PIPE,
+        stdout=PIPE,
+        stderr=PIPE,
         text=True,
-        encoding="utf-8",
-        errors="replace",
-        start_new_session=True,
-    )
-    timed_out = False
-    try:
-        # Nothing kills the group if the hub is SIGKILLed: the next phase of the task does
-        # (hub.repo.leftovers), before it starts a judge of its own. Inside the try: a pid file that cannot be
-        # written (a full disk) must not leave the judge running beside the halt it causes.
-        leftovers.remember(hand.judge_pid, proc.pid, group=True)
-        crash_point("judge:running")
+        grace=KILL_GRACE_SECONDS,
+    ) as child:
         try:
-            stdout, stderr = proc.communicate(request, timeout=seconds)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            _kill_group(proc)
-            stdout, stderr = proc.communicate()
-    except BaseException:
-        # KeyboardInterrupt (the watcher stopping us), or the pid file unwritable: no judge outlives its
-        # phase, and its pipes, never read to their end, are closed.
-        _kill_group(proc)
-        for stream in (proc.stdin, proc.stdout, proc.stderr):
-            if stream is not None:
-                stream.close()
-        proc.wait()
-        raise
-    finally:
-        _kill_group(proc)  # what the judge left in its group, if it exited by itself
-        hand.judge_pid.unlink(missing_ok=True)
+            # Nothing kills the group if the hub is SIGKILLed: the next phase of the task does
+            # (hub.repo.leftovers), before it starts a judge of its own.
+            child.remember(hand.judge_pid)
+            crash_point("judge:running")
+            with child.clock(seconds):
+                stdout, stderr = child.proc.communicate(request)
+        except BaseException:
+            # KeyboardInterrupt (the watcher stopping us), or the pid file unwritable: its pipes, never
+            # read to their end, are closed, and the block's end kills its group.
+            for stream in (child.proc.stdin, child.proc.stdout, child.proc.stderr):
+                if stream is not None:
+                    stream.close()
+            raise
+    timed_out = child.timed_out
     # What the judge printed goes into a record and maybe a halt: redacted as command output is.
     secrets = user_secrets(run.ctx.config, run.worktree)
     record.update(
-        exit_code=proc.returncode,
+        exit_code=child.proc.returncode,
         stdout_tail=secrets.redact(stdout[-TAIL_CHARS:]),
         stderr_tail=secrets.redact(stderr[-TAIL_CHARS:]),
     )
@@ -249,7 +238,7 @@ def _run_command(run: Run, command: str, request: str, seconds: float, folder: P
     try:
         report = extract_report(stdout)
     except ContractInvalid as exc:
-        status = f"exited {proc.returncode}" if proc.returncode else "exited 0"
+        status = f"exited {child.proc.returncode}" if child.proc.returncode else "exited 0"
         detail = secrets.redact((stderr.strip().splitlines() or [""])[-1][:300])
         return JudgeResult(
             error=f"the judge command {status} without a report ({exc.problem})"
@@ -258,26 +247,6 @@ def _run_command(run: Run, command: str, request: str, seconds: float, folder: P
         )
     write_atomic(hand.judge_report_json, json.dumps(report, indent=2, ensure_ascii=False) + "\n")
     return JudgeResult(report=report, record=record)
-
-
-def _kill_group(proc: subprocess.Popen[str]) -> None:
-    """SIGTERM the judge's process group, then SIGKILL what is left of it."""
-    try:
-        os.killpg(proc.pid, signal.SIGTERM)
-    except (ProcessLookupError, PermissionError):
-        return
-    deadline = time.monotonic() + KILL_GRACE_SECONDS
-    while time.monotonic() < deadline:
-        try:
-            os.killpg(proc.pid, 0)
-        except (ProcessLookupError, PermissionError):
-            return
-        if proc.poll() is not None:
-            # The leader is reaped; what remains of the group gets no more grace.
-            break
-        time.sleep(0.05)
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)
 
 
 # --- a model judge ------------------------------------------------------------------------------------

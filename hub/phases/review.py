@@ -21,8 +21,8 @@ from hub.core.errors import (
 )
 from hub.core.files import read_text_capped
 from hub.core.log import get_logger
+from hub.core.redaction import user_secrets
 from hub.phases import prompts
-from hub.phases.acceptance import user_secrets
 from hub.phases.calls import generate
 from hub.phases.context import Context
 from hub.phases.evidence import agrees, downgrade, second_look_prompt, sort_criticals

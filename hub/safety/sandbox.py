@@ -50,9 +50,9 @@ from pathlib import Path
 
 from hub.core.errors import HubError
 from hub.core.log import get_logger
+from hub.core.redaction import Redactor
 from hub.core.sandbox_config import SandboxLimits, SandboxMode, SandboxSettings
 from hub.safety.limits import prlimit_argv, rlimits
-from hub.safety.secrets import Redactor
 
 Which = Callable[[str], str | None]
 log = get_logger(__name__)

@@ -1,52 +1,22 @@
 """One JSON record per model call, applied diff and command run: `_handoff/runs/<task_id>/NNN-<kind>.json`.
 
-Values under keys that look like credentials are redacted before anything is written.
+Values under keys that look like credentials, and token-looking strings, are redacted before anything is
+written (`hub.core.redaction.redact_record`, here still `redact` with its marker `REDACTED`).
 """
 
 from __future__ import annotations
 
 import json
-import re
 import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Required, TypedDict, cast
 
 from hub.core.atomic import write_atomic
+from hub.core.redaction import REDACTED as REDACTED
+from hub.core.redaction import redact_record as redact
 from hub.state.contract import iso
 from hub.state.handoff import Handoff, number_of, reserve
-
-SECRET_KEY = re.compile(r"(token|secret|key|password|passwd|authorization|credential)", re.IGNORECASE)
-# Token counts and timings are numbers, not credentials: "token" in `first_token_seconds` is the
-# first token of an answer. A number under such a key is kept; a string under it is still redacted.
-NOT_SECRET = re.compile(
-    r"^(prompt_tokens|completion_tokens|tokens_in|tokens_out|eval_count|max_tokens|num_tokens)$"
-)
-MEASURE = re.compile(r"tokens|_(seconds|ms|count|budget|timeout)$|^(num|max)_")
-SECRET_VALUE = re.compile(
-    r"(sk-[A-Za-z0-9_-]{16,}|ghp_[A-Za-z0-9]{20,}|xox[abp]-[A-Za-z0-9-]{10,}|AKIA[0-9A-Z]{16}|Bearer\s+[A-Za-z0-9._-]{12,})"
-)
-REDACTED = "[REDACTED]"
-
-
-def redact(value: Any, key: str = "") -> Any:
-    """A copy of `value` with credential-looking keys' values and token-looking strings replaced."""
-    if key and SECRET_KEY.search(key) and not _measure(key, value) and not isinstance(value, (dict, list)):
-        return REDACTED if value not in (None, "") else value
-    if isinstance(value, dict):
-        return {k: redact(v, str(k)) for k, v in value.items()}
-    if isinstance(value, list):
-        return [redact(v) for v in value]
-    if isinstance(value, str):
-        return SECRET_VALUE.sub(REDACTED, value)
-    return value
-
-
-def _measure(key: str, value: Any) -> bool:
-    """A token count or timing: a number (never a string) under a key that names a measure."""
-    if NOT_SECRET.match(key):
-        return True
-    return isinstance(value, int | float) and bool(MEASURE.search(key.lower()))
 
 
 def write_record(handoff: Handoff, task_id: str, kind: str, payload: dict[str, Any], now: datetime) -> Path:

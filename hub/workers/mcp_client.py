@@ -5,8 +5,9 @@ synchronous code. One long-lived task owns the transport and the session (anyio 
 entered and left by the same task); each call is submitted to that loop and waited on with a deadline,
 so neither a crashed nor a stalled server can hang the caller.
 
-For stdio the child is spawned here rather than by the SDK's `stdio_client`, because a crash report needs
-what that helper hides: the process's exit code. The child gets only a minimal environment plus what the
+For stdio the child is spawned here (a `hub.repo.child.Child`, ended by its one kill policy) rather than by
+the SDK's `stdio_client`, because a crash report needs what that helper hides: the process's exit code.
+The loop reads and writes the child's pipes. The child gets only a minimal environment plus what the
 caller passes (the SDK's own rule; `OLLAMA_HOST` must be passed explicitly), and its stderr goes to a log
 file whose tail is quoted when it dies.
 """
@@ -18,7 +19,6 @@ import concurrent.futures
 import contextlib
 import json
 import os
-import signal
 import tempfile
 import threading
 import time
@@ -28,12 +28,12 @@ from typing import TYPE_CHECKING, Any
 
 from hub.core.errors import MCPError, MCPServerCrashed, MCPTimeoutError
 from hub.core.log import get_logger
+from hub.repo.child import PIPE, Child
 from hub.workers.tools import ToolResult, ToolSpec
 
 if TYPE_CHECKING:
     from types import TracebackType
 
-    from anyio.abc import Process
     from mcp import ClientSession
 
     from hub.core.config import WorkerServer
@@ -85,7 +85,7 @@ class MCPClient:
         self._runner: concurrent.futures.Future[None] | None = None
         self._closing: asyncio.Event | None = None
         self._session: ClientSession | None = None
-        self._process: Process | None = None
+        self._process: Child | None = None
         self._closed_reason: str | None = None
 
     @classmethod
@@ -270,13 +270,7 @@ class MCPClient:
         return MCPServerCrashed(message, exit_code=exit_code, stderr_tail=tail)
 
     def _exit_code(self, wait: float) -> int | None:
-        process = self._process
-        if process is None:
-            return None
-        deadline = time.monotonic() + wait
-        while process.returncode is None and time.monotonic() < deadline:
-            time.sleep(0.01)  # the loop thread reaps the child; this only waits for it to notice
-        return process.returncode
+        return self._process.wait(wait) if self._process is not None else None
 
     def stderr_tail(self, limit: int = STDERR_TAIL_BYTES) -> str:
         """The end of what the stdio server wrote to stderr since this client started it."""
@@ -374,27 +368,38 @@ class MCPClient:
         self.stderr_log.parent.mkdir(parents=True, exist_ok=True)
         with self.stderr_log.open("ab") as errlog:
             self._stderr_offset = errlog.tell()
-            # A new session so stop() can signal the server's whole process group.
-            process = await anyio.open_process(
-                list(self.command), env=env, cwd=self.cwd, stderr=errlog, start_new_session=True
+            # Unbuffered pipes: the loop reads and writes their descriptors itself.
+            child = Child(
+                list(self.command), env=env, cwd=self.cwd, stdin=PIPE, stdout=PIPE, stderr=errlog, bufsize=0
             )
-        self._process = process
-        log.debug("mcp.spawned", server=self.name, pid=process.pid, command=list(self.command))
+        self._process = child
+        log.debug("mcp.spawned", server=self.name, pid=child.pid, command=list(self.command))
         # mcp.types is the SDK's mirror of its own dependency mcp_types (the same objects): the hub
         # depends on mcp, not on how mcp splits itself into packages. After the spawn: see _run.
         from mcp.shared.message import SessionMessage
         from mcp.types import jsonrpc_message_adapter
 
+        loop = asyncio.get_running_loop()
+        stdout = asyncio.StreamReader()
+        try:
+            read_pipe, _ = await loop.connect_read_pipe(
+                lambda: asyncio.StreamReaderProtocol(stdout), child.proc.stdout
+            )
+            write_pipe, write_protocol = await loop.connect_write_pipe(
+                asyncio.streams.FlowControlMixin, child.proc.stdin
+            )
+        except BaseException:
+            child.end()  # not yet in the block below that stops it
+            raise
+        stdin = asyncio.StreamWriter(write_pipe, write_protocol, None, loop)
         read_in, read_out = anyio.create_memory_object_stream[SessionMessage | Exception](0)
         write_in, write_out = anyio.create_memory_object_stream[SessionMessage](0)
-        assert process.stdout is not None and process.stdin is not None
-        stdout, stdin = process.stdout, process.stdin
 
         async def reader() -> None:
             async with read_in:
                 buffer = b""
                 with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
-                    async for chunk in stdout:
+                    while chunk := await stdout.read(65536):
                         *lines, buffer = (buffer + chunk).split(b"\n")
                         for line in lines:
                             if not line.strip():
@@ -419,7 +424,8 @@ class MCPClient:
                 with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
                     async for message in write_out:
                         data = message.message.model_dump_json(by_alias=True, exclude_unset=True)
-                        await stdin.send(data.encode("utf-8") + b"\n")
+                        stdin.write(data.encode("utf-8") + b"\n")
+                        await stdin.drain()
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(reader)
@@ -429,30 +435,23 @@ class MCPClient:
             finally:
                 with anyio.CancelScope(shield=True):
                     self._closed_reason = self._closed_reason or "stopping"
-                    await _stop_process(process)
+                    await _stop_process(child, write_pipe)
+                    read_pipe.close()
                     for stream in (read_out, write_in, read_in, write_out):
                         await stream.aclose()
                 tg.cancel_scope.cancel()
 
 
-async def _stop_process(process: Process) -> None:
-    """Close stdin and wait; then SIGTERM the process group and wait; then SIGKILL it."""
+async def _stop_process(child: Child, stdin: asyncio.WriteTransport) -> None:
+    """Close stdin and wait up to STOP_GRACE_SECONDS for the server to exit; then end its process group
+    (SIGTERM, STOP_GRACE_SECONDS more, SIGKILL)."""
     import anyio
 
-    with contextlib.suppress(OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
-        assert process.stdin is not None
-        await process.stdin.aclose()
-    for sig in (None, signal.SIGTERM, signal.SIGKILL):
-        if sig is not None and process.returncode is None:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(process.pid, sig)
-        deadline = anyio.current_time() + STOP_GRACE_SECONDS
-        while process.returncode is None and anyio.current_time() < deadline:
-            await anyio.sleep(0.01)
-        if process.returncode is not None:
-            break
-    with contextlib.suppress(OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
-        await process.aclose()
+    stdin.close()
+    deadline = anyio.current_time() + STOP_GRACE_SECONDS
+    while not child.exited() and anyio.current_time() < deadline:
+        await anyio.sleep(0.01)  # the loop goes on meanwhile: it closes the pipe, it reads the last lines
+    child.end(STOP_GRACE_SECONDS)
 
 
 def _run_loop(loop: asyncio.AbstractEventLoop) -> None:

@@ -14,12 +14,12 @@ from pathlib import Path
 from typing import Any
 
 from hub.core.config import load_config
+from hub.core.redaction import redactor
 from hub.phases.context import Context
 from hub.phases.implement import run_implementer
 from hub.phases.judge_runner import run_judge
 from hub.phases.review import run_local_review
 from hub.phases.setup import create, setup_task
-from hub.safety.secrets import redactor
 from hub.testing import FakeOllama
 
 IMPL, REV = "impl-model", "rev-model"

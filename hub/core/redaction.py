@@ -1,4 +1,5 @@
-"""No secret of the user's leaves in a prompt or a record (issue 28).
+"""No secret of the user's leaves in a prompt or a record (issue 28): the one place that decides what is
+redacted, for every writer of prompts and records.
 
 What a command prints goes into the reflection prompt (to a model server that may be remote), the task's
 records in `_handoff/`, a halt and REVIEW_REQUEST.md. Before any of that, `Redactor.redact` replaces every
@@ -6,11 +7,18 @@ secret found with a marker naming its kind, `[REDACTED:<kind>]`:
 
 - what detect-secrets (Yelp's maintained scanner: AWS, GitHub, GitLab, Slack, Stripe, OpenAI, PyPI,
   npm tokens, JWTs, basic-auth URLs, private keys, `password = ...` keywords) finds on each line;
-- the values the hub knows are the user's: the values in the checkout's and the home folder's `.env`
-  files, the values of environment variables whose names look like credentials, and the passwords in
-  the URLs of the git configuration (a token in a remote URL);
+- the values the hub knows are the user's (`user_secrets`): the values in the checkout's and the home
+  folder's `.env` files, the values of environment variables whose names look like credentials, and the
+  passwords in the URLs of the git configuration (a token in a remote URL);
 - whole PEM private-key blocks (detect-secrets flags the BEGIN line, not the key under it), and
   unquoted high-entropy tokens of letters and digits (detect-secrets measures entropy only in quotes).
+
+A record (`hub.state.provenance`) is redacted by `redact_record`: the values under credential-named keys,
+and in every string the token shapes of `TOKEN_SHAPES`, each replaced by `[REDACTED]`.
+
+One mechanism: every redaction is `scrub(text, passes)`, a text run through passes in turn; what differs
+between command output, the code in a prompt and a record is only which passes run. detect-secrets is
+imported by its pass, the first time there is something to scan (~100 ms).
 
 A list of names is never complete, so the sandbox hides the user's files first (hub.safety.sandbox); this
 is the second wall, for what a command can still print.
@@ -24,11 +32,14 @@ import os
 import re
 import threading
 from collections import Counter
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from hub.core.log import get_logger
+
+if TYPE_CHECKING:
+    from hub.core.config import Config
 
 log = get_logger(__name__)
 
@@ -57,29 +68,58 @@ AS_FILE = "command-output.ini"
 # Lines longer than this are scanned in pieces: detect-secrets' regexes on a 1 MB line take seconds.
 LINE_CHARS = 4000
 
+# A record's keys that name a credential: the value under one goes whole, whatever it looks like.
+SECRET_KEY = re.compile(r"(token|secret|key|password|passwd|authorization|credential)", re.IGNORECASE)
+# Token counts and timings are numbers, not credentials: "token" in `first_token_seconds` is the
+# first token of an answer. A number under such a key is kept; a string under it is still redacted.
+NOT_SECRET = re.compile(
+    r"^(prompt_tokens|completion_tokens|tokens_in|tokens_out|eval_count|max_tokens|num_tokens)$"
+)
+MEASURE = re.compile(r"tokens|_(seconds|ms|count|budget|timeout)$|^(num|max)_")
+# Token shapes a record's strings never keep (OpenAI, GitHub, Slack, AWS keys, bearer tokens).
+TOKEN_SHAPES = re.compile(
+    r"(sk-[A-Za-z0-9_-]{16,}|ghp_[A-Za-z0-9]{20,}|xox[abp]-[A-Za-z0-9-]{10,}|AKIA[0-9A-Z]{16}|Bearer\s+[A-Za-z0-9._-]{12,})"
+)
+REDACTED = "[REDACTED]"
+
 _lock = threading.Lock()
 
+Pass = Callable[[str], str]
 
-@dataclass(frozen=True)
+
+def scrub(text: str, passes: Sequence[Pass]) -> str:
+    """`text` through each of `passes` in turn: the one way anything is redacted."""
+    for redact_pass in passes:
+        text = redact_pass(text)
+    return text
+
+
 class Redactor:
-    """Replaces secrets in text: known values (name -> value kind) and whatever the detectors find."""
+    """Replaces secrets in text: known values (value -> its kind) and whatever the detectors find. Its
+    repr names how many values it knows, never them."""
 
-    known: Mapping[str, str]
+    __slots__ = ("known",)
+
+    def __init__(self, known: Mapping[str, str]) -> None:
+        self.known = known
+
+    def __repr__(self) -> str:
+        return f"Redactor({len(self.known)} known values)"
 
     def redact(self, text: str) -> str:
         """Every secret found: for command output, where a false alarm costs nothing."""
         if not text:
             return text
-        text = self.redact_known(text)
-        text = _detected(text)
-        return TOKEN.sub(_entropy_marker, text)
+        return scrub(text, (_pem_blocks, self._known_values, _detected, _high_entropy))
 
     def redact_known(self, text: str) -> str:
         """Only the user's own secrets (known values, private-key blocks): for the code shown in a
         prompt, where a detector's guess (a test's fake password) would change what the model sees."""
         if not text:
             return text
-        text = PEM.sub(lambda m: f"[REDACTED:{m.group(1).title()}]", text)
+        return scrub(text, (_pem_blocks, self._known_values))
+
+    def _known_values(self, text: str) -> str:
         return _replace_known(text, self.known)
 
     def known_in(self, text: str) -> list[str]:
@@ -106,6 +146,32 @@ def redactor(env: Mapping[str, str] | None = None, folders: Iterable[Path] = ())
         for value in _url_passwords(path):
             known.setdefault(value, f"credential in {path.name}")
     return Redactor(known)
+
+
+def user_secrets(config: Config, work_root: Path | None = None) -> Redactor:
+    """The redactor that knows the user's secrets: their checkout's (and the task's worktree's) and home
+    folder's .env values and git credentials, and the credential-named environment variables."""
+    return redactor(folders=[config.repo_root, *([work_root] if work_root else []), Path.home()])
+
+
+def redact_record(value: Any, key: str = "") -> Any:
+    """A copy of `value` with credential-looking keys' values and token-looking strings replaced."""
+    if key and SECRET_KEY.search(key) and not _measure(key, value) and not isinstance(value, (dict, list)):
+        return REDACTED if value not in (None, "") else value
+    if isinstance(value, dict):
+        return {k: redact_record(v, str(k)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [redact_record(v) for v in value]
+    if isinstance(value, str):
+        return scrub(value, (_token_shapes,))
+    return value
+
+
+def _measure(key: str, value: Any) -> bool:
+    """A token count or timing: a number (never a string) under a key that names a measure."""
+    if NOT_SECRET.match(key):
+        return True
+    return isinstance(value, int | float) and bool(MEASURE.search(key.lower()))
 
 
 def _git_credential_files(folders: Iterable[Path]) -> list[Path]:
@@ -164,6 +230,21 @@ def _env_values(path: Path) -> list[tuple[str, str]]:
         if len(value) >= MIN_KNOWN:
             pairs.append((name.strip(), value))
     return pairs
+
+
+# --- the passes ---------------------------------------------------------------------------------------
+
+
+def _pem_blocks(text: str) -> str:
+    return PEM.sub(lambda m: f"[REDACTED:{m.group(1).title()}]", text)
+
+
+def _token_shapes(text: str) -> str:
+    return TOKEN_SHAPES.sub(REDACTED, text)
+
+
+def _high_entropy(text: str) -> str:
+    return TOKEN.sub(_entropy_marker, text)
 
 
 def _replace_known(text: str, known: Mapping[str, str]) -> str:
