@@ -7,7 +7,11 @@ from __future__ import annotations
 import shlex
 import subprocess
 import sys
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
+
+import pytest
 
 from hub.evals.history import (
     BASE_BRANCH,
@@ -140,6 +144,8 @@ def test_walk_takes_the_limit_the_paths_and_the_source_file_count(tmp_path: Path
     assert [c.sha for c in find_candidates(repo, limit=1).candidates] == [sha["broken"]]
     assert [c.sha for c in find_candidates(repo, paths=["pkg/calc.py"]).candidates] == [sha["fix"]]
     assert find_candidates(repo, paths=["pkg/calc.py"]).walked == 3  # root, fix, untested
+    tomorrow = (datetime.now(UTC) + timedelta(days=1)).strftime("%Y-%m-%d")
+    assert find_candidates(repo, since=tomorrow).walked == 0
     wide = [c.sha for c in find_candidates(repo, max_source_files=4).candidates]
     assert sha["wide"] in wide
 
@@ -156,11 +162,29 @@ def test_files_count_as_tests_sources_or_nothing() -> None:
     assert classify("pkg/_speedups.c") is Kind.COMPILED
 
 
-def test_a_qualifying_commit_becomes_a_task_on_a_base_of_its_parent_with_its_tests(tmp_path: Path) -> None:
-    repo, sha = history(tmp_path)
+@dataclass(frozen=True)
+class Prepared:
+    repo: Path
+    sha: dict[str, str]
+    task: HistoryTask
+    work: Path
+
+
+@pytest.fixture(scope="module")
+def prepared(tmp_path_factory: pytest.TempPathFactory) -> Prepared:
+    """The qualifying commit made a task once: its tests run twice, the slow part."""
+    tmp = tmp_path_factory.mktemp("prepared")
+    repo, sha = history(tmp)
     fix = next(c for c in find_candidates(repo).candidates if c.sha == sha["fix"])
-    task = prepare_task(repo, fix, tmp_path / "work", test_command=PYTEST)
+    task = prepare_task(repo, fix, tmp / "work", test_command=PYTEST)
     assert isinstance(task, HistoryTask), task
+    return Prepared(repo, sha, task, tmp / "work")
+
+
+def test_a_qualifying_commit_becomes_a_task_on_a_base_of_its_parent_with_its_tests(
+    prepared: Prepared,
+) -> None:
+    repo, sha, task = prepared.repo, prepared.sha, prepared.task
     assert task.requirement == "Clamp keeps values in range\n\nclamp() returned its input unchanged."
     assert task.id == f"{sha['fix'][:8]}-clamp-keeps-values-in-range"
     assert task.fail_to_pass == ("tests/test_calc.py::test_clamp_low",)
@@ -174,28 +198,29 @@ def test_a_qualifying_commit_becomes_a_task_on_a_base_of_its_parent_with_its_tes
     assert git(repo, "show", f"{task.base}:pkg/calc.py") + "\n" == CALC
     assert "CHANGELOG.md" not in git(repo, "ls-tree", "--name-only", task.base)
     assert worktrees(repo) == [f"worktree {repo}"]
-    assert not any((tmp_path / "work" / "trees").iterdir())
+    assert not any((prepared.work / "trees").iterdir())
 
 
-def test_the_acceptance_command_fails_at_the_base_and_passes_at_the_commit(tmp_path: Path) -> None:
-    repo, sha = history(tmp_path)
-    fix = next(c for c in find_candidates(repo).candidates if c.sha == sha["fix"])
-    task = prepare_task(repo, fix, tmp_path / "work", test_command=PYTEST)
-    assert isinstance(task, HistoryTask)
-    for rev, code in ((task.base, 1), (sha["fix"], 0)):
-        tree = tmp_path / f"check-{code}"
-        git(repo, "worktree", "add", "-q", "--detach", str(tree), rev)
-        done = subprocess.run(task.acceptance_command, shell=True, cwd=tree, capture_output=True, timeout=120)
+def test_the_acceptance_command_fails_at_the_base_and_passes_at_the_commit(
+    prepared: Prepared, tmp_path: Path
+) -> None:
+    clone = tmp_path / "clone"
+    git(tmp_path, "clone", "-q", str(prepared.repo), str(clone))
+    for rev, code in ((prepared.task.base, 1), (prepared.sha["fix"], 0)):
+        git(clone, "checkout", "-q", "--detach", rev)
+        done = subprocess.run(
+            prepared.task.acceptance_command, shell=True, cwd=clone, capture_output=True, timeout=120
+        )
         assert done.returncode == code, done.stdout
 
 
-def test_the_same_commit_gives_the_same_base_wherever_it_is_prepared(tmp_path: Path) -> None:
-    repo, sha = history(tmp_path)
-    fix = next(c for c in find_candidates(repo).candidates if c.sha == sha["fix"])
-    first = prepare_task(repo, fix, tmp_path / "one", test_command=PYTEST)
-    second = prepare_task(repo, fix, tmp_path / "two", test_command=PYTEST)
-    assert isinstance(first, HistoryTask) and isinstance(second, HistoryTask)
-    assert first.base == second.base
+def test_the_same_commit_gives_the_same_base_in_another_clone(prepared: Prepared, tmp_path: Path) -> None:
+    clone = tmp_path / "clone"
+    git(tmp_path, "clone", "-q", str(prepared.repo), str(clone))
+    fix = next(c for c in find_candidates(clone).candidates if c.sha == prepared.sha["fix"])
+    again = prepare_task(clone, fix, tmp_path / "work", test_command=PYTEST)
+    assert isinstance(again, HistoryTask)
+    assert again.base == prepared.task.base
 
 
 def test_commits_whose_tests_do_not_turn_are_skipped_with_the_reason(tmp_path: Path) -> None:
@@ -224,6 +249,24 @@ def test_a_test_file_the_commit_cannot_collect_is_a_collection_error(tmp_path: P
     assert candidate.sha == bad
     skipped = prepare_task(repo, candidate, tmp_path / "work", test_command=PYTEST)
     assert isinstance(skipped, Skipped) and skipped.reason is Reason.COLLECTION_ERROR
+
+
+def test_tests_that_outrun_the_clock_are_killed_and_the_commit_skipped(tmp_path: Path) -> None:
+    repo, _ = history(tmp_path)
+    commit(repo, "Loop", {"pkg/c.py": "def spin():\n    while True:\n        pass\n"})
+    commit(
+        repo,
+        "Do not loop",
+        {
+            "pkg/c.py": "def spin():\n    return 1\n",
+            "tests/test_spin.py": "from pkg.c import spin\n\n\ndef test_spin():\n    assert spin() == 1\n",
+        },
+    )
+    candidate = find_candidates(repo, limit=1).candidates[0]
+    # Bounded by the clock under test: at the parent the test never ends.
+    skipped = prepare_task(repo, candidate, tmp_path / "work", test_command=PYTEST, timeout=3)
+    assert isinstance(skipped, Skipped) and skipped.reason is Reason.TIMED_OUT
+    assert worktrees(repo) == [f"worktree {repo}"]
 
 
 def test_a_deleted_test_file_is_gone_from_the_base(tmp_path: Path) -> None:
