@@ -198,7 +198,9 @@ def find_candidates(
     walked = 0
     candidates: list[Candidate] = []
     skipped: list[Skipped] = []
-    for line in git(repo, *args).splitlines():
+    for line in git(repo, *args).split("\n"):
+        if not line:
+            continue
         if limit is not None and len(candidates) >= limit:
             break
         sha, parents, date, subject = line.split("\x00", 3)
