@@ -29,7 +29,6 @@ import os
 import re
 import shlex
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -42,6 +41,7 @@ from pathlib import Path, PurePosixPath
 from hub.core.errors import GitError
 from hub.core.log import get_logger
 from hub.evals.history_env import default_test_command
+from hub.repo.child import PIPE, Child
 
 log = get_logger(__name__)
 
@@ -374,25 +374,24 @@ def run_tests(tree: Path, command: str, modules: Sequence[str], report: Path, ti
         f"{os.environ.get('PYTEST_ADDOPTS', '')} --junitxml={shlex.quote(str(report))} -o junit_family=xunit1"
     )
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "PYTEST_ADDOPTS": addopts.strip()}
-    proc = subprocess.Popen(
-        f"{command} {shlex.join(modules)}",
-        shell=True,
-        cwd=tree,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    try:
-        out, _ = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        # The repository's tests may have started servers or workers: the whole group goes.
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
-        raise
+    # The repository's tests may start servers or workers: the whole group goes at the clock, and
+    # whatever they leave behind goes when the run ends.
+    with (
+        Child(
+            f"{command} {shlex.join(modules)}",
+            shell=True,
+            cwd=tree,
+            env=env,
+            stdout=PIPE,
+            stderr=subprocess.STDOUT,
+        ) as child,
+        child.clock(timeout),
+    ):
+        out, _ = child.proc.communicate()
+    if child.timed_out:
+        raise subprocess.TimeoutExpired(command, timeout)
     outcomes, collection_error = read_junit(report)
-    return RunResult(proc.returncode, outcomes, out.decode("utf-8", "replace"), collection_error)
+    return RunResult(child.proc.returncode, outcomes, out.decode("utf-8", "replace"), collection_error)
 
 
 def read_junit(report: Path) -> tuple[dict[str, str], bool]:
