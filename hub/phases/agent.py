@@ -147,8 +147,7 @@ class AgentAttempt:
     def _run_tests(self) -> str:
         started = time.monotonic()
         results = self.bench.run_acceptance()
-        timings = self.bench.timings
-        timings["run_tests"] = round(timings.get("run_tests", 0.0) + time.monotonic() - started, 3)
+        self.bench.spent("run_tests", time.monotonic() - started)
         failed = [r for r in results if not r.ok]
         if not failed:
             return f"all {len(results)} acceptance command(s) passed:\n" + "\n".join(

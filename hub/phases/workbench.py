@@ -3,13 +3,13 @@
 each is handed a `Workbench` and the worker, writes the change through it and returns the passing
 acceptance results, or raises `Failed`.
 
-The workbench decides, once for both modes: what must hold before the model is called (`preflight`),
-what a model call's prompt count means and what it leaves for the stall report (`generate`), what an
-applied answer leaves (`wrote`), how the acceptance commands run (`run_acceptance`), how many times the
-model may answer their failures and what failing after that means (`acceptance`), the commit
-(`attempt_commit`), and where every failure ends (`execute`). Its parts live beside it: the policy
-(attempt_policy.py), the commands (attempt_commands.py), the records (attempt_records.py), the commit
-(attempt_commit.py), the prompts (attempt_prompt.py).
+The workbench decides, once for both modes: what must hold before the model is called (a jail, the
+model), what a model call's prompt count means and what the call leaves for the stall report
+(`generate`), what an applied answer leaves (`wrote`), how the acceptance commands run
+(`run_acceptance`), how many times the model may answer their failures and what failing after that
+means (`acceptance`), and where the attempt ends: the commit, or a halt or a stall strike (`execute`).
+Its parts live beside it: the policy (attempt_policy.py), the commands (attempt_commands.py), the
+records (attempt_records.py), the commit (attempt_commit.py), the prompts (attempt_prompt.py).
 """
 
 from __future__ import annotations
@@ -140,9 +140,13 @@ class Workbench:
                     hint="a cached prefix or a server window smaller than num_ctx; going on",
                 )
         self.raw = generation.raw or generation.text
-        self.timings["model calls"] = round(self.timings.get("model calls", 0.0) + generation.seconds, 3)
+        self.spent("model calls", generation.seconds)
         self.timings["first token"] = round(generation.first_token_seconds, 3)
         return generation
+
+    def spent(self, what: str, seconds: float) -> None:
+        """`seconds` more of the attempt's time went to `what` (STALL_REPORT.md shows where it went)."""
+        self.timings[what] = round(self.timings.get(what, 0.0) + seconds, 3)
 
     # -- the writes ---------------------------------------------------------------------------------------
 
