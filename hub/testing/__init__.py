@@ -30,8 +30,9 @@ the prompt as a chat template renders them, and refused with a 400 in the other 
 `tools.py`, which names where each shape comes from).
 
 Layout: `replies` (Reply, RecordedRequest, script files), `wire` (the JSON shapes), `tools` (tool calls
-on the wire), `context` (windows, counts, loads), `server` (FakeOllama: scripting, lifecycle), `handler`
-(the HTTP server, the request handler and the routes), `__main__` (the command line).
+on the wire), `context` (windows, counts, loads), `state` (what the fake knows while it serves: scripts,
+loads, requests, generations in flight), `server` (FakeOllama: scripting, lifecycle), `handler` (the HTTP
+server, the request handler and the routes, given the state), `__main__` (the command line).
 
 Standalone: `python -m hub.testing --port 11434 --script replies.yaml`, where the script is
 `{"models": {"name": ["text", {"text": "...", "first_token_delay": 1.5}], "other": {"repeat": "text"}}}`.

@@ -14,11 +14,12 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from hub.testing import context as ctxsim
 from hub.testing import tools
 from hub.testing.replies import Reply
+from hub.testing.state import GENERATING_PATHS, FakeState, is_load
 from hub.testing.wire import (
     VERSION,
     Chat,
@@ -37,25 +38,23 @@ from hub.testing.wire import (
     timestamp,
 )
 
-if TYPE_CHECKING:
-    from hub.testing.server import FakeOllama
-
-GENERATING_PATHS = ("/api/chat", "/api/generate", "/v1/chat/completions")
-
 
 class _Abort(Exception):
     """The reply ends here: the connection is closed without finishing (a drop, a gone client, a stop)."""
 
 
 class Server(ThreadingHTTPServer):
-    """A thread per connection, each connection's socket kept so that `FakeOllama.stop` can wake and end it."""
+    """A thread per connection, each connection's socket kept so that `FakeOllama.stop` can wake and end it;
+    its handlers answer from `state`."""
 
     daemon_threads = True
     block_on_close = False
     allow_reuse_address = True
-    fake: FakeOllama
 
-    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler]) -> None:
+    def __init__(
+        self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler], state: FakeState
+    ) -> None:
+        self.state = state
         self._conn_lock = threading.Lock()
         self._conns: dict[threading.Thread, socket.socket] = {}
         super().__init__(address, handler)
@@ -128,8 +127,8 @@ class Handler(BaseHTTPRequestHandler):
                 body = parsed if isinstance(parsed, dict) else None
                 if body is None:
                     bad_json = "request body must be a JSON object"
-        fake = self.server.fake
-        fake._record(method, path, body, {k.lower(): v for k, v in self.headers.items()})
+        fake = self.server.state
+        fake.record(method, path, body, {k.lower(): v for k, v in self.headers.items()})
         try:
             if bad_json is not None:
                 self._send_json(400, {"error": bad_json})
@@ -189,14 +188,14 @@ class Handler(BaseHTTPRequestHandler):
             self.connection.shutdown(socket.SHUT_RDWR)
 
     def _pause(self, seconds: float) -> None:
-        if not self.server.fake._pause(self.connection, seconds):
+        if not self.server.state.pause(self.connection, seconds):
             raise _Abort
 
 
 # -- routing ---------------------------------------------------------------------------------------------
 
 
-def _route(h: Handler, fake: FakeOllama, method: str, path: str, body: dict[str, Any] | None) -> None:
+def _route(h: Handler, fake: FakeState, method: str, path: str, body: dict[str, Any] | None) -> None:
     if method in ("GET", "HEAD") and path == "/":
         h._send_text(200, "Ollama is running")
     elif method == "GET" and path == "/api/version":
@@ -221,10 +220,9 @@ def _route(h: Handler, fake: FakeOllama, method: str, path: str, body: dict[str,
         h._send_text(404, "404 page not found")
 
 
-def _show(h: Handler, fake: FakeOllama, body: dict[str, Any]) -> None:
+def _show(h: Handler, fake: FakeState, body: dict[str, Any]) -> None:
     name = str(body.get("model") or body.get("name") or "")
-    with fake._lock:
-        found = fake._find(name) if name else None
+    found = fake.find(name) if name else None
     if found is None:
         h._send_json(404, {"error": f"model '{name}' not found"})
         return
@@ -246,12 +244,7 @@ def _show(h: Handler, fake: FakeOllama, body: dict[str, Any]) -> None:
     )
 
 
-def is_load(path: str, body: dict[str, Any]) -> bool:
-    """An empty /api/generate loads (or, with keep_alive 0, unloads) a model and generates nothing."""
-    return path == "/api/generate" and not body.get("prompt") and not body.get("images")
-
-
-def _generate(h: Handler, fake: FakeOllama, path: str, body: dict[str, Any] | None) -> None:
+def _generate(h: Handler, fake: FakeState, path: str, body: dict[str, Any] | None) -> None:
     kind = {"/api/chat": Chat, "/api/generate": Completion, "/v1/chat/completions": OpenAI}[path]
     if body is None:
         h._send_json(400, kind.error_body("missing request body", 400))
@@ -266,42 +259,32 @@ def _generate(h: Handler, fake: FakeOllama, path: str, body: dict[str, Any] | No
     if not model:
         h._send_json(400, kind.error_body("model is required", 400))
         return
-    with fake._lock:
-        known = fake._find(model) is not None
-    if not known:
+    if fake.find(model) is None:
         h._send_json(404, kind.error_body(not_found(model), 404))
         return
     if is_load(path, body):
         _load_only(h, fake, model, body)
         return
-    reply = fake._reply_for(model, body)
+    reply = fake.reply_for(model, body)
     if reply is None:
         h._send_json(500, kind.error_body(f"FakeOllama: no scripted reply left for model '{model}'"))
         return
     reply = continued(body, reply)
-    load_seconds = fake._load(model, body)
+    load_seconds = fake.load(model, body)
     fmt = kind(model, body, reply)
     window = _window(fake, model, body, fmt)
-    with fake._in_flight_changed:
-        fake._in_flight += 1
-        fake._in_flight_changed.notify_all()
-    try:
+    with fake.generating():
         if fake.gpu is not None:
             options = body.get("options") if isinstance(body.get("options"), dict) else {}
             with fake.gpu.generation(model, (options or {}).get("num_ctx")) as answered:
                 _answer(h, kind, fmt, body, reply, load_seconds, window, answered)
             return
         _answer(h, kind, fmt, body, reply, load_seconds, window)
-    finally:
-        with fake._in_flight_changed:
-            fake._in_flight -= 1
-            fake._in_flight_changed.notify_all()
 
 
-def _slots(fake: FakeOllama) -> list[dict[str, Any]]:
+def _slots(fake: FakeState) -> list[dict[str, Any]]:
     """llama.cpp server's `GET /slots`: one entry per slot, busy ones first (a queued request holds none)."""
-    with fake._lock:
-        busy = fake._in_flight
+    busy = fake.in_flight
     slots = fake.gpu.slots if fake.gpu is not None else 1
     return [{"id": n, "is_processing": n < busy} for n in range(slots)]
 
@@ -357,7 +340,7 @@ def continued(body: dict[str, Any], reply: Reply) -> Reply:
     return reply
 
 
-def _window(fake: FakeOllama, model: str, body: dict[str, Any], fmt: Format) -> ctxsim.Window | None:
+def _window(fake: FakeState, model: str, body: dict[str, Any], fmt: Format) -> ctxsim.Window | None:
     """With a tokenizer: the prompt's real count against the window in force, and what is read of it."""
     if fake.tokenizer is None:
         return None
@@ -368,8 +351,7 @@ def _window(fake: FakeOllama, model: str, body: dict[str, Any], fmt: Format) -> 
         else [str(body.get("system") or ""), str(body.get("prompt") or "")]
     )
     count = ctxsim.templated_count(fake.tokenizer, [p for p in parts if p])
-    with fake._lock:
-        loaded = fake._loaded.get(fake._find(model) or model)
+    loaded = fake.loaded_model(model)
     # /v1 has no num_ctx: Ollama runs it at the server's default window (reloading a model loaded with
     # another), never at the window the last /api/chat loaded.
     num_ctx = ctxsim.requested_num_ctx(body) or (
@@ -380,9 +362,9 @@ def _window(fake: FakeOllama, model: str, body: dict[str, Any], fmt: Format) -> 
     return window
 
 
-def _load_only(h: Handler, fake: FakeOllama, model: str, body: dict[str, Any]) -> None:
+def _load_only(h: Handler, fake: FakeState, model: str, body: dict[str, Any]) -> None:
     unloading = body.get("keep_alive") in (0, "0", "0s")
-    h._pause(fake._load(model, body))
+    h._pause(fake.load(model, body))
     reply = {
         "model": model,
         "created_at": timestamp(),
@@ -467,11 +449,10 @@ def _send_whole(h: Handler, fmt: Format, reply: Reply, answered: Callable[[], No
         h._send_json(200, payload)
 
 
-def _running(fake: FakeOllama) -> list[dict[str, Any]]:
+def _running(fake: FakeState) -> list[dict[str, Any]]:
     """What /api/ps lists: the models loaded and not past their keep_alive (with a simulated GPU, what
     it holds), each with when it will be unloaded."""
-    with fake._lock:
-        loaded = dict(fake._loaded)
+    loaded = fake.loaded()
     if fake.gpu is not None:
         loaded = {
             name: (num_ctx or 4096, time.time(), ctxsim.DEFAULT_KEEP_ALIVE)

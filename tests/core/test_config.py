@@ -61,9 +61,9 @@ def test_a_typical_source_file_and_its_whole_file_answer_fit_the_default_window(
     from hub.core.config import DEFAULT_NUM_CTX, DEFAULT_NUM_PREDICT
     from hub.workers import budget
 
-    source = (Path(__file__).resolve().parents[2] / "hub" / "phases" / "implement.py").read_text(
-        encoding="utf-8"
-    )
+    # The implementer's own code (once implement.py alone, now split from its workbench) as the source.
+    phases = Path(__file__).resolve().parents[2] / "hub" / "phases"
+    source = "".join((phases / name).read_text(encoding="utf-8") for name in ("implement.py", "workbench.py"))
     # A typical file, a few hundred lines: a fixed share of one, so the file's growth cannot fail this.
     source = source[: source.index("\n", 16_000) + 1]
     fit = budget.plan(

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from hub.phases import prompts
-from hub.phases.implement import build_prompt, file_section
+from hub.phases.attempt_prompt import build_prompt, file_section
 
 if TYPE_CHECKING:
     # The fixtures' types (tests/conftest.py); pytest loads conftest, tests never import it.
