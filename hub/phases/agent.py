@@ -36,6 +36,7 @@ from hub.phases.stall import Failed, Stall
 from hub.review.scan import scan_paths
 from hub.state.breakers import Trip
 from hub.state.provenance import write_record
+from hub.state.triggers import Trigger
 from hub.workers.base import ChatRequest, Generation, Worker
 from hub.workers.bridge import log_dir_for, request_for
 
@@ -85,7 +86,11 @@ class AgentAttempt:
             offered = servers.start()
         except ToolRefused as exc:
             raise Failed(
-                Trip("mcp_unavailable", str(exc), hint="check mcp_servers in hub.yaml (command, url, allow)")
+                Trip(
+                    Trigger.MCP_UNAVAILABLE,
+                    str(exc),
+                    hint="check mcp_servers in hub.yaml (command, url, allow)",
+                )
             ) from None
         *tools, done = workspace.tools()
         try:

@@ -30,6 +30,7 @@ from hub.state.machine import (
     REVIEW_COMPLETE,
     Event,
 )
+from hub.state.triggers import Trigger
 
 log = get_logger(__name__)
 
@@ -108,7 +109,7 @@ def _merge(run: Run, reviewed: str, message: str) -> str | Outcome:
     elif not gitops.branch_exists(user, base):
         return run.halt(
             Trip(
-                "base_missing",
+                Trigger.BASE_MISSING,
                 f"the base branch {base} does not exist any more (deleted or renamed?): nothing was merged",
                 {"base": base},
                 f"recreate it (`git branch {base} <commit>`) and `hub resume --task {run.task_id}`",
@@ -118,7 +119,7 @@ def _merge(run: Run, reviewed: str, message: str) -> str | Outcome:
         conflicts = gitops.merge_conflicts(user, base, reviewed)
         if conflicts is not None:
             exc = MergeConflict(branch, base, conflicts)
-            return run.halt(Trip("git_conflict", str(exc), {"files": ", ".join(conflicts)}, exc.hint))
+            return run.halt(Trip(Trigger.GIT_CONFLICT, str(exc), {"files": ", ".join(conflicts)}, exc.hint))
         checkout = gitops.worktrees(user).get(base)
         log.debug(
             "finalize.merging", task=run.task_id, into=base, checkout=str(checkout) if checkout else None
@@ -271,7 +272,7 @@ def _not_in_base(run: Run) -> Trip | None:
     contract["status"] = REVIEW_COMPLETE if last in (MERGED, ERIK_CONSULTATION) else last
     log.warning("archive.not_in_base", task=run.task_id, commits=[c[:12] for c in outside], base=base)
     return Trip(
-        "not_in_base",
+        Trigger.NOT_IN_BASE,
         f"the contract says merged, but {', '.join(c[:12] for c in outside)} is not in {base}"
         + ("" if base_there else f" (the branch {base} does not exist)")
         + f": nothing was archived or deleted, and {branch} and its worktree are kept",

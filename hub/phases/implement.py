@@ -49,6 +49,7 @@ from hub.state.breakers import Trip
 from hub.state.contract import Contract, Verdict
 from hub.state.machine import PENDING_IMPLEMENTER, TIMEOUT_IMPLEMENTER, Event
 from hub.state.provenance import write_record
+from hub.state.triggers import Trigger
 from hub.workers import budget
 from hub.workers.base import Generation, Worker
 from hub.workers.bridge import request_for
@@ -146,7 +147,7 @@ class Attempt:
             try:
                 self.jail = jail_for(self.config, self.run.worktree)
             except SandboxUnavailable as exc:
-                raise Failed(Trip("sandbox_unavailable", str(exc), hint=exc.hint)) from exc
+                raise Failed(Trip(Trigger.SANDBOX_UNAVAILABLE, str(exc), hint=exc.hint)) from exc
             self.contract["handoff_data"]["sandbox"] = self.jail.why
         trip = model_unavailable(self.run, worker, self.model, "implementer")
         if trip:

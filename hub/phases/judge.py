@@ -27,6 +27,7 @@ from hub.state.machine import (
     TIMEOUT_JUDGE,
     Event,
 )
+from hub.state.triggers import Trigger
 
 log = get_logger(__name__)
 
@@ -161,7 +162,7 @@ def halt_judge_timeout(run: Run, reason: str, detail: str, evidence: dict[str, o
     if run.contract["status"] != TIMEOUT_JUDGE:
         run.drop_lease()
         run.record(Event.TIMEOUT, reason)
-    return run.halt(Trip("judge_timeout", f"{reason} ({detail})", evidence), event=Event.ESCALATE)
+    return run.halt(Trip(Trigger.JUDGE_TIMEOUT, f"{reason} ({detail})", evidence), event=Event.ESCALATE)
 
 
 def report_judge(ctx: Context) -> Outcome:
@@ -235,7 +236,7 @@ def finish_verdict(run: Run) -> Outcome:
         issues = "; ".join(i.get("description", "") for i in data["judge_blocking_issues"][:3])
         return run.halt(
             Trip(
-                "critical_halt",
+                Trigger.CRITICAL_HALT,
                 f"the judge halted the task: {issues or data.get('judge_summary', '')}",
                 {"blocking_issues": len(data["judge_blocking_issues"])},
             )

@@ -25,6 +25,7 @@ from hub.state import handoff
 from hub.state.breakers import Trip
 from hub.state.contract import StallRecord, iso
 from hub.state.machine import IMPLEMENTATION_IN_PROGRESS, Event
+from hub.state.triggers import Trigger
 
 if TYPE_CHECKING:
     from hub.workers.base import Generation, Health, Worker
@@ -125,7 +126,7 @@ def worker_failure(exc: WorkerError, model: str) -> Trip | Stall:
     if isinstance(exc, ModelNotFound):
         return model_missing(model, str(exc))
     if isinstance(exc, WorkerUnavailable):
-        return Trip("ollama_unavailable", str(exc), {"model": model})
+        return Trip(Trigger.OLLAMA_UNAVAILABLE, str(exc), {"model": model})
     if isinstance(exc, ContextOverflow):
         return overflow_trip(exc, model)
     if isinstance(exc, PhaseTimeout):
@@ -169,7 +170,7 @@ def model_unavailable(run: Run, worker: Worker, model: str, role: str | None = N
         with live_call(run.phase, model, run.ctx.handoff.task_dir / CALL_FILE) as call:
             health = wait_for_server(run, probe, call, first_contact=never_answered(run))
     except WorkerUnavailable as exc:
-        return Trip("ollama_unavailable", str(exc), {"model": model})
+        return Trip(Trigger.OLLAMA_UNAVAILABLE, str(exc), {"model": model})
     if health.ok and not health.missing:
         return None
     if health.missing:
@@ -178,13 +179,13 @@ def model_unavailable(run: Run, worker: Worker, model: str, role: str | None = N
         health.detail
         or f"model {model} is not available (the worker has: {', '.join(health.models) or 'none'})"
     )
-    return Trip("ollama_unavailable", why, {"model": model})
+    return Trip(Trigger.OLLAMA_UNAVAILABLE, why, {"model": model})
 
 
 def model_missing(model: str, detail: str = "") -> Trip:
     """The halt for a model the server does not have, with the command that fixes it."""
     reason = f"the model server does not have {model}" + (f" ({detail})" if detail else "")
-    return Trip("model_not_found", reason, {"model": model}, hint=f"ollama pull {model}")
+    return Trip(Trigger.MODEL_NOT_FOUND, reason, {"model": model}, hint=f"ollama pull {model}")
 
 
 def overflow_trip(exc: ContextOverflow, model: str) -> Trip:
@@ -199,7 +200,7 @@ def overflow_trip(exc: ContextOverflow, model: str) -> Trip:
         evidence["context_length"] = exc.context_length
     if exc.server_window is not None:
         evidence["server_window"] = exc.server_window
-    return Trip("context_overflow", str(exc), evidence)
+    return Trip(Trigger.CONTEXT_OVERFLOW, str(exc), evidence)
 
 
 def record_stall(run: Run, role: str, stall: Stall) -> StallRecord:
@@ -270,7 +271,7 @@ def _trip(run: Run, role: str, strikes: int) -> Trip:
     stalls = [s for s in run.contract["handoff_data"].get("stalls", []) if s["role"] == role][-strikes:]
     reasons = "; ".join(f"attempt {s['attempt']}: {s['reason']}" for s in stalls)
     return Trip(
-        "stall" if role == "implementer" else "review_stall",
+        Trigger.STALL if role == "implementer" else Trigger.REVIEW_STALL,
         f"the {role} stalled twice ({reasons}); see {run.ctx.handoff.stall_report.name}",
         {"stall_report": str(run.ctx.handoff.stall_report), "model": run.contract["roles"].get(role, "")},
     )
