@@ -128,7 +128,7 @@ class AgentAttempt:
                 self.root, "agent_tests_failed", feedback="\n\n".join(r.feedback() for r in failed)
             )
             ending = loop.run(note=told)
-        self.attempt.contract["handoff_data"]["acceptance_results"] = [r.summary() for r in results]
+        self.attempt.run.task.record_acceptance([r.summary() for r in results])
         failed = [r for r in results if not r.ok]
         limited = any((r.failure or "").startswith("resource_limit") for r in failed)
         reason = "resource_limit" if limited else "tests_failed"

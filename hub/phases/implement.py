@@ -148,7 +148,7 @@ class Attempt:
                 self.jail = jail_for(self.config, self.run.worktree)
             except SandboxUnavailable as exc:
                 raise Failed(Trip(Trigger.SANDBOX_UNAVAILABLE, str(exc), hint=exc.hint)) from exc
-            self.contract["handoff_data"]["sandbox"] = self.jail.why
+            self.run.task.set_sandbox(self.jail.why)
         trip = model_unavailable(self.run, worker, self.model, "implementer")
         if trip:
             raise Failed(trip)
@@ -340,7 +340,7 @@ class Attempt:
             generation = self._call(worker, reflect, system, f"reflection-{reflection + 1}", warmer)
             _, result = self._apply(generation)
             same = not result.changed_files
-        self.contract["handoff_data"]["acceptance_results"] = [r.summary() for r in results]
+        self.run.task.record_acceptance([r.summary() for r in results])
         failed = [r for r in results if not r.ok]
         # A command ended at a sandbox limit says so by name: raising the limit may be the fix.
         limited = any((r.failure or "").startswith("resource_limit") for r in failed)
@@ -408,14 +408,14 @@ class Attempt:
         return restored
 
     def _written(self, acceptance: list[CommandResult]) -> Outcome:
-        run, data = self.run, self.contract["handoff_data"]
-        data["acceptance_results"] = [r.summary() for r in acceptance]
+        run = self.run
+        run.task.record_acceptance([r.summary() for r in acceptance])
         # Commit first, then record: the other order left an uncommitted edit behind a recorded
         # code_written when killed between the two (review and judge saw an empty diff). The marker
         # lets recovery tell "killed after the commit" (finish the attempt) from "before" (stash it).
         if self.contract["specification"].get("acceptance_commands"):
             self._clean_state()
-        data["committing"] = {"attempt": self.contract["attempt"], "parent": gitops.head_commit(run.repo)}
+        run.task.begin_commit(gitops.head_commit(run.repo))
         run.save()
         commit = run.checkpoint(Event.CODE_WRITTEN)
         crash_point("implement:after-commit")
@@ -423,7 +423,7 @@ class Attempt:
         if left:
             # Never "N files changed" and on to review while a written edit is not in the commit (an
             # ignored path, say): the review and the judge would see a change without it.
-            data.pop("committing", None)
+            run.task.finish_commit()
             raise Failed(
                 Stall(
                     "uncommitted_edit",

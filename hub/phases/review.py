@@ -373,13 +373,11 @@ class Review:
         return review_stall(self.run, stall)
 
     def _record_issues(self, issues: list[Issue], passed: bool) -> None:
-        data = self.contract["handoff_data"]
-        data["local_review_issues"] = issues
-        data["local_review_passed"] = passed
+        self.run.task.record_local_review(issues, passed)
 
     def _decide(self, static: list[Issue], review: ReviewReport) -> Outcome:
         issues = static + review["issues"]
-        self.run.counters().pop("review_stalls", None)
+        self.run.task.reset_counters("review_stalls")
         if review["critical"]:
             first = next((i for i in review["issues"] if i["severity"] == "critical"), None) or {
                 "description": "the reviewer flagged the change as critical",
@@ -401,7 +399,7 @@ class Review:
         passed = review["passed"] and not issues
         self._record_issues(issues, passed=passed)
         why = overruled_pass(review, static)
-        self.contract["handoff_data"]["local_review_note"] = why
+        self.run.task.note_local_review(why)
         event = Event.LOCAL_PASS if passed else Event.LOCAL_WARN
         reason = f"local review: {len(issues)} issues, passed={passed}" + (f" ({why})" if why else "")
         enter_judge_review(self.run, event, reason, diff=self.diff)

@@ -213,7 +213,7 @@ def record_stall(run: Run, role: str, stall: Stall) -> StallRecord:
         "raw_tail": stall.raw_tail[-TAIL_CHARS:],
         "timings": stall.timings,
     }
-    run.contract["handoff_data"].setdefault("stalls", []).append(entry)
+    run.task.add_stall(entry)
     return entry
 
 
@@ -224,7 +224,7 @@ def implementer_stall(run: Run, stall: Stall) -> Outcome:
     if run.contract["status"] == IMPLEMENTATION_IN_PROGRESS:
         kept = gitops.stash(run.repo, f"{run.task_id}/attempt-{run.contract['attempt']}-stalled")
         if kept:
-            run.contract["handoff_data"].setdefault("stashes", []).append(kept)
+            run.task.add_stash(kept)
         run.drop_lease()
         run.record(stall.event, f"{stall.reason}: {stall.detail}"[:500])
     return strike(run, stall.reason)

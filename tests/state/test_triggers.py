@@ -24,7 +24,10 @@ def free_trigger_strings(source: str) -> list[tuple[int, str]]:
     values = {t.value for t in Trigger}
     found: list[ast.Constant] = []
     for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", None)) == "Trip":
+        if (
+            isinstance(node, ast.Call)
+            and getattr(node.func, "id", getattr(node.func, "attr", None)) == "Trip"
+        ):
             named = [kw.value for kw in node.keywords if kw.arg == "trigger"]
             for arg in node.args[:1] + named:
                 found += [c for c in _strings(arg) if c.value in values]
