@@ -114,13 +114,14 @@ if TYPE_CHECKING:
         verdict: str | None
 
     class StallRecord(TypedDict):
-        timestamp: str
+        # A stall is read by role, attempt and reason; the rest is for a person.
+        timestamp: NotRequired[str]
         role: str
         attempt: int
         reason: str
-        detail: str
-        raw_tail: str
-        timings: dict[str, float]
+        detail: NotRequired[str]
+        raw_tail: NotRequired[str]
+        timings: NotRequired[dict[str, float]]
 
     class ServerWait(TypedDict):
         """An outage being waited out by the running phase (`hub status` shows it)."""
@@ -170,7 +171,7 @@ if TYPE_CHECKING:
         sandbox: str  # whether the acceptance commands ran sandboxed, and how
         committing: Committing
 
-    class Lease(TypedDict):
+    class Lease(TypedDict, total=False):
         held_by: str | None
         acquired_at: str | None
         expires_at: str | None
