@@ -16,12 +16,20 @@ provider: the direct providers load httpx at their top, and `hub status` must no
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple, Protocol
 
 from hub.core.errors import ConfigError
 
-if TYPE_CHECKING:
-    from hub.core.config import Config
+
+class Addresses(Protocol):
+    """What a backend's address is read from: `hub.core.config.Config` (named by its shape, not imported,
+    since the config check imports this table)."""
+
+    @property
+    def ollama_host(self) -> str: ...
+
+    @property
+    def openai_base_url(self) -> str: ...
 
 
 class Backend(NamedTuple):
@@ -44,7 +52,7 @@ class Backend(NamedTuple):
     # How a person brings back a server that does not answer.
     unreachable_fix: str
     # The server's address as configured, for what `hub doctor` shows.
-    url: Callable[[Config], str]
+    url: Callable[[Addresses], str]
 
     def missing_hint(self, model: str) -> str:
         return self.missing_fix.format(model=model)

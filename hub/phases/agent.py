@@ -40,6 +40,7 @@ from hub.phases.stall import Failed, Stall
 from hub.phases.workbench import Reflected, Workbench
 from hub.review.scan import scan_paths
 from hub.state.breakers import Trip
+from hub.state.triggers import Trigger
 from hub.workers.base import ChatRequest, Generation, Worker
 from hub.workers.bridge import log_dir_for, request_for
 
@@ -83,7 +84,11 @@ class AgentAttempt:
             offered = servers.start()
         except ToolRefused as exc:
             raise Failed(
-                Trip("mcp_unavailable", str(exc), hint="check mcp_servers in hub.yaml (command, url, allow)")
+                Trip(
+                    Trigger.MCP_UNAVAILABLE,
+                    str(exc),
+                    hint="check mcp_servers in hub.yaml (command, url, allow)",
+                )
             ) from None
         *tools, done = workspace.tools()
         try:

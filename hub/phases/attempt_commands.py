@@ -83,7 +83,7 @@ def acceptance_stall(run: Run, results: list[CommandResult]) -> Stall:
     """What acceptance commands still failing at the end of an attempt mean: a `tests_failed` stall, or
     `resource_limit` when one ended at a sandbox limit (raising the limit may be the fix), the results
     kept on the contract for the next attempt."""
-    run.contract["handoff_data"]["acceptance_results"] = [r.summary() for r in results]
+    run.task.record_acceptance([r.summary() for r in results])
     failed = [r for r in results if not r.ok]
     # A command ended at a sandbox limit says so by name: raising the limit may be the fix.
     limited = any((r.failure or "").startswith("resource_limit") for r in failed)

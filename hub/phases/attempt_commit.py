@@ -26,14 +26,13 @@ def commit_attempt(run: Run, written: Set[str], acceptance: list[CommandResult])
     """Commit what the attempt `written`, its passing `acceptance` results on record, and move the task
     on to local review; `Failed` (an `uncommitted_edit` stall) when a written edit is not in the commit."""
     contract = run.contract
-    data = contract["handoff_data"]
-    data["acceptance_results"] = [r.summary() for r in acceptance]
+    run.task.record_acceptance([r.summary() for r in acceptance])
     # Commit first, then record: the other order left an uncommitted edit behind a recorded
     # code_written when killed between the two (review and judge saw an empty diff). The marker
     # lets recovery tell "killed after the commit" (finish the attempt) from "before" (stash it).
     if contract["specification"].get("acceptance_commands"):
         clean_state(run, written)
-    data["committing"] = {"attempt": contract["attempt"], "parent": gitops.head_commit(run.repo)}
+    run.task.begin_commit(gitops.head_commit(run.repo))
     run.save()
     commit = run.checkpoint(Event.CODE_WRITTEN)
     crash_point("implement:after-commit")
@@ -41,7 +40,7 @@ def commit_attempt(run: Run, written: Set[str], acceptance: list[CommandResult])
     if left:
         # Never "N files changed" and on to review while a written edit is not in the commit (an
         # ignored path, say): the review and the judge would see a change without it.
-        data.pop("committing", None)
+        run.task.finish_commit()
         raise Failed(
             Stall(
                 "uncommitted_edit",

@@ -13,7 +13,7 @@ from hub.core.errors import WorkerTimeout, WorkerUnavailable
 from hub.core.log import get_logger
 from hub.phases.live import CALL_FILE, Call, live_call
 from hub.phases.run import Run
-from hub.state.contract import iso
+from hub.state.contract import ServerWait, iso
 from hub.state.provenance import write_record
 from hub.workers import gpu
 from hub.workers.base import ChatRequest, Generation, Worker
@@ -98,7 +98,6 @@ def wait_for_server(
     server and waits in its queue is never one."""
 
     def on_wait(wait: Wait | None) -> None:
-        data = run.contract["handoff_data"]
         if wait is not None and wait.attempts == 1 and wait.first_contact:
             log.warning("server.not_reached", task=run.task_id, phase=run.phase, fix=not_reached(wait))
         if live is not None:
@@ -108,10 +107,10 @@ def wait_for_server(
                 else f"the model server (try {wait.attempts + 1} in {wait.next_pause:g} s)"
             )
         if wait is None:
-            data.pop("server_wait", None)
+            run.task.clear_server_wait()
             log.info("server.back", task=run.task_id, phase=run.phase)
         else:
-            data["server_wait"] = {
+            waiting: ServerWait = {
                 "since": iso(run.now - timedelta(seconds=wait.waited)),
                 "waited_seconds": round(wait.waited, 1),
                 "limit_minutes": round(wait.limit / 60, 1),
@@ -119,7 +118,8 @@ def wait_for_server(
                 "next_try_seconds": round(wait.next_pause, 1),
                 "error": wait.error[:500],
             }
-            log.warning("server.wait", task=run.task_id, phase=run.phase, **data["server_wait"])
+            run.task.set_server_wait(waiting)
+            log.warning("server.wait", task=run.task_id, phase=run.phase, **waiting)
         run.save()
 
     return wait_out(

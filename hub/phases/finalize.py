@@ -11,16 +11,17 @@ from hub.core.log import get_logger
 from hub.core.machine import explain
 from hub.phases.context import Context
 from hub.phases.halts import RESUME_TARGETS, check_note, resume_targets
-from hub.phases.judge import write_review_request
+from hub.phases.judge import request_review, write_review_request
 from hub.phases.outcome import Outcome
 from hub.phases.run import Run
 from hub.phases.session import require_setup, running
-from hub.phases.status import active_contract, write_status
+from hub.phases.status import active_contract
+from hub.phases.status_md import write_status
 from hub.repo import checkout_merge, gitops, untrusted
 from hub.repo.gitops import MergeConflict, MergeRefused
 from hub.state import handoff
 from hub.state.breakers import Trip
-from hub.state.contract import Contract, Verdict, iso, task_refs
+from hub.state.contract import Contract, Verdict, task_refs
 from hub.state.machine import (
     ERIK_CONSULTATION,
     MERGED,
@@ -30,6 +31,7 @@ from hub.state.machine import (
     REVIEW_COMPLETE,
     Event,
 )
+from hub.state.triggers import Trigger
 
 log = get_logger(__name__)
 
@@ -63,8 +65,7 @@ def finalize_task(ctx: Context) -> Outcome:
             return merged
         merge_commit = merged
         crash_point("finalize:after-merge")
-        data.pop("merge_wait", None)
-        data["merge_commit"] = merge_commit
+        run.task.set_merge(merge_commit)
         run.record(Event.PASS, f"merged {reviewed[:12]} into {base} at {merge_commit[:12]}")
         crash_point("finalize:after-pass")
         said = f"merged {branch} into {base} ({merge_commit[:12]})"
@@ -95,7 +96,6 @@ def finalize_task(ctx: Context) -> Outcome:
 def _merge(run: Run, reviewed: str, message: str) -> str | Outcome:
     """The merge itself, under the merge lock: the merge commit, or the outcome of a conflict or a wait."""
     refs = require_setup(run)
-    data = run.contract["handoff_data"]
     base, branch = refs.base_branch, refs.task_branch
     user = run.user_repo
     if gitops.is_ancestor(user, reviewed, base):
@@ -108,7 +108,7 @@ def _merge(run: Run, reviewed: str, message: str) -> str | Outcome:
     elif not gitops.branch_exists(user, base):
         return run.halt(
             Trip(
-                "base_missing",
+                Trigger.BASE_MISSING,
                 f"the base branch {base} does not exist any more (deleted or renamed?): nothing was merged",
                 {"base": base},
                 f"recreate it (`git branch {base} <commit>`) and `hub resume --task {run.task_id}`",
@@ -118,7 +118,7 @@ def _merge(run: Run, reviewed: str, message: str) -> str | Outcome:
         conflicts = gitops.merge_conflicts(user, base, reviewed)
         if conflicts is not None:
             exc = MergeConflict(branch, base, conflicts)
-            return run.halt(Trip("git_conflict", str(exc), {"files": ", ".join(conflicts)}, exc.hint))
+            return run.halt(Trip(Trigger.GIT_CONFLICT, str(exc), {"files": ", ".join(conflicts)}, exc.hint))
         checkout = gitops.worktrees(user).get(base)
         log.debug(
             "finalize.merging", task=run.task_id, into=base, checkout=str(checkout) if checkout else None
@@ -134,7 +134,7 @@ def _merge(run: Run, reviewed: str, message: str) -> str | Outcome:
             else:
                 merge_commit = checkout_merge.merge_in_checkout(checkout, reviewed, message)
         except MergeRefused as exc:
-            data["merge_wait"] = str(exc)
+            run.task.set_merge_wait(str(exc))
             run.save()
             write_status(run.ctx)
             return Outcome(
@@ -151,9 +151,7 @@ def _merge(run: Run, reviewed: str, message: str) -> str | Outcome:
 
 def back_to_review(run: Run, reviewed: str | None, head: str) -> Outcome:
     """The branch is not the commit the judge passed: the verdict does not cover it; review it again."""
-    data = run.contract["handoff_data"]
-    data["judge_verdict"] = None
-    data.pop("merge_wait", None)
+    run.task.clear_verdict()
     reason = (
         f"the task branch moved after the verdict (reviewed {(reviewed or 'nothing')[:12]}, now {head[:12]}): "
         "the new commits go through review before any merge"
@@ -220,15 +218,12 @@ def resume(ctx: Context, to_state: str, note: str | None = None) -> Outcome:
         hand = run.ctx.handoff
         for path, label in ((hand.halt_report, "halt"), (hand.stall_report, "stall")):
             handoff.set_aside(hand, path, run.task_id, label)
-        breaker = run.contract.setdefault("breaker", {})
-        breaker.update({"status": "closed", "trigger": None, "reason": None})
-        for name in ("stall_strikes", "review_stalls", "interruptions"):
-            breaker.get("counters", {}).pop(name, None)
+        run.task.reset_breakers()
         if to_state == PENDING_IMPLEMENTER:
             run.move_attempt()
         if note:
-            run.contract["handoff_data"].setdefault("resume_notes", []).append(note)
-        run.contract["handoff_data"].pop("halt", None)
+            run.task.add_resume_note(note)
+        run.task.clear_halt()
         run.record(
             Event.RESUME,
             f"resumed by a person: {note}" if note else "resumed by a person",
@@ -238,10 +233,7 @@ def resume(ctx: Context, to_state: str, note: str | None = None) -> Outcome:
             # A fresh request (the diff as it is now: a person's edits during the halt are the task's) and
             # a fresh review clock; the verdict will cover the branch's commit now, and only that.
             run.checkpoint("manual_edit")
-            run.contract["handoff_data"]["reviewed_commit"] = gitops.commit_of(
-                run.repo, require_setup(run).task_branch
-            )
-            run.contract["handoff_data"]["review_requested_at"] = iso(run.now)
+            request_review(run)
             write_review_request(run)
             run.save()  # with the request's mtime, which a judge report must not predate
         return Outcome("resume", run.task_id, run.start_state, to_state, f"resumed to {to_state}")
@@ -250,7 +242,7 @@ def resume(ctx: Context, to_state: str, note: str | None = None) -> Outcome:
 def _not_in_base(run: Run) -> Trip | None:
     """Why a contract that says `merged` must not be archived (its branch and worktree deleted): the
     reviewed commit or the branch's head is not in the base, so the status was set by hand or the base
-    was rewound since. The contract goes back to the last state the hub recorded, to halt from there."""
+    was rewound since. Pure: the caller rewinds the status and halts."""
     contract = run.contract
     base = contract["git"].get("base_branch")
     branch = contract["git"].get("task_branch")
@@ -266,12 +258,9 @@ def _not_in_base(run: Run) -> Trip | None:
     ]
     if not outside:
         return None
-    recorded = [str(entry["to"]) for entry in contract["history"] if entry.get("to")]
-    last = recorded[-1] if recorded else REVIEW_COMPLETE
-    contract["status"] = REVIEW_COMPLETE if last in (MERGED, ERIK_CONSULTATION) else last
     log.warning("archive.not_in_base", task=run.task_id, commits=[c[:12] for c in outside], base=base)
     return Trip(
-        "not_in_base",
+        Trigger.NOT_IN_BASE,
         f"the contract says merged, but {', '.join(c[:12] for c in outside)} is not in {base}"
         + ("" if base_there else f" (the branch {base} does not exist)")
         + f": nothing was archived or deleted, and {branch} and its worktree are kept",
@@ -291,6 +280,8 @@ def archive_merged(ctx: Context) -> Contract | None:
                 run = Run(ctx, current, "archive")
                 missing = _not_in_base(run)
                 if missing is not None:
+                    # Back to the last state the hub recorded, to halt from there.
+                    run.rewind(f"{missing.trigger}: the work the contract calls merged is not in the base")
                     run.halt(missing)
                     return current
                 if current["git"].get("task_branch"):

@@ -23,19 +23,20 @@ from hub.state.machine import (
     TIMEOUT_JUDGE,
     Event,
 )
+from hub.state.triggers import Trigger
 
 # Triggers whose cause lies in the model's work: resumed to the implementer, the model would repeat it
 # unless a person says what changed, and the note is the only way into its next prompt.
 NOTE_NEEDED = frozenset(
     {
-        "stall",
-        "critical_flaw",
-        "critical_halt",
-        "review_cycles",
-        "rebuttal_limit",
-        "destructive_diff",
-        "hash_loop",
-        "too_many_files",
+        Trigger.STALL,
+        Trigger.CRITICAL_FLAW,
+        Trigger.CRITICAL_HALT,
+        Trigger.REVIEW_CYCLES,
+        Trigger.REBUTTAL_LIMIT,
+        Trigger.DESTRUCTIVE_DIFF,
+        Trigger.HASH_LOOP,
+        Trigger.TOO_MANY_FILES,
     }
 )
 # What the halt file puts after --note: the hub refuses a note that still holds it (`check_note`).

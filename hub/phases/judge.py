@@ -16,7 +16,7 @@ from hub.phases.status import review_deadline
 from hub.repo import gitops
 from hub.state import breakers, handoff
 from hub.state.breakers import Trip
-from hub.state.contract import VERDICTS, Verdict, iso, parse_iso, task_refs
+from hub.state.contract import VERDICTS, Verdict, parse_iso, task_refs
 from hub.state.judge_report import JudgeReport, judge_report_from_markdown, validate_judge_report
 from hub.state.machine import (
     JUDGE_REVIEW_IN_PROGRESS,
@@ -27,6 +27,7 @@ from hub.state.machine import (
     TIMEOUT_JUDGE,
     Event,
 )
+from hub.state.triggers import Trigger
 
 log = get_logger(__name__)
 
@@ -36,14 +37,17 @@ def enter_judge_review(run: Run, event: Event, reason: str | None = None, diff: 
     task's diff when the caller has it already (the local review), so it is not computed again. A judge
     report already lying there cannot answer this request (model code, or a stale run, wrote it): it is
     set aside."""
-    data = run.contract["handoff_data"]
-    data["review_requested_at"] = iso(run.now)
-    # The judge's verdict is about this commit and no other: finalize-task merges exactly it.
-    data["reviewed_commit"] = gitops.commit_of(run.repo, task_refs(run.contract).task_branch)
+    request_review(run)
     set_aside_stale_reports(run, "it was there before the review was requested")
     run.record(event, reason)
     write_review_request(run, diff)
     run.save()  # the request's mtime, which a report must not predate
+
+
+def request_review(run: Run) -> None:
+    """Start a judge review of the task branch as it is now: the verdict will cover its commit and no
+    other (finalize-task merges exactly it), and the review's clock starts now."""
+    run.task.request_review(gitops.commit_of(run.repo, task_refs(run.contract).task_branch), run.now)
 
 
 def set_aside_stale_reports(run: Run, why: str) -> list[Path]:
@@ -90,7 +94,7 @@ def write_review_request(run: Run, diff: str | None = None) -> Path:
         shown_path(run.ctx, run.ctx.handoff.judge_report_json),
     )
     handoff.write_report(path, text)
-    contract["handoff_data"]["review_request_mtime_ns"] = path.stat().st_mtime_ns
+    run.task.note_review_request(path.stat().st_mtime_ns)
     return path
 
 
@@ -161,7 +165,7 @@ def halt_judge_timeout(run: Run, reason: str, detail: str, evidence: dict[str, o
     if run.contract["status"] != TIMEOUT_JUDGE:
         run.drop_lease()
         run.record(Event.TIMEOUT, reason)
-    return run.halt(Trip("judge_timeout", f"{reason} ({detail})", evidence), event=Event.ESCALATE)
+    return run.halt(Trip(Trigger.JUDGE_TIMEOUT, f"{reason} ({detail})", evidence), event=Event.ESCALATE)
 
 
 def report_judge(ctx: Context) -> Outcome:
@@ -179,17 +183,10 @@ def report_judge(ctx: Context) -> Outcome:
 def apply_verdict(run: Run, report: JudgeReport, cost_counted: bool = False) -> Outcome:
     """judge_review_in_progress -> review_complete, then on to the verdict's next state. The report's
     usage goes into the judge's cost unless `calls.generate` counted the call already (a model judge)."""
-    contract = run.contract
-    data = contract["handoff_data"]
     verdict = report["verdict"]
-    data["judge_verdict"] = verdict
-    data["judge_blocking_issues"] = report.get("blocking_issues", [])
-    data["judge_suggestions"] = report.get("suggestions", [])
-    data["judge_summary"] = report.get("summary", "")
-    for attempt in reversed(data.get("attempts", [])):
-        if attempt.get("attempt") == contract["attempt"]:
-            attempt["verdict"] = verdict
-            break
+    run.task.record_verdict(
+        verdict, report.get("blocking_issues", []), report.get("suggestions", []), report.get("summary", "")
+    )
     if not cost_counted:
         usage = report.get("usage") or {}
         run.add_cost(
@@ -200,7 +197,7 @@ def apply_verdict(run: Run, report: JudgeReport, cost_counted: bool = False) -> 
             usage.get("cost_usd", 0.0),
         )
     run.drop_lease()
-    run.counters().pop("interruptions", None)
+    run.task.reset_counters("interruptions")
     if verdict != Verdict.PASS:
         run.bump("review_cycles")
     run.record(Event.JUDGE_COMPLETE, f"verdict {verdict}")
@@ -235,7 +232,7 @@ def finish_verdict(run: Run) -> Outcome:
         issues = "; ".join(i.get("description", "") for i in data["judge_blocking_issues"][:3])
         return run.halt(
             Trip(
-                "critical_halt",
+                Trigger.CRITICAL_HALT,
                 f"the judge halted the task: {issues or data.get('judge_summary', '')}",
                 {"blocking_issues": len(data["judge_blocking_issues"])},
             )
@@ -294,9 +291,9 @@ def rebut(ctx: Context, text: str) -> Outcome:
         contract = run.contract
         data = contract["handoff_data"]
         if run.start_state != PENDING_REBUTTAL:
-            last = contract["history"][-1] if contract["history"] else {}
+            last = contract["history"][-1]["event"] if contract["history"] else None
             if data.get("judge_verdict") != Verdict.FAIL or (
-                run.start_state == PENDING_IMPLEMENTER and last.get("event") != Event.FAIL_AGREE
+                run.start_state == PENDING_IMPLEMENTER and last != Event.FAIL_AGREE
             ):
                 raise WrongState(
                     "a rebuttal answers a FAIL verdict before the rework starts; there is none to answer"
@@ -312,7 +309,7 @@ def rebut(ctx: Context, text: str) -> Outcome:
             return run.halt(trip, event=Event.REBUTTAL_LIMIT_EXCEEDED)
         run.bump("rebuttals")
         enter_judge_review(
-            run, Event.REBUTTAL_ACCEPTED, f"rebuttal {run.counters()['rebuttals']} sent to the judge"
+            run, Event.REBUTTAL_ACCEPTED, f"rebuttal {run.task.counter('rebuttals')} sent to the judge"
         )
         return Outcome(
             "rebut",

@@ -37,6 +37,7 @@ from hub.review.scan import is_blocking, scan_paths
 from hub.state.breakers import Trip
 from hub.state.contract import Issue, task_refs
 from hub.state.machine import PENDING_LOCAL_REVIEW, Event
+from hub.state.triggers import Trigger
 from hub.workers import budget
 from hub.workers.bridge import request_for
 
@@ -221,7 +222,7 @@ class Review:
             return None
         return self.run.halt(
             Trip(
-                "secret_in_change",
+                Trigger.SECRET_IN_CHANGE,
                 f"the change adds your own secrets ({', '.join(kinds)}); the values are not shown here",
                 {"kinds": kinds},
                 hint="read the task's diff (git diff on its branch) and remove them; then `hub resume` the "
@@ -265,7 +266,7 @@ class Review:
                 self._record_issues([*issues, issue], passed=False)
                 return self.run.halt(
                     Trip(
-                        "critical_flaw",
+                        Trigger.CRITICAL_FLAW,
                         f"rule {f.rule_id} at {f.file}:{f.line}: {f.message}",
                         {"rule": f.rule_id, "file": f.file, "line": f.line, "note": f.note},
                     ),
@@ -372,13 +373,11 @@ class Review:
         return review_stall(self.run, stall)
 
     def _record_issues(self, issues: list[Issue], passed: bool) -> None:
-        data = self.contract["handoff_data"]
-        data["local_review_issues"] = issues
-        data["local_review_passed"] = passed
+        self.run.task.record_local_review(issues, passed)
 
     def _decide(self, static: list[Issue], review: ReviewReport) -> Outcome:
         issues = static + review["issues"]
-        self.run.counters().pop("review_stalls", None)
+        self.run.task.reset_counters("review_stalls")
         if review["critical"]:
             first = next((i for i in review["issues"] if i["severity"] == "critical"), None) or {
                 "description": "the reviewer flagged the change as critical",
@@ -390,7 +389,7 @@ class Review:
             quoted = f" (the line: {first['quote']})" if first.get("quote") else ""
             return self.run.halt(
                 Trip(
-                    "critical_flaw",
+                    Trigger.CRITICAL_FLAW,
                     f"the local reviewer found a critical issue in {where}: {first['description']}{quoted}",
                     {"file": first.get("file"), "line": first.get("line"), "model": self.model},
                 ),
@@ -400,7 +399,7 @@ class Review:
         passed = review["passed"] and not issues
         self._record_issues(issues, passed=passed)
         why = overruled_pass(review, static)
-        self.contract["handoff_data"]["local_review_note"] = why
+        self.run.task.note_local_review(why)
         event = Event.LOCAL_PASS if passed else Event.LOCAL_WARN
         reason = f"local review: {len(issues)} issues, passed={passed}" + (f" ({why})" if why else "")
         enter_judge_review(self.run, event, reason, diff=self.diff)

@@ -4,7 +4,7 @@ checkpoint the work, count, keep the phase's clock, halt)."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -14,13 +14,14 @@ from hub.core.text import listed
 from hub.phases.context import Context
 from hub.phases.halts import render_halt
 from hub.phases.outcome import Outcome
-from hub.phases.status import write_status
+from hub.phases.status_md import write_status
 from hub.repo import gitops
 from hub.safety.trust import control_paths
 from hub.state import handoff, store
 from hub.state.breakers import Trip
-from hub.state.contract import Contract, iso
+from hub.state.contract import Contract
 from hub.state.machine import ERIK_CONSULTATION, HALT_EVENT, Event
+from hub.state.task import Task
 
 if TYPE_CHECKING:
     from git import Repo
@@ -34,6 +35,8 @@ class Run:
     def __init__(self, ctx: Context, contract: Contract, phase: str) -> None:
         self.ctx = ctx
         self.contract = contract
+        # The only writer of the contract: every change below goes through it.
+        self.task = Task(contract)
         self.phase = phase
         self.start_state: str = contract["status"]
         self.tokens = 0
@@ -107,19 +110,17 @@ class Run:
     def save(self) -> None:
         store.save(self.ctx.handoff.contract, self.contract, self.now)
 
-    def counters(self) -> dict[str, int]:
-        return self.contract.setdefault("breaker", {}).setdefault("counters", {})
+    def rewind(self, reason: str) -> str:
+        """Record `Task.rewind_status`: a status the history does not back goes back to one it does."""
+        line = self.task.rewind_status(self.now, reason)
+        handoff.save_transition(self.ctx.handoff, self.contract, line, self.now)
+        return self.task.status
 
     def move_attempt(self, by: int = 1) -> int:
-        """The one place the attempt counter changes: +1 for a new attempt (rework, retry, a resume to
-        the implementer), -1 when a rebuttal takes back the rework its FAIL started. Never below 1."""
-        self.contract["attempt"] = max(1, self.contract["attempt"] + by)
-        return self.contract["attempt"]
+        return self.task.move_attempt(by)
 
     def bump(self, name: str, by: int = 1) -> int:
-        counters = self.counters()
-        counters[name] = counters.get(name, 0) + by
-        return counters[name]
+        return self.task.bump(name, by)
 
     def start_clock(self, minutes: float) -> None:
         """Start the phase's clock. Each model call and command is bounded by its own clock too, but a
@@ -138,15 +139,10 @@ class Run:
         return left
 
     def take_lease(self, minutes: float) -> None:
-        now = self.now
-        self.contract["lock"] = {
-            "held_by": handoff.holder_id(),
-            "acquired_at": iso(now),
-            "expires_at": iso(now + timedelta(minutes=minutes)),
-        }
+        self.task.take_lease(handoff.holder_id(), self.now, minutes)
 
     def drop_lease(self) -> None:
-        self.contract["lock"] = None
+        self.task.drop_lease()
 
     def checkpoint(self, event: str) -> str | None:
         """Commit the work on the task branch: what the task may write (the allowed paths when the contract
@@ -182,33 +178,14 @@ class Run:
     def add_cost(
         self, role: str, tokens_in: int = 0, tokens_out: int = 0, seconds: float = 0.0, usd: float = 0.0
     ) -> None:
-        cost = self.contract.setdefault("cost", {}).setdefault(
-            role, {"tokens_in": 0, "tokens_out": 0, "seconds": 0.0, "usd": 0.0, "calls": 0}
-        )
-        cost["tokens_in"] = cost.get("tokens_in", 0) + int(tokens_in)
-        cost["tokens_out"] = cost.get("tokens_out", 0) + int(tokens_out)
-        cost["seconds"] = round(cost.get("seconds", 0.0) + seconds, 3)
-        cost["usd"] = round(cost.get("usd", 0.0) + usd, 6)
-        cost["calls"] = cost.get("calls", 0) + 1
+        self.task.add_cost(role, tokens_in, tokens_out, seconds, usd)
         self.tokens += int(tokens_in) + int(tokens_out)
 
     def halt(self, trip: Trip, event: Event = HALT_EVENT) -> Outcome:
         """Move the task to erik_consultation, write ERIK_HALT.md, and say so (exit 4)."""
-        self.contract["handoff_data"].pop("server_wait", None)
-        before = self.contract["status"]
-        self.drop_lease()
+        before = self.task.status
         reason = with_hint(trip.reason, trip.hint)
-        self.contract["breaker"] = {
-            **self.contract.get("breaker", {}),
-            "status": "tripped",
-            "trigger": trip.trigger,
-            "reason": reason,
-        }
-        self.contract["handoff_data"]["halt"] = {
-            "trigger": trip.trigger,
-            "reason": reason,
-            "from_state": before,
-        }
+        self.task.set_halt(trip.trigger, reason)
         self.record(event, f"{trip.trigger}: {reason}")
         path = self.ctx.handoff.halt_report
         handoff.write_report(path, render_halt(self.ctx, self.contract, trip, before))

@@ -34,6 +34,7 @@ from hub.state.machine import (
     PENDING_JUDGE_REVIEW,
     Event,
 )
+from hub.state.triggers import Trigger
 
 log = get_logger(__name__)
 
@@ -157,9 +158,9 @@ def halt_on_git_failure(run: Run) -> Iterator[None]:
         ):
             raise
         if isinstance(exc, GitError):
-            trigger, hint, said = "git_error", exc.hint, str(exc)
+            trigger, hint, said = Trigger.GIT_ERROR, exc.hint, str(exc)
         else:
-            trigger, hint, said = "os_error", "", explain(exc)
+            trigger, hint, said = Trigger.OS_ERROR, "", explain(exc)
         outcome = run.halt(Trip(trigger, f"{run.phase}: {said}", {"phase": run.phase}, hint))
         raise TaskHalted(outcome.message) from None
 

@@ -13,12 +13,13 @@ from hub.phases.outcome import Outcome
 from hub.phases.paths import check_task_paths
 from hub.phases.run import worktree_path
 from hub.phases.session import running
-from hub.phases.status import write_status
+from hub.phases.status_md import write_status
 from hub.repo import gitops
 from hub.state import new_task, store
 from hub.state.contract import Contract, TaskFields
 from hub.state.handoff import write_report
 from hub.state.machine import PENDING_IMPLEMENTER
+from hub.state.task import Task
 
 if TYPE_CHECKING:
     from git import Repo
@@ -125,14 +126,13 @@ def create(
         global_timeout_hours=ctx.config.global_timeout_hours,
         **fields,
     )
-    contract["limits"]["max_changed_files"] = ctx.config.max_changed_files
+    task = Task(contract)
     chosen = ctx.config.task_limits
-    clocks = contract["limits"]["timeout_minutes"]
-    for phase, minutes in (chosen.get("timeout_minutes") or {}).items():
-        if minutes is not None and phase in clocks:
-            clocks[phase] = float(minutes)  # type: ignore[literal-required]
-    if chosen.get("max_rebuttals") is not None:
-        contract["limits"]["max_rebuttals"] = int(chosen["max_rebuttals"])
+    task.set_limits(
+        ctx.config.max_changed_files,
+        chosen.get("timeout_minutes"),
+        None if chosen.get("max_rebuttals") is None else int(chosen["max_rebuttals"]),
+    )
     root = ctx.handoff_root
     root.tasks_dir.mkdir(parents=True, exist_ok=True)
     base_id = contract["task_id"]
@@ -146,7 +146,7 @@ def create(
         break
     else:
         raise WrongState(f"task folders {base_id}-* are all taken in {root.tasks_dir}")
-    contract["task_id"] = task_id
+    task.claim_id(task_id)
     hand = root.for_task(task_id)
     # The lock file exists from the start: a command refused before doing anything leaves no new file.
     hand.lock_file.touch()
@@ -260,18 +260,10 @@ def setup_task(ctx: Context, base_branch: str | None = None) -> Outcome:
             if gitops.branch_exists(user, task_branch):
                 raise GitError(f"branch '{task_branch}' exists already; delete it or start a new task")
             base_commit = gitops.commit_of(user, base)
-            git.update({"base_branch": base, "base_commit": base_commit})
+            run.task.set_base(base, base_commit)
             run.save()
             gitops.ensure_worktree(user, path, task_branch, start=base_commit)
-        git.update(
-            {
-                "repo_root": str(user.working_tree_dir),
-                "base_branch": base,
-                "task_branch": task_branch,
-                "base_commit": base_commit,
-                "worktree": str(path),
-            }
-        )
+        run.task.set_up(str(user.working_tree_dir), base, task_branch, base_commit, str(path))
         run.save()
         warning = _budget_warning(ctx, run.contract)
         return Outcome(

@@ -26,6 +26,7 @@ from hub.state import handoff
 from hub.state.breakers import Trip
 from hub.state.contract import StallRecord, iso
 from hub.state.machine import IMPLEMENTATION_IN_PROGRESS, Event
+from hub.state.triggers import Trigger
 
 if TYPE_CHECKING:
     from hub.workers.base import Generation, Health, Worker
@@ -182,21 +183,19 @@ def model_unavailable(run: Run, worker: Worker, model: str, role: str) -> Trip |
     return server_unavailable(model, why, backend)
 
 
-# Named `ollama_unavailable` before issue 33 (the server may be llama.cpp or vLLM): contracts halted
-# then keep the old name on disk, which means this one.
-SERVER_UNAVAILABLE = "server_unavailable"
-RENAMED_TRIGGERS = {"ollama_unavailable": SERVER_UNAVAILABLE}
-
-
 def server_unavailable(model: str, reason: str, backend: str) -> Trip:
     """The halt for a model server that cannot be reached, with how to bring back the backend's."""
-    return Trip(SERVER_UNAVAILABLE, reason, {"model": model}, hint=backends.named(backend).unreachable_fix)
+    return Trip(
+        Trigger.SERVER_UNAVAILABLE, reason, {"model": model}, hint=backends.named(backend).unreachable_fix
+    )
 
 
 def model_missing(model: str, detail: str, backend: str) -> Trip:
     """The halt for a model the server does not have, with the backend's way to get it."""
     reason = f"the model server does not have {model}" + (f" ({detail})" if detail else "")
-    return Trip("model_not_found", reason, {"model": model}, hint=backends.named(backend).missing_hint(model))
+    return Trip(
+        Trigger.MODEL_NOT_FOUND, reason, {"model": model}, hint=backends.named(backend).missing_hint(model)
+    )
 
 
 def overflow_trip(exc: ContextOverflow, model: str) -> Trip:
@@ -211,7 +210,7 @@ def overflow_trip(exc: ContextOverflow, model: str) -> Trip:
         evidence["context_length"] = exc.context_length
     if exc.server_window is not None:
         evidence["server_window"] = exc.server_window
-    return Trip("context_overflow", str(exc), evidence)
+    return Trip(Trigger.CONTEXT_OVERFLOW, str(exc), evidence)
 
 
 def record_stall(run: Run, role: str, stall: Stall) -> StallRecord:
@@ -224,7 +223,7 @@ def record_stall(run: Run, role: str, stall: Stall) -> StallRecord:
         "raw_tail": stall.raw_tail[-TAIL_CHARS:],
         "timings": stall.timings,
     }
-    run.contract["handoff_data"].setdefault("stalls", []).append(entry)
+    run.task.add_stall(entry)
     return entry
 
 
@@ -235,7 +234,7 @@ def implementer_stall(run: Run, stall: Stall) -> Outcome:
     if run.contract["status"] == IMPLEMENTATION_IN_PROGRESS:
         kept = gitops.stash(run.repo, f"{run.task_id}/attempt-{run.contract['attempt']}-stalled")
         if kept:
-            run.contract["handoff_data"].setdefault("stashes", []).append(kept)
+            run.task.add_stash(kept)
         run.drop_lease()
         run.record(stall.event, f"{stall.reason}: {stall.detail}"[:500])
     return strike(run, stall.reason)
@@ -282,7 +281,7 @@ def _trip(run: Run, role: str, strikes: int) -> Trip:
     stalls = [s for s in run.contract["handoff_data"].get("stalls", []) if s["role"] == role][-strikes:]
     reasons = "; ".join(f"attempt {s['attempt']}: {s['reason']}" for s in stalls)
     return Trip(
-        "stall" if role == "implementer" else "review_stall",
+        Trigger.STALL if role == "implementer" else Trigger.REVIEW_STALL,
         f"the {role} stalled twice ({reasons}); see {run.ctx.handoff.stall_report.name}",
         {"stall_report": str(run.ctx.handoff.stall_report), "model": run.contract["roles"].get(role, "")},
     )

@@ -1,7 +1,7 @@
 """Read-only views (`hub status`, `hub log`) and what is due for a task (`due`, which `hub next` runs).
 
-No lock, no git, no network: these must start fast and never change anything. The one writer here,
-`write_status` (STATUS.md, at every transition), takes a short lock of its own.
+No lock, no git, no network: these must start fast and never change anything. STATUS.md, which shows
+the same, is written by `hub.phases.status_md`.
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, NotRequired, Required, TypedDict
 
-from hub.core.atomic import write_atomic
 from hub.core.errors import ContractInvalid, HubError, TaskChoice
 from hub.core.log import get_logger
 from hub.core.text import one_line
@@ -242,10 +241,11 @@ def _call_in_flight(task_dir: Path) -> dict[str, Any] | None:
     return live.read_call(task_dir / live.CALL_FILE)
 
 
-def task_view(ctx: Context) -> TaskView:
-    """One task as `hub status` shows it (ctx bound to the task)."""
+def task_view(ctx: Context, contract: Contract | None = None) -> TaskView:
+    """One task as `hub status` shows it (ctx bound to the task; its contract, when read already)."""
     hand = ctx.handoff
-    contract = store.load(hand.contract)
+    if contract is None:
+        contract = store.load(hand.contract)
     phase, why = due(contract, ctx.clock(), judge_configured(ctx), report_waiting(ctx))
     owner = handoff.lock_owner(hand)
     return {
@@ -322,55 +322,6 @@ def status(ctx: Context) -> StatusDoc:
     if not tasks:
         doc["next"] = idle_next(ctx)
     return doc
-
-
-def render_status_md(doc: StatusDoc) -> str:
-    """_handoff/STATUS.md: every task, its state, and what it needs from a person, people first."""
-    tasks = sorted(doc["tasks"], key=lambda t: (t["needs_person"] is None, t["task_id"]))
-    lines = ["# Tasks", "", "Written by `hub` at every transition; `hub status` shows the same.", ""]
-    if not tasks:
-        lines.append("No task in flight.")
-    for t in tasks:
-        nxt = t["next"]["phase"]
-        lines.append(f"## {t['task_id']}: {t['title']}")
-        lines.append("")
-        lines.append(f"- State: `{t['status']}` (attempt {t['attempt']}); {t['status_reason'] or ''}")
-        if t["needs_person"]:
-            lines.append(f"- **Needs you:** {t['needs_person']}")
-        shown = f"`hub {nxt} --task {t['task_id']}`" if nxt else "nothing"  # bare, it is ambiguous
-        lines.append(f"- Next: {shown} ({t['next']['why']})")
-        if t["worktree"]:
-            lines.append(f"- Worktree: `{t['worktree']}` (branch `{t['branch']}`)")
-        lines.append("")
-    return "\n".join(lines).rstrip() + "\n"
-
-
-STATUS_LOCK_SECONDS = 30.0
-
-
-def write_status(ctx: Context) -> None:
-    """Rewrite _handoff/STATUS.md atomically (called at every transition and task creation).
-
-    The tasks are read and the file written under one lock (`.status.lock`): two processes moving two
-    tasks at once each render what they read, and without it the slower writer could replace the
-    other's newer view with its older one, losing a task's new state until the next transition. Under
-    the lock the last write is rendered after every earlier one, so it shows every contract saved
-    before it began."""
-    from filelock import FileLock, Timeout
-
-    root = ctx.handoff_root
-    root.dir.mkdir(parents=True, exist_ok=True)
-    lock = FileLock(str(root.status_lock), timeout=STATUS_LOCK_SECONDS, is_singleton=False)
-    try:
-        with lock:
-            try:
-                doc = status(ctx.for_task(None))
-            except (HubError, OSError, ValueError):
-                return  # a contract mid-migration or invalid: the next transition writes it
-            write_atomic(root.status_file, render_status_md(doc))
-    except Timeout:
-        # Only a render stuck for STATUS_LOCK_SECONDS holds it; the task's state is in its contract.
-        log.warning("status.lock_busy", lock=str(root.status_lock), waited=STATUS_LOCK_SECONDS)
 
 
 def idle_next(ctx: Context) -> str:

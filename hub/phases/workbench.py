@@ -31,6 +31,7 @@ from hub.phases.run import Run
 from hub.phases.stall import Failed, Stall, implementer_stall, model_unavailable, worker_failure
 from hub.safety.sandbox import SandboxUnavailable
 from hub.state.breakers import Trip
+from hub.state.triggers import Trigger
 from hub.workers import budget
 
 if TYPE_CHECKING:
@@ -111,8 +112,8 @@ class Workbench:
             try:
                 self.jail = jail_for(self.config, self.run.worktree)
             except SandboxUnavailable as exc:
-                raise Failed(Trip("sandbox_unavailable", str(exc), hint=exc.hint)) from exc
-            self.contract["handoff_data"]["sandbox"] = self.jail.why
+                raise Failed(Trip(Trigger.SANDBOX_UNAVAILABLE, str(exc), hint=exc.hint)) from exc
+            self.run.task.set_sandbox(self.jail.why)
         trip = model_unavailable(self.run, worker, self.model, "implementer")
         if trip:
             raise Failed(trip)

@@ -17,26 +17,25 @@ def finish_code_written(run: Run, commit: str | None) -> Outcome:
     committed: by the attempt itself, or by the recovery of one killed right after its commit."""
     contract = run.contract
     data = contract["handoff_data"]
-    data.pop("committing", None)
+    run.task.finish_commit()
     run.drop_lease()
-    counters = run.counters()
-    for name in ("stall_strikes", "interruptions"):
-        counters.pop(name, None)
+    run.task.reset_counters("stall_strikes", "interruptions")
     run.record(Event.CODE_WRITTEN, f"attempt {contract['attempt']}")
     refs = task_refs(contract)
     stats = gitops.diff_stats(run.repo, refs.base_commit, refs.task_branch)
     content_hash = gitops.content_hash(run.worktree, list(stats.files))
-    data["changed_files"] = list(stats.files)
-    data["diff_summary"] = f"{len(stats.files)} files changed, +{stats.added} -{stats.removed}"
+    # The breakers see the files and figures, but not yet this attempt's own record (hash_loop).
     trip = breakers.after_implementation(contract, len(stats.files), stats.added, stats.removed, content_hash)
-    data.setdefault("attempts", []).append(
+    run.task.record_written(
+        list(stats.files),
+        f"{len(stats.files)} files changed, +{stats.added} -{stats.removed}",
         {
             "attempt": contract["attempt"],
             "content_hash": content_hash,
             "commit": commit,
             "changed_files": list(stats.files),
             "verdict": None,
-        }
+        },
     )
     if trip:
         return run.halt(trip)

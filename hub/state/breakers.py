@@ -11,6 +11,7 @@ from datetime import datetime
 
 from hub.core.config import DEFAULT_MAX_CHANGED_FILES
 from hub.state.contract import Contract, Verdict, parse_iso
+from hub.state.triggers import Trigger
 
 MAX_INTERRUPTIONS = 3
 
@@ -20,7 +21,7 @@ class Trip:
     """Why a breaker tripped: the trigger, one sentence, the figures behind it, and what a person can do
     about it (the `hint`, shown as errors show theirs: hub.core.errors.with_hint)."""
 
-    trigger: str
+    trigger: Trigger
     reason: str
     evidence: dict[str, object] = field(default_factory=dict)
     hint: str = ""
@@ -33,7 +34,9 @@ def counter(contract: Contract, name: str) -> int:
 def rebuttals_exceeded(contract: Contract) -> Trip | None:
     used, limit = counter(contract, "rebuttals"), contract["limits"]["max_rebuttals"]
     if used >= limit:
-        return Trip("rebuttal_limit", f"{used} rebuttals filed; the limit is {limit}", {"rebuttals": used})
+        return Trip(
+            Trigger.REBUTTAL_LIMIT, f"{used} rebuttals filed; the limit is {limit}", {"rebuttals": used}
+        )
     return None
 
 
@@ -41,7 +44,7 @@ def review_cycles_exceeded(contract: Contract) -> Trip | None:
     cycles, limit = counter(contract, "review_cycles"), contract["limits"]["max_review_cycles"]
     if cycles >= limit:
         return Trip(
-            "review_cycles",
+            Trigger.REVIEW_CYCLES,
             f"{cycles} judge reviews without a PASS; the limit is {limit}",
             {"review_cycles": cycles, "max_review_cycles": limit},
         )
@@ -54,7 +57,7 @@ def destructive_diff(added: int, removed: int, delete_allowed: bool = False) -> 
     if delete_allowed or total == 0 or removed * 2 <= total:
         return None
     return Trip(
-        "destructive_diff",
+        Trigger.DESTRUCTIVE_DIFF,
         f"{removed} of {total} changed lines are deletions (more than half)",
         {"added": added, "removed": removed},
     )
@@ -64,7 +67,7 @@ def too_many_files(contract: Contract, changed_files: int) -> Trip | None:
     limit = contract["limits"].get("max_changed_files", DEFAULT_MAX_CHANGED_FILES)
     if changed_files > limit:
         return Trip(
-            "too_many_files",
+            Trigger.TOO_MANY_FILES,
             f"{changed_files} files changed; the limit is {limit}",
             {"changed_files": changed_files},
         )
@@ -79,7 +82,7 @@ def hash_loop(contract: Contract, content_hash: str) -> Trip | None:
             Verdict.CONDITIONAL,
         ):
             return Trip(
-                "hash_loop",
+                Trigger.HASH_LOOP,
                 f"attempt {contract['attempt']} wrote the same files as attempt {attempt.get('attempt')}, "
                 f"which the judge rated {attempt.get('verdict')}",
                 {"content_hash": content_hash[:16], "earlier_attempt": attempt.get("attempt")},
@@ -94,10 +97,12 @@ def budget_exceeded(contract: Contract) -> Trip | None:
     token_budget = contract["limits"].get("token_budget")
     ceiling = contract["limits"].get("cost_ceiling_usd")
     if token_budget is not None and tokens > token_budget:
-        return Trip("token_budget", f"{tokens} tokens used; the budget is {token_budget}", {"tokens": tokens})
+        return Trip(
+            Trigger.TOKEN_BUDGET, f"{tokens} tokens used; the budget is {token_budget}", {"tokens": tokens}
+        )
     if ceiling is not None and usd > ceiling:
         return Trip(
-            "cost_ceiling", f"${usd:.2f} spent; the ceiling is ${ceiling:.2f}", {"usd": round(usd, 4)}
+            Trigger.COST_CEILING, f"${usd:.2f} spent; the ceiling is ${ceiling:.2f}", {"usd": round(usd, 4)}
         )
     return None
 
@@ -105,14 +110,16 @@ def budget_exceeded(contract: Contract) -> Trip | None:
 def global_timeout(contract: Contract, now: datetime) -> Trip | None:
     deadline = contract["timestamps"].get("deadline_at")
     if deadline and now > parse_iso(deadline):
-        return Trip("global_timeout", f"the task passed its deadline {deadline}", {"deadline_at": deadline})
+        return Trip(
+            Trigger.GLOBAL_TIMEOUT, f"the task passed its deadline {deadline}", {"deadline_at": deadline}
+        )
     return None
 
 
 def interruptions_exceeded(contract: Contract) -> Trip | None:
     n = counter(contract, "interruptions")
     if n >= MAX_INTERRUPTIONS:
-        return Trip("interruptions", f"the phase died {n} times in a row", {"interruptions": n})
+        return Trip(Trigger.INTERRUPTIONS, f"the phase died {n} times in a row", {"interruptions": n})
     return None
 
 

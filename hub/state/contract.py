@@ -1,7 +1,10 @@
-"""The task contract (schema 2.0): its shape, the one mypy checks.
+"""The task contract (schema 2.0): its shape, declared once.
 
-The TypedDicts here and `hub.state.schema.SCHEMA` are the same shape twice: one for mypy, one for the
-file. `Verdict`, the names a contract's fields take, the timestamp format and `task_refs` go with them.
+The TypedDicts here are the shape mypy checks, and the file's JSON schema is derived from them
+(`hub.state.schema.contract_schema`, generated into `hub.state._validate_contract` by
+scripts/gen_validators.py): a key not declared here is refused in the file. `Verdict`, the names a
+contract's fields take, the timestamp format and `task_refs` go with them. Changing the contract is
+`hub.state.task.Task`.
 Reading and writing a contract is `hub.state.store`; a new one is `hub.state.new_task`; a judge's
 report is `hub.state.judge_report`. Nothing here touches a file.
 """
@@ -31,7 +34,7 @@ class Verdict(StrEnum):
 VERDICTS: tuple[str, ...] = tuple(v.value for v in Verdict)
 
 
-# --- the contract's shape, for mypy (hub.state.schema.SCHEMA is the same shape for the file) ---------
+# --- the contract's shape (hub.state.schema derives the file's JSON schema from it) ---------------------
 
 
 # TypedDicts for mypy only: at run time each is a plain dict, because creating ~20 TypedDict classes
@@ -111,13 +114,14 @@ if TYPE_CHECKING:
         verdict: str | None
 
     class StallRecord(TypedDict):
-        timestamp: str
+        # A stall is read by role, attempt and reason; the rest is for a person.
+        timestamp: NotRequired[str]
         role: str
         attempt: int
         reason: str
-        detail: str
-        raw_tail: str
-        timings: dict[str, float]
+        detail: NotRequired[str]
+        raw_tail: NotRequired[str]
+        timings: NotRequired[dict[str, float]]
 
     class ServerWait(TypedDict):
         """An outage being waited out by the running phase (`hub status` shows it)."""
@@ -167,7 +171,7 @@ if TYPE_CHECKING:
         sandbox: str  # whether the acceptance commands ran sandboxed, and how
         committing: Committing
 
-    class Lease(TypedDict):
+    class Lease(TypedDict, total=False):
         held_by: str | None
         acquired_at: str | None
         expires_at: str | None
@@ -188,8 +192,14 @@ if TYPE_CHECKING:
     # "from" is a keyword, hence the functional form.
     HistoryEntry = TypedDict(
         "HistoryEntry",
-        {"timestamp": str, "event": str, "from": str, "to": str, "reason": str | None, "attempt": int},
-        total=False,
+        {
+            "timestamp": str,
+            "event": str,
+            "from": str,
+            "to": str,
+            "reason": NotRequired[str | None],
+            "attempt": NotRequired[int],
+        },
     )
 
     class Contract(TypedDict):

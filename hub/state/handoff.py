@@ -11,14 +11,15 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from datetime import datetime
 from pathlib import Path
-from typing import Any, NotRequired, TypedDict, cast
+from typing import Any, TypedDict, cast
 
 from hub.core.atomic import write_atomic
 from hub.core.errors import ContractInvalid, LockBusy
 from hub.core.log import get_logger
 from hub.state import store
 from hub.state.contract import Contract, HistoryEntry, iso
-from hub.state.machine import HALT_EVENT, RESUME_EVENT, transition
+from hub.state.machine import HALT_EVENT, RESUME_EVENT
+from hub.state.task import Task, TransitionLine, cumulative_cost
 
 log = get_logger(__name__)
 
@@ -347,25 +348,6 @@ def lock_owner(handoff: Handoff) -> LockOwner | None:
 # --- transitions ---------------------------------------------------------------------------------------
 
 
-def cumulative_cost(contract: Contract) -> float:
-    return round(sum(float(role.get("usd", 0.0)) for role in contract.get("cost", {}).values()), 6)
-
-
-class TransitionLine(TypedDict):
-    """One line of transition.ndjson (`hub log`)."""
-
-    timestamp: str
-    task_id: str
-    event: str
-    old_status: str
-    new_status: str
-    status_reason: str | None
-    attempt: int | None
-    cumulative_cost_usd: float
-    repaired: NotRequired[bool]  # written afterwards from the contract's history (`unlogged`)
-    at_ns: NotRequired[int]  # stamped by append_transition
-
-
 def advance(
     contract: Contract,
     event: str,
@@ -374,29 +356,7 @@ def advance(
     resume_to: str | None = None,
 ) -> TransitionLine:
     """Apply `event` to the contract in memory (pure) and return the transition record."""
-    old = contract["status"]
-    new = transition(old, event, resume_to)
-    contract["status"] = new
-    contract["status_reason"] = reason or event
-    entry: HistoryEntry = {
-        "timestamp": iso(now),
-        "event": event,
-        "from": old,
-        "to": new,
-        "reason": contract["status_reason"],
-        "attempt": contract["attempt"],
-    }
-    contract["history"].append(entry)
-    return {
-        "timestamp": entry["timestamp"],
-        "task_id": contract["task_id"],
-        "event": event,
-        "old_status": old,
-        "new_status": new,
-        "status_reason": contract["status_reason"],
-        "attempt": contract["attempt"],
-        "cumulative_cost_usd": cumulative_cost(contract),
-    }
+    return Task(contract).advance(event, now, reason, resume_to)
 
 
 def record(
@@ -408,7 +368,11 @@ def record(
     resume_to: str | None = None,
 ) -> Contract:
     """Apply an event, save the contract atomically, then append the line to transition.ndjson."""
-    line = advance(contract, event, now, reason, resume_to)
+    return save_transition(handoff, contract, advance(contract, event, now, reason, resume_to), now)
+
+
+def save_transition(handoff: Handoff, contract: Contract, line: TransitionLine, now: datetime) -> Contract:
+    """Save a contract a transition (`line`) was just applied to, then append the line to the log."""
     store.save(handoff.contract, contract, now)
     for missing in unlogged(handoff, contract):
         append_transition(handoff, missing)
@@ -417,7 +381,7 @@ def record(
     log.debug(
         "handoff.transition",
         task=contract["task_id"],
-        on=event,
+        on=line["event"],
         old=line["old_status"],
         new=line["new_status"],
     )

@@ -1,5 +1,6 @@
-"""The contract's JSON schema (the shape of `hub.state.contract` for the file), a judge report's, and
-the check of a document against them. Pure: reading and writing files is `hub.state.store`.
+"""The contract's JSON schema (derived from the TypedDicts of `hub.state.contract`, its one declaration),
+a judge report's, and the check of a document against them. Reading and writing contracts is
+`hub.state.store`; the only file read here is the contract's own source, to derive its schema.
 
 `validate` is the schema plus the rules a schema cannot say (a path both allowed and forbidden, numbers
 past what a timedelta holds, paths outside the repository). The validators come from modules
@@ -13,6 +14,7 @@ import json
 import math
 import re
 from functools import cache
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from hub.core.errors import ContractInvalid
@@ -24,129 +26,84 @@ if TYPE_CHECKING:
 
 _STR = {"type": "string"}
 _STR_OR_NULL = {"type": ["string", "null"]}
-_STR_LIST = {"type": "array", "items": _STR}
-_OBJ_LIST = {"type": "array", "items": {"type": "object"}}
 _NUM = {"type": "number", "minimum": 0}
 _INT = {"type": "integer", "minimum": 0}
-_ROLE_COST = {
-    "type": "object",
-    "properties": {"tokens_in": _INT, "tokens_out": _INT, "seconds": _NUM, "usd": _NUM, "calls": _INT},
-}
+_MINUTES = {"exclusiveMinimum": 0}
+_AT_LEAST_0 = {"minimum": 0}
 
 
 def _obj(required: list[str], **properties: Any) -> dict[str, Any]:
     return {"type": "object", "required": required, "properties": properties}
 
 
-SCHEMA: dict[str, Any] = _obj(
-    [
-        "schema_version",
-        "task_id",
-        "project",
-        "complexity",
-        "status",
-        "attempt",
-        "timestamps",
-        "git",
-        "roles",
-        "limits",
-        "constraints",
-        "specification",
-        "handoff_data",
-        "history",
-    ],
-    schema_version={"const": SCHEMA_VERSION},
-    task_id={"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9._-]{0,120}$"},
-    title=_STR,
-    project={"type": "string", "minLength": 1},
-    complexity={"enum": list(COMPLEXITIES)},
-    status={"enum": [state.value for state in STATES]},
-    status_reason=_STR_OR_NULL,
-    attempt={"type": "integer", "minimum": 1},
-    timestamps=_obj(
-        ["created_at", "updated_at"],
-        created_at=_STR,
-        updated_at=_STR,
-        deadline_at=_STR_OR_NULL,
-    ),
-    git=_obj(
-        [],
-        repo_root=_STR_OR_NULL,
-        base_branch=_STR_OR_NULL,
-        task_branch=_STR_OR_NULL,
-        base_commit=_STR_OR_NULL,
-        worktree=_STR_OR_NULL,
-    ),
-    roles=_obj(["implementer", "local_reviewer", "judge"], implementer=_STR, local_reviewer=_STR, judge=_STR),
-    limits=_obj(
-        ["max_rebuttals", "max_review_cycles", "timeout_minutes"],
-        max_rebuttals=_INT,
-        max_review_cycles={"type": "integer", "minimum": 1},
-        timeout_minutes=_obj(
-            ["implementer", "local_review", "judge"],
-            implementer={"type": "number", "exclusiveMinimum": 0},
-            local_review={"type": "number", "exclusiveMinimum": 0},
-            judge={"type": "number", "exclusiveMinimum": 0},
-        ),
-        token_budget={"type": ["integer", "null"], "minimum": 0},
-        cost_ceiling_usd={"type": ["number", "null"], "minimum": 0},
-        max_changed_files={"type": "integer", "minimum": 1},
-    ),
-    constraints=_obj(
-        ["allowed_paths", "forbidden_paths"],
-        allowed_paths=_STR_LIST,
-        forbidden_paths=_STR_LIST,
-        delete_allowed={"type": "boolean"},
-        max_diff_lines={"type": ["integer", "null"], "minimum": 1},
-    ),
-    specification=_obj(
-        ["requirements"],
-        source_files=_STR_LIST,
-        target_file=_STR_OR_NULL,
-        requirements={"type": "array", "items": {"type": "string", "minLength": 1}, "minItems": 1},
-        acceptance_criteria=_STR_LIST,
-        acceptance_commands=_STR_LIST,
-    ),
-    handoff_data=_obj(
-        [],
-        changed_files=_STR_LIST,
-        diff_summary=_STR_OR_NULL,
-        local_review_passed={"type": ["boolean", "null"]},
-        local_review_issues=_OBJ_LIST,
-        judge_verdict={"type": ["string", "null"]},
-        judge_blocking_issues=_OBJ_LIST,
-        judge_suggestions={"type": "array", "items": {"type": ["string", "object"]}},
-        judge_summary=_STR,
-        acceptance_results=_OBJ_LIST,
-        attempts=_OBJ_LIST,
-        stalls=_OBJ_LIST,
-        stashes=_STR_LIST,
-        halt={"type": "object"},
-        resume_notes=_STR_LIST,
-        review_requested_at=_STR,
-        merge_commit=_STR,
-        reviewed_commit=_STR,
-        merge_wait=_STR,
-    ),
-    lock={
-        "type": ["object", "null"],
-        "properties": {"held_by": _STR_OR_NULL, "acquired_at": _STR_OR_NULL, "expires_at": _STR_OR_NULL},
-    },
-    breaker={
-        "type": "object",
-        "properties": {
-            "status": {"enum": ["closed", "tripped"]},
-            "trigger": _STR_OR_NULL,
-            "reason": _STR_OR_NULL,
-            "counters": {"type": "object", "additionalProperties": _INT},
-        },
-    },
-    cost={"type": "object", "additionalProperties": _ROLE_COST},
-    history={
-        "type": "array",
-        "items": _obj(["timestamp", "event", "from", "to"], timestamp=_STR, event=_STR, to=_STR),
-    },
-)
+# --- the contract: its shape is hub.state.contract's TypedDicts, these are what a type cannot say -------
+
+# By path (hub.state.shape): `a.b` a key, `a[]` a list's items, `a.*` any key of a dict.
+CONTRACT_REFINEMENTS: dict[str, dict[str, Any]] = {
+    "schema_version": {"const": SCHEMA_VERSION},
+    "task_id": {"pattern": r"^[A-Za-z0-9][A-Za-z0-9._-]{0,120}$"},
+    "project": {"minLength": 1},
+    "complexity": {"enum": list(COMPLEXITIES)},
+    "status": {"enum": [state.value for state in STATES]},
+    "attempt": {"minimum": 1},
+    "limits.max_rebuttals": _AT_LEAST_0,
+    "limits.max_review_cycles": {"minimum": 1},
+    "limits.timeout_minutes.implementer": _MINUTES,
+    "limits.timeout_minutes.local_review": _MINUTES,
+    "limits.timeout_minutes.judge": _MINUTES,
+    "limits.token_budget": _AT_LEAST_0,
+    "limits.cost_ceiling_usd": _AT_LEAST_0,
+    "limits.max_changed_files": {"minimum": 1},
+    "constraints.max_diff_lines": {"minimum": 1},
+    "specification.requirements": {"minItems": 1},
+    "specification.requirements[]": {"minLength": 1},
+    "breaker.status": {"enum": ["closed", "tripped"]},
+    "breaker.counters.*": _AT_LEAST_0,
+    **{f"cost.*.{key}": _AT_LEAST_0 for key in ("tokens_in", "tokens_out", "seconds", "usd", "calls")},
+}
+
+# Shapes that keep keys they do not declare. An issue: a judge's blocking issue is stored as the judge
+# wrote it, and JUDGE_REPORT_SCHEMA leaves a report's issues open.
+OPEN_SHAPES = frozenset({"Issue"})
+
+
+def contract_schema() -> dict[str, Any]:
+    """The contract's JSON schema, derived from the TypedDicts of hub/state/contract.py (their source)
+    with CONTRACT_REFINEMENTS; every object they describe refuses keys they do not declare."""
+    from hub.state.shape import Shapes
+
+    shapes = Shapes(_contract_source(), CONTRACT_REFINEMENTS, set(OPEN_SHAPES))
+    return shapes.schema("Contract")
+
+
+def _contract_source() -> str:
+    return Path(__file__).with_name("contract.py").read_text(encoding="utf-8")
+
+
+SOURCES = ("contract.py", "schema.py", "shape.py")
+
+
+def sources_stamp() -> int:
+    """A checksum of what the contract's schema is made from (the TypedDicts, the refinements, the
+    derivation): the
+    generated validator records it, and one made from other sources is never used."""
+    import zlib
+
+    here = Path(__file__)
+    return zlib.crc32(b"".join(here.with_name(name).read_bytes() for name in SOURCES))
+
+
+def __getattr__(name: str) -> Any:
+    # `SCHEMA` is derived on first use: reading contract.py costs start-up nothing it does not need.
+    if name == "SCHEMA":
+        return _cached_contract_schema()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+@cache
+def _cached_contract_schema() -> dict[str, Any]:
+    return contract_schema()
+
 
 JUDGE_REPORT_SCHEMA: dict[str, Any] = _obj(
     ["verdict"],
@@ -189,18 +146,27 @@ def validator(which: str) -> Any:
     """The validator of the contract ("contract") or of a judge report ("judge"); raises ValueError."""
     # Validators generated by scripts/gen_validators.py cost ~1 ms to import; compiling the schema
     # at run time costs tens of milliseconds on every command. Stale ones are never used.
-    schema = SCHEMA if which == "contract" else JUDGE_REPORT_SCHEMA
     try:
         generated = importlib.import_module(
             "hub.state._validate_contract" if which == "contract" else "hub.state._validate_judge"
         )
     except ImportError:
         generated = None
-    if generated is not None and getattr(generated, "SCHEMA_JSON", None) == schema_json(schema):
+    if generated is not None and _current(generated, which):
         return generated.validate
     import fastjsonschema
 
-    return fastjsonschema.compile(schema)
+    return fastjsonschema.compile(_cached_contract_schema() if which == "contract" else JUDGE_REPORT_SCHEMA)
+
+
+def _current(generated: Any, which: str) -> bool:
+    if which != "contract":
+        return getattr(generated, "SCHEMA_JSON", None) == schema_json(JUDGE_REPORT_SCHEMA)
+    # A checksum of the sources, not the derived schema: deriving it reads and parses contract.py.
+    try:
+        return getattr(generated, "SOURCES_STAMP", None) == sources_stamp()
+    except OSError:
+        return True  # no sources beside the package (a frozen install): the generated one is all there is
 
 
 def invalid(file: str, exc: Any) -> ContractInvalid:

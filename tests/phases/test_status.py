@@ -178,7 +178,7 @@ def test_the_command_status_names_as_next_runs_when_several_tasks_are_in_flight(
     first = task.new()
     from hub.faces.cli_plain import render_status
     from hub.phases.setup import create
-    from hub.phases.status import render_status_md
+    from hub.phases.status_md import render_status_md
 
     second = str(create(ctx, {"title": "Second", "requirements": ["r"], "target_file": "README.md"}).task_id)
     doc = status(ctx)

@@ -1,4 +1,5 @@
-"""The generated schema validators must match the schemas in hub/state/schema.py."""
+"""The generated schema validators must match the schemas in hub/state/schema.py (the contract's derived
+from the TypedDicts of hub/state/contract.py)."""
 
 import copy
 
@@ -14,6 +15,7 @@ from hub.state.new_task import new_contract
 def test_generated_validators_are_current_so_run_time_compiling_is_never_needed():
     # If this fails, run: .venv/bin/python scripts/gen_validators.py
     assert schema.schema_json(schema.SCHEMA) == _validate_contract.SCHEMA_JSON
+    assert schema.sources_stamp() == _validate_contract.SOURCES_STAMP
     assert schema.schema_json(schema.JUDGE_REPORT_SCHEMA) == _validate_judge.SCHEMA_JSON
     assert schema.validator("contract") is _validate_contract.validate
 
