@@ -21,7 +21,8 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
+from pathlib import PurePath
 
 from hub.review.tags import Definition, Tags
 
@@ -30,7 +31,9 @@ UNIFORM_SHARE = 0.2  # of the restart, spread over every file
 TEST_SHARE = 0.5
 PRIVATE_WEIGHT = 0.1
 GENERIC_WEIGHT = 0.2
+BUILTIN_WEIGHT = 0.05
 MENTIONED_WEIGHT = 10.0
+LIFT = 1.0  # how much the task's walk over a walk without one counts, as a power
 BASE_SHARE = 0.1  # of a file's rank, shared among its definitions
 PATH_ONLY_SHARE = 0.1
 _STOP = """
@@ -42,6 +45,14 @@ code test tests testing self none true false return returns value values set get
 way one two lets let
 """
 STOP_WORDS = frozenset(_STOP.split())
+# `x.get(...)` is nearly always a dict's, whatever the repository defines as `get`.
+_COMMON_METHODS = "read write close flush open run start stop send join wait info debug warning error"
+_BUILTIN_METHODS = frozenset(
+    name
+    for kind in (dict, list, str, bytes, set, int, float, tuple, PurePath)
+    for name in dir(kind)
+    if not name.startswith("_")
+) | frozenset(_COMMON_METHODS.split())
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _PIECE = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
 _PATH_TOKEN = re.compile(r"[\w./-]+")
@@ -61,11 +72,14 @@ class Terms:
     """What a task's text asks for. `names`: identifiers written as code (in backticks, called, with an
     underscore, a digit or a capital inside: `parse_args`, `TagCache`, `add()`), lower case; `words`: the
     plain words and the words those names are made of, without stop words and words under 3 letters;
-    `paths`: its path-like tokens."""
+    `paths`: its path-like tokens. `rarity`: how rare each word is among the repository's files (1 for
+    a word in one file or none, towards 0 for one in all), so that a repository's common words (`task`
+    in a task runner) do not point everywhere."""
 
     names: frozenset[str]
     words: frozenset[str]
     paths: frozenset[str]
+    rarity: Mapping[str, float] = field(default_factory=dict, compare=False)
 
     @classmethod
     def of(cls, text: str) -> Terms:
@@ -83,9 +97,9 @@ class Terms:
         return cls(frozenset(names), frozenset(words), frozenset(paths))
 
     def word_share(self, name: str) -> float:
-        """The share of a name's words the task uses (0 when it has none worth matching)."""
+        """The share of a name's words the task uses, each as rare as it is (0 when it has none)."""
         own = {w for w in pieces(name) if len(w) >= 3 and w not in STOP_WORDS}
-        return len(own & self.words) / len(own) if own else 0.0
+        return sum(self.rarity.get(w, 1.0) for w in own & self.words) / len(own) if own else 0.0
 
     def names_file(self, rel: str) -> bool:
         """Does the text name this file: its path, its file name with extension, or its stem as code?"""
@@ -93,15 +107,25 @@ class Terms:
         stem = name.rsplit(".", 1)[0].lower()
         return rel in self.paths or ("." in name and name in self.paths) or stem in self.names
 
-    def definition_match(self, definition: Definition) -> float:
-        """1 for a definition the text names as code, a half for one it names as a plain word (`the
-        cache`), a part for one whose words it uses, else 0."""
-        short = definition.short_name.lower()
-        if short in self.names:
+    def file_match(self, rel: str) -> float:
+        """1 for a file the text names, a half for one whose stem it uses as a word (`the schema`), a
+        part for one whose path's words it uses."""
+        if self.names_file(rel):
             return 1.0
-        if short in self.words:
-            return 0.5
-        return 0.3 * self.word_share(definition.short_name)
+        stem = rel.rsplit("/", 1)[-1].rsplit(".", 1)[0].lower()
+        if stem in self.words:
+            return 0.5 * self.rarity.get(stem, 1.0)
+        return 0.3 * self.word_share(rel)
+
+    def definition_match(self, short_name: str) -> float:
+        """For a definition's short name: 1 when the text names it as code, a half when it names it as a
+        plain word (`the cache`), a part when it uses some of its words, else 0."""
+        lower = short_name.lower()
+        if lower in self.names:
+            return 1.0
+        if lower in self.words:
+            return 0.5 * self.rarity.get(lower, 1.0)
+        return 0.3 * self.word_share(short_name)
 
 
 def is_test(rel: str) -> bool:
@@ -117,31 +141,36 @@ def pagerank(
     *,
     damping: float = DAMPING,
     iterations: int = 100,
-    tolerance: float = 1e-9,
+    tolerance: float = 1e-7,
 ) -> dict[str, float]:
     """PageRank by power iteration, restarting by `personal` (uniform when it is all zero). A node
     without out-edges gives its rank back by `personal` too. Ranks sum to 1."""
     if not nodes:
         return {}
+    index = {node: i for i, node in enumerate(nodes)}
     total = sum(max(0.0, personal.get(n, 0.0)) for n in nodes)
-    restart = {n: (max(0.0, personal.get(n, 0.0)) / total if total else 1 / len(nodes)) for n in nodes}
-    out = {a: sum(targets.values()) for a, targets in edges.items() if a in restart}
-    rank = dict(restart)
+    restart = [max(0.0, personal.get(n, 0.0)) / total if total else 1 / len(nodes) for n in nodes]
+    links: list[tuple[int, list[tuple[int, float]]]] = []
+    for name, targets in edges.items():
+        kept = [(index[b], w) for b, w in targets.items() if b in index and w > 0]
+        out = sum(w for _, w in kept)
+        if name in index and out > 0:
+            links.append((index[name], [(b, w / out) for b, w in kept]))
+    linked = {source for source, _ in links}
+    dangling = [i for i in range(len(nodes)) if i not in linked]
+    rank = list(restart)
     for _ in range(iterations):
-        dangling = sum(rank[n] for n in nodes if not out.get(n))
-        new = {n: (1 - damping + damping * dangling) * restart[n] for n in nodes}
-        for a, total_out in out.items():
-            if total_out <= 0:
-                continue
-            share = damping * rank[a] / total_out
-            for b, weight in edges[a].items():
-                if b in new:
-                    new[b] += share * weight
-        delta = sum(abs(new[n] - rank[n]) for n in nodes)
+        kept_back = 1 - damping + damping * sum(rank[i] for i in dangling)
+        new = [kept_back * r for r in restart]
+        for source, shares in links:
+            share = damping * rank[source]
+            for target, weight in shares:
+                new[target] += share * weight
+        delta = sum(abs(a - b) for a, b in zip(new, rank, strict=True))
         rank = new
         if delta < tolerance:
             break
-    return rank
+    return dict(zip(nodes, rank, strict=True))
 
 
 @dataclass(frozen=True)
@@ -157,6 +186,7 @@ class Ranking:
 def rank(tags: Mapping[str, Tags | None], terms: Terms, pinned: Sequence[str] = ()) -> Ranking:
     """Rank files and their definitions for a task (see the module docstring)."""
     nodes = sorted(tags)
+    terms = replace(terms, rarity=_rarity(tags, terms.words))
     definers: dict[str, list[str]] = {}
     for rel in nodes:
         for definition in _definitions(tags[rel]):
@@ -185,7 +215,13 @@ def rank(tags: Mapping[str, Tags | None], terms: Terms, pinned: Sequence[str] = 
                 targets[owner] = targets.get(owner, 0.0) + weight
                 flows.append((rel, owner, name, weight))
     named = {rel for rel in nodes if terms.names_file(rel)}
-    matched = {rel: _match(rel, tags[rel], terms, rel in named, rel in pinned) for rel in nodes}
+    match_of: dict[str, float] = {}
+    for rel in nodes:
+        for definition in _definitions(tags[rel]):
+            if definition.short_name not in match_of:
+                match_of[definition.short_name] = terms.definition_match(definition.short_name)
+    pins = set(pinned)
+    matched = {rel: _match(rel, tags[rel], terms, match_of, rel in named, rel in pins) for rel in nodes}
     matched_total = sum(matched.values())
     personal = {
         rel: UNIFORM_SHARE / len(nodes)
@@ -193,6 +229,10 @@ def rank(tags: Mapping[str, Tags | None], terms: Terms, pinned: Sequence[str] = 
         for rel in nodes
     }
     ranks = pagerank(nodes, edges, personal)
+    # What the task's walk visits more than a walk without a task: a file every file uses (the error
+    # tree) is near the top of both and should not lead every map.
+    plain = pagerank(nodes, edges, {}) if matched_total else ranks
+    lift = {rel: (ranks[rel] / plain[rel]) ** LIFT if plain[rel] > 0 else 1.0 for rel in nodes}
     weight_of = {rel: TEST_SHARE if is_test(rel) and rel not in named else 1.0 for rel in nodes}
     through: dict[tuple[str, str], float] = {}
     out = {a: sum(t.values()) for a, t in edges.items()}
@@ -204,43 +244,61 @@ def rank(tags: Mapping[str, Tags | None], terms: Terms, pinned: Sequence[str] = 
         found = tags[rel]
         definitions = _definitions(found)
         if not definitions:
-            scored.append((ranks[rel] * PATH_ONLY_SHARE * weight_of[rel], rel, -1))
+            scored.append((ranks[rel] * PATH_ONLY_SHARE * weight_of[rel] * lift[rel], rel, -1))
             continue
         base = ranks[rel] * BASE_SHARE / len(definitions)
         for index, definition in enumerate(definitions):
-            match = terms.definition_match(definition)
+            match = match_of[definition.short_name]
             score = through.get((rel, definition.short_name), 0.0) + base + ranks[rel] * match
             if definition.short_name.startswith("_") and match < 1:
                 score *= PRIVATE_WEIGHT  # what a file keeps to itself is rarely what a task asks for
-            scored.append((score * weight_of[rel], rel, index))
+            scored.append((score * weight_of[rel] * lift[rel], rel, index))
     file_score = {
-        rel: ranks[rel] * weight_of[rel] + (matched[rel] / matched_total if matched_total else 0.0)
+        rel: ranks[rel] * weight_of[rel] * lift[rel]
+        + (matched[rel] / matched_total if matched_total else 0.0)
         for rel in nodes
     }
-    pins = tuple(p for p in pinned if p in tags)
-    order = [*pins, *sorted((r for r in nodes if r not in pins), key=lambda r: (-file_score[r], r))]
+    first = tuple(dict.fromkeys(p for p in pinned if p in tags))
+    order = [*first, *sorted((r for r in nodes if r not in pins), key=lambda r: (-file_score[r], r))]
     position = {rel: i for i, rel in enumerate(order)}
     scored.sort(key=lambda e: (-e[0], position[e[1]], e[2]))
-    return Ranking(tuple(order), tuple((rel, index) for _, rel, index in scored), pins)
+    return Ranking(tuple(order), tuple((rel, index) for _, rel, index in scored), first)
+
+
+def _rarity(tags: Mapping[str, Tags | None], words: frozenset[str]) -> dict[str, float]:
+    """For each of the task's words, log(N / files whose path or definitions hold it) / log N."""
+    if len(tags) < 2 or not words:
+        return {}
+    seen: dict[str, int] = dict.fromkeys(words, 0)
+    for rel, found in tags.items():
+        own = {w for name in (rel, *(d.short_name for d in _definitions(found))) for w in pieces(name)}
+        for word in own & words:
+            seen[word] += 1
+    n = len(tags)
+    return {w: math.log(n / max(1, count)) / math.log(n) for w, count in seen.items()}
 
 
 def _specificity(name: str) -> float:
-    """A short lower-case word (`get`, `text`, `check`) names something in many places; a class name or
-    a name of several words (`parse_args`, `TagCache`) names one thing."""
+    """A short lower-case word (`text`, `check`) names something in many places, a method of the
+    builtin types (`get`, `items`, `append`) mostly those; a class name or a name of several words
+    (`parse_args`, `TagCache`) names one thing."""
+    weight = BUILTIN_WEIGHT if name in _BUILTIN_METHODS else 1.0
     if name[0].isupper() or len(name) >= 8 or len(pieces(name)) >= 2:
-        return 1.0
-    return GENERIC_WEIGHT
+        return weight
+    return weight * GENERIC_WEIGHT
 
 
 def _definitions(found: Tags | None) -> tuple[Definition, ...]:
     return found.definitions if found is not None else ()
 
 
-def _match(rel: str, found: Tags | None, terms: Terms, named: bool, pinned: bool) -> float:
+def _match(
+    rel: str, found: Tags | None, terms: Terms, match_of: Mapping[str, float], named: bool, pinned: bool
+) -> float:
     """How much the task's words point at a file: pinned or named 1 each, its path's words a part,
     its best-matching definition up to 1 and a tenth of the others."""
-    score = (1.0 if pinned else 0.0) + (1.0 if named else 0.3 * terms.word_share(rel))
-    matches = sorted((terms.definition_match(d) for d in _definitions(found)), reverse=True)
+    score = (1.0 if pinned else 0.0) + (1.0 if named else terms.file_match(rel))
+    matches = sorted((match_of[d.short_name] for d in _definitions(found)), reverse=True)
     if matches:
         score += matches[0] + 0.1 * sum(matches[1:])
     return score

@@ -11,6 +11,7 @@ size and modification time, so a map built again reads and parses only the files
 
 from __future__ import annotations
 
+import functools
 import json
 from collections import Counter
 from collections.abc import Mapping
@@ -94,7 +95,7 @@ class Definition:
     depth: int
     signature: str
 
-    @property
+    @functools.cached_property
     def short_name(self) -> str:
         """The name other files use for it: `get` for `Cache.get`, `bar` for `Foo::bar`."""
         return self.name.rsplit(".", 1)[-1].rsplit("::", 1)[-1]
