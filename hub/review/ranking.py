@@ -27,13 +27,14 @@ from pathlib import PurePath
 from hub.review.tags import Definition, Tags
 
 DAMPING = 0.85
-UNIFORM_SHARE = 0.2  # of the restart, spread over every file
+UNIFORM_SHARE = 0.1  # of the restart, spread over every file
 TEST_SHARE = 0.5
 PRIVATE_WEIGHT = 0.1
 GENERIC_WEIGHT = 0.2
 BUILTIN_WEIGHT = 0.05
 MENTIONED_WEIGHT = 10.0
-LIFT = 1.0  # how much the task's walk over a walk without one counts, as a power
+TEXT_WEIGHT = 2.0
+LIFT = 2.0  # how much the task's walk over a walk without one counts, as a power
 BASE_SHARE = 0.1  # of a file's rank, shared among its definitions
 PATH_ONLY_SHARE = 0.1
 _STOP = """
@@ -266,16 +267,25 @@ def rank(tags: Mapping[str, Tags | None], terms: Terms, pinned: Sequence[str] = 
 
 
 def _rarity(tags: Mapping[str, Tags | None], words: frozenset[str]) -> dict[str, float]:
-    """For each of the task's words, log(N / files whose path or definitions hold it) / log N."""
+    """For each of the task's words, log(N / files whose path or text holds it) / log N."""
     if len(tags) < 2 or not words:
         return {}
     seen: dict[str, int] = dict.fromkeys(words, 0)
     for rel, found in tags.items():
-        own = {w for name in (rel, *(d.short_name for d in _definitions(found))) for w in pieces(name)}
+        own = set(pieces(rel)) | (found.words if found is not None else frozenset())
         for word in own & words:
             seen[word] += 1
     n = len(tags)
     return {w: math.log(n / max(1, count)) / math.log(n) for w, count in seen.items()}
+
+
+def _text_share(found: Tags | None, terms: Terms) -> float:
+    """The share of the task's words (each as rare as it is) that the file's text holds."""
+    if found is None or not terms.words:
+        return 0.0
+    total = sum(terms.rarity.get(w, 1.0) for w in terms.words)
+    held = sum(terms.rarity.get(w, 1.0) for w in terms.words & found.words)
+    return held / total if total else 0.0
 
 
 def _specificity(name: str) -> float:
@@ -301,4 +311,4 @@ def _match(
     matches = sorted((match_of[d.short_name] for d in _definitions(found)), reverse=True)
     if matches:
         score += matches[0] + 0.1 * sum(matches[1:])
-    return score
+    return score + TEXT_WEIGHT * _text_share(found, terms) ** 2

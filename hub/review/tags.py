@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -29,9 +30,10 @@ if TYPE_CHECKING:
 log = get_logger(__name__)
 
 # Bump when what `file_tags` returns changes shape or meaning: older cache files are then ignored.
-TAGS_VERSION = 1
+TAGS_VERSION = 2
 CACHE_NAME = "repomap-tags.json"
 SIGNATURE_CHARS = 160
+_WORD = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+")
 # Where a grammar's identifiers name something defined elsewhere: calls, attributes and fields, imported
 # names, base classes, types, decorators. Not every identifier: local variables and parameters share
 # names with methods (`text`, `key`) and would tie every file to every other.
@@ -103,11 +105,13 @@ class Definition:
 
 @dataclass(frozen=True)
 class Tags:
-    """What one file defines, in source order, and how often it uses each identifier."""
+    """What one file defines, in source order, how often it uses each identifier, and the words of its
+    text (comments and docstrings too; split at capitals, lower case, 3 letters or more)."""
 
     language: str
     definitions: tuple[Definition, ...]
     references: Mapping[str, int]
+    words: frozenset[str] = frozenset()
 
 
 def file_tags(path: str, source: str) -> Tags | None:
@@ -129,7 +133,8 @@ def file_tags(path: str, source: str) -> Tags | None:
             continue
         signature = _signature(language, symbol.kind, node)
         definitions.append(Definition(symbol.name, symbol.kind, symbol.start_line, depth, signature))
-    return Tags(language, tuple(definitions), _references(language, root, declared))
+    words = frozenset(w.lower() for w in _WORD.findall(source) if len(w) >= 3)
+    return Tags(language, tuple(definitions), _references(language, root, declared), words)
 
 
 def _class_depth(node: Node, kinds: Mapping[int, str]) -> int | None:
@@ -271,6 +276,7 @@ def _tags_to_json(tags: Tags | None) -> dict[str, Any] | None:
         "language": tags.language,
         "definitions": [[d.name, d.kind, d.line, d.depth, d.signature] for d in tags.definitions],
         "references": dict(tags.references),
+        "words": sorted(tags.words),
     }
 
 
@@ -282,4 +288,5 @@ def _tags_from_json(data: Any) -> Tags | None:
         for name, kind, line, depth, signature in data["definitions"]
     )
     references = {str(k): int(v) for k, v in data["references"].items()}
-    return Tags(str(data["language"]), definitions, references)
+    words = frozenset(str(w) for w in data["words"])
+    return Tags(str(data["language"]), definitions, references, words)
