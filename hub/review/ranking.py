@@ -4,16 +4,24 @@ scores of definitions and files (`rank`). Pure: it is given the tags of every fi
 
 - Every file is a node; file A has an edge to file B for each name A uses that B defines (`tags.py`),
   weighted by the square root of the uses, divided among the files defining the same name; names the
-  task writes as code weigh more, private names (`_x`) and short lower-case words (`get`) less, dunder
-  names not at all.
-- The random walk restarts at the files the words name or whose definitions they name, and at the
-  pinned files, with a little of the restart spread over every file so that a repository's central
-  files still show.
+  task writes as code weigh more, private names (`_x`), short lower-case words (`text`) and methods
+  of the builtin types (`get`, `items`) less, dunder names not at all.
+- How much the task points at a file: its path or stem named, its definitions named (as code, or as
+  plain words), and the share of the task's words its text holds (comments too). Each word counts as
+  rare as it is among the repository's files: `task` in a task runner points nowhere in particular.
+- The random walk restarts at those files by how much, and at the pinned files, with a tenth of the
+  restart spread over every file. A file's rank is then lifted by how much more the task's walk visits
+  it than a walk without a task (squared: LIFT), so that the files every file uses (an error tree)
+  do not lead every map.
 - A definition's score is the rank that flows to it through its name, plus a share of its file's rank
-  (all of it when the words name the definition). A file without definitions we can read (a README, a
-  file over the size cap or not UTF-8) is one entry, its path, scored from its rank.
+  (all of it when the words name the definition), times its file's lift. A file without definitions we
+  can read (a README, a file over the size cap or not UTF-8) is one entry, its path, scored from its rank.
 - Test files count half unless the words name them: a test uses much and defines little a task asks
-  to change. Pinned files come first, then files by rank plus their share of the task's matches.
+  to change. Pinned files come first, then files by lifted rank plus their share of the task's pointing.
+
+The weights were chosen on the one-file commits of this repository, humanize and tenacity
+(bench/bench_repomap.py: does the map show the file the commit changed?); itsdangerous was not used
+to choose them.
 """
 
 from __future__ import annotations
@@ -255,8 +263,8 @@ def rank(tags: Mapping[str, Tags | None], terms: Terms, pinned: Sequence[str] = 
                 score *= PRIVATE_WEIGHT  # what a file keeps to itself is rarely what a task asks for
             scored.append((score * weight_of[rel] * lift[rel], rel, index))
     file_score = {
-        rel: ranks[rel] * weight_of[rel] * lift[rel]
-        + (matched[rel] / matched_total if matched_total else 0.0)
+        rel: weight_of[rel]
+        * (ranks[rel] * lift[rel] + (matched[rel] / matched_total if matched_total else 0.0))
         for rel in nodes
     }
     first = tuple(dict.fromkeys(p for p in pinned if p in tags))

@@ -418,3 +418,26 @@ def test_references_are_names_used_not_local_variables_or_own_definitions() -> N
     assert tags is not None
     assert set(tags.references) == {"normalize", "scaled"}
     assert tags.references["normalize"] == 2
+
+
+def test_a_file_whose_text_holds_the_tasks_words_ranks_above_one_that_does_not(tmp_path: Path) -> None:
+    root = tmp_path / "repo"
+    files = write(
+        root,
+        {
+            "net/fetch.py": "def get_page(url):\n    # Retries with an exponential backoff between attempts.\n    return url\n",
+            "net/parse.py": "def read_page(text):\n    # Splits the page into its parts.\n    return text\n",
+        },
+    )
+    result = build_map(root, files, words="the backoff between attempts is too short", budget_tokens=1_000)
+    assert result.ranked[0] == "net/fetch.py"
+
+
+def test_a_file_every_file_uses_does_not_lead_a_map_whose_words_point_elsewhere(
+    package: tuple[Path, list[str]],
+) -> None:
+    root, files = package
+    assert build_map(root, files, words="", budget_tokens=400).ranked[0] == "pkg/util.py"
+    result = build_map(root, files, words="the report should list its rows sorted", budget_tokens=400)
+    assert result.ranked[0] == "pkg/report.py"
+    assert result.files[0] == "pkg/report.py"
