@@ -3,10 +3,12 @@
 Definitions are `code.py`'s outline (functions, methods, classes), each with the header a reader would
 see (`def get(self, key)`, `class Cache(Base):`, `func (c *Cache) Get(key string) string`) and its depth
 among classes. Functions nested in functions are left out: they are not something another file can ask
-for. References are the identifiers a file uses, counted, without the names its own definitions declare.
+for. References are the names a file uses where a name points at another file's definition (calls,
+attributes, imported names, base classes, types), counted, without the names its own definitions
+declare. Words are the words of the whole text, comments and docstrings too.
 
-`TagCache` keeps them in one JSON file per repository folder the caller chooses, keyed by a file's
-size and modification time, so a map built again reads and parses only the files that changed.
+`TagCache` keeps them in one JSON file in a folder the caller chooses, keyed by a file's size and
+modification time, so a map built again reads and parses only the files that changed.
 """
 
 from __future__ import annotations
