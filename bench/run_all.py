@@ -30,6 +30,7 @@ BENCHES = (
     "clean_folders",
     "overhead",
     "tool_calls",
+    "repomap",
 )
 
 

@@ -269,13 +269,32 @@ def outline(path: str, source: str) -> Outline | None:
     language = language_for(path)
     if language is None:
         return None
+    symbols, imports = _read(language, _parse(language, source))
+    return Outline(language=language, functions=tuple(s for s, _ in symbols), imports=tuple(imports))
+
+
+def parse(path: str, source: str) -> tuple[str, Node] | None:
+    """The file's grammar name and the root of its parse tree; None for a language we do not know.
+    Python comment lines are blanked in the parsed text (see `_blank_comments`): node text shows spaces."""
+    language = language_for(path)
+    if language is None:
+        return None
+    return language, _parse(language, source)
+
+
+def symbols(language: str, root: Node) -> list[tuple[Symbol, Node]]:
+    """The outline's functions, methods and classes of a tree `parse` gave, each with its node."""
+    return _read(language, root)[0]
+
+
+def _read(language: str, root: Node) -> tuple[list[tuple[Symbol, Node]], list[str]]:
     from tree_sitter import QueryCursor
 
     spec = _SPECS[language]
-    captures = QueryCursor(_query(language)).captures(_parse(language, source))
+    captures = QueryCursor(_query(language)).captures(root)
     tagged = [(node, tag) for tag, nodes in captures.items() for node in nodes]
     tagged.sort(key=lambda pair: (pair[0].start_byte, -pair[0].end_byte))
-    symbols: list[Symbol] = []
+    found: list[tuple[Symbol, Node]] = []
     imports: list[str] = []
     seen: set[tuple[int, int, str]] = set()
     for node, tag in tagged:
@@ -286,12 +305,12 @@ def outline(path: str, source: str) -> Outline | None:
         if tag == "import":
             line = spec.import_filter(node) if spec.import_filter else _text(node)
             if line is not None:
-                imports.append(_one_line(line))
+                imports.append(one_line(line))
         else:
             symbol = _symbol(language, spec, node, tag)
             if symbol is not None:
-                symbols.append(symbol)
-    return Outline(language=language, functions=tuple(symbols), imports=tuple(imports))
+                found.append((symbol, node))
+    return found, imports
 
 
 def _symbol(language: str, spec: _Spec, node: Node, tag: str) -> Symbol | None:
@@ -366,7 +385,7 @@ def _c_function_name(definition: Node) -> str:
         if inner is None and declarator.named_children:
             inner = declarator.named_children[0]
         declarator = inner
-    return _one_line(_text(declarator))
+    return one_line(_text(declarator))
 
 
 def syntax_errors(path: str, source: str) -> list[SyntaxIssue]:
@@ -427,7 +446,8 @@ def _text(node: Node | None) -> str:
     return node.text.decode("utf-8", errors="replace")
 
 
-def _one_line(text: str) -> str:
+def one_line(text: str) -> str:
+    """Source text on one line: line breaks inside brackets dropped, others a single space."""
     text = re.sub(r"([(\[{])\s*\n\s*", r"\1", text.strip())
     text = re.sub(r",?\s*\n\s*([)\]}])", r"\1", text)
     return re.sub(r"\s*\n\s*", " ", text)
