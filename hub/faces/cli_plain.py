@@ -5,7 +5,6 @@ plain `hub status` (`entry`) both run them, so the two ways cannot drift apart.
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -96,6 +95,8 @@ def echo(text: str, err: bool = False) -> None:
 
 def to_json(payload: Any) -> str:
     """The one JSON document a `--json` command prints."""
+    import json  # here, not at the top: `hub --help` prints none (a `hub status` has read a contract)
+
     return json.dumps(payload, indent=2, ensure_ascii=False, default=str)
 
 
