@@ -1,13 +1,17 @@
-"""What `hub.yaml` may hold: every key, its type and range, in ONE declarative table (`SCHEMA`).
+"""What `hub.yaml` may hold: every key, its type and range, its default and meaning, in ONE declarative
+table (`SCHEMA`).
 
 EVERY NEW hub.yaml KEY GOES IN `SCHEMA` BELOW (one line, next to its siblings). A key that is not
 listed there is refused as unknown, with a did-you-mean, so a typo (`role:` for `roles:`,
-`num_ctc:`) can never be silently ignored again. The forms: `Str()` (`choices=`, `plain_name=`),
-`Num(min, max, unit=)`, `Int(min, max, unit=)`, `Bool()`, `Command()`, `Map({...}, required=)`,
-`MapOf(values)`, `ListOf(items)`, `AnyOf((form, form))`; for example
-`"keep_branches": Bool()`, `"parallel_tasks": Int(1, unit="tasks")`,
+`num_ctc:`) can never be silently ignored again. The forms (hub/core/config_forms.py): `Str()`
+(`choices=`, `plain_name=`), `Num(min, max, unit=)`, `Int(min, max, unit=)`, `Bool()`, `Command()`,
+`Map({...}, required=)`, `MapOf(values)`, `ListOf(items)`, `AnyOf((form, form))`; a key with a default
+declares it with its meaning, `.declared(default, help)`; for example
+`"keep_branches": Bool().declared(False, "keep task/<task_id> after its merge")`,
+`"parallel_tasks": Int(1, unit="tasks").declared(2, "tasks in flight")`,
 `"sandbox": AnyOf((Str(choices=("auto", "required", "off")), Bool(), Map({"mode": ..., "network": Bool()})))`.
-`config.py` then reads the (already checked) value into `Config`.
+`config.py` then reads the (already checked) value into `Config`, a key left out taking its declared
+`default(key)`, and `hub init` writes hub.yaml with the declared defaults (config_template.py).
 
 `validate(raw)` is pure: it walks the parsed YAML against the table and returns every problem with the
 key path it sits at. `locate(text, path)` finds the line of a path in the file's text (PyYAML's
@@ -21,230 +25,26 @@ YAML value) means "use the default" for every key.
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
-Path = tuple[str | int, ...]
-
-
-class Problem(NamedTuple):
-    """One thing wrong in hub.yaml: where (a key path), what, and the form that was expected."""
-
-    path: Path
-    problem: str
-    expected: str = ""
-    at_key: bool = False  # the key itself is wrong (unknown): point at the key, not its value
-
-
-class Spec:
-    """A value's expected form. `check` returns the problems of one value (never raises)."""
-
-    expected = "a value"
-
-    def check(self, value: Any, path: Path) -> list[Problem]:
-        raise NotImplementedError
-
-    def wrong(self, value: Any, path: Path) -> list[Problem]:
-        return [Problem(path, f"got {describe(value)}", self.expected)]
-
-
-class Str(Spec):
-    """A string; `choices` limits it to a few words, `plain_name` to a file name without folders."""
-
-    def __init__(
-        self, choices: tuple[str, ...] = (), plain_name: bool = False, non_empty: bool = True
-    ) -> None:
-        self.choices, self.plain_name, self.non_empty = choices, plain_name, non_empty
-
-    @property
-    def expected(self) -> str:  # type: ignore[override]
-        if self.choices:
-            return "one of " + ", ".join(self.choices)
-        return "a file name without '/'" if self.plain_name else "a string (quote it if YAML reads a number)"
-
-    def check(self, value: Any, path: Path) -> list[Problem]:
-        if not isinstance(value, str):
-            return self.wrong(value, path)
-        if self.choices and value not in self.choices:
-            hint = did_you_mean(value, self.choices)
-            return [Problem(path, f"'{value}' is not allowed{hint}", self.expected)]
-        if self.non_empty and not value.strip():
-            return [Problem(path, "is empty", self.expected)]
-        if self.plain_name and ("/" in value or "\\" in value or value in (".", "..")):
-            return [Problem(path, f"'{value}' is a path", self.expected)]
-        return []
-
-
-class Num(Spec):
-    """A number (an integer when `integer`), within [minimum, maximum] (> minimum when `above`); `unit`
-    says what it counts."""
-
-    def __init__(
-        self,
-        minimum: float | None = None,
-        maximum: float | None = None,
-        integer: bool = False,
-        unit: str = "",
-        above: bool = False,
-    ) -> None:
-        self.minimum, self.maximum, self.unit = minimum, maximum, unit
-        self.integer, self.above = integer, above
-
-    @property
-    def expected(self) -> str:  # type: ignore[override]
-        kind = "an integer" if self.integer else "a number"
-        bounds = []
-        if self.minimum is not None:
-            bounds.append(f"{'>' if self.above else '>='} {self.minimum:g}")
-        if self.maximum is not None:
-            bounds.append(f"<= {self.maximum:g}")
-        text = " ".join([kind, *([" and ".join(bounds)] if bounds else [])])
-        return f"{text} ({self.unit})" if self.unit else text
-
-    def check(self, value: Any, path: Path) -> list[Problem]:
-        ok_type = (int,) if self.integer else (int, float)
-        if isinstance(value, bool) or not isinstance(value, ok_type) or not math.isfinite(value):
-            return self.wrong(value, path)
-        low = self.minimum
-        if low is not None and (value <= low if self.above else value < low):
-            return [Problem(path, f"{value:g} is too small", self.expected)]
-        if self.maximum is not None and value > self.maximum:
-            return [Problem(path, f"{value:g} is too large", self.expected)]
-        return []
-
-
-def Int(minimum: float | None = None, maximum: float | None = None, unit: str = "") -> Num:
-    return Num(minimum, maximum, integer=True, unit=unit)
-
-
-class Command(Spec):
-    """A command line: a string (split on spaces) or a list of strings."""
-
-    expected = "a command: a string, or a list of strings like [python, -m, hub, worker, serve]"
-
-    def check(self, value: Any, path: Path) -> list[Problem]:
-        if isinstance(value, str) and value.strip():
-            return []
-        if isinstance(value, list) and value and all(isinstance(p, str | int | float) for p in value):
-            return []
-        return self.wrong(value, path)
-
-
-class Scalar(Spec):
-    """A string, number or boolean (an environment variable's value)."""
-
-    expected = "a string, number or boolean"
-
-    def check(self, value: Any, path: Path) -> list[Problem]:
-        return [] if isinstance(value, str | int | float | bool) else self.wrong(value, path)
-
-
-class Bool(Spec):
-    """true or false (YAML also reads yes/no/on/off as booleans)."""
-
-    expected = "true or false"
-
-    def check(self, value: Any, path: Path) -> list[Problem]:
-        return [] if isinstance(value, bool) else self.wrong(value, path)
-
-
-class AnyOf(Spec):
-    """One of several forms (e.g. `sandbox: off` or a mapping): the first form whose type fits decides;
-    when none fits, all are named."""
-
-    def __init__(self, forms: tuple[Spec, ...]) -> None:
-        self.forms = forms
-
-    @property
-    def expected(self) -> str:  # type: ignore[override]
-        return " or ".join(form.expected for form in self.forms)
-
-    def check(self, value: Any, path: Path) -> list[Problem]:
-        results = [form.check(value, path) for form in self.forms]
-        if any(not problems for problems in results):
-            return []
-        # A form whose type fits (its problems lie deeper, or are about the value, not its type).
-        for problems in results:
-            if not all(p.path == path and p.problem.startswith("got ") for p in problems):
-                return problems
-        return [Problem(path, f"got {describe(value)}", self.expected)]
-
-
-class Map(Spec):
-    """A mapping with known keys; `required` keys must be present."""
-
-    def __init__(
-        self, fields: Mapping[str, Spec], required: tuple[str, ...] = (), what: str = "a mapping"
-    ) -> None:
-        self.fields, self.required, self.what = fields, required, what
-
-    @property
-    def expected(self) -> str:  # type: ignore[override]
-        return f"{self.what} with keys {', '.join(self.fields)}"
-
-    def check(self, value: Any, path: Path) -> list[Problem]:
-        if not isinstance(value, dict):
-            return self.wrong(value, path)
-        problems: list[Problem] = []
-        for key, item in value.items():
-            spec = self.fields.get(str(key))
-            if spec is None:
-                hint = did_you_mean(str(key), list(self.fields))
-                known = ", ".join(self.fields)
-                problems.append(
-                    Problem((*path, str(key)), f"unknown key{hint}", f"one of {known}", at_key=True)
-                )
-            elif item is not None:
-                problems += spec.check(item, (*path, str(key)))
-        for key in self.required:
-            if value.get(key) is None:
-                problems.append(Problem((*path, key), "is missing", self.fields[key].expected))
-        return problems
-
-
-class MapOf(Spec):
-    """A mapping from names the user chooses (model names, variable names) to values of one form."""
-
-    def __init__(self, values: Spec, what: str = "a mapping") -> None:
-        self.values, self.what = values, what
-
-    @property
-    def expected(self) -> str:  # type: ignore[override]
-        return self.what
-
-    def check(self, value: Any, path: Path) -> list[Problem]:
-        if not isinstance(value, dict):
-            return self.wrong(value, path)
-        problems: list[Problem] = []
-        for key, item in value.items():
-            if item is not None:
-                problems += self.values.check(item, (*path, str(key)))
-        return problems
-
-
-class ListOf(Spec):
-    """A YAML list (`- item` lines) of values of one form."""
-
-    def __init__(self, items: Spec, what: str = "a list") -> None:
-        self.items, self.what = items, what
-
-    @property
-    def expected(self) -> str:  # type: ignore[override]
-        return self.what
-
-    def check(self, value: Any, path: Path) -> list[Problem]:
-        if not isinstance(value, list):
-            return self.wrong(value, path)
-        problems: list[Problem] = []
-        for index, item in enumerate(value):
-            if item is None:
-                problems.append(Problem((*path, index), "is empty", self.items.expected))
-            else:
-                problems += self.items.check(item, (*path, index))
-        return problems
-
+from hub.core.config_forms import (
+    AnyOf,
+    Bool,
+    Command,
+    Int,
+    ListOf,
+    Map,
+    MapOf,
+    Num,
+    Path,
+    Problem,
+    Scalar,
+    Spec,
+    Str,
+    did_you_mean,
+)
 
 # --- the table ---------------------------------------------------------------------------------------
 
@@ -261,18 +61,27 @@ MCP_NAME_FORM = (
 
 SECONDS = Num(0, above=True, unit="seconds")
 TIMEOUTS = Map(
-    {"load": SECONDS, "first_token": SECONDS, "stall": SECONDS, "total": SECONDS},
+    {
+        "load": SECONDS.declared(600, "longest wait for the model to load"),
+        "first_token": SECONDS.declared(180, "longest wait for the first token"),
+        "stall": SECONDS.declared(60, "longest gap between tokens"),
+        "total": SECONDS.declared(900, "longest whole answer"),
+    },
     what="clocks in seconds, e.g. {load: 600, first_token: 180, stall: 60, total: 900},",
 )
 ROLE = Map(
     {
-        "model": Str(),
-        "backend": Str(choices=BACKENDS),
-        "worker": Str(),
+        "model": Str().declared("qwen2.5-coder:7b", "the model playing the role (`HUB_<ROLE>_MODEL`)"),
+        "backend": Str(choices=BACKENDS).declared("mcp", "how the model is reached (`HUB_<ROLE>_BACKEND`)"),
+        "worker": Str().declared("hub", "the `workers[].name` an `mcp` backend goes through"),
         "timeouts": TIMEOUTS,
-        "temperature": Num(0, 2),
+        "temperature": Num(0, 2).declared(0.2, "sampling temperature"),
+        # Its default is the role's: config.DEFAULT_NUM_PREDICT.
         "num_predict": Int(1, unit="tokens the model may write"),
-        "mode": Str(choices=IMPLEMENTER_MODES),
+        "mode": Str(choices=IMPLEMENTER_MODES).declared(
+            "edit",
+            "the implementer's only: one answer of edits, or agent mode's loop of tool calls (see Agent mode)",
+        ),
     }
 )
 MCP_SERVER = Map(
@@ -291,12 +100,17 @@ MCP_SERVER = Map(
 WORKER = Map(
     {
         "name": Str(),
-        "transport": Str(choices=TRANSPORTS),
+        "transport": Str(choices=TRANSPORTS).declared(
+            "stdio",
+            "how the hub talks to it; `inprocess`: the hub's own worker inside the hub's process (no "
+            "command, url or env)",
+        ),
         "command": Command(),
         "url": Str(),
         "env": MapOf(Scalar(), what="a mapping of environment variables"),
-        # the window Ollama applies when the worker cannot pass num_ctx (npm ollama-mcp)
-        "num_ctx": Int(256, unit="tokens"),
+        "num_ctx": Int(256, unit="tokens").declared(
+            4096, "the window Ollama applies when the worker cannot pass `num_ctx` (npm ollama-mcp)"
+        ),
     },
     required=("name",),
     what="a worker server: a mapping",
@@ -306,12 +120,20 @@ SCHEMA = Map(
     {
         "project": Str(),
         "handoff_dir": Str(),
-        "halt_file": Str(plain_name=True),
+        "halt_file": Str(plain_name=True).declared(
+            "ERIK_HALT.md", "the file a halted task writes for a person (`HUB_HALT_FILE`)"
+        ),
         "ollama": Map(
             {
-                "host": Str(),
-                "slots": Int(1, unit="generations the server runs at once"),
-                "keep_alive": AnyOf((Num(unit="seconds; negative keeps the model loaded"), Str())),
+                "host": Str().declared("http://127.0.0.1:11434", "the Ollama server (`OLLAMA_HOST`)"),
+                "slots": Int(1, unit="generations the server runs at once").declared(
+                    1, "Ollama's `OLLAMA_NUM_PARALLEL`: never more model calls at once per server"
+                ),
+                "keep_alive": AnyOf((Num(unit="seconds; negative keeps the model loaded"), Str())).declared(
+                    "30m",
+                    "how long Ollama keeps a model loaded after a call (Ollama's `keep_alive`: `10m`, `1h`, "
+                    "`-1` for good, `0` to unload at once)",
+                ),
                 "hosts": ListOf(
                     AnyOf(
                         (Str(), Map({"host": Str(), "slots": Int(1, unit="generations")}, required=("host",)))
@@ -320,24 +142,45 @@ SCHEMA = Map(
                 ),
             }
         ),
-        "openai": Map({"base_url": Str(), "api_key_env": Str()}),
+        "openai": Map(
+            {
+                "base_url": Str().declared(
+                    "http://127.0.0.1:8000/v1", "an OpenAI-compatible server (`HUB_OPENAI_BASE_URL`)"
+                ),
+                "api_key_env": Str().declared(
+                    "OPENAI_API_KEY", "the environment variable holding its API key"
+                ),
+            }
+        ),
         "roles": Map({name: ROLE for name in ROLES}),
         "models": MapOf(
             Map({"num_ctx": Int(256, unit="tokens")}), what="a mapping of model name to {num_ctx: N}"
         ),
-        "default_num_ctx": Int(256, unit="tokens"),
+        # The README's value: a typical source file (~20 KB, ~5,300 estimated tokens), the instructions and
+        # a whole-file answer (num_predict 6144) fit; 8192 did not hold a 46 KB file or its answer.
+        "default_num_ctx": Int(256, unit="tokens").declared(
+            16384, "the context window of models not under `models`"
+        ),
         "workers": ListOf(
             WORKER, what="a list of worker servers, each '- name: ...' with transport, command"
         ),
         "judge": Map({"command": Str(), "backend": Str(choices=BACKENDS)}),
-        "acceptance_timeout_seconds": SECONDS,
+        "acceptance_timeout_seconds": SECONDS.declared(300, "each acceptance command's clock"),
         "limits": Map(
             {
-                "max_changed_files": Int(1, unit="files"),
-                "max_reply_chars": Int(1000, unit="characters one model reply may hold"),
-                "global_timeout_hours": Num(0, above=True, unit="hours"),
-                "server_wait_minutes": Num(0, unit="minutes"),
-                "parallel_tasks": Int(1, unit="tasks"),
+                "max_changed_files": Int(1, unit="files").declared(
+                    20, "a change touching more files halts the task"
+                ),
+                "max_reply_chars": Int(1000, unit="characters one model reply may hold").declared(
+                    400_000, "a longer reply is refused"
+                ),
+                "global_timeout_hours": Num(0, above=True, unit="hours").declared(4, "a new task's deadline"),
+                "server_wait_minutes": Num(0, unit="minutes").declared(
+                    30, "how long an unreachable model server is waited out"
+                ),
+                "parallel_tasks": Int(1, unit="tasks").declared(
+                    2, "tasks in flight and phases at once (`HUB_PARALLEL_TASKS`, `hub watch --jobs N`)"
+                ),
                 # A new task's own clocks and rebuttal limit (its contract's `limits`): issue 27.
                 "timeout_minutes": Map(
                     {
@@ -350,7 +193,7 @@ SCHEMA = Map(
             }
         ),
         "worktrees_dir": Str(),
-        "keep_branches": Bool(),
+        "keep_branches": Bool().declared(False, "keep `task/<task_id>` after its merge"),
         # Issue 11: where acceptance commands run (hub/safety/sandbox.py); `off` reads as false in YAML.
         "sandbox": AnyOf(
             (
@@ -388,6 +231,31 @@ SCHEMA = Map(
     },
     what="hub.yaml: a mapping",
 )
+
+
+def declaration(key: str) -> Spec:
+    """The table's form of one key, as README's key reference names it: `limits.parallel_tasks`,
+    `roles.<role>.timeouts.load`, `workers[].num_ctx`."""
+    spec: Spec = SCHEMA
+    for part in key.split("."):
+        name = part.removesuffix("[]")
+        if isinstance(spec, AnyOf):
+            spec = next(form for form in spec.forms if isinstance(form, Map))
+        if isinstance(spec, Map):
+            spec = next(iter(spec.fields.values())) if name.startswith("<") else spec.fields[name]
+        elif isinstance(spec, MapOf):
+            spec = spec.values
+        else:
+            raise KeyError(key)
+        if part.endswith("[]"):
+            assert isinstance(spec, ListOf), key
+            spec = spec.items
+    return spec
+
+
+def default(key: str) -> Any:
+    """The value hub.yaml's `key` takes when left out (`declaration`)."""
+    return declaration(key).default
 
 
 # --- checking ----------------------------------------------------------------------------------------
@@ -457,26 +325,6 @@ def _mcp_checks(raw: Mapping[str, Any]) -> list[Problem]:
                 Problem(at, "needs exactly one of command and url", "command (stdio) or url (HTTP)")
             )
     return problems
-
-
-def did_you_mean(word: str, choices: Sequence[str]) -> str:
-    import difflib  # here, not at the top: only a wrong hub.yaml asks
-
-    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
-    return f"; did you mean '{close[0]}'?" if close else ""
-
-
-def describe(value: Any) -> str:
-    kind = {
-        bool: "a boolean",
-        int: "an integer",
-        float: "a number",
-        str: "a string",
-        list: "a list",
-        dict: "a mapping",
-    }
-    shown = repr(value) if not isinstance(value, dict | list) or len(repr(value)) < 40 else ""
-    return f"{kind.get(type(value), type(value).__name__)} {shown}".rstrip()
 
 
 def dotted(path: Path) -> str:
