@@ -408,30 +408,29 @@ def _from_raw(
         mcp_token=env.get("HUB_MCP_TOKEN") or None,
         sandbox=sandbox_settings(raw.get("sandbox"), env.get("HUB_SANDBOX"), repo_root, source),
         server_wait_minutes=float(given(raw, "limits.server_wait_minutes")),
-        # Left out, the default; given as null, an error (as ever): `.get`, not `given`.
-        ollama_slots=_positive_int(
-            section("ollama").get("slots", default("ollama.slots")), "ollama.slots", source
-        ),
+        ollama_slots=_positive_int(given(raw, "ollama.slots", absent=True), "ollama.slots", source),
         ollama_hosts=_hosts(section("ollama"), source),
-        ollama_keep_alive=section("ollama").get("keep_alive", default("ollama.keep_alive")),
+        ollama_keep_alive=given(raw, "ollama.keep_alive", absent=True),
         worktrees_dir=_worktrees_dir(raw.get("worktrees_dir"), repo_root, source),
-        keep_branches=_bool(raw.get("keep_branches", default("keep_branches")), "keep_branches", source),
+        keep_branches=_bool(given(raw, "keep_branches", absent=True), "keep_branches", source),
         parallel_tasks=_env_int(env, "HUB_PARALLEL_TASKS")
-        or _positive_int(
-            limits.get("parallel_tasks", default("limits.parallel_tasks")), "limits.parallel_tasks", source
-        ),
+        or _positive_int(given(raw, "limits.parallel_tasks", absent=True), "limits.parallel_tasks", source),
         agent=agent_settings(section("agent")),
         mcp_servers=mcp_servers(raw.get("mcp_servers")),
     )
 
 
-def given(raw: Mapping[str, Any], key: str) -> Any:
+def given(raw: Mapping[str, Any], key: str, absent: bool = False) -> Any:
     """hub.yaml's value at `key` (dotted, e.g. `limits.server_wait_minutes`), or the key's declared
-    default when it is left out or empty (null: "use the default", as config_schema reads it)."""
+    default when it is left out or empty (null: "use the default", as config_schema reads it). With
+    `absent`, only a key left out takes the default, and a null is passed on: the keys read so have
+    always refused it (`ollama.slots: null` is an error) or kept it (`ollama.keep_alive`)."""
     value: Any = raw
     for part in key.split("."):
-        value = value.get(part) if isinstance(value, Mapping) else None
-    return default(key) if value is None else value
+        if not isinstance(value, Mapping) or (absent and part not in value):
+            return default(key)
+        value = value.get(part)
+    return default(key) if value is None and not absent else value
 
 
 def _hosts(ollama: dict[str, Any], source: str) -> tuple[tuple[str, int], ...]:

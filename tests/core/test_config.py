@@ -348,6 +348,20 @@ def test_hub_init_writes_the_declared_default_of_every_key_it_sets(tmp_path: Pat
         assert key in own or key.startswith("num_predict.") or declaration(key) is not None, key
 
 
+def test_a_key_left_out_or_null_takes_its_declared_default_but_where_null_was_always_refused(
+    tmp_path: Path,
+) -> None:
+    write(
+        tmp_path, "limits:\n  server_wait_minutes: null\n  parallel_tasks: 3\nacceptance_timeout_seconds:\n"
+    )
+    config = load_config(tmp_path, env={})
+    assert config.server_wait_minutes == 30.0 and config.acceptance_timeout_seconds == 300.0
+    assert config.parallel_tasks == 3 and config.ollama_slots == 1 and config.keep_branches is False
+    write(tmp_path, "ollama:\n  slots: null\n", age_seconds=20.0)
+    with pytest.raises(ConfigError, match=r"ollama\.slots: expected an integer >= 1"):
+        load_config(tmp_path, env={})
+
+
 def test_a_hub_variable_a_typo_away_from_one_the_hub_reads_is_named_with_the_one_meant() -> None:
     from hub.core.config import mistyped_env
 
