@@ -1,9 +1,11 @@
 """The `hub` command line: parse, call one function, print. Errors become exit codes in `main()` only.
 
-Each command imports its phase inside its body, and the group imports configuration and logging only
-for the commands that use them, so `hub --help` loads little beyond click and `hub status` only what
-status reads (tests/faces/test_cli.py holds both to none of the heavy libraries). The console entry
-point is `entry.main`: it runs a plain `hub status` without importing click at all.
+Each command imports its phase inside its body (the phase commands are made from the phase table,
+hub.phases.table, which names each phase's function by module path), and the group imports
+configuration and logging only for the commands that use them, so `hub --help` loads little beyond
+click and `hub status` only what status reads (tests/faces/test_cli.py holds both to none of the heavy
+libraries and no phase module). The console entry point is `entry.main`: it runs a plain `hub status`
+without importing click at all.
 """
 
 from __future__ import annotations
