@@ -167,13 +167,8 @@ def new(
 # --- the phases -----------------------------------------------------------------------------------------
 
 
-# Each phase of the table (hub.phases.table) is a command of its own: `hub <phase> [--task] [--json]`,
-# with the options below where a phase takes more; its help line is the table's.
-PHASE_OPTIONS = {
-    "setup-task": (click.option("--base", "base_branch", help="Base branch (default: the current branch)."),)
-}
-
-
+# Each phase of the table (hub.phases.table) is a command of its own: `hub <phase> [--task] [--json]`
+# and the options its row names; its help line is the row's.
 def phase_command(phase: Phase) -> click.Command:
     """The `hub` command that runs `phase` (the table's row), its module imported when it runs."""
 
@@ -181,8 +176,10 @@ def phase_command(phase: Phase) -> click.Command:
         finish(phase_function(phase.name)(state.context(), **options), as_json)
 
     command = pass_state(run)
-    for option in (json_option, task_option, *reversed(PHASE_OPTIONS.get(phase.name, ()))):
+    for option in (json_option, task_option):
         command = option(command)
+    for flag, keyword, text in reversed(phase.options):
+        command = click.option(flag, keyword, help=text)(command)
     return cli.command(phase.name, help=phase.help)(command)
 
 

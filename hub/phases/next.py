@@ -35,7 +35,7 @@ from hub.core.machine import explain
 from hub.phases.context import Context
 from hub.phases.outcome import Outcome
 from hub.phases.status import active_contract, due, judge_configured, report_waiting
-from hub.phases.table import PROMOTE, phase_function
+from hub.phases.table import PROMOTE, SETUP, phase_function
 from hub.repo.killed_git import GitBusy
 from hub.state import store
 from hub.state.contract import Contract
@@ -287,7 +287,7 @@ def _run_due(ctx: Context, contract: Contract | None, phase: str) -> Outcome:
     try:
         return phase_function(phase)(ctx)
     except WrongState as exc:
-        if phase == "setup-task" and contract is not None and not contract["git"].get("task_branch"):
+        if phase == SETUP and contract is not None and not contract["git"].get("task_branch"):
             # Set up meanwhile by another run: setup-task changes no state, only the branch.
             now = active_contract(ctx.for_task(str(contract["task_id"])))
             if now is not None and now["git"].get("task_branch"):

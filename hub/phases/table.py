@@ -58,6 +58,8 @@ class Phase(NamedTuple):
     when: Callable[[Facts], str | None]  # in one of those states: why it is due, or None (not now)
     timeout_key: Clock | None = None  # its clock: limits.timeout_minutes.<key> in the contract
     command: bool = True  # a `hub` command of its own
+    # Its command's options besides --task and --json: (flag, the function's keyword, help line).
+    options: tuple[tuple[str, str, str], ...] = ()
 
 
 def _verdict(facts: Facts) -> object:
@@ -133,6 +135,7 @@ PHASES: tuple[Phase, ...] = (
         IMPLEMENTING,
         "Create task/<task_id> from the base branch in the task's own worktree (your checkout is untouched).",
         lambda facts: None if _has_branch(facts) else "the task has no branch yet",
+        options=(("--base", "base_branch", "Base branch (default: the current branch)."),),
     ),
     Phase(
         "run-implementer",
@@ -185,6 +188,7 @@ PHASES: tuple[Phase, ...] = (
 
 BY_NAME: dict[str, Phase] = {phase.name: phase for phase in PHASES}
 PROMOTE = "promote-backlog"  # the phase of no task: `hub next` runs it before the tasks' own
+SETUP = "setup-task"  # the phase that gives a task its branch (`hub next` knows when another run did)
 
 
 def phase_function(name: str) -> Callable[..., Outcome]:
