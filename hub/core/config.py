@@ -262,7 +262,9 @@ def check(raw: Any, path: Path) -> None:
         text: str | None = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):
         text = None
-    shown = config_schema.render(problems[:20], str(path), text)
+    from hub.core.config_report import render  # here, not at the top: only a bad hub.yaml is reported
+
+    shown = render(problems[:20], str(path), text)
     more = f"\n...{and_more(len(problems), 20)}" if len(problems) > 20 else ""
     head = f"{path}: {len(problems)} problems; fix them and run again\n" if len(problems) > 1 else ""
     raise ConfigError(head + shown + more)
@@ -301,7 +303,9 @@ def read_yaml(path: Path) -> dict[str, Any]:
     try:
         loaded = yaml.load(text, Loader=_unique_keys_loader())
     except yaml.YAMLError as exc:
-        raise ConfigError(config_schema.yaml_error(path, exc)) from None
+        from hub.core.config_report import yaml_error
+
+        raise ConfigError(yaml_error(path, exc)) from None
     except _DuplicateKey as exc:
         raise ConfigError(
             f"{path}:{exc.line}: {exc.key}: duplicate key (YAML would silently keep only the last one)"

@@ -3,7 +3,7 @@ table (`SCHEMA`).
 
 EVERY NEW hub.yaml KEY GOES IN `SCHEMA` BELOW (one line, next to its siblings). A key that is not
 listed there is refused as unknown, with a did-you-mean, so a typo (`role:` for `roles:`,
-`num_ctc:`) can never be silently ignored again. The forms (hub/core/config_forms.py): `Str()`
+`num_ctc:`) can never be silently ignored again. The forms (below): `Str()`
 (`choices=`, `plain_name=`), `Num(min, max, unit=)`, `Int(min, max, unit=)`, `Bool()`, `Command()`,
 `Map({...}, required=)`, `MapOf(values)`, `ListOf(items)`, `AnyOf((form, form))`; a key with a default
 declares it with its meaning, `.declared(default, help)`; for example
@@ -14,8 +14,8 @@ declares it with its meaning, `.declared(default, help)`; for example
 `default(key)`, and `hub init` writes hub.yaml with the declared defaults (config_template.py).
 
 `validate(raw)` is pure: it walks the parsed YAML against the table and returns every problem with the
-key path it sits at. `locate(text, path)` finds the line of a path in the file's text (PyYAML's
-composer, imported only when there is something to report). `config.py` turns the problems into one
+key path it sits at. config_report.py (loaded only when there is something to report) finds the line
+of a path in the file's text (`locate`, PyYAML's composer) and `config.py` turns the problems into one
 `ConfigError` naming the file, the line, the key path and the expected form.
 
 Hand-written rather than jsonschema or pydantic: importing either costs more than all of `hub status`
@@ -25,26 +25,264 @@ YAML value) means "use the default" for every key.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple, Self
 
-from hub.core.config_forms import (
-    AnyOf,
-    Bool,
-    Command,
-    Int,
-    ListOf,
-    Map,
-    MapOf,
-    Num,
-    Path,
-    Problem,
-    Scalar,
-    Spec,
-    Str,
-    did_you_mean,
-)
+Path = tuple[str | int, ...]
+
+
+class Problem(NamedTuple):
+    """One thing wrong in hub.yaml: where (a key path), what, and the form that was expected."""
+
+    path: Path
+    problem: str
+    expected: str = ""
+    at_key: bool = False  # the key itself is wrong (unknown): point at the key, not its value
+
+
+class Spec:
+    """A value's expected form. `check` returns the problems of one value (never raises).
+
+    A form in the table is also its key's declaration (`declared`): the value a key left out takes, and
+    what the key means. config.py's defaults, `hub init`'s hub.yaml (config_template.py) and README's key
+    reference take them from here."""
+
+    expected = "a value"
+    default: Any = None  # None: no default, or one config.py works out (`project`: the folder's name)
+    help = ""
+
+    def declared(self, default: Any = None, help: str = "") -> Self:
+        """This form as one key's declaration: a twin of it carrying the key's default and meaning (a
+        form like SECONDS serves several keys, each with a default of its own)."""
+        twin = object.__new__(type(self))
+        twin.__dict__.update(vars(self))
+        twin.default, twin.help = default, help
+        return twin
+
+    def check(self, value: Any, path: Path) -> list[Problem]:
+        raise NotImplementedError
+
+    def wrong(self, value: Any, path: Path) -> list[Problem]:
+        return [Problem(path, f"got {describe(value)}", self.expected)]
+
+
+class Str(Spec):
+    """A string; `choices` limits it to a few words, `plain_name` to a file name without folders."""
+
+    def __init__(
+        self, choices: tuple[str, ...] = (), plain_name: bool = False, non_empty: bool = True
+    ) -> None:
+        self.choices, self.plain_name, self.non_empty = choices, plain_name, non_empty
+
+    @property
+    def expected(self) -> str:  # type: ignore[override]
+        if self.choices:
+            return "one of " + ", ".join(self.choices)
+        return "a file name without '/'" if self.plain_name else "a string (quote it if YAML reads a number)"
+
+    def check(self, value: Any, path: Path) -> list[Problem]:
+        if not isinstance(value, str):
+            return self.wrong(value, path)
+        if self.choices and value not in self.choices:
+            hint = did_you_mean(value, self.choices)
+            return [Problem(path, f"'{value}' is not allowed{hint}", self.expected)]
+        if self.non_empty and not value.strip():
+            return [Problem(path, "is empty", self.expected)]
+        if self.plain_name and ("/" in value or "\\" in value or value in (".", "..")):
+            return [Problem(path, f"'{value}' is a path", self.expected)]
+        return []
+
+
+class Num(Spec):
+    """A number (an integer when `integer`), within [minimum, maximum] (> minimum when `above`); `unit`
+    says what it counts."""
+
+    def __init__(
+        self,
+        minimum: float | None = None,
+        maximum: float | None = None,
+        integer: bool = False,
+        unit: str = "",
+        above: bool = False,
+    ) -> None:
+        self.minimum, self.maximum, self.unit = minimum, maximum, unit
+        self.integer, self.above = integer, above
+
+    @property
+    def expected(self) -> str:  # type: ignore[override]
+        kind = "an integer" if self.integer else "a number"
+        bounds = []
+        if self.minimum is not None:
+            bounds.append(f"{'>' if self.above else '>='} {self.minimum:g}")
+        if self.maximum is not None:
+            bounds.append(f"<= {self.maximum:g}")
+        text = " ".join([kind, *([" and ".join(bounds)] if bounds else [])])
+        return f"{text} ({self.unit})" if self.unit else text
+
+    def check(self, value: Any, path: Path) -> list[Problem]:
+        ok_type = (int,) if self.integer else (int, float)
+        if isinstance(value, bool) or not isinstance(value, ok_type) or not math.isfinite(value):
+            return self.wrong(value, path)
+        low = self.minimum
+        if low is not None and (value <= low if self.above else value < low):
+            return [Problem(path, f"{value:g} is too small", self.expected)]
+        if self.maximum is not None and value > self.maximum:
+            return [Problem(path, f"{value:g} is too large", self.expected)]
+        return []
+
+
+def Int(minimum: float | None = None, maximum: float | None = None, unit: str = "") -> Num:
+    return Num(minimum, maximum, integer=True, unit=unit)
+
+
+class Command(Spec):
+    """A command line: a string (split on spaces) or a list of strings."""
+
+    expected = "a command: a string, or a list of strings like [python, -m, hub, worker, serve]"
+
+    def check(self, value: Any, path: Path) -> list[Problem]:
+        if isinstance(value, str) and value.strip():
+            return []
+        if isinstance(value, list) and value and all(isinstance(p, str | int | float) for p in value):
+            return []
+        return self.wrong(value, path)
+
+
+class Scalar(Spec):
+    """A string, number or boolean (an environment variable's value)."""
+
+    expected = "a string, number or boolean"
+
+    def check(self, value: Any, path: Path) -> list[Problem]:
+        return [] if isinstance(value, str | int | float | bool) else self.wrong(value, path)
+
+
+class Bool(Spec):
+    """true or false (YAML also reads yes/no/on/off as booleans)."""
+
+    expected = "true or false"
+
+    def check(self, value: Any, path: Path) -> list[Problem]:
+        return [] if isinstance(value, bool) else self.wrong(value, path)
+
+
+class AnyOf(Spec):
+    """One of several forms (e.g. `sandbox: off` or a mapping): the first form whose type fits decides;
+    when none fits, all are named."""
+
+    def __init__(self, forms: tuple[Spec, ...]) -> None:
+        self.forms = forms
+
+    @property
+    def expected(self) -> str:  # type: ignore[override]
+        return " or ".join(form.expected for form in self.forms)
+
+    def check(self, value: Any, path: Path) -> list[Problem]:
+        results = [form.check(value, path) for form in self.forms]
+        if any(not problems for problems in results):
+            return []
+        # A form whose type fits (its problems lie deeper, or are about the value, not its type).
+        for problems in results:
+            if not all(p.path == path and p.problem.startswith("got ") for p in problems):
+                return problems
+        return [Problem(path, f"got {describe(value)}", self.expected)]
+
+
+class Map(Spec):
+    """A mapping with known keys; `required` keys must be present."""
+
+    def __init__(
+        self, fields: Mapping[str, Spec], required: tuple[str, ...] = (), what: str = "a mapping"
+    ) -> None:
+        self.fields, self.required, self.what = fields, required, what
+
+    @property
+    def expected(self) -> str:  # type: ignore[override]
+        return f"{self.what} with keys {', '.join(self.fields)}"
+
+    def check(self, value: Any, path: Path) -> list[Problem]:
+        if not isinstance(value, dict):
+            return self.wrong(value, path)
+        problems: list[Problem] = []
+        for key, item in value.items():
+            spec = self.fields.get(str(key))
+            if spec is None:
+                hint = did_you_mean(str(key), list(self.fields))
+                known = ", ".join(self.fields)
+                problems.append(
+                    Problem((*path, str(key)), f"unknown key{hint}", f"one of {known}", at_key=True)
+                )
+            elif item is not None:
+                problems += spec.check(item, (*path, str(key)))
+        for key in self.required:
+            if value.get(key) is None:
+                problems.append(Problem((*path, key), "is missing", self.fields[key].expected))
+        return problems
+
+
+class MapOf(Spec):
+    """A mapping from names the user chooses (model names, variable names) to values of one form."""
+
+    def __init__(self, values: Spec, what: str = "a mapping") -> None:
+        self.values, self.what = values, what
+
+    @property
+    def expected(self) -> str:  # type: ignore[override]
+        return self.what
+
+    def check(self, value: Any, path: Path) -> list[Problem]:
+        if not isinstance(value, dict):
+            return self.wrong(value, path)
+        problems: list[Problem] = []
+        for key, item in value.items():
+            if item is not None:
+                problems += self.values.check(item, (*path, str(key)))
+        return problems
+
+
+class ListOf(Spec):
+    """A YAML list (`- item` lines) of values of one form."""
+
+    def __init__(self, items: Spec, what: str = "a list") -> None:
+        self.items, self.what = items, what
+
+    @property
+    def expected(self) -> str:  # type: ignore[override]
+        return self.what
+
+    def check(self, value: Any, path: Path) -> list[Problem]:
+        if not isinstance(value, list):
+            return self.wrong(value, path)
+        problems: list[Problem] = []
+        for index, item in enumerate(value):
+            if item is None:
+                problems.append(Problem((*path, index), "is empty", self.items.expected))
+            else:
+                problems += self.items.check(item, (*path, index))
+        return problems
+
+
+def did_you_mean(word: str, choices: Sequence[str]) -> str:
+    import difflib  # here, not at the top: only a wrong hub.yaml asks
+
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return f"; did you mean '{close[0]}'?" if close else ""
+
+
+def describe(value: Any) -> str:
+    kind = {
+        bool: "a boolean",
+        int: "an integer",
+        float: "a number",
+        str: "a string",
+        list: "a list",
+        dict: "a mapping",
+    }
+    shown = repr(value) if not isinstance(value, dict | list) or len(repr(value)) < 40 else ""
+    return f"{kind.get(type(value), type(value).__name__)} {shown}".rstrip()
+
 
 # --- the table ---------------------------------------------------------------------------------------
 
@@ -325,122 +563,3 @@ def _mcp_checks(raw: Mapping[str, Any]) -> list[Problem]:
                 Problem(at, "needs exactly one of command and url", "command (stdio) or url (HTTP)")
             )
     return problems
-
-
-def dotted(path: Path) -> str:
-    """roles.implementer.model, workers[0].url, models["qwen2.5-coder:7b"].num_ctx"""
-    out = ""
-    for part in path:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        elif part.replace("_", "").replace("-", "").isalnum():
-            out += f".{part}" if out else part
-        else:
-            out += f'["{part}"]'
-    return out or "(top level)"
-
-
-def locate(text: str, path: Path, at_key: bool = False) -> int | None:
-    """The 1-based line of `path` in the YAML `text` (of its key when `at_key`), or None."""
-    import yaml
-
-    try:
-        node: Any = yaml.compose(text)
-    except yaml.YAMLError:
-        return None
-    if node is None:
-        return None
-    line = node.start_mark.line
-    for i, part in enumerate(path):
-        last = i == len(path) - 1
-        if isinstance(node, yaml.MappingNode):
-            for key_node, value_node in node.value:
-                if str(key_node.value) == str(part):
-                    line = key_node.start_mark.line if (last and at_key) else value_node.start_mark.line
-                    if last and not at_key and not isinstance(value_node, yaml.ScalarNode):
-                        line = key_node.start_mark.line
-                    node = value_node
-                    break
-            else:
-                return line + 1
-        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
-            node = node.value[part]
-            line = node.start_mark.line
-        else:
-            return line + 1
-    return line + 1
-
-
-def yaml_error(path: Any, exc: Exception) -> str:
-    """`hub.yaml:LINE: not valid YAML: ...`, naming the file where PyYAML says "<unicode string>"."""
-    mark = getattr(exc, "problem_mark", None)
-    where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
-    return f"{where}: not valid YAML: " + str(exc).replace(
-        "<unicode string>", getattr(path, "name", str(path))
-    )
-
-
-def render(problems: Sequence[Problem], source: str, text: str | None) -> str:
-    """One line per problem: `file:line: key.path: what (expected: form)`."""
-    lines = []
-    for p in problems:
-        line = locate(text, p.path, p.at_key) if text is not None else None
-        where = f"{source}:{line}" if line else source
-        expected = f" (expected {p.expected})" if p.expected else ""
-        lines.append(f"{where}: {dotted(p.path)}: {p.problem}{expected}")
-    return "\n".join(lines)
-
-
-# --- the key reference -------------------------------------------------------------------------------
-
-
-def reference(spec: Spec = SCHEMA, prefix: str = "") -> list[tuple[str, str]]:
-    """Every key hub.yaml may hold, as (key path, its form in a few words), in the table's order: the
-    key and type columns of README's key reference, which tests/core/test_config.py checks against this so
-    the two cannot drift. `roles.<role>`: a mapping whose keys all take one mapping form; `workers[]`:
-    a list of mappings."""
-    rows: list[tuple[str, str]] = []
-    if isinstance(spec, Map):
-        forms = list(spec.fields.values())
-        if len(forms) > 1 and isinstance(forms[0], Map) and all(form is forms[0] for form in forms):
-            each = prefix.rsplit(".", 1)[-1].removesuffix("s")
-            return reference(forms[0], f"{prefix}.<{each}>")
-        for key, form in spec.fields.items():
-            found = reference(form, f"{prefix}.{key}" if prefix else key)
-            if key in spec.required:
-                found[0] = (found[0][0], f"{found[0][1]}, required")
-            rows += found
-        return rows
-    if isinstance(spec, MapOf) and isinstance(spec.values, Map):
-        return reference(spec.values, f"{prefix}.<{prefix.rsplit('.', 1)[-1].removesuffix('s')}>")
-    if isinstance(spec, ListOf) and isinstance(spec.items, Map):
-        return reference(spec.items, f"{prefix}[]")
-    rows.append((prefix, form_of(spec)))
-    if isinstance(spec, AnyOf):
-        for form in spec.forms:
-            if isinstance(form, Map):
-                rows += reference(form, prefix)
-    return rows
-
-
-def form_of(spec: Spec) -> str:
-    """A value's form in a few words, for the key reference."""
-    if isinstance(spec, Str):
-        if spec.choices:
-            return "/".join(spec.choices)
-        return "file name" if spec.plain_name else "string"
-    if isinstance(spec, Num):
-        return spec.expected.removeprefix("a ").removeprefix("an ")
-    if isinstance(spec, Command):
-        return "command: string or list"
-    if isinstance(spec, Scalar):
-        return "string, number or boolean"
-    if isinstance(spec, Bool):
-        return "true/false"
-    if isinstance(spec, AnyOf):
-        return " or ".join("mapping (below)" if isinstance(f, Map) else form_of(f) for f in spec.forms)
-    if isinstance(spec, MapOf):
-        return f"mapping of name to {form_of(spec.values)}"
-    if isinstance(spec, ListOf):
-        return f"list of {form_of(spec.items)}"
-    return "mapping"

@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hub.core.errors import EXIT_ERROR, HubError, describe, exit_code_for
-from hub.core.machine import explain
 
 if TYPE_CHECKING:
     from hub.phases.status import StatusDoc, TaskView
@@ -114,6 +113,8 @@ def fail(exc: HubError | OSError) -> None:
     if isinstance(exc, HubError):
         echo(f"hub: {describe(exc)}", err=True)
         sys.exit(exit_code_for(exc))
+    from hub.core.machine import explain  # here, not at the top: a `hub status` that works needs none
+
     echo(f"hub: {explain(exc)}", err=True)
     sys.exit(EXIT_ERROR)
 

@@ -30,12 +30,13 @@ from hub.state.machine import (
 if TYPE_CHECKING:
     from datetime import datetime
 
+    # The phases' clocks, as the contract's `limits.timeout_minutes` names them.
+    Clock = Literal["implementer", "local_review", "judge"]
+
     from hub.phases.outcome import Outcome
     from hub.state.contract import Contract
 
 
-# The phases' clocks, as the contract's `limits.timeout_minutes` names them.
-Clock = Literal["implementer", "local_review", "judge"]
 JUDGE_CLOCK: Final = "judge"
 
 

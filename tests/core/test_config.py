@@ -266,7 +266,7 @@ def readme_key_table() -> list[list[str]]:
 
 
 def test_the_readme_key_reference_lists_every_schema_key_with_its_type() -> None:
-    from hub.core.config_schema import reference
+    from hub.core.config_report import reference
 
     listed = [(key.strip("`"), form) for key, form, *_ in readme_key_table()]
     rows = "\n".join(f"| `{key}` | {form} | DEFAULT | MEANING |" for key, form in reference())
