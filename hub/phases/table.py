@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Final, Literal, NamedTuple
+from typing import TYPE_CHECKING, Final, Literal
 
 from hub.state.machine import (
     IMPLEMENTATION_IN_PROGRESS,
@@ -40,27 +40,39 @@ if TYPE_CHECKING:
 JUDGE_CLOCK: Final = "judge"
 
 
-class Facts(NamedTuple):
+# Plain classes with slots, not NamedTuples: a NamedTuple compiles its class's code as it is defined,
+# and this module is on every `hub status`'s path (issue 25: its start-up is counted).
+class Facts:
     """What `due()` decides on: the task's contract (None: no task in flight) and what lies around it."""
 
-    contract: Contract | None
-    now: datetime
-    judge_configured: bool
-    report_waiting: bool  # a JUDGE_REPORT.json/.md lies in the task's folder
+    __slots__ = ("contract", "judge_configured", "now", "report_waiting")
+
+    def __init__(
+        self, contract: Contract | None, now: datetime, judge_configured: bool, report_waiting: bool
+    ) -> None:
+        self.contract, self.now, self.judge_configured = contract, now, judge_configured
+        self.report_waiting = report_waiting  # a JUDGE_REPORT.json/.md lies in the task's folder
 
 
-class Phase(NamedTuple):
-    """One row of the table."""
+class Phase:
+    """One row of the table (read, never changed)."""
 
-    name: str  # the `hub` command, and what `due()` answers
-    target: str  # "module:function", imported when the phase runs
-    runs_from: frozenset[str | None]  # the states `due()` runs it from (None: no task in flight)
-    help: str  # its command's --help line
-    when: Callable[[Facts], str | None]  # in one of those states: why it is due, or None (not now)
-    timeout_key: Clock | None = None  # its clock: limits.timeout_minutes.<key> in the contract
-    command: bool = True  # a `hub` command of its own
-    # Its command's options besides --task and --json: (flag, the function's keyword, help line).
-    options: tuple[tuple[str, str, str], ...] = ()
+    __slots__ = ("command", "help", "name", "options", "runs_from", "target", "timeout_key", "when")
+
+    def __init__(
+        self,
+        name: str,  # the `hub` command, and what `due()` answers
+        target: str,  # "module:function", imported when the phase runs
+        runs_from: frozenset[str | None],  # the states `due()` runs it from (None: no task in flight)
+        help: str,  # its command's --help line
+        when: Callable[[Facts], str | None],  # in one of those states: why it is due, or None (not now)
+        timeout_key: Clock | None = None,  # its clock: limits.timeout_minutes.<key> in the contract
+        command: bool = True,  # a `hub` command of its own
+        # Its command's options besides --task and --json: (flag, the function's keyword, help line).
+        options: tuple[tuple[str, str, str], ...] = (),
+    ) -> None:
+        self.name, self.target, self.runs_from, self.help = name, target, runs_from, help
+        self.when, self.timeout_key, self.command, self.options = when, timeout_key, command, options
 
 
 def _verdict(facts: Facts) -> object:
