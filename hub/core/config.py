@@ -8,7 +8,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
 import sys
 import time
 from collections.abc import Mapping
@@ -19,13 +18,14 @@ from typing import Any, NamedTuple
 from hub.core import config_schema
 from hub.core.agent_config import AgentSettings, MCPServer, agent_settings, mcp_servers
 from hub.core.atomic import write_atomic
-from hub.core.config_schema import BACKENDS, ROLES, TRANSPORTS
+from hub.core.config_schema import BACKENDS, ROLES, TRANSPORTS, default
 from hub.core.errors import ConfigError
 from hub.core.sandbox_config import SandboxMode, SandboxSettings, sandbox_settings
 from hub.core.text import and_more
 
-# The one default of the changed-files breaker: hub.yaml's limits.max_changed_files overrides it.
-DEFAULT_MAX_CHANGED_FILES = 20
+# Every default below is the one config_schema declares for its hub.yaml key.
+# The changed-files breaker's, for a contract that names none: hub.yaml's limits.max_changed_files.
+DEFAULT_MAX_CHANGED_FILES: int = default("limits.max_changed_files")
 
 
 CONFIG_FILE = "hub.yaml"
@@ -42,72 +42,17 @@ __all__ = [
     "load_config",
 ]
 
-DEFAULT_MODEL = "qwen2.5-coder:7b"
-HALT_NAME = re.compile(r"[A-Za-z0-9._-]{1,100}")
-# The README's value: a typical source file (~20 KB, ~5,300 estimated tokens), the instructions and a
-# whole-file answer (num_predict 6144) fit; 8192 did not hold a 46 KB file or its answer.
-DEFAULT_NUM_CTX = 16384
+DEFAULT_MODEL: str = default("roles.<role>.model")
+# What a halt file's name may hold (letters, digits, . _ -; 1 to 100 of them), checked on every command
+# without a regex, whose compiling alone would cost each one ~0.2 ms.
+HALT_NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-")
+DEFAULT_NUM_CTX: int = default("default_num_ctx")
 # Room kept for each role's answer (Ollama's num_predict): the implementer writes whole files.
 DEFAULT_NUM_PREDICT = {"implementer": 6144, "local_reviewer": 2048, "judge": 4096}
-DEFAULT_SERVER_WAIT_MINUTES = 30.0
-DEFAULT_LOAD_SECONDS = 600.0
+DEFAULT_SERVER_WAIT_MINUTES = float(default("limits.server_wait_minutes"))
+DEFAULT_LOAD_SECONDS = float(default("roles.<role>.timeouts.load"))
 # The window Ollama uses when a worker cannot pass num_ctx (npm ollama-mcp): its default.
-DEFAULT_SERVER_NUM_CTX = 4096
-
-DEFAULT_YAML = """\
-# agent-hub configuration. Environment variables (OLLAMA_HOST, HUB_*) override these values.
-project: {project}
-
-ollama:
-  host: http://127.0.0.1:11434
-
-# Which model plays each role, and how it is reached:
-#   backend: mcp    -> through an MCP worker server (below), the default
-#   backend: ollama -> straight to Ollama's HTTP API
-#   backend: openai -> an OpenAI-compatible /v1/chat/completions server (vLLM, llama.cpp, LM Studio)
-# Timeouts are seconds: loading the model (its own clock), then to the first token, the longest gap
-# between tokens (a stall), and in total. num_predict is the room kept for the answer in num_ctx.
-roles:
-  implementer:
-    model: {model}
-    backend: mcp
-    worker: hub
-    timeouts: {{load: 600, first_token: 180, stall: 60, total: 900}}
-    num_predict: 6144
-  local_reviewer:
-    model: {model}
-    backend: mcp
-    worker: hub
-    timeouts: {{load: 600, first_token: 180, stall: 60, total: 600}}
-    num_predict: 2048
-  judge:
-    model: {model}
-
-# num_ctx is fixed per model: a value that changes between calls makes Ollama reload the model.
-models:
-  {model}:
-    num_ctx: {num_ctx}
-
-# MCP worker servers. "hub" is this package's own, run inside each hub process (no process per phase);
-# as a process of its own:  {{name: hub, transport: stdio, command: [{python}, -m, hub, worker, serve]}}
-# npm ollama-mcp 2.x works too:  {{name: npm, transport: stdio, command: [npx, -y, ollama-mcp@2]}}
-workers:
-  - name: hub
-    transport: inprocess
-
-# The judge: a command given REVIEW_REQUEST.md on stdin (e.g. "claude -p ..."), or a model (backend).
-judge:
-  command: null
-  backend: null
-
-# An unreachable or restarting model server is waited out this long (with back-off) before a halt.
-limits:
-  server_wait_minutes: 30
-
-acceptance_timeout_seconds: 300
-halt_file: ERIK_HALT.md
-"""
-
+DEFAULT_SERVER_NUM_CTX: int = default("workers[].num_ctx")
 
 # The records below are NamedTuples, not dataclasses: every `hub status` builds them, and a dataclass
 # costs 0.3 ms to define and its module 5 ms to import; with the others on status's path, a third of its
@@ -119,9 +64,9 @@ NOTHING: Mapping[str, Any] = MappingProxyType({})  # the default of every mappin
 class Timeouts(NamedTuple):
     """The three clocks of a model call, in seconds."""
 
-    first_token: float = 180.0
-    stall: float = 60.0
-    total: float = 900.0
+    first_token: float = float(default("roles.<role>.timeouts.first_token"))
+    stall: float = float(default("roles.<role>.timeouts.stall"))
+    total: float = float(default("roles.<role>.timeouts.total"))
     load: float = DEFAULT_LOAD_SECONDS
 
 
@@ -130,19 +75,21 @@ class RoleConfig(NamedTuple):
 
     name: str
     model: str
-    backend: str = "mcp"
-    worker: str = "hub"
+    backend: str = default("roles.<role>.backend")
+    worker: str = default("roles.<role>.worker")
     timeouts: Timeouts = Timeouts()
-    temperature: float = 0.2
+    temperature: float = default("roles.<role>.temperature")
     num_predict: int | None = None
-    mode: str = "edit"  # the implementer's: "edit" (one answer of edits) or "agent" (tool calls; issue 19)
+    mode: str = default(
+        "roles.<role>.mode"
+    )  # the implementer's: "edit" (one answer of edits) or "agent" (tool calls; issue 19)
 
 
 class WorkerServer(NamedTuple):
     """An MCP worker server the hub may talk to."""
 
     name: str
-    transport: str = "stdio"
+    transport: str = default("workers[].transport")
     command: tuple[str, ...] = ()
     url: str | None = None
     env: Mapping[str, str] = NOTHING
@@ -162,19 +109,19 @@ class Config(NamedTuple):
     repo_root: Path
     handoff_dir: Path
     project: str = "hub"
-    halt_file: str = "ERIK_HALT.md"
-    ollama_host: str = "http://127.0.0.1:11434"
-    openai_base_url: str = "http://127.0.0.1:8000/v1"
+    halt_file: str = default("halt_file")
+    ollama_host: str = default("ollama.host")
+    openai_base_url: str = default("openai.base_url")
     openai_api_key: str | None = None
     roles: Mapping[str, RoleConfig] = NOTHING
     num_ctx: Mapping[str, int] = NOTHING
     default_num_ctx: int = DEFAULT_NUM_CTX
     workers: tuple[WorkerServer, ...] = ()
     judge: JudgeConfig = JudgeConfig()
-    acceptance_timeout_seconds: float = 300.0
+    acceptance_timeout_seconds: float = float(default("acceptance_timeout_seconds"))
     max_changed_files: int = DEFAULT_MAX_CHANGED_FILES
-    max_reply_chars: int = 400_000
-    global_timeout_hours: float = 4.0
+    max_reply_chars: int = default("limits.max_reply_chars")
+    global_timeout_hours: float = float(default("limits.global_timeout_hours"))
     task_limits: Mapping[str, Any] = NOTHING  # limits.timeout_minutes, max_rebuttals
     rules_catalog_url: str | None = None
     mcp_token: str | None = None
@@ -192,14 +139,14 @@ class Config(NamedTuple):
     # Where each task's git worktree lives; None: inside the git directory, where a test runner, a
     # search or an IDE opened on the user's checkout does not walk (see `worktrees_root`).
     worktrees_dir: Path | None = None
-    keep_branches: bool = False
-    parallel_tasks: int = 2
+    keep_branches: bool = default("keep_branches")
+    parallel_tasks: int = default("limits.parallel_tasks")
     # The model servers and how many generations each runs at once (Ollama's OLLAMA_NUM_PARALLEL).
     # Empty: `ollama_host` alone, with `ollama_slots`.
-    ollama_slots: int = 1
+    ollama_slots: int = default("ollama.slots")
     ollama_hosts: tuple[tuple[str, int], ...] = ()
     # How long Ollama keeps a model loaded after a call (`keep_alive`: "30m", seconds, -1 for good).
-    ollama_keep_alive: str | float = "30m"
+    ollama_keep_alive: str | float = default("ollama.keep_alive")
 
     def model_servers(self) -> tuple[tuple[str, int], ...]:
         """(url, slots) of every model server a call may go to."""
@@ -272,7 +219,7 @@ def normalize_ollama_host(value: str) -> str:
     """Accept OLLAMA_HOST the way Ollama does: `host`, `host:port`, or a URL."""
     value = value.strip().rstrip("/")
     if not value:
-        return "http://127.0.0.1:11434"
+        return str(default("ollama.host"))
     if "://" not in value:
         value = "http://" + value
     scheme, rest = value.split("://", 1)
@@ -285,7 +232,10 @@ def normalize_ollama_host(value: str) -> str:
 
 
 def default_yaml(project: str, model: str = DEFAULT_MODEL) -> str:
-    return DEFAULT_YAML.format(project=project, model=model, num_ctx=DEFAULT_NUM_CTX, python="python")
+    """The hub.yaml `hub init` writes (hub/core/config_template.py)."""
+    from hub.core.config_template import render  # here, not at the top: only `hub init` writes one
+
+    return render(project, model, DEFAULT_NUM_PREDICT)
 
 
 def load_config(
@@ -313,7 +263,9 @@ def check(raw: Any, path: Path) -> None:
         text: str | None = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):
         text = None
-    shown = config_schema.render(problems[:20], str(path), text)
+    from hub.core.config_report import render  # here, not at the top: only a bad hub.yaml is reported
+
+    shown = render(problems[:20], str(path), text)
     more = f"\n...{and_more(len(problems), 20)}" if len(problems) > 20 else ""
     head = f"{path}: {len(problems)} problems; fix them and run again\n" if len(problems) > 1 else ""
     raise ConfigError(head + shown + more)
@@ -352,7 +304,9 @@ def read_yaml(path: Path) -> dict[str, Any]:
     try:
         loaded = yaml.load(text, Loader=_unique_keys_loader())
     except yaml.YAMLError as exc:
-        raise ConfigError(config_schema.yaml_error(path, exc)) from None
+        from hub.core.config_report import yaml_error
+
+        raise ConfigError(yaml_error(path, exc)) from None
     except _DuplicateKey as exc:
         raise ConfigError(
             f"{path}:{exc.line}: {exc.key}: duplicate key (YAML would silently keep only the last one)"
@@ -412,9 +366,8 @@ def _from_raw(
         if not handoff_dir.is_absolute():
             handoff_dir = repo_root / handoff_dir
 
-    ollama_host = normalize_ollama_host(env.get("OLLAMA_HOST") or section("ollama").get("host") or "")
-    openai = section("openai")
-    api_key_env = openai.get("api_key_env") or "OPENAI_API_KEY"
+    ollama_host = normalize_ollama_host(env.get("OLLAMA_HOST") or given(raw, "ollama.host"))
+    api_key_env = given(raw, "openai.api_key_env")
     num_ctx = {
         str(model): settings["num_ctx"]
         for model, settings in section("models").items()
@@ -430,8 +383,8 @@ def _from_raw(
     judge = section("judge")
     limits = section("limits")
     # The schema checks hub.yaml's halt_file; HUB_HALT_FILE bypasses it, and must not climb out either.
-    halt_file = str(env.get("HUB_HALT_FILE") or raw.get("halt_file") or "ERIK_HALT.md")
-    if not HALT_NAME.fullmatch(halt_file) or halt_file in (".", ".."):
+    halt_file = str(env.get("HUB_HALT_FILE") or given(raw, "halt_file"))
+    if not 0 < len(halt_file) <= 100 or not HALT_NAME_CHARS.issuperset(halt_file) or halt_file in (".", ".."):
         raise ConfigError(
             f"{source}: halt_file: '{halt_file}' must be a file name in the handoff folder "
             "(letters, digits, . _ -; no folder)"
@@ -442,36 +395,47 @@ def _from_raw(
         project=str(env.get("HUB_PROJECT") or raw.get("project") or repo_root.name or "hub"),
         halt_file=halt_file,
         ollama_host=ollama_host,
-        openai_base_url=str(
-            env.get("HUB_OPENAI_BASE_URL") or openai.get("base_url") or "http://127.0.0.1:8000/v1"
-        ),
+        openai_base_url=str(env.get("HUB_OPENAI_BASE_URL") or given(raw, "openai.base_url")),
         openai_api_key=env.get(str(api_key_env)) or None,
         roles=roles,
         num_ctx=num_ctx,
-        default_num_ctx=int(raw.get("default_num_ctx") or DEFAULT_NUM_CTX),
+        default_num_ctx=int(given(raw, "default_num_ctx")),
         workers=tuple(workers),
         judge=JudgeConfig(
             command=env.get("HUB_JUDGE_COMMAND") or judge.get("command"), backend=judge.get("backend")
         ),
-        acceptance_timeout_seconds=float(raw.get("acceptance_timeout_seconds") or 300),
-        max_changed_files=int(limits.get("max_changed_files") or DEFAULT_MAX_CHANGED_FILES),
-        max_reply_chars=int(limits.get("max_reply_chars") or 400_000),
-        global_timeout_hours=float(limits.get("global_timeout_hours") or 4),
+        acceptance_timeout_seconds=float(given(raw, "acceptance_timeout_seconds")),
+        max_changed_files=int(given(raw, "limits.max_changed_files")),
+        max_reply_chars=int(given(raw, "limits.max_reply_chars")),
+        global_timeout_hours=float(given(raw, "limits.global_timeout_hours")),
         task_limits={k: limits[k] for k in ("timeout_minutes", "max_rebuttals") if limits.get(k) is not None},
         rules_catalog_url=section("rules").get("catalog_url"),
         mcp_token=env.get("HUB_MCP_TOKEN") or None,
         sandbox=sandbox_settings(raw.get("sandbox"), env.get("HUB_SANDBOX"), repo_root, source),
-        server_wait_minutes=_or(limits.get("server_wait_minutes"), DEFAULT_SERVER_WAIT_MINUTES),
-        ollama_slots=_positive_int(section("ollama").get("slots", 1), "ollama.slots", source),
+        server_wait_minutes=float(given(raw, "limits.server_wait_minutes")),
+        ollama_slots=_positive_int(given(raw, "ollama.slots", absent=True), "ollama.slots", source),
         ollama_hosts=_hosts(section("ollama"), source),
-        ollama_keep_alive=section("ollama").get("keep_alive", "30m"),
+        ollama_keep_alive=given(raw, "ollama.keep_alive", absent=True),
         worktrees_dir=_worktrees_dir(raw.get("worktrees_dir"), repo_root, source),
-        keep_branches=_bool(raw.get("keep_branches", False), "keep_branches", source),
+        keep_branches=_bool(given(raw, "keep_branches", absent=True), "keep_branches", source),
         parallel_tasks=_env_int(env, "HUB_PARALLEL_TASKS")
-        or _positive_int(limits.get("parallel_tasks", 2), "limits.parallel_tasks", source),
+        or _positive_int(given(raw, "limits.parallel_tasks", absent=True), "limits.parallel_tasks", source),
         agent=agent_settings(section("agent")),
         mcp_servers=mcp_servers(raw.get("mcp_servers")),
     )
+
+
+def given(raw: Mapping[str, Any], key: str, absent: bool = False) -> Any:
+    """hub.yaml's value at `key` (dotted, e.g. `limits.server_wait_minutes`), or the key's declared
+    default when it is left out or empty (null: "use the default", as config_schema reads it). With
+    `absent`, only a key left out takes the default, and a null is passed on: the keys read so have
+    always refused it (`ollama.slots: null` is an error) or kept it (`ollama.keep_alive`)."""
+    value: Any = raw
+    for part in key.split("."):
+        if not isinstance(value, Mapping) or (absent and part not in value):
+            return default(key)
+        value = value.get(part)
+    return default(key) if value is None and not absent else value
 
 
 def _hosts(ollama: dict[str, Any], source: str) -> tuple[tuple[str, int], ...]:
@@ -481,7 +445,7 @@ def _hosts(ollama: dict[str, Any], source: str) -> tuple[tuple[str, int], ...]:
         return ()
     if not isinstance(raw, list) or not raw:
         raise ConfigError(f"{source}: ollama.hosts: expected a list of servers")
-    default_slots = ollama.get("slots", 1)
+    default_slots = ollama.get("slots", default("ollama.slots"))
     hosts = []
     for i, item in enumerate(raw):
         where = f"ollama.hosts[{i}]"
@@ -528,7 +492,7 @@ def _positive_int(value: Any, key: str, source: str) -> int:
 
 def _role(name: str, raw: dict[str, Any], env: Mapping[str, str], source: str) -> RoleConfig:
     env_key = f"HUB_{name.upper()}_"
-    backend = env.get(env_key + "BACKEND") or raw.get("backend") or "mcp"
+    backend = env.get(env_key + "BACKEND") or raw.get("backend") or default("roles.<role>.backend")
     if backend not in BACKENDS:
         raise ConfigError(f"{env_key}BACKEND: '{backend}' is not one of {', '.join(BACKENDS)}")
     t = raw.get("timeouts") or {}
@@ -544,18 +508,13 @@ def _role(name: str, raw: dict[str, Any], env: Mapping[str, str], source: str) -
         name=name,
         model=str(env.get(env_key + "MODEL") or raw.get("model") or DEFAULT_MODEL),
         backend=str(backend),
-        worker=str(raw.get("worker") or "hub"),
+        worker=str(raw.get("worker") or default("roles.<role>.worker")),
         timeouts=timeouts,
-        temperature=0.2 if temperature is None else float(temperature),
+        temperature=float(default("roles.<role>.temperature") if temperature is None else temperature),
         # null keeps a quarter of num_ctx for the answer (hub.workers.budget)
         num_predict=raw.get("num_predict", DEFAULT_NUM_PREDICT.get(name)),
-        mode=str(raw.get("mode") or "edit"),
+        mode=str(raw.get("mode") or default("roles.<role>.mode")),
     )
-
-
-def _or(value: Any, default: float) -> float:
-    """A checked number, or the default when unset (0 is a value: no waiting)."""
-    return default if value is None else float(value)
 
 
 def _worker(raw: dict[str, Any]) -> WorkerServer:
@@ -565,7 +524,7 @@ def _worker(raw: dict[str, Any]) -> WorkerServer:
     command = [sys.executable if part == "python" else str(part) for part in command]
     return WorkerServer(
         name=str(raw["name"]),
-        transport=raw.get("transport") or "stdio",
+        transport=raw.get("transport") or default("workers[].transport"),
         command=tuple(command),
         url=raw.get("url"),
         env={str(k): str(v) for k, v in (raw.get("env") or {}).items()},

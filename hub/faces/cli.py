@@ -1,9 +1,11 @@
 """The `hub` command line: parse, call one function, print. Errors become exit codes in `main()` only.
 
-Each command imports its phase inside its body, and the group imports configuration and logging only
-for the commands that use them, so `hub --help` loads little beyond click and `hub status` only what
-status reads (tests/faces/test_cli.py holds both to none of the heavy libraries). The console entry
-point is `entry.main`: it runs a plain `hub status` without importing click at all.
+Each command imports its phase inside its body (the phase commands are made from the phase table,
+hub.phases.table, which names each phase's function by module path), and the group imports
+configuration and logging only for the commands that use them, so `hub --help` loads little beyond
+click and `hub status` only what status reads (tests/faces/test_cli.py holds both to none of the heavy
+libraries and no phase module). The console entry point is `entry.main`: it runs a plain `hub status`
+without importing click at all.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -28,6 +31,7 @@ from hub.faces.cli_common import (
 from hub.faces.cli_eval import eval_
 from hub.faces.cli_plain import LOG_FORMATS, LOG_LEVELS, aborted, echo, fail, status_text, warn_mistyped
 from hub.faces.cli_tools import backlog, note, rules
+from hub.phases.table import PHASES, Phase, phase_function
 
 
 @click.group(context_settings=CONTEXT_SETTINGS)
@@ -160,74 +164,28 @@ def new(
     finish(create(state.context(), fields, create_target), as_json)
 
 
-@cli.command("setup-task")
-@click.option("--base", help="Base branch (default: the current branch).")
-@task_option
-@json_option
-@pass_state
-def setup_task(state: State, base: str | None, as_json: bool) -> None:
-    """Create task/<task_id> from the base branch in the task's own worktree (your checkout is untouched)."""
-    from hub.phases.setup import setup_task as run
-
-    finish(run(state.context(), base), as_json)
-
-
 # --- the phases -----------------------------------------------------------------------------------------
 
 
-@cli.command("run-implementer")
-@task_option
-@json_option
-@pass_state
-def run_implementer(state: State, as_json: bool) -> None:
-    """Have the local implementer model write the change."""
-    from hub.phases.implement import run_implementer as run
+# Each phase of the table (hub.phases.table) is a command of its own: `hub <phase> [--task] [--json]`
+# and the options its row names; its help line is the row's.
+def phase_command(phase: Phase) -> click.Command:
+    """The `hub` command that runs `phase` (the table's row), its module imported when it runs."""
 
-    finish(run(state.context()), as_json)
+    def run(state: State, as_json: bool, **options: Any) -> None:
+        finish(phase_function(phase.name)(state.context(), **options), as_json)
 
-
-@cli.command("run-local-review")
-@task_option
-@json_option
-@pass_state
-def run_local_review(state: State, as_json: bool) -> None:
-    """Run the static rules, the syntax check and the local reviewer model on the change."""
-    from hub.phases.review import run_local_review as run
-
-    finish(run(state.context()), as_json)
+    command = pass_state(run)
+    for option in (json_option, task_option):
+        command = option(command)
+    for flag, keyword, text in reversed(phase.options):
+        command = click.option(flag, keyword, help=text)(command)
+    return cli.command(phase.name, help=phase.help)(command)
 
 
-@cli.command("report-judge")
-@task_option
-@json_option
-@pass_state
-def report_judge(state: State, as_json: bool) -> None:
-    """Apply the verdict in _handoff/tasks/<task_id>/JUDGE_REPORT.json (or JUDGE_REPORT.md)."""
-    from hub.phases.judge import report_judge as run
-
-    finish(run(state.context()), as_json)
-
-
-@cli.command("run-judge")
-@task_option
-@json_option
-@pass_state
-def run_judge(state: State, as_json: bool) -> None:
-    """Run the configured judge (judge.command or judge.backend) on the review request; apply its verdict."""
-    from hub.phases.judge_runner import run_judge as run
-
-    finish(run(state.context()), as_json)
-
-
-@cli.command("timeout-judge")
-@task_option
-@json_option
-@pass_state
-def timeout_judge(state: State, as_json: bool) -> None:
-    """Halt a judge review that has run past limits.timeout_minutes.judge."""
-    from hub.phases.judge import timeout_judge as run
-
-    finish(run(state.context()), as_json)
+for _phase in PHASES:
+    if _phase.command:
+        phase_command(_phase)
 
 
 @cli.command()
@@ -240,17 +198,6 @@ def rebut(state: State, file: Path, as_json: bool) -> None:
     from hub.phases.judge import rebut as run
 
     finish(run(state.context(), read_input(file)), as_json)
-
-
-@cli.command("finalize-task")
-@task_option
-@json_option
-@pass_state
-def finalize_task(state: State, as_json: bool) -> None:
-    """Merge the task branch into its base (--no-ff) after a PASS verdict."""
-    from hub.phases.finalize import finalize_task as run
-
-    finish(run(state.context()), as_json)
 
 
 @cli.command()

@@ -6,7 +6,6 @@ Registered on the main group by hub/faces/cli.py; the command imports hub.evals 
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from pathlib import Path
@@ -75,6 +74,8 @@ def eval_(
     as_json: bool,
 ) -> None:
     """Run a suite of exercises (exercism's practice layout) through every phase and report the results."""
+    import json  # here, not at the top: `hub --help` imports this module and needs no json
+
     from hub.evals.run import EvalSettings, run_eval
     from hub.evals.suite import load_suite
 

@@ -5,14 +5,12 @@ plain `hub status` (`entry`) both run them, so the two ways cannot drift apart.
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hub.core.errors import EXIT_ERROR, HubError, describe, exit_code_for
-from hub.core.machine import explain
 
 if TYPE_CHECKING:
     from hub.phases.status import StatusDoc, TaskView
@@ -96,6 +94,8 @@ def echo(text: str, err: bool = False) -> None:
 
 def to_json(payload: Any) -> str:
     """The one JSON document a `--json` command prints."""
+    import json  # here, not at the top: `hub --help` prints none (a `hub status` has read a contract)
+
     return json.dumps(payload, indent=2, ensure_ascii=False, default=str)
 
 
@@ -113,6 +113,8 @@ def fail(exc: HubError | OSError) -> None:
     if isinstance(exc, HubError):
         echo(f"hub: {describe(exc)}", err=True)
         sys.exit(exit_code_for(exc))
+    from hub.core.machine import explain  # here, not at the top: a `hub status` that works needs none
+
     echo(f"hub: {explain(exc)}", err=True)
     sys.exit(EXIT_ERROR)
 

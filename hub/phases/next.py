@@ -5,7 +5,6 @@ moves tasks on, so one process takes a task as far as it can go without a person
 
 from __future__ import annotations
 
-import importlib
 import os
 import sys
 import threading
@@ -34,9 +33,9 @@ from hub.core.errors import (
 from hub.core.log import get_logger
 from hub.core.machine import explain
 from hub.phases.context import Context
-from hub.phases.finalize import archive_merged
 from hub.phases.outcome import Outcome
 from hub.phases.status import active_contract, due, judge_configured, report_waiting
+from hub.phases.table import PROMOTE, SETUP, phase_function
 from hub.repo.killed_git import GitBusy
 from hub.state import store
 from hub.state.contract import Contract
@@ -46,24 +45,6 @@ if TYPE_CHECKING:
     from concurrent.futures import Future, ThreadPoolExecutor
 
 log = get_logger(__name__)
-
-# phase name -> "module:function"; imported only when the phase runs.
-PHASES: dict[str, str] = {
-    "setup-task": "hub.phases.setup:setup_task",
-    "run-implementer": "hub.phases.implement:run_implementer",
-    "run-local-review": "hub.phases.review:run_local_review",
-    "run-judge": "hub.phases.judge_runner:run_judge",
-    "report-judge": "hub.phases.judge:report_judge",
-    "timeout-judge": "hub.phases.judge:timeout_judge",
-    "finalize-task": "hub.phases.finalize:finalize_task",
-    "promote-backlog": "hub.phases.promote:promote_next",
-}
-
-
-def phase_function(name: str) -> Callable[[Context], Outcome]:
-    module, _, func = PHASES[name].partition(":")
-    return getattr(importlib.import_module(module), func)
-
 
 # A safety valve for --until-idle, not a limit a backlog should reach: each round moves some task on.
 MAX_ROUNDS = 200
@@ -89,11 +70,11 @@ def run_next(
     sweep_temps(ctx.handoff_root.dir)
     promoted: list[Outcome] = []
     while True:
-        outcome = phase_function("promote-backlog")(ctx)
+        outcome = phase_function(PROMOTE)(ctx)
         if not outcome.task_id:
             not_promoted = outcome  # nothing ready, or a proposal blocked (with why)
             break
-        outcome.data.setdefault("ran", "promote-backlog")
+        outcome.data.setdefault("ran", PROMOTE)
         promoted.append(outcome)
     # Promotion was a promoted task's step; its setup-task is the next `hub next`'s.
     jobs, halted = due_jobs(ctx, skip={str(o.task_id) for o in promoted} | (skip or set()))
@@ -212,6 +193,9 @@ def next_step(ctx: Context) -> tuple[Contract | None, str | None, str]:
     phase `due` names (None: nothing is due) and why. TaskHalted while the task waits for a person."""
     contract = active_contract(ctx)
     if contract is not None and contract["status"] == MERGED:
+        # Here, not at the top: an idle `hub next` imports no phase it does not run.
+        from hub.phases.finalize import archive_merged
+
         try:
             contract = archive_merged(ctx)
         except GitBusy as exc:
@@ -253,7 +237,7 @@ def due_jobs(
             log.warning("next.task_unreadable", task=task_id, error=str(exc))
             halted.append(f"{task_id}: {describe(exc) if isinstance(exc, HubError) else explain(exc)}")
             continue
-        if contract is not None and phase is not None and phase != "promote-backlog":
+        if contract is not None and phase is not None and phase != PROMOTE:
             jobs.append((bound, phase, contract))
     return jobs, halted
 
@@ -303,7 +287,7 @@ def _run_due(ctx: Context, contract: Contract | None, phase: str) -> Outcome:
     try:
         return phase_function(phase)(ctx)
     except WrongState as exc:
-        if phase == "setup-task" and contract is not None and not contract["git"].get("task_branch"):
+        if phase == SETUP and contract is not None and not contract["git"].get("task_branch"):
             # Set up meanwhile by another run: setup-task changes no state, only the branch.
             now = active_contract(ctx.for_task(str(contract["task_id"])))
             if now is not None and now["git"].get("task_branch"):
@@ -410,7 +394,7 @@ def _due_now(bound: Context) -> tuple[Contract, str] | None:
         contract, phase, _ = next_step(bound)
     except (HubError, OSError):
         return None
-    if contract is None or phase is None or phase == "promote-backlog":
+    if contract is None or phase is None or phase == PROMOTE:
         return None
     return contract, phase
 

@@ -7,7 +7,7 @@ the same, is written by `hub.phases.status_md`.
 from __future__ import annotations
 
 import os
-from datetime import datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 from typing import Any, NotRequired, Required, TypedDict
 
@@ -15,6 +15,8 @@ from hub.core.errors import ContractInvalid, HubError, TaskChoice
 from hub.core.log import get_logger
 from hub.core.text import one_line
 from hub.phases.context import Context
+from hub.phases.table import JUDGING, Facts, due_phase
+from hub.phases.table import review_deadline as review_deadline  # judge.py's, where it always was
 from hub.state import handoff, store
 from hub.state.contract import (
     Breaker,
@@ -23,22 +25,14 @@ from hub.state.contract import (
     Lease,
     RoleCost,
     ServerWait,
-    Verdict,
-    iso,
-    parse_iso,
 )
 from hub.state.machine import (
     ERIK_CONSULTATION,
-    IMPLEMENTATION_IN_PROGRESS,
     JUDGE_REVIEW_IN_PROGRESS,
     MERGED,
-    PENDING_IMPLEMENTER,
     PENDING_JUDGE_REVIEW,
-    PENDING_LOCAL_REVIEW,
     PENDING_REBUTTAL,
     REVIEW_COMPLETE,
-    TIMEOUT_IMPLEMENTER,
-    TIMEOUT_JUDGE,
 )
 
 log = get_logger(__name__)
@@ -112,41 +106,18 @@ def due(
 ) -> tuple[str | None, str]:
     """The phase `hub next` runs for this contract, and why (None: nothing is due). Pure.
 
-    `report_waiting`: a JUDGE_REPORT.json/.md lies in the handoff folder."""
-    if contract is None:
-        return "promote-backlog", "no active task: promote the next ready backlog proposal"
+    `report_waiting`: a JUDGE_REPORT.json/.md lies in the handoff folder. Which phase runs from which
+    state is the phase table's (`hub.phases.table`); what waits for whom is said here."""
+    found = due_phase(Facts(contract, now, judge_configured, report_waiting))
+    if found is not None:
+        return found
+    assert contract is not None  # with no task, promoting the backlog is always due
     status = contract["status"]
-    if status == PENDING_IMPLEMENTER or status in (IMPLEMENTATION_IN_PROGRESS, TIMEOUT_IMPLEMENTER):
-        if not contract["git"].get("task_branch"):
-            return "setup-task", "the task has no branch yet"
-        return "run-implementer", "the implementer is due"
-    if status == PENDING_LOCAL_REVIEW:
-        return "run-local-review", "the local review is due"
-    if status in (PENDING_JUDGE_REVIEW, JUDGE_REVIEW_IN_PROGRESS):
-        if report_waiting:
-            return "report-judge", "a judge report is waiting"
-        deadline = review_deadline(contract)
-        if deadline and now > parse_iso(deadline):
-            return "timeout-judge", f"the review passed its deadline {deadline}"
-        if judge_configured:
-            return "run-judge", "a judge is configured"
+    if status in JUDGING:
         return (
             None,
             "waiting for the judge: write JUDGE_REPORT.json beside REVIEW_REQUEST.md, "
             f"then `hub report-judge --task {contract['task_id']}`",
-        )
-    if status == TIMEOUT_JUDGE:
-        return "timeout-judge", "the judge timed out"
-    if status == REVIEW_COMPLETE:
-        if contract["handoff_data"].get("judge_verdict") == Verdict.PASS:
-            waiting = contract["handoff_data"].get("merge_wait")
-            if waiting:
-                return "finalize-task", f"{waiting} (retried on every `hub next`)"
-            return "finalize-task", "the judge passed the task"
-        # A report-judge that died between recording the verdict and applying it.
-        return (
-            "report-judge",
-            f"the {contract['handoff_data'].get('judge_verdict')} verdict is not applied yet",
         )
     if status == PENDING_REBUTTAL:
         return None, "waiting on a rebuttal: `hub rebut FILE`"
@@ -155,14 +126,6 @@ def due(
     if status == MERGED:
         return None, "merged"
     return None, f"nothing runs from {status}"
-
-
-def review_deadline(contract: Contract) -> str | None:
-    started = contract["handoff_data"].get("review_requested_at")
-    if not started:
-        return None
-    minutes = contract["limits"]["timeout_minutes"]["judge"]
-    return iso(parse_iso(started) + timedelta(minutes=minutes))
 
 
 def active_contract(ctx: Context) -> Contract | None:

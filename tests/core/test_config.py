@@ -266,7 +266,7 @@ def readme_key_table() -> list[list[str]]:
 
 
 def test_the_readme_key_reference_lists_every_schema_key_with_its_type() -> None:
-    from hub.core.config_schema import reference
+    from hub.core.config_report import reference
 
     listed = [(key.strip("`"), form) for key, form, *_ in readme_key_table()]
     rows = "\n".join(f"| `{key}` | {form} | DEFAULT | MEANING |" for key, form in reference())
@@ -303,6 +303,63 @@ def test_the_readme_key_references_defaults_are_the_ones_an_empty_hub_yaml_gets(
     assert {key: documented[key] for key in actual} == {
         key: f"{value:g}" if isinstance(value, float) else str(value) for key, value in actual.items()
     }
+
+
+def test_the_readme_key_reference_gives_each_keys_declared_default_and_meaning() -> None:
+    from hub.core.config_schema import declaration
+    from hub.core.config_template import scalar
+
+    declared = 0
+    for key, _, shown, meaning in readme_key_table():
+        spec = declaration(key.strip("`"))
+        if spec.default is None and not spec.help:
+            continue
+        declared += 1
+        value = scalar(spec.default)
+        assert shown.startswith(f"`{value}`" if isinstance(spec.default, str) else value), key
+        assert meaning == spec.help, key
+    assert declared >= 25
+
+
+def test_hub_init_writes_the_declared_default_of_every_key_it_sets(tmp_path: Path) -> None:
+    from hub.core.config_schema import declaration
+    from hub.core.config_template import PLACEHOLDER, TEMPLATE
+
+    empty = load_config(tmp_path, env={})
+    write(tmp_path, default_yaml("demo"))
+    written = load_config(tmp_path, env={})
+    same = (
+        "halt_file",
+        "ollama_host",
+        "default_num_ctx",
+        "acceptance_timeout_seconds",
+        "server_wait_minutes",
+    )
+    assert {f: getattr(written, f) for f in same} == {f: getattr(empty, f) for f in same}
+    assert written.judge == empty.judge
+    for role in ("implementer", "local_reviewer"):
+        mine, left_out = written.role(role), empty.role(role)
+        assert (mine.backend, mine.worker, mine.model) == (left_out.backend, left_out.worker, left_out.model)
+        assert mine.timeouts._replace(total=left_out.timeouts.total) == left_out.timeouts
+    assert written.role("implementer").timeouts == empty.role("implementer").timeouts
+    # Every `{key}` the template names is a key of the table or one value render fills in itself.
+    own = {"project", "model", "python", "timeouts.implementer", "timeouts.local_reviewer"}
+    for key in PLACEHOLDER.findall(TEMPLATE):
+        assert key in own or key.startswith("num_predict.") or declaration(key) is not None, key
+
+
+def test_a_key_left_out_or_null_takes_its_declared_default_but_where_null_was_always_refused(
+    tmp_path: Path,
+) -> None:
+    write(
+        tmp_path, "limits:\n  server_wait_minutes: null\n  parallel_tasks: 3\nacceptance_timeout_seconds:\n"
+    )
+    config = load_config(tmp_path, env={})
+    assert config.server_wait_minutes == 30.0 and config.acceptance_timeout_seconds == 300.0
+    assert config.parallel_tasks == 3 and config.ollama_slots == 1 and config.keep_branches is False
+    write(tmp_path, "ollama:\n  slots: null\n", age_seconds=20.0)
+    with pytest.raises(ConfigError, match=r"ollama\.slots: expected an integer >= 1"):
+        load_config(tmp_path, env={})
 
 
 def test_a_hub_variable_a_typo_away_from_one_the_hub_reads_is_named_with_the_one_meant() -> None:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from hub.phases.context import Context
+from hub.phases.table import BY_NAME, PROMOTE
 from hub.state.handoff import phase_lock
 from hub.testing import FakeOllama
 
@@ -64,6 +65,45 @@ def test_help_and_status_import_none_of_the_heavy_libraries(hub: HubRunner, task
         assert ("click" in imported) == (args == ("--help",))  # a plain status needs no click
         if args == ("status",):  # nor what a dataclass or a hash costs (issue 25: < 5x `python -c pass`)
             assert imported.isdisjoint({"dataclasses", "inspect", "hashlib"}), imported
+
+
+def imported_modules(stderr: str) -> set[str]:
+    """Every module named in `-X importtime` lines, dotted names whole."""
+    return {
+        line.split("|")[2].strip()
+        for line in stderr.splitlines()
+        if line.startswith("import time:") and line.count("|") == 2
+    }
+
+
+def phase_modules() -> set[str]:
+    from hub.phases.table import PHASES
+
+    return {phase.target.partition(":")[0] for phase in PHASES}
+
+
+def test_help_status_and_an_idle_next_import_no_phase_they_do_not_run(
+    hub: HubRunner, task: TaskDriver
+) -> None:
+    # What the phase that an idle `hub next` runs (promoting the backlog) imports itself.
+    promote = BY_NAME[PROMOTE].target.partition(":")[0]
+    its_own = subprocess.run(
+        [sys.executable, "-c", f"import sys, {promote}; print(*sys.modules)"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    done = hub("next", env={"PYTHONPROFILEIMPORTTIME": "1"})
+    assert done.returncode == 0, done.stderr
+    assert "nothing to do" in done.stdout
+    assert imported_modules(done.stderr) & phase_modules() <= {promote, *its_own}
+    task.new()
+    task.setup()
+    for args in (("--help",), ("status",)):
+        done = hub(*args, env={"PYTHONPROFILEIMPORTTIME": "1"})
+        assert done.returncode == 0, done.stderr
+        assert "hub.faces.entry" in imported_modules(done.stderr), args  # the profile was read
+        assert imported_modules(done.stderr).isdisjoint(phase_modules()), args
 
 
 def test_usage_errors_exit_2(hub: HubRunner) -> None:
