@@ -30,7 +30,7 @@ if str(REPO) not in sys.path:
 from hub.core.errors import WorkerUnavailable  # noqa: E402  (the checkout, not an installed copy)
 from hub.core.log import configure  # noqa: E402
 from hub.testing import FakeOllama  # noqa: E402
-from hub.testing.context import default_tokenizer  # noqa: E402
+from hub.testing.window import default_tokenizer  # noqa: E402
 from hub.workers import budget, outage  # noqa: E402
 from hub.workers.base import ChatRequest  # noqa: E402
 from hub.workers.ollama import OllamaProvider  # noqa: E402

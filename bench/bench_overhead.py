@@ -247,7 +247,7 @@ def command_imports(fake_url: str) -> dict[str, dict[str, Any]]:
         measure("hub models (in-process worker)", repo, "models")
     for label, module in (
         ("hub mcp serve (its modules)", "hub.faces.mcp_server"),
-        ("hub worker serve (its modules)", "hub.workers.server"),
+        ("hub worker serve (its modules)", "hub.workers.worker_server"),
         ("hub watch (its modules)", "hub.faces.watch"),
     ):
         done = subprocess.run(
@@ -257,7 +257,7 @@ def command_imports(fake_url: str) -> dict[str, dict[str, Any]]:
             env=env,
         )
         seconds, sdk = import_seconds(done.stderr)
-        if module == "hub.workers.server":
+        if module == "hub.workers.worker_server":
             # Its module loads the SDK inside build_server: count what serving needs.
             done = subprocess.run(
                 [sys.executable, "-X", "importtime", "-c", f"import {module}; import mcp.server.mcpserver"],

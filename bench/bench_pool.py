@@ -39,7 +39,7 @@ if str(REPO) not in sys.path:
 from _repo import commit_repo  # noqa: E402  (bench/, beside this script)
 
 from hub.testing import FakeOllama  # noqa: E402  (the checkout, not an installed copy)
-from hub.testing.gpu import SimulatedGPU  # noqa: E402
+from hub.testing.fake_gpu import SimulatedGPU  # noqa: E402
 
 IMPL = "impl-model"
 REV = "rev-model"

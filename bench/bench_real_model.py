@@ -26,7 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from hub.evals.run import REQUIREMENT
+from hub.evals.runner import REQUIREMENT
 from hub.evals.suite import Exercise, load_suite
 
 AIDER_TIMEOUT = 1800

@@ -40,7 +40,7 @@ from hub.core.log import configure  # noqa: E402
 from hub.review.code import language_for  # noqa: E402
 from hub.review.ranking import Terms, is_test  # noqa: E402
 from hub.review.repomap import build_map, estimate_tokens, tracked_files  # noqa: E402
-from hub.testing.context import default_tokenizer  # noqa: E402
+from hub.testing.window import default_tokenizer  # noqa: E402
 from hub.workers import budget  # noqa: E402
 
 WORDS = "the cache of file tags and how the map is fitted to its budget"

@@ -45,7 +45,7 @@ from hub.phases.context import Context
 from hub.phases.finalize import finalize_task
 from hub.phases.implement import run_implementer
 from hub.phases.judge import report_judge
-from hub.phases.review import run_local_review
+from hub.phases.local_review import run_local_review
 from hub.phases.setup import create, setup_task
 from hub.safety.sandbox import availability, prepare
 from hub.state.store import load as load_contract

@@ -237,8 +237,8 @@ def startup(repeat: int) -> dict[str, float]:
         "python -c pass": median_seconds(run("-c", "pass"), repeat),
         "python -m hub --help": median_seconds(run("-m", "hub", "--help"), repeat),
         "import mcp": median_seconds(run("-c", "import mcp"), repeat),
-        "import hub.workers.server (the worker server's imports)": median_seconds(
-            run("-c", "import hub.workers.server"), repeat
+        "import hub.workers.worker_server (the worker server's imports)": median_seconds(
+            run("-c", "import hub.workers.worker_server"), repeat
         ),
     }
 
@@ -317,7 +317,7 @@ def in_process_profile(fake: FakeOllama) -> dict[str, dict[str, float]]:
     from hub.core.config import load_config
     from hub.phases.context import Context
     from hub.phases.implement import run_implementer
-    from hub.phases.review import run_local_review
+    from hub.phases.local_review import run_local_review
     from hub.phases.setup import create, setup_task
 
     out: dict[str, dict[str, float]] = {}

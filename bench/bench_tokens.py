@@ -30,7 +30,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from bench.bench_budget import kinds  # noqa: E402
-from hub.testing.context import default_tokenizer  # noqa: E402
+from hub.testing.window import default_tokenizer  # noqa: E402
 from hub.workers import budget, scripts  # noqa: E402
 
 SAMPLES = REPO / "tests" / "workers" / "data" / "scripts.json"

@@ -6,7 +6,7 @@ Every case in tests/agent/corpus/ (a reply in which a local model wrote its call
 a public issue thread or the real Qwen2.5-Coder-1.5B on this machine, with the calls a careful reader
 takes from it) goes through two readers:
 
-- the hub's text fallback, `hub.agent.calls.calls_in_text` (each call checked against its tool's schema);
+- the hub's text fallback, `hub.agent.text_calls.calls_in_text` (each call checked against its tool's schema);
 - a naive reader, what a simple agent does: `json.loads` of each fenced block (or of the whole reply when
   it has none), a call wherever the result has a `name` and `arguments`, run as written.
 
@@ -35,7 +35,7 @@ import structlog
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from hub.agent.calls import calls_in_text  # noqa: E402
+from hub.agent.text_calls import calls_in_text  # noqa: E402
 from hub.testing.call_corpus import OUTCOMES, CallCase, Read, load_call_cases, matches, score  # noqa: E402
 
 CORPUS = ROOT / "tests" / "agent" / "corpus"

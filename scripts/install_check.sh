@@ -36,8 +36,8 @@ smoke() {  # $1 label, $2 folder holding the installed hub
     # The stand-in model came along, beside the hub's own Python.
     "$(dirname "$py")/hub-standin" --help | grep -q "the script (YAML or JSON)"
     "$py" - <<'PY'
-import hub.core.prompts, hub.review.rules
-prompts, rules = hub.core.prompts.packaged_dir("prompts"), hub.review.rules.packaged_rules_dir()
+import hub.core.templates, hub.review.rules
+prompts, rules = hub.core.templates.packaged_dir("prompts"), hub.review.rules.packaged_rules_dir()
 assert "site-packages" in str(prompts) and (prompts / "implementer.md").is_file(), prompts
 assert "site-packages" in str(rules) and any(rules.glob("*.yml")), rules
 print("data from the wheel:", prompts.parent, "| ast-grep:", hub.review.rules.find_ast_grep())

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from hub.testing import FakeOllama
-from hub.testing.gpu import SimulatedGPU
+from hub.testing.fake_gpu import SimulatedGPU
 
 IMPL = "impl-model"
 REV = "rev-model"

@@ -21,7 +21,7 @@ from typing import Any
 from hub.core.errors import EditError
 from hub.core.files import read_capped
 from hub.core.log import get_logger
-from hub.core.paths import is_glob, path_parts
+from hub.core.relpaths import is_glob, path_parts
 from hub.edits.answer import apply_answer
 from hub.edits.apply import ApplyResult, apply_edits
 from hub.edits.edit import FileEdit, ParseResult, SearchReplace

@@ -1,4 +1,4 @@
-"""JSON in a model's text, for the text fallback (hub.agent.calls): one value decoded where it starts,
+"""JSON in a model's text, for the text fallback (hub.agent.text_calls): one value decoded where it starts,
 a cut (the text ends inside it) told apart from a break, and the tool calls a value is. Pure."""
 
 from __future__ import annotations

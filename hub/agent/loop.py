@@ -2,7 +2,7 @@
 
 Each turn sends the task's prompt, the turns so far and the tools; the model's calls are run in order
 (the server's own `tool_calls` first; when there are none, calls written in its text, read by
-`hub.agent.calls`), and their results go back as the next turns. Every call is held to its tool's
+`hub.agent.text_calls`), and their results go back as the next turns. Every call is held to its tool's
 schema first (`hub.agent.arguments.checked`): a call with an unknown name or bad arguments is answered with what is wrong,
 never run and never a crash. A reply with no call at all is read as an edit-mode answer (its edit
 blocks written through `hub.edits.answer`, the result told); a reply with neither is reminded once how
@@ -39,10 +39,10 @@ from typing import Any
 
 from hub.agent.arguments import checked
 from hub.agent.builtin import Tool, ToolRefused
-from hub.agent.calls import calls_in_text
+from hub.agent.text_calls import calls_in_text
 from hub.core.errors import ContextOverflow, EditError, HubError, WorkerError
 from hub.core.log import get_logger
-from hub.core.prompts import fragment
+from hub.core.templates import fragment
 from hub.edits.answer import check_reply
 from hub.workers import budget
 from hub.workers.base import ChatRequest, Generation, ToolCall

@@ -1,6 +1,6 @@
 """What goes back to the model about its answer, once: a cut-off answer, edits the pre-write check
 refused, SEARCH blocks that did not match (with the file's closest lines), and how a SEARCH/REPLACE block
-looks. The words are prompts/*.md templates (`hub.core.prompts`): `trust_root` is the folder whose own
+looks. The words are prompts/*.md templates (`hub.core.templates`): `trust_root` is the folder whose own
 prompts/ comes first, the user's checkout; None, the packaged templates only (the edit bench, tests)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hub.core.prompts import fragment
+from hub.core.templates import fragment
 
 if TYPE_CHECKING:
     from hub.edits.apply import ApplyResult

@@ -46,7 +46,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import replace
 
-from hub.core.paths import clean_path
+from hub.core.relpaths import clean_path
 from hub.edits.edit import FileEdit, ParseResult, SearchReplace
 from hub.edits.parse_blocks import CUT_DIVIDER, CUT_END, SR_START, group_blocks, read_blocks
 from hub.edits.parse_diff import NUMBERED_HUNK, hunk_blocks, in_hunk, looks_like_diff, split_diff

@@ -82,7 +82,7 @@ ARGUMENT_KEYS = ("arguments", "parameters", "args", "input")
 def call_parts(value: object) -> tuple[str, object] | None:
     """(tool name, arguments as written) of a JSON tool call: `{"name"|"tool", "arguments"|"parameters"|
     "args"|"input"}` or OpenAI's `{"function": {...}}`; None when `value` has neither shape. The arguments
-    may still be a JSON string; the agent's text fallback (hub.agent.calls) reads calls with this too."""
+    may still be a JSON string; the agent's text fallback (hub.agent.text_calls) reads calls with this too."""
     if not isinstance(value, dict):
         return None
     call: dict[str, Any] = value["function"] if isinstance(value.get("function"), dict) else value

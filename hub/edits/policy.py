@@ -8,7 +8,7 @@ gets written); a path into `.git/`. When exactly one file is allowed, an edit na
 folder, or naming a missing file whose every SEARCH block matches it exactly, goes to that file (aider
 reads these the same way). Files that change how git, CI or agents behave (`.gitattributes`, `.claude/`,
 `CLAUDE.md`, ...) only when `allowed_paths` names them exactly. Whether a path is allowed is decided by
-the one matcher, `hub.core.paths.refusal`. Reads the file system, never writes.
+the one matcher, `hub.core.relpaths.refusal`. Reads the file system, never writes.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from pathlib import Path
 from hub.core.errors import EditError
 from hub.core.files import read_text_capped
 from hub.core.log import get_logger
-from hub.core.paths import first_match, is_glob, path_parts, refusal
+from hub.core.relpaths import first_match, is_glob, path_parts, refusal
 from hub.edits.edit import FileEdit
 from hub.safety.trust import CONTROL_FILES
 

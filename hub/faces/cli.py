@@ -312,7 +312,7 @@ def worker() -> None:
 @click.option("--port", type=int, default=8765, show_default=True, help="Port to bind (http: endpoint /mcp).")
 def worker_serve(transport: str, host: str, port: int) -> None:
     """Serve ollama_run, ollama_list_models and ollama_chat over MCP, for the Ollama at OLLAMA_HOST."""
-    from hub.workers.server import serve
+    from hub.workers.worker_server import serve
 
     serve(transport, host, port)
 

@@ -76,7 +76,7 @@ def eval_(
     """Run a suite of exercises (exercism's practice layout) through every phase and report the results."""
     import json  # here, not at the top: `hub --help` imports this module and needs no json
 
-    from hub.evals.run import EvalSettings, run_eval
+    from hub.evals.runner import EvalSettings, run_eval
     from hub.evals.suite import load_suite
 
     exercises = load_suite(suite, only, letters)

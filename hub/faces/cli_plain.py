@@ -113,7 +113,7 @@ def fail(exc: HubError | OSError) -> None:
     if isinstance(exc, HubError):
         echo(f"hub: {describe(exc)}", err=True)
         sys.exit(exit_code_for(exc))
-    from hub.core.machine import explain  # here, not at the top: a `hub status` that works needs none
+    from hub.core.host_limits import explain  # here, not at the top: a `hub status` that works needs none
 
     echo(f"hub: {explain(exc)}", err=True)
     sys.exit(EXIT_ERROR)

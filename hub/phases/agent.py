@@ -30,8 +30,8 @@ from hub.agent.mcp import MCPTools
 from hub.core import backends
 from hub.core.errors import RuleError
 from hub.core.log import get_logger
-from hub.core.prompts import fragment, render
 from hub.core.redaction import user_secrets
+from hub.core.templates import fragment, render
 from hub.phases.acceptance import CommandResult
 from hub.phases.attempt_commands import failures
 from hub.phases.attempt_prompt import agent_prompt

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from hub.core.log import get_logger
 from hub.core.text import listed
-from hub.phases import prompts
+from hub.phases import prompt_parts
 from hub.phases.acceptance import CommandResult, run_command
 from hub.phases.attempt_records import record_command
 from hub.phases.run import Run
@@ -51,7 +51,7 @@ def run_acceptance_command(run: Run, command: str, jail: Jail | None) -> Command
     )
     restored = restore_outside_allowed(run, command)
     if restored:
-        note = prompts.fragment(config.trust_root, "command_restored", paths=listed(restored, 20))
+        note = prompt_parts.fragment(config.trust_root, "command_restored", paths=listed(restored, 20))
         result = replace(result, stderr=result.stderr + "\n" + note)
     record_command(run, command, result, jail, restored)
     return result

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from hub.core.faults import crash_point
 from hub.core.text import listed
-from hub.phases import prompts
+from hub.phases import prompt_parts
 from hub.phases.attempt_commands import clean_state
 from hub.phases.outcome import Outcome
 from hub.phases.run import Run
@@ -44,7 +44,7 @@ def commit_attempt(run: Run, written: Set[str], acceptance: list[CommandResult])
         raise Failed(
             Stall(
                 "uncommitted_edit",
-                prompts.fragment(run.ctx.config.trust_root, "uncommitted_edit", paths=listed(left, 20)),
+                prompt_parts.fragment(run.ctx.config.trust_root, "uncommitted_edit", paths=listed(left, 20)),
             )
         )
     return finish_code_written(run, commit)

@@ -11,7 +11,7 @@ from typing import Any
 
 from hub.core.files import read_text_capped
 from hub.core.redaction import user_secrets
-from hub.phases import prompts
+from hub.phases import prompt_parts
 from hub.phases.run import Run
 from hub.review.code import language_for, outline, render_outline
 from hub.state.backlog import notes_for_prompt
@@ -29,8 +29,8 @@ def task_fields(contract: Contract, feedback: str, no_allowed_path: str) -> dict
         "title": contract.get("title", ""),
         "allowed_paths": ", ".join(constraints["allowed_paths"]) or no_allowed_path,
         "forbidden_line": f"Never touch: {', '.join(forbidden)}.\n" if forbidden else "",
-        "requirements": prompts.bullets(spec["requirements"]),
-        "acceptance_criteria": prompts.bullets(spec.get("acceptance_criteria", [])),
+        "requirements": prompt_parts.bullets(spec["requirements"]),
+        "acceptance_criteria": prompt_parts.bullets(spec.get("acceptance_criteria", [])),
         "acceptance_commands": ", ".join(f"`{c}`" for c in spec.get("acceptance_commands", [])) or "(none)",
         "feedback": feedback,
     }
@@ -55,7 +55,7 @@ def build_prompt(run: Run, outlines: bool = False) -> str:
     # what the model's code may have written: the user's own secrets in them are replaced (issue 28).
     known = user_secrets(run.ctx.config, run.worktree)
     return known.redact_known(
-        prompts.render(
+        prompt_parts.render(
             run.ctx.config.trust_root,
             "implementer",
             **task_fields(contract, feedback_section(run), "none (the task names no target or allowed path)"),
@@ -81,7 +81,7 @@ def agent_prompt(run: Run) -> str:
         if named
         else "The task names no file: find the code it is about with list_files and search."
     )
-    return prompts.render(
+    return prompt_parts.render(
         run.ctx.config.trust_root,
         "agent",
         **task_fields(run.contract, feedback_section(run), "none (the task names no allowed path)"),
@@ -123,21 +123,23 @@ def feedback_section(run: Run) -> str:
     data, root = run.contract["handoff_data"], run.ctx.config.trust_root
     parts: list[str] = []
     if data.get("judge_verdict") in (Verdict.FAIL, Verdict.CONDITIONAL) and data.get("judge_blocking_issues"):
-        issues = prompts.issue_lines(data["judge_blocking_issues"])
-        parts.append(prompts.fragment(root, "judge_issues", verdict=data["judge_verdict"], issues=issues))
+        issues = prompt_parts.issue_lines(data["judge_blocking_issues"])
+        parts.append(
+            prompt_parts.fragment(root, "judge_issues", verdict=data["judge_verdict"], issues=issues)
+        )
         if data.get("judge_suggestions"):
-            suggestions = prompts.bullets(data["judge_suggestions"])
-            parts.append(prompts.fragment(root, "judge_suggestions", suggestions=suggestions))
+            suggestions = prompt_parts.bullets(data["judge_suggestions"])
+            parts.append(prompt_parts.fragment(root, "judge_suggestions", suggestions=suggestions))
     stalls = [s for s in data.get("stalls", []) if s.get("role") == "implementer"]
     if stalls and stalls[-1].get("attempt") == run.contract["attempt"] - 1:
         last = stalls[-1]
         detail = last.get("detail", "")[:1500]
-        parts.append(prompts.fragment(root, "previous_stall", reason=last["reason"], detail=detail))
+        parts.append(prompt_parts.fragment(root, "previous_stall", reason=last["reason"], detail=detail))
     notes = list(data.get("resume_notes", []))
     notes += [
         f"({n.get('type', 'note')}) {n.get('content', '')}"
         for n in notes_for_prompt(run.ctx.handoff, run.task_id)
     ]
     if notes:
-        parts.append(prompts.fragment(root, "notes", notes=prompts.bullets(notes)))
+        parts.append(prompt_parts.fragment(root, "notes", notes=prompt_parts.bullets(notes)))
     return ("\n" + "\n\n".join(parts) + "\n") if parts else ""

@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from hub.core.prompts import fragment
+from hub.core.templates import fragment
 from hub.state.contract import Issue
 
 if TYPE_CHECKING:

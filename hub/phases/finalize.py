@@ -7,8 +7,8 @@ from contextlib import suppress
 from hub.core.atomic import write_atomic
 from hub.core.errors import EXIT_HALTED, ContractInvalid, GitError, TaskHalted, WrongState, describe
 from hub.core.faults import crash_point
+from hub.core.host_limits import explain
 from hub.core.log import get_logger
-from hub.core.machine import explain
 from hub.phases.context import Context
 from hub.phases.halts import RESUME_TARGETS, check_note, resume_targets
 from hub.phases.judge import request_review, write_review_request

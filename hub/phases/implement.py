@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING
 
 from hub.core.errors import ContextOverflow, EditError
 from hub.core.log import get_logger
-from hub.core.paths import is_glob
+from hub.core.relpaths import is_glob
 from hub.edits.answer import apply_answer, check_reply, not_made_good, unapplied, written_blocks
 from hub.edits.feedback import answer_feedback, output_truncated
-from hub.phases import prompts
+from hub.phases import prompt_parts
 from hub.phases.attempt_commands import failures
 from hub.phases.attempt_prompt import build_prompt
 from hub.phases.outcome import Outcome
@@ -93,7 +93,7 @@ class EditAttempt:
         self.worker = worker
         self.run_ = bench.run
         self.config = bench.config
-        self.system = prompts.template(self.config.trust_root, "implementer_system").strip()
+        self.system = prompt_parts.template(self.config.trust_root, "implementer_system").strip()
         self.outlines = False  # the prompt shows the files other than the target as outlines
         self.same = False  # the last answer changed nothing: the same code, failing the same way
 
@@ -133,12 +133,14 @@ class EditAttempt:
             if not self.bench.applied_any or not isinstance(exc.failure, Stall):
                 raise
             stall, missing = exc.failure, unapplied(*first)
-            why = prompts.fragment(root, "partial_change_refused", reason=stall.reason, detail=stall.detail)
+            why = prompt_parts.fragment(
+                root, "partial_change_refused", reason=stall.reason, detail=stall.detail
+            )
             refused = [why]
         else:
             missing = unapplied(*again) + not_made_good(first[1], *again, self.bench.policy())
         if missing:
-            detail = prompts.fragment(root, "partial_change", unapplied="; ".join(missing + refused))
+            detail = prompt_parts.fragment(root, "partial_change", unapplied="; ".join(missing + refused))
             raise Failed(Stall("partial_change", detail))
 
     def _call(self, prompt: str, purpose: str, temperature: float | None = None) -> Generation:
@@ -198,14 +200,14 @@ class EditAttempt:
         # The prompt again, built from the worktree as the answer left it: the model must see the code
         # the failures are about (issue 18: shown the stub it had replaced, a real 1.5B sent the same
         # answer back word for word).
-        reflect = prompts.render(
+        reflect = prompt_parts.render(
             root,
             "reflection",
             prompt=build_prompt(self.run_, outlines=self.outlines),
             feedback=failures(failed),
         )
         if self.same:
-            reflect += "\n\n" + prompts.fragment(root, "reflection_same")
+            reflect += "\n\n" + prompt_parts.fragment(root, "reflection_same")
         # A small model at a low temperature answers the same prompt with the same code (the real
         # 1.5B sent one wrong answer back word for word through every reflection): after an answer
         # that changed nothing, the next is sampled warmer.
@@ -225,7 +227,7 @@ def budget_warning(ctx: Context, contract: Contract) -> str | None:
     if ctx.config.role("implementer").mode == "agent":
         return None
     run = Run(ctx, contract, "budget")
-    system = prompts.template(ctx.repo_root, "implementer_system").strip()
+    system = prompt_parts.template(ctx.repo_root, "implementer_system").strip()
     request = request_for(ctx.config, "implementer", build_prompt(run), system)
     fit = budget.plan(request.prompt, system, request.num_ctx, request.num_predict, scale=request.token_scale)
     target = contract["specification"].get("target_file")

@@ -9,7 +9,7 @@ from hub.core.errors import ContractInvalid, WrongState
 from hub.core.log import get_logger
 from hub.phases.context import Context
 from hub.phases.outcome import Outcome
-from hub.phases.prompts import render_review_request
+from hub.phases.prompt_parts import render_review_request
 from hub.phases.run import Run
 from hub.phases.session import running
 from hub.phases.status import review_deadline

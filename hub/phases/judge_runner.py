@@ -35,8 +35,7 @@ from hub.core.errors import ConfigError, ContractInvalid, HubError, WorkerError,
 from hub.core.faults import crash_point
 from hub.core.log import get_logger
 from hub.core.redaction import user_secrets
-from hub.phases import prompts
-from hub.phases.calls import generate
+from hub.phases import prompt_parts
 from hub.phases.context import Context
 from hub.phases.judge import (
     apply_verdict,
@@ -47,6 +46,7 @@ from hub.phases.judge import (
     report_judge,
     write_review_request,
 )
+from hub.phases.model_calls import generate
 from hub.phases.outcome import Outcome
 from hub.phases.run import Run, worktree_path
 from hub.phases.session import bind, pre_phase_trip, running
@@ -255,7 +255,7 @@ def _run_command(run: Run, command: str, request: str, seconds: float, folder: P
 def _run_model(run: Run, request: str, seconds: float) -> JudgeResult:
     config = run.ctx.config
     role = config.judge_role()
-    system = prompts.template(config.trust_root, "judge_system").strip()
+    system = prompt_parts.template(config.trust_root, "judge_system").strip()
     chat = request_for(config, role, request, system=system)
     chat = replace(chat, total_timeout=min(chat.total_timeout, seconds))
     record: dict[str, Any] = {"judge": "model", "backend": role.backend, "model": role.model}

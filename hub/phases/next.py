@@ -30,8 +30,8 @@ from hub.core.errors import (
     describe,
     exit_code_for,
 )
+from hub.core.host_limits import explain
 from hub.core.log import get_logger
-from hub.core.machine import explain
 from hub.phases.context import Context
 from hub.phases.outcome import Outcome
 from hub.phases.status import active_contract, due, judge_configured, report_waiting

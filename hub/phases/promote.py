@@ -7,9 +7,9 @@ from typing import Any
 from hub.core.log import get_logger
 from hub.phases.context import Context
 from hub.phases.outcome import Outcome
-from hub.phases.paths import why_blocked
 from hub.phases.setup import create
 from hub.phases.status import free_task_slots
+from hub.phases.task_paths import why_blocked
 from hub.state import backlog
 
 log = get_logger(__name__)

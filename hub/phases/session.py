@@ -14,8 +14,8 @@ from pathlib import Path
 
 from hub.core.atomic import sweep_temps, write_atomic
 from hub.core.errors import DirtyWorkTree, GitError, LockBusy, TaskChoice, TaskHalted, WrongState
+from hub.core.host_limits import explain
 from hub.core.log import get_logger
-from hub.core.machine import explain
 from hub.phases.context import Context
 from hub.phases.run import Run
 from hub.phases.written import finish_code_written

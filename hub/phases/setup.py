@@ -10,10 +10,10 @@ from hub.core.errors import GitError, HubError, NotInitialised, WrongState
 from hub.phases.context import Context
 from hub.phases.implement import budget_warning
 from hub.phases.outcome import Outcome
-from hub.phases.paths import check_task_paths
 from hub.phases.run import worktree_path
 from hub.phases.session import running
 from hub.phases.status_md import write_status
+from hub.phases.task_paths import check_task_paths
 from hub.repo import gitops
 from hub.state import new_task, store
 from hub.state.contract import Contract, TaskFields

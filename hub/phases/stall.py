@@ -17,8 +17,8 @@ from hub.core.errors import (
     WorkerTimeout,
     WorkerUnavailable,
 )
-from hub.phases.calls import never_answered, wait_for_server
 from hub.phases.live import CALL_FILE, live_call
+from hub.phases.model_calls import never_answered, wait_for_server
 from hub.phases.outcome import Outcome
 from hub.phases.run import Run
 from hub.repo import gitops

@@ -292,7 +292,7 @@ def idle_next(ctx: Context) -> str:
     same decision promotion makes; it asks git only to name the closest file to a missing one), or
     nothing (then say how to start one, rather than suggest promoting a backlog that is empty)."""
     # Here, not at the top: `hub status` with a task under way never reads the backlog.
-    from hub.phases.paths import why_blocked
+    from hub.phases.task_paths import why_blocked
     from hub.state.backlog import peek_next, proposal_to_fields
 
     entry, why = peek_next(ctx.handoff)

@@ -160,7 +160,7 @@ PHASES: tuple[Phase, ...] = (
     ),
     Phase(
         "run-local-review",
-        "hub.phases.review:run_local_review",
+        "hub.phases.local_review:run_local_review",
         frozenset({PENDING_LOCAL_REVIEW}),
         "Run the static rules, the syntax check and the local reviewer model on the change.",
         lambda facts: "the local review is due",

@@ -25,7 +25,7 @@ from hub.phases.attempt_commands import acceptance_stall, clean_state, run_accep
 from hub.phases.attempt_commit import commit_attempt
 from hub.phases.attempt_policy import policy_for
 from hub.phases.attempt_records import record_edits
-from hub.phases.calls import generate
+from hub.phases.model_calls import generate
 from hub.phases.outcome import Outcome
 from hub.phases.run import Run
 from hub.phases.stall import Failed, Stall, implementer_stall, model_unavailable, worker_failure

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from hub.core.errors import GitError
 from hub.core.files import read_capped
 from hub.core.log import get_logger
-from hub.core.paths import first_match, refusal
+from hub.core.relpaths import first_match, refusal
 from hub.repo.tree import remove_untracked
 
 if TYPE_CHECKING:
@@ -127,7 +127,7 @@ def in_scope(
 ) -> bool:
     """Whether a task may have written `path`: inside `scopes` (the allowed paths), outside `forbidden`
     and the control files, and a behaviour file only where named exactly. The one matcher decides
-    (`hub.core.paths.refusal`), as it does for the edit layer: a file one side allowed and the other
+    (`hub.core.relpaths.refusal`), as it does for the edit layer: a file one side allowed and the other
     did not was written and never committed, or committed and never allowed."""
     return refusal(path, scopes, forbidden, control) is None
 

@@ -340,6 +340,6 @@ def space_note(git_said: str, where: Path) -> str:
     """For git's "No space left on device": how much space is free, and where."""
     if "No space left on device" not in git_said:
         return ""
-    from hub.core.machine import free_space
+    from hub.core.host_limits import free_space
 
     return f"; {free_space(where)}"

@@ -50,7 +50,7 @@ Only the standard library is imported (yaml only to read a YAML script, qwen-tok
 this package is imported by every test that needs a model.
 """
 
+from hub.testing.fake_ollama import FakeOllama
 from hub.testing.replies import RecordedRequest, Reply, load_script
-from hub.testing.server import FakeOllama
 
 __all__ = ["FakeOllama", "RecordedRequest", "Reply", "load_script"]

@@ -10,8 +10,8 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from hub.testing.fake_ollama import FakeOllama
 from hub.testing.replies import Reply, load_script
-from hub.testing.server import FakeOllama
 
 SCRIPT_HELP = """\
 the script (YAML or JSON):

@@ -43,7 +43,7 @@ class Case:
     def default_path(self) -> str | None:
         """The implementer's fallback path for a block without one: the only allowed plain file."""
         only = self.allowed[0] if len(self.allowed) == 1 else None
-        # hub.core.paths.is_glob's test, written out: hub.testing imports nothing of hub above it, and
+        # hub.core.relpaths.is_glob's test, written out: hub.testing imports nothing of hub above it, and
         # bench/bench_edits.py copies this file into hub trees older than that helper.
         return only if only and not any(c in only for c in "*?[") else None
 

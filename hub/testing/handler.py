@@ -16,8 +16,8 @@ from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from hub.testing import context as ctxsim
-from hub.testing import tools
+from hub.testing import tool_shapes
+from hub.testing import window as ctxsim
 from hub.testing.replies import Reply
 from hub.testing.state import GENERATING_PATHS, FakeState, is_load
 from hub.testing.wire import (
@@ -250,7 +250,9 @@ def _generate(h: Handler, fake: FakeState, path: str, body: dict[str, Any] | Non
         h._send_json(400, kind.error_body("missing request body", 400))
         return
     problem = (
-        tools.wire_problem("ollama" if kind is Chat else "openai", body) if kind is not Completion else None
+        tool_shapes.wire_problem("ollama" if kind is Chat else "openai", body)
+        if kind is not Completion
+        else None
     )
     if problem is not None:
         h._send_json(400, kind.error_body(problem, 400))
@@ -346,7 +348,7 @@ def _window(fake: FakeState, model: str, body: dict[str, Any], fmt: Format) -> c
         return None
     messages = body.get("messages")
     parts = (
-        tools.message_texts(body)
+        tool_shapes.message_texts(body)
         if isinstance(messages, list)
         else [str(body.get("system") or ""), str(body.get("prompt") or "")]
     )

@@ -14,8 +14,8 @@ from collections import deque
 from collections.abc import Iterator
 from typing import Any
 
-from hub.testing import context as ctxsim
-from hub.testing.gpu import SimulatedGPU
+from hub.testing import window as ctxsim
+from hub.testing.fake_gpu import SimulatedGPU
 from hub.testing.replies import RecordedRequest, Reply, Responder, as_reply
 from hub.testing.wire import same_model, tagged
 

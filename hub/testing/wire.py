@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from hub.testing import tools
+from hub.testing import tool_shapes
 from hub.testing.replies import Reply
 
 VERSION = "0.6.8"
@@ -74,7 +74,7 @@ class Format:
         if self.speaks_tools:
             # A call's arguments as the model generated them, after the text; at least one piece per call.
             for index, call in enumerate(r.tool_calls):
-                text = tools.arguments_text(call)
+                text = tool_shapes.arguments_text(call)
                 out += [(f"tool:{index}", text[i : i + size]) for i in range(0, max(1, len(text)), size)]
         return out
 
@@ -92,7 +92,7 @@ class Format:
         return [self.line(self.error_body(self.reply.error or RUNNER_CRASHED))]
 
     def prompt_text(self) -> str:
-        return "".join(tools.message_texts(self.body))
+        return "".join(tool_shapes.message_texts(self.body))
 
     def counts(self) -> tuple[int, int]:
         r = self.reply
@@ -146,12 +146,12 @@ class Chat(Format):
     def chunk(self, field_name: str, piece: str) -> dict[str, Any] | None:
         if field_name.startswith("tool:"):
             # Ollama holds a call back while the model writes it and sends it whole, in one chunk of its
-            # own, once it parses (tools.py): nothing streams meanwhile.
+            # own, once it parses (tool_shapes.py): nothing streams meanwhile.
             index = int(field_name.removeprefix("tool:"))
             self.generated[index] = self.generated.get(index, 0) + len(piece)
-            if self.generated[index] < len(tools.arguments_text(self.reply.tool_calls[index])):
+            if self.generated[index] < len(tool_shapes.arguments_text(self.reply.tool_calls[index])):
                 return None
-            call = tools.ollama_call(self.reply.tool_calls[index])
+            call = tool_shapes.ollama_call(self.reply.tool_calls[index])
             calls = {"role": "assistant", "content": "", "tool_calls": [call]}
             return {"model": self.model, "created_at": timestamp(), "message": calls, "done": False}
         message: dict[str, Any] = {"role": "assistant", "content": piece if field_name == "content" else ""}
@@ -177,7 +177,7 @@ class Chat(Format):
         if thinking:
             message["thinking"] = thinking
         if self.reply.tool_calls:
-            message["tool_calls"] = [tools.ollama_call(call) for call in self.reply.tool_calls]
+            message["tool_calls"] = [tool_shapes.ollama_call(call) for call in self.reply.tool_calls]
         final = self.final(t)[0]
         final["message"] = message
         return final
@@ -270,11 +270,11 @@ class OpenAI(Format):
     def chunk(self, field_name: str, piece: str) -> dict[str, Any] | None:
         delta: dict[str, Any]
         if field_name.startswith("tool:"):
-            # Deltas keyed by index: id, type and name with the first fragment, then fragments (tools.py).
+            # Deltas keyed by index: id, type and name with the first fragment, then fragments (tool_shapes.py).
             index = int(field_name.removeprefix("tool:"))
             first = index not in self.opened_calls
             self.opened_calls.add(index)
-            call = tools.openai_delta(self.reply.tool_calls[index], index, self.id, piece, first)
+            call = tool_shapes.openai_delta(self.reply.tool_calls[index], index, self.id, piece, first)
             delta = (
                 {"role": "assistant", "content": None, "tool_calls": [call]}
                 if first
@@ -313,7 +313,9 @@ class OpenAI(Format):
             message["reasoning"] = thinking
         if self.reply.tool_calls:
             calls = self.reply.tool_calls
-            message["tool_calls"] = [tools.openai_call(call, i, self.id) for i, call in enumerate(calls)]
+            message["tool_calls"] = [
+                tool_shapes.openai_call(call, i, self.id) for i, call in enumerate(calls)
+            ]
             message["content"] = content or None  # OpenAI's null beside calls
         choice = {"index": 0, "message": message, "finish_reason": self.finish_reason()}
         whole = self._envelope("chat.completion", [choice])

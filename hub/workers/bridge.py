@@ -71,7 +71,7 @@ if TYPE_CHECKING:
     from hub.core.config import Config, RoleConfig, WorkerServer
     from hub.workers.inprocess import InProcessWorker
     from hub.workers.mcp_client import MCPClient
-    from hub.workers.tools import ToolResult
+    from hub.workers.worker_tools import ToolResult
 
     ToolClient = MCPClient | InProcessWorker
 

@@ -2,7 +2,7 @@
 
 `hub worker serve` over stdio costs a phase a process, the MCP SDK's import on both sides (0.6-1.9 s
 each: mostly its type models) and a handshake, for one prompt. The in-process worker calls the same
-tool bodies (hub/workers/tools.py) with the same arguments and hands back the same result text, so the
+tool bodies (hub/workers/worker_tools.py) with the same arguments and hands back the same result text, so the
 WorkerClient drives it exactly as it drives a server over MCP: the same dialect, clocks, limits and
 error mapping. What differs is only what "the server" means here:
 
@@ -28,14 +28,14 @@ from typing import Any
 
 from hub.core.errors import MCPError, MCPServerCrashed, MCPTimeoutError
 from hub.core.log import get_logger
-from hub.workers import tools
+from hub.workers import worker_tools
 
 log = get_logger(__name__)
 
 TRACEBACK_TAIL_CHARS = 4000
 
 
-def ollama_provider(ollama_host: str) -> tools.Provider:
+def ollama_provider(ollama_host: str) -> worker_tools.Provider:
     # Here, not at the top: the provider loads httpx, which a phase that calls no model never needs.
     from hub.workers.ollama import OllamaProvider
 
@@ -52,12 +52,12 @@ class InProcessWorker:
         self,
         name: str,
         ollama_host: str,
-        provider_factory: Callable[[str], tools.Provider] = ollama_provider,
+        provider_factory: Callable[[str], worker_tools.Provider] = ollama_provider,
     ) -> None:
         self.name = name
         self.ollama_host = ollama_host
         self.provider_factory = provider_factory
-        self._provider: tools.Provider | None = None
+        self._provider: worker_tools.Provider | None = None
         self._crash_tail = ""
         self._lock = threading.Lock()
 
@@ -81,16 +81,18 @@ class InProcessWorker:
         """The traceback of the last crash (the in-process counterpart of a server's stderr)."""
         return self._crash_tail
 
-    def list_tools(self, timeout: float = 30.0) -> list[tools.ToolSpec]:
+    def list_tools(self, timeout: float = 30.0) -> list[worker_tools.ToolSpec]:
         if not self.running:
             raise MCPError(f"MCP server '{self.name}' is not started")
         # ollama_run's argument names, as the SDK publishes them: the WorkerClient reads `turns` there.
-        schema = {"type": "object", "properties": {a: {} for a in tools.RUN_ARGUMENTS}}
+        schema = {"type": "object", "properties": {a: {} for a in worker_tools.RUN_ARGUMENTS}}
         return [
-            tools.ToolSpec(
-                name=n, description=tools.DESCRIPTIONS[n], input_schema=schema if n == "ollama_run" else {}
+            worker_tools.ToolSpec(
+                name=n,
+                description=worker_tools.DESCRIPTIONS[n],
+                input_schema=schema if n == "ollama_run" else {},
             )
-            for n in tools.TOOL_NAMES
+            for n in worker_tools.TOOL_NAMES
         ]
 
     def call_tool(
@@ -99,7 +101,7 @@ class InProcessWorker:
         arguments: Mapping[str, Any] | None = None,
         timeout: float = 600.0,
         raise_on_error: bool = True,
-    ) -> tools.ToolResult:
+    ) -> worker_tools.ToolResult:
         """Call one tool, waiting at most `timeout` seconds. A result flagged isError raises MCPError
         unless `raise_on_error` is False."""
         provider = self._provider
@@ -107,13 +109,13 @@ class InProcessWorker:
             raise MCPError(f"MCP server '{self.name}' is not started")
         args = dict(arguments or {})
         started = time.perf_counter()
-        future: concurrent.futures.Future[tools.ToolResult] = concurrent.futures.Future()
+        future: concurrent.futures.Future[worker_tools.ToolResult] = concurrent.futures.Future()
 
         def body() -> None:
             try:
-                future.set_result(tools.ToolResult(text=tools.call(provider, name, args)))
-            except tools.ToolFailure as exc:
-                future.set_result(tools.ToolResult(text=str(exc), is_error=True))
+                future.set_result(worker_tools.ToolResult(text=worker_tools.call(provider, name, args)))
+            except worker_tools.ToolFailure as exc:
+                future.set_result(worker_tools.ToolResult(text=str(exc), is_error=True))
             except BaseException as exc:
                 future.set_exception(exc)
 
@@ -127,14 +129,14 @@ class InProcessWorker:
             ) from None
         except Exception as exc:
             raise self._crashed(provider, name, exc) from exc
-        result = tools.ToolResult(
+        result = worker_tools.ToolResult(
             text=result.text, is_error=result.is_error, seconds=round(time.perf_counter() - started, 4)
         )
         if result.is_error and raise_on_error:
             raise MCPError(f"MCP server '{self.name}': tool {name} failed: {result.text}")
         return result
 
-    def _crashed(self, provider: tools.Provider, tool: str, exc: Exception) -> MCPServerCrashed:
+    def _crashed(self, provider: worker_tools.Provider, tool: str, exc: Exception) -> MCPServerCrashed:
         """A tool raised what no tool should: report it as a crash and stop, so the next call restarts."""
         tail = "".join(traceback.format_exception(exc))[-TRACEBACK_TAIL_CHARS:].strip()
         self._crash_tail = tail

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from hub.core.errors import MCPError, MCPServerCrashed, MCPTimeoutError
 from hub.core.log import get_logger
 from hub.repo.child import PIPE, Child
-from hub.workers.tools import ToolResult, ToolSpec
+from hub.workers.worker_tools import ToolResult, ToolSpec
 
 if TYPE_CHECKING:
     from types import TracebackType

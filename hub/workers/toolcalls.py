@@ -20,7 +20,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from hub.core.prompts import fragment
+from hub.core.templates import fragment
 from hub.workers import budget
 from hub.workers.base import ChatRequest, ToolCall
 

@@ -8,7 +8,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hub.agent.calls import ReadCalls, calls_in_text, checked
+from hub.agent.text_calls import ReadCalls, calls_in_text, checked
 from hub.testing.call_corpus import TOOLS
 from hub.workers.base import ToolCall
 from hub.workers.toolcalls import text_turns

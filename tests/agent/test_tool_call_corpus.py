@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from hub.agent.calls import calls_in_text
+from hub.agent.text_calls import calls_in_text
 from hub.testing.call_corpus import CallCase, Read, load_call_cases, matches, score
 
 CASES = load_call_cases(Path(__file__).parent / "corpus")

@@ -153,7 +153,7 @@ def test_letters_and_only_choose_the_exercises(tmp_path: Path) -> None:
 
 
 def test_the_repository_gets_the_helpers_a_test_imports_but_never_the_example(tmp_path: Path) -> None:
-    from hub.evals.run import exercise_files, make_repo
+    from hub.evals.runner import exercise_files, make_repo
     from hub.evals.suite import load_exercise
 
     folder = tmp_path / "suite" / "error-handling"

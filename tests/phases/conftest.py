@@ -145,7 +145,7 @@ class Pipeline:
         return run_implementer(self.ctx)
 
     def review(self) -> Outcome:
-        from hub.phases.review import run_local_review
+        from hub.phases.local_review import run_local_review
 
         return run_local_review(self.ctx)
 

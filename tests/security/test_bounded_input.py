@@ -93,7 +93,7 @@ def test_a_256_byte_name_is_refused_cleanly_under_every_policy(ground: Any, allo
 
 
 def test_the_hubs_mcp_worker_gets_the_reply_cap_and_cuts_its_stream_there() -> None:
-    from hub.workers.tools import chat_request
+    from hub.workers.worker_tools import chat_request
 
     assert chat_request("m", "p", {"max_chars": 20_000}).max_chars == 20_000
     assert chat_request("m", "p", {}).max_chars is None

@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 
 from hub.core.config import CONFIG_FILE, default_yaml, load_config
-from hub.core.paths import refusal
+from hub.core.relpaths import refusal
 from hub.edits.apply import apply_edits
 from hub.edits.edit import FileEdit
 from hub.edits.policy import Policy
 from hub.phases.context import Context
-from hub.phases.prompts import render_review_request
+from hub.phases.prompt_parts import render_review_request
 from hub.repo import gitops
 from hub.safety.trust import CONTROL_FILES
 from hub.state.contract import now_utc

@@ -18,7 +18,7 @@ from hub.core.redaction import redactor
 from hub.phases.context import Context
 from hub.phases.implement import run_implementer
 from hub.phases.judge_runner import run_judge
-from hub.phases.review import run_local_review
+from hub.phases.local_review import run_local_review
 from hub.phases.setup import create, setup_task
 from hub.testing import FakeOllama
 

@@ -20,8 +20,8 @@ from hub.workers.base import ChatRequest, ToolCall
 from hub.workers.bridge import HUB_DIALECT, NPM_DIALECT, WorkerClient
 from hub.workers.inprocess import InProcessWorker
 from hub.workers.ollama import OllamaProvider
-from hub.workers.server import build_server
-from hub.workers.tools import RUN_ARGUMENTS
+from hub.workers.worker_server import build_server
+from hub.workers.worker_tools import RUN_ARGUMENTS
 
 READ_TOOL = {
     "type": "function",

@@ -15,7 +15,7 @@ import pytest
 
 from hub.core.errors import ContextOverflow, WorkerTimeout, WorkerUnavailable
 from hub.testing import FakeOllama, Reply
-from hub.testing.context import default_tokenizer
+from hub.testing.window import default_tokenizer
 from hub.workers import budget
 from hub.workers.base import ChatRequest
 from hub.workers.bridge import npm_chat_error

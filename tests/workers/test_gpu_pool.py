@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from hub.testing import FakeOllama
-from hub.workers.gpu import Host
+from hub.workers.gpu_gate import Host
 
 IMPL = "impl-model"
 REV = "rev-model"

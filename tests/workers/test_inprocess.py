@@ -22,8 +22,8 @@ from hub.workers.base import ChatRequest, Generation
 from hub.workers.bridge import HUB_DIALECT, WorkerClient
 from hub.workers.inprocess import InProcessWorker
 from hub.workers.ollama import OllamaProvider
-from hub.workers.server import RunOptions, build_server
-from hub.workers.tools import OPTIONS, Limit, ToolResult
+from hub.workers.worker_server import RunOptions, build_server
+from hub.workers.worker_tools import OPTIONS, Limit, ToolResult
 
 INPROCESS = WorkerServer(name="hub", transport="inprocess")
 

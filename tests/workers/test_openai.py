@@ -207,7 +207,7 @@ def test_a_first_token_late_because_another_client_holds_the_slot_is_a_queue_not
     import httpx
 
     from hub.core.errors import WorkerTimeout, WorkerUnavailable
-    from hub.testing.gpu import SimulatedGPU
+    from hub.testing.fake_gpu import SimulatedGPU
 
     foreign_in = threading.Event()
 
@@ -245,7 +245,7 @@ def test_a_late_first_token_on_a_free_slot_is_the_models_own_though_another_slot
     import httpx
 
     from hub.core.errors import WorkerTimeout
-    from hub.testing.gpu import SimulatedGPU
+    from hub.testing.fake_gpu import SimulatedGPU
 
     foreign_in, release = threading.Event(), threading.Event()
 

@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 
 from hub.testing import FakeOllama, Reply
-from hub.testing.gpu import SimulatedGPU
+from hub.testing.fake_gpu import SimulatedGPU
 from hub.workers import budget
 
 IMPL, REV = "impl-model", "rev-model"

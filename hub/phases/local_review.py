@@ -22,11 +22,11 @@ from hub.core.errors import (
 from hub.core.files import read_text_capped
 from hub.core.log import get_logger
 from hub.core.redaction import user_secrets
-from hub.phases import prompts
-from hub.phases.calls import generate
+from hub.phases import prompt_parts
 from hub.phases.context import Context
 from hub.phases.evidence import agrees, downgrade, second_look_prompt, sort_criticals
 from hub.phases.judge import enter_judge_review
+from hub.phases.model_calls import generate
 from hub.phases.outcome import Outcome
 from hub.phases.run import Run
 from hub.phases.session import pre_phase_trip, require_setup, running
@@ -344,14 +344,14 @@ class Review:
         The judge still gets the whole diff in REVIEW_REQUEST.md."""
 
         def render(diff: str) -> str:
-            return prompts.render(
+            return prompt_parts.render(
                 self.config.trust_root,
                 "local_reviewer",
                 task_id=self.run.task_id,
                 title=self.contract.get("title", ""),
-                requirements=prompts.bullets(self.contract["specification"]["requirements"]),
+                requirements=prompt_parts.bullets(self.contract["specification"]["requirements"]),
                 acceptance=self._acceptance_lines(),
-                static_findings=prompts.issue_lines(static),
+                static_findings=prompt_parts.issue_lines(static),
                 diff=diff,
             )
 

@@ -3,7 +3,7 @@
 Tools:
 - `ollama_run{model, prompt, task_type?, options?, tools?, turns?}` -> text JSON `{stdout, stderr, exitCode,
   error?, metadata}`; `tools` and `turns` carry agent mode's tools and turns, the model's calls come back
-  in `metadata.tool_calls` (hub extensions: hub/workers/tools.py)
+  in `metadata.tool_calls` (hub extensions: hub/workers/worker_tools.py)
 - `ollama_list_models{}` -> text JSON `{"models": [names]}`
 - `ollama_chat{model, messages, options?}` -> the same result shape as `ollama_run`
 
@@ -41,8 +41,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from hub.core.config import normalize_ollama_host
 from hub.core.log import configure, get_logger
-from hub.workers import tools
-from hub.workers.tools import Provider
+from hub.workers import worker_tools
+from hub.workers.worker_tools import Provider
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
@@ -52,7 +52,7 @@ log = get_logger(__name__)
 
 class RunOptions(BaseModel):
     """Generation options; timeouts are milliseconds. Unknown keys are ignored, as the original did.
-    The SDK publishes this as the tool's input schema; the limits are `tools.OPTIONS`' (a test holds
+    The SDK publishes this as the tool's input schema; the limits are `worker_tools.OPTIONS`' (a test holds
     them equal), which check the options again."""
 
     model_config = ConfigDict(extra="ignore")
@@ -82,7 +82,7 @@ DEFAULT_HTTP_PORT = 8765
 
 def build_server(provider: Provider, name: str = SERVER_NAME) -> MCPServer:
     """The worker MCP server over a provider (tests pass FakeOllama-backed or fake providers): each
-    tool's body is hub.workers.tools', which the in-process worker calls too."""
+    tool's body is hub.workers.worker_tools', which the in-process worker calls too."""
     import anyio
     from mcp.server.mcpserver import MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
@@ -92,7 +92,7 @@ def build_server(provider: Provider, name: str = SERVER_NAME) -> MCPServer:
     async def in_thread(body: Callable[[], str]) -> str:
         try:
             return await anyio.to_thread.run_sync(body, abandon_on_cancel=True)
-        except tools.ToolFailure as exc:
+        except worker_tools.ToolFailure as exc:
             raise ToolError(str(exc)) from None
 
     @server.tool(structured_output=False)
@@ -133,19 +133,21 @@ def build_server(provider: Provider, name: str = SERVER_NAME) -> MCPServer:
         `format` is accepted for compatibility with npm ollama-mcp clients and ignored: replies are text.
         """
         args = {"model": model, "messages": [m.model_dump() for m in messages], "options": _dumped(options)}
-        return await in_thread(lambda: tools.execute(provider, tools.chat_tool_request(args), None))
+        return await in_thread(
+            lambda: worker_tools.execute(provider, worker_tools.chat_tool_request(args), None)
+        )
 
     @server.tool(structured_output=False)
     async def ollama_list_models() -> str:
         """List the models the Ollama server has, as JSON {"models": [names]}."""
-        return await in_thread(lambda: tools.list_models(provider))
+        return await in_thread(lambda: worker_tools.list_models(provider))
 
     return server
 
 
 def _run(provider: Provider, args: dict[str, Any]) -> str:
     # Apart from ollama_run: its argument `tools` hides the module there.
-    return tools.execute(provider, *tools.run_request(args))
+    return worker_tools.execute(provider, *worker_tools.run_request(args))
 
 
 def _dumped(options: RunOptions | str | None) -> dict[str, Any] | str | None:
@@ -199,8 +201,10 @@ def serve(
 
 
 def main(argv: list[str] | None = None) -> None:
-    """`python -m hub.workers.server [--transport T] [--host H] [--port N]`, for when the CLI is not at hand."""
-    parser = argparse.ArgumentParser(prog="python -m hub.workers.server", description=__doc__.splitlines()[0])
+    """`python -m hub.workers.worker_server [--transport T] [--host H] [--port N]`, for when the CLI is not at hand."""
+    parser = argparse.ArgumentParser(
+        prog="python -m hub.workers.worker_server", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("--transport", choices=("stdio", "http", "sse"), default="stdio")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=DEFAULT_HTTP_PORT)

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from hub.phases.review import ReviewParseError, parse_review
+from hub.phases.local_review import ReviewParseError, parse_review
 from hub.testing import Reply
 
 from .conftest import GREET_FIXED, IMPL, PASS_REVIEW, REV, Pipeline, git, whole_file

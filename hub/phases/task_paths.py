@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from hub.core.errors import ConfigError
-from hub.core.paths import clean_path
+from hub.core.relpaths import clean_path
 from hub.safety.trust import CONTROL_FILES
 from hub.state import schema
 from hub.state.contract import TaskFields

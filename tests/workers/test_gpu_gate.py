@@ -12,8 +12,8 @@ import pytest
 
 from hub.core.errors import WorkerTimeout, WorkerUnavailable
 from hub.testing import FakeOllama
-from hub.testing.gpu import SimulatedGPU
-from hub.workers.gpu import Gate, Host, Loaded, order_hosts, should_defer
+from hub.testing.fake_gpu import SimulatedGPU
+from hub.workers.gpu_gate import Gate, Host, Loaded, order_hosts, should_defer
 
 WAIT = 30.0  # a bound on every wait below, never a sleep
 

@@ -9,8 +9,8 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from hub.testing import context as ctxsim
-from hub.testing.gpu import SimulatedGPU
+from hub.testing import window as ctxsim
+from hub.testing.fake_gpu import SimulatedGPU
 from hub.testing.handler import Handler, Server
 from hub.testing.replies import RecordedRequest, Reply
 from hub.testing.state import GENERATING_PATHS, FakeState, is_load

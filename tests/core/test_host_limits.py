@@ -1,11 +1,11 @@
-"""hub.core.machine: the machine's own limits in one line naming the file and what to do."""
+"""hub.core.host_limits: the machine's own limits in one line naming the file and what to do."""
 
 from __future__ import annotations
 
 import errno
 from pathlib import Path
 
-from hub.core.machine import explain
+from hub.core.host_limits import explain
 
 
 def test_a_full_disk_names_the_file_the_free_space_and_where(tmp_path: Path) -> None:

@@ -1,10 +1,10 @@
-"""hub.core.paths: one spelling of a repository-relative path, and one glob test."""
+"""hub.core.relpaths: one spelling of a repository-relative path, and one glob test."""
 
 from __future__ import annotations
 
 import pytest
 
-from hub.core.paths import clean_path, is_glob, path_parts
+from hub.core.relpaths import clean_path, is_glob, path_parts
 
 
 @pytest.mark.parametrize(

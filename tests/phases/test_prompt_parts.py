@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from hub.phases import prompts
+from hub.phases import prompt_parts
 from hub.phases.attempt_prompt import build_prompt, file_section
 
 if TYPE_CHECKING:
@@ -56,11 +56,11 @@ PLACEHOLDER = re.compile(r"\$\{\w+\}")
 
 @pytest.mark.parametrize("name", PACKAGED)
 def test_every_packaged_template_is_found_without_a_repository_folder(tmp_path: Path, name: str) -> None:
-    assert prompts.template(tmp_path, name).strip()
+    assert prompt_parts.template(tmp_path, name).strip()
 
 
 def test_every_packaged_template_is_listed_here() -> None:
-    from hub.core.prompts import packaged_dir
+    from hub.core.templates import packaged_dir
 
     assert sorted(p.stem for p in packaged_dir("prompts").glob("*.md")) == sorted(PACKAGED)
 
@@ -69,31 +69,31 @@ def test_a_repositorys_own_template_overrides_the_packaged_one(tmp_path: Path) -
     (tmp_path / "prompts").mkdir()
     (tmp_path / "prompts" / "implementer.md").write_text("ours: ${task_id}\n", encoding="utf-8")
 
-    assert prompts.render(tmp_path, "implementer", task_id="T-1") == "ours: T-1\n"
+    assert prompt_parts.render(tmp_path, "implementer", task_id="T-1") == "ours: T-1\n"
     # Only the template it holds is overridden; the others still come from the package.
-    assert prompts.template(tmp_path, "local_reviewer") == prompts.template(
+    assert prompt_parts.template(tmp_path, "local_reviewer") == prompt_parts.template(
         tmp_path / "nowhere", "local_reviewer"
     )
 
 
 def test_a_missing_template_names_both_places_it_looked(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match=r"no prompt template nope\.md in .*prompts"):
-        prompts.template(tmp_path, "nope")
+        prompt_parts.template(tmp_path, "nope")
 
 
 def test_rendering_keeps_braces_and_unknown_placeholders_literal(tmp_path: Path) -> None:
     (tmp_path / "prompts").mkdir()
     (tmp_path / "prompts" / "t.md").write_text("${code} {x} ${later}", encoding="utf-8")
 
-    assert prompts.render(tmp_path, "t", code="d = {'a': 1}") == "d = {'a': 1} {x} ${later}"
+    assert prompt_parts.render(tmp_path, "t", code="d = {'a': 1}") == "d = {'a': 1} {x} ${later}"
 
 
 def test_a_fragment_leaves_out_only_the_line_end_its_file_closes_with(tmp_path: Path) -> None:
     (tmp_path / "prompts").mkdir()
     (tmp_path / "prompts" / "piece.md").write_text("say ${what}\n", encoding="utf-8")
 
-    assert prompts.fragment(tmp_path, "piece", what="hi\n") == "say hi\n"
-    assert prompts.render(tmp_path, "piece", what="hi") == "say hi\n"
+    assert prompt_parts.fragment(tmp_path, "piece", what="hi\n") == "say hi\n"
+    assert prompt_parts.render(tmp_path, "piece", what="hi") == "say hi\n"
 
 
 def test_the_feedback_on_an_answer_is_worded_by_the_repositorys_own_templates(tmp_path: Path) -> None:
@@ -125,9 +125,9 @@ def test_bullets_and_issue_lines_read_as_markdown_lists() -> None:
         {"severity": "minor", "description": "naming"},
     ]
 
-    assert prompts.bullets(["one", {"k": 1}]) == '- one\n- {"k": 1}'
-    assert prompts.bullets([]) == "(none)"
-    assert prompts.issue_lines(issues) == "- [major] a.py:3: off by one Fix: use <=\n- [minor] naming"
+    assert prompt_parts.bullets(["one", {"k": 1}]) == '- one\n- {"k": 1}'
+    assert prompt_parts.bullets([]) == "(none)"
+    assert prompt_parts.issue_lines(issues) == "- [major] a.py:3: off by one Fix: use <=\n- [minor] naming"
 
 
 def test_the_implementer_prompt_holds_the_task_and_every_placeholder_is_filled(task: TaskDriver) -> None:
@@ -188,4 +188,4 @@ def test_a_repositorys_template_that_is_not_utf8_is_a_config_error_naming_it(tmp
     (tmp_path / "prompts").mkdir()
     (tmp_path / "prompts" / "implementer.md").write_bytes(b"caf\xe9 ${task_id}\n")
     with pytest.raises(ConfigError, match=r"implementer\.md: not UTF-8 text \(byte 3\)"):
-        prompts.template(tmp_path, "implementer")
+        prompt_parts.template(tmp_path, "implementer")

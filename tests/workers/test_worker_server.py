@@ -11,7 +11,7 @@ import sys
 
 from hub.core.errors import ContextOverflow, ModelNotFound, WorkerTimeout
 from hub.workers.base import ChatRequest, Generation
-from hub.workers.tools import chat_request, error_result, flatten_messages, run_result
+from hub.workers.worker_tools import chat_request, error_result, flatten_messages, run_result
 
 
 def test_options_in_milliseconds_become_the_three_clocks_in_seconds() -> None:

@@ -15,7 +15,7 @@ from hub.phases.live import CALL_FILE, Call, live_call
 from hub.phases.run import Run
 from hub.state.contract import ServerWait, iso
 from hub.state.provenance import write_record
-from hub.workers import gpu
+from hub.workers import gpu_gate
 from hub.workers.base import ChatRequest, Generation, Worker
 from hub.workers.bridge import observe_call
 from hub.workers.outage import Wait, wait_out
@@ -145,11 +145,11 @@ def not_reached(wait: Wait) -> str:
 
 
 def _generate_in_slot(run: Run, worker: Worker, role: str, request: ChatRequest, call: Call) -> Generation:
-    """The call itself, holding a slot of a model server (hub/workers/gpu.py): never more calls at once per
+    """The call itself, holding a slot of a model server (hub/workers/gpu_gate.py): never more calls at once per
     server than its slots; the wait is bounded by the role's total clock."""
     config = run.ctx.config
     servers = config.model_servers()
-    gate = gpu.gate_for(config.handoff_dir, [gpu.Host(url, slots) for url, slots in servers])
+    gate = gpu_gate.gate_for(config.handoff_dir, [gpu_gate.Host(url, slots) for url, slots in servers])
     deadline = time.monotonic() + min(config.role(role).timeouts.total, request.total_timeout)
     call.waits_for("a GPU slot")
     with gate.slot(request.model, request.num_ctx, deadline) as host:

@@ -1,4 +1,4 @@
-"""The phases' side of the prompt templates (`hub.core.prompts`: finding and rendering them): lists and
+"""The phases' side of the prompt templates (`hub.core.templates`: finding and rendering them): lists and
 issues as markdown, and the review request.
 """
 
@@ -8,8 +8,8 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hub.core.paths import behaviour_file, refusal
-from hub.core.prompts import fragment, render, template
+from hub.core.relpaths import behaviour_file, refusal
+from hub.core.templates import fragment, render, template
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
