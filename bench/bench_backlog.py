@@ -4,7 +4,7 @@
 
 A backlog of `--tasks` proposals, each on a file of its own; the implementer and the reviewer are two
 different models; the judge is a command that takes `--judge` seconds and passes. FakeOllama stands for
-the model server with a simulated GPU (hub/testing/gpu.py): one slot, one model loaded at a time,
+the model server with a simulated GPU (hub/testing/fake_gpu.py): one slot, one model loaded at a time,
 `--load` seconds on every model switch and `--generate` seconds per generation. Cron is played by
 `hub next`, run again as soon as it returns, until every proposal is merged.
 

@@ -86,7 +86,7 @@ class FakeOllama:
         load_seconds: float | None = None,
     ) -> None:
         """Set a model's server-side facts (adding the model): its trained context_length (/api/show),
-        what an over-long prompt does (see hub/testing/context.py) and how long a cold load takes."""
+        what an over-long prompt does (see hub/testing/window.py) and how long a cold load takes."""
         self.add_model(model)
         self.state.configure(model, context_length, overflow, load_seconds)
 

@@ -10,7 +10,7 @@ shape, and the server's calls read back into `ToolCall`s.
 
 A call that cannot run as sent (arguments that are not a JSON object, no name, cut by the token limit)
 comes back as a ToolCall with a `problem` and empty arguments: the agent tells the model, never runs it.
-The shapes are FakeOllama's (hub/testing/tools.py says where each comes from).
+The shapes are FakeOllama's (hub/testing/tool_shapes.py says where each comes from).
 """
 
 from __future__ import annotations

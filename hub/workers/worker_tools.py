@@ -1,5 +1,5 @@
 """The worker's tools without the MCP SDK: one body per tool, which `hub worker serve` serves over MCP
-(hub/workers/server.py) and the hub's in-process worker (transport `inprocess`, hub/workers/inprocess.py)
+(hub/workers/worker_server.py) and the hub's in-process worker (transport `inprocess`, hub/workers/inprocess.py)
 calls directly. Both take the same arguments, hold them to the same limits and answer with the same
 text, so the WorkerClient cannot tell them apart; the SDK is only the wire.
 
@@ -72,7 +72,7 @@ class ToolFailure(Exception):
 
 @dataclass(frozen=True)
 class Limit:
-    """One option's type and bounds. `RunOptions` (hub/workers/server.py) says the same to the SDK,
+    """One option's type and bounds. `RunOptions` (hub/workers/worker_server.py) says the same to the SDK,
     which publishes it as the tool's input schema; tests/workers/test_inprocess.py holds the two equal."""
 
     kind: type

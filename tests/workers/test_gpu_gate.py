@@ -1,4 +1,4 @@
-"""The GPU gate (hub/workers/gpu.py) and FakeOllama's simulated GPU: slots, the loaded model first, loads."""
+"""The GPU gate (hub/workers/gpu_gate.py) and FakeOllama's simulated GPU: slots, the loaded model first, loads."""
 
 from __future__ import annotations
 
