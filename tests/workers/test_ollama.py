@@ -349,10 +349,12 @@ def test_a_continuation_that_fails_leaves_the_answer_cut(fake: FakeOllama, provi
 
 
 def test_the_models_context_length_is_asked_once_per_process_not_per_phase(fake: FakeOllama) -> None:
-    fake.script("m", "one", "two")
+    # The answer is kept per process, by server and model: a model no other test asks for, so a fake that
+    # an earlier test ran on the same port cannot have answered it already.
+    fake.script("context-asked-once", "one", "two")
     for _ in range(2):  # each phase makes its own provider
         with OllamaProvider(fake.url) as provider:
-            provider.generate(request())
+            provider.generate(request(model="context-asked-once"))
     assert len([r for r in fake.requests if r.path == "/api/show"]) == 1
 
 
