@@ -35,8 +35,9 @@ def check_task_paths(repo_root: Path, fields: TaskFields, create_target: bool = 
     target = fields.get("target_file")
     if not target and not fields.get("allowed_paths") and not fields.get("source_files"):
         raise ConfigError(
-            "the task names no file to change: give --target FILE (or --allowed-path PATH); "
-            "without one the model may write nowhere and every edit would be refused"
+            "the task names no file to change, so the model may write nowhere and every edit would be "
+            "refused",
+            hint="give --target FILE (or --allowed-path PATH)",
         )
     # A control file as the target or an allowed path: the edit layer refuses every edit there.
     named = [("--target", target), *(("--allowed-path", p) for p in fields.get("allowed_paths") or [])]
@@ -56,8 +57,8 @@ def check_task_paths(repo_root: Path, fields: TaskFields, create_target: bool = 
     if target and not create_target and not _exists(repo_root, str(target)):
         hint = _close_files(repo_root, str(target))
         raise ConfigError(
-            f"--target {target}: no such file in {repo_root}{hint} "
-            "(pass --new-file, over MCP create_target, if the task creates it)"
+            f"--target {target}: no such file in {repo_root}{hint}",
+            hint="pass --new-file (over MCP create_target) if the task creates it",
         )
     for source in fields.get("source_files") or []:
         if not (create_target and source == target) and not _exists(repo_root, str(source)):
