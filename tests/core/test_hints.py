@@ -37,6 +37,7 @@ FIX_CLAUSE = re.compile(
 # - ReviewParseError: the reviewer's unparseable answer is told back to the reviewer.
 MODEL_FACING = frozenset({"EditError", "_Unfit", "ReviewParseError"})
 
+
 # Files another part of issue 33 was still changing while the hints were moved; the coordinator sweeps
 # them afterwards and empties this list.
 def _trees(root: Path) -> dict[str, ast.Module]:
@@ -99,11 +100,7 @@ def fixes_in_messages(root: Path) -> list[str]:
     """Every message literal (or f-string part) under `root` that holds a fix: "file:line: Class: text"."""
     trees = _trees(root)
     classes = _error_classes(trees)
-    return [
-        found
-        for relative, tree in trees.items()
-        for found in _fixes(tree, relative, classes, None)
-    ]
+    return [found for relative, tree in trees.items() for found in _fixes(tree, relative, classes, None)]
 
 
 def test_no_error_message_carries_its_fix():
