@@ -119,7 +119,10 @@ def exclude_path(repo: Repo, rel: str) -> bool:
 
 
 def branch_exists(repo: Repo, name: str) -> bool:
-    return bool(run(repo, "branch", "--list", name).strip())
+    # for-each-ref, not `branch --list`: that one reads every worktree's HEAD to mark the branches checked
+    # out, and fails ("Invalid path .../worktrees/<id>") while another task's worktree is being removed.
+    ref = f"refs/heads/{name}"
+    return ref in run(repo, "for-each-ref", "--format=%(refname)", ref).splitlines()
 
 
 def in_scope(
