@@ -321,9 +321,10 @@ class Loop:
             self.reminded = False
             self._result({"role": "user", "content": told})
             return None
-        if self.version() > 0:
+        if self.version() > 0 and generation.done_reason != "length":
             # Files were written and the model says no more (measured with a scripted agent: a small model
-            # that wrote the right file and then said "Done." had its passing work stashed by a strike).
+            # that wrote the right file and then said "Done." had its passing work stashed by a strike). A
+            # reply cut off at the answer's room is not the model saying anything: reminded as before.
             summary = generation.text.strip()[:SUMMARY_CHARS] or DEFAULT_SUMMARY
             return self._end(
                 "done", "the agent ended its turn without a tool call after writing files", summary
