@@ -179,7 +179,8 @@ class AgentAttempt:
         log.info("agent.map", task=self.run_.task_id, files=len(found.files), tokens=found.tokens)
         if not found.text.strip():
             return ""
-        return fragment(self.root, "agent_map", map=found.text.rstrip())
+        # Signatures carry default values: the user's own secrets in them are replaced (issue 28).
+        return self.secrets.redact_known(fragment(self.root, "agent_map", map=found.text.rstrip()))
 
     # -- what the loop and the tools are given ---------------------------------------------------------------
 

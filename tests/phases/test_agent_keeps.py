@@ -180,3 +180,20 @@ def test_a_refusal_after_a_call_that_was_not_refused_is_not_told_as_repeated(pip
 
     assert "second time in a row" not in sent(pipe, 3)[-1]["content"]
     assert pipe.read("src/app.py") == GREET_FIXED
+
+
+def test_the_users_secret_in_a_signature_is_redacted_from_the_map(pipe: Pipeline) -> None:
+    secret = "sk-live-4f9a8b7c6d5e4f3a2b1c"
+    (pipe.repo / ".env").write_text(f"SERVICE_TOKEN={secret}\n", encoding="utf-8")
+    pipe.commit(
+        "a client",
+        {".gitignore": ".env\n", "src/client.py": f"def connect(token='{secret}'):\n    return token\n"},
+    )
+    agent_mode(pipe)
+    pipe.fake.script(IMPL, FIX, call("done"))
+    pipe.start(requirements=["greet() says 'hello, NAME' and connect keeps its token"])
+
+    assert pipe.implement().to_state == "pending_local_review"
+
+    prompt = sent(pipe, 0)[1]["content"]
+    assert "def connect(" in prompt and secret not in prompt
