@@ -22,12 +22,13 @@ from hub.core.errors import EditError
 from hub.core.files import read_capped
 from hub.core.log import get_logger
 from hub.core.relpaths import is_glob, path_parts
+from hub.core.templates import fragment
 from hub.edits.answer import apply_answer
 from hub.edits.apply import ApplyResult, apply_edits
 from hub.edits.edit import FileEdit, ParseResult, SearchReplace
 from hub.edits.feedback import answer_feedback, blocks_failed
 from hub.edits.parse import parse_edits
-from hub.edits.policy import Policy, control_file_refusal, resolve_target
+from hub.edits.policy import Policy, control_file_refusal, path_allowed, resolve_target
 from hub.review.code import outline, render_outline
 
 log = get_logger(__name__)
@@ -42,6 +43,16 @@ GIT_TIMEOUT = 30.0
 
 class ToolRefused(Exception):
     """A call the tool cannot carry out as asked; the message goes back to the model, which can fix it."""
+
+
+@dataclass(frozen=True)
+class Refused:
+    """Why a write was refused, for the loop to tell a refusal repeated in a row (hub.agent.loop):
+    `reason`, what makes two refusals the same one, and `advice`, what the model should do instead
+    (empty: the loop's general words)."""
+
+    reason: str
+    advice: str = ""
 
 
 @dataclass(frozen=True)
@@ -86,6 +97,7 @@ class Workspace:
     trust_root: Path | None = None
     written: list[str] = field(default_factory=list)
     version: int = 0  # goes up with every write: the same read after a write is not a repeat
+    refused: Refused | None = None  # the last write's refusal, until the loop takes it
 
     # -- what the model may see ------------------------------------------------------------------------
 
@@ -104,6 +116,15 @@ class Workspace:
             raise ToolRefused(f"the task's files cannot be listed: {exc}") from None
         names = done.stdout.decode("utf-8", errors="replace").split("\0")
         return sorted({n for n in names if n and self._shown(n)})
+
+    def shown(self, rel: str) -> bool:
+        """Whether the model may see `rel` (a clean repo-relative path) at all: not git's, not the hub's."""
+        return self._shown(rel)
+
+    def take_refusal(self) -> Refused | None:
+        """The refusal of the last write since the last take, and none after."""
+        refused, self.refused = self.refused, None
+        return refused
 
     def _shown(self, rel: str) -> bool:
         parts = path_parts(rel)
@@ -240,20 +261,39 @@ class Workspace:
         try:
             result = apply_edits([edit], self.policy)
         except EditError as exc:
+            self.refused = self._refusal(edit.path, str(exc))
             raise ToolRefused(str(exc)) from None
         self.on_write(ParseResult((edit,), ()), result)
         if result.changed_files:
             self.version += 1
             self.written.extend(p for p in result.changed_files if p not in self.written)
         if result.failed_blocks:
+            if not result.changed_files:
+                rel = result.failed_blocks[0].path
+                advice = fragment(self.trust_root, "agent_advice_search", path=rel)
+                self.refused = Refused(f"search not found in {rel}", advice)
             return blocks_failed(result.failed_blocks, self.trust_root, result.changed_files).strip()
         if result.refused:
+            self.refused = self._refusal(result.refused[0].path, result.refused[0].reason)
             return "refused, nothing written: " + "; ".join(f"{r.path}: {r.reason}" for r in result.refused)
         if result.unchanged:
             return f"{', '.join(result.unchanged)}: unchanged (the new text is the same as the old)"
         done = result.applied[0]
         what = "created" if done.created else "written"
         return f"{done.path} {what} (+{done.added} -{done.removed} lines)"
+
+    def _refusal(self, path: str, reason: str) -> Refused:
+        """A refused write: outside the allowed paths, the model is told which they are; else the reason."""
+        try:
+            rel = self._clean(path)
+        except ToolRefused:
+            rel = ""
+        if not rel or not path_allowed(rel, self.policy.allowed_paths):
+            allowed = ", ".join(self.policy.allowed_paths) or "none"
+            return Refused(
+                "outside the allowed paths", fragment(self.trust_root, "agent_advice_paths", allowed=allowed)
+            )
+        return Refused(reason)
 
     def answer(self, text: str, done_reason: str = "") -> str | None:
         """A reply with edit blocks and no tool call, written as edit mode writes an answer
@@ -362,7 +402,8 @@ class Workspace:
             Tool(
                 "done",
                 "Say the change is complete, with a short summary of what you changed. Call it last.",
-                schema({"summary": STR}, ["summary"]),
+                # Not required: a small model's bare `done` means done (issue 34), not a schema error.
+                schema({"summary": STR}),
                 lambda args: "done",
             ),
         ]

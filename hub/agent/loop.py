@@ -5,11 +5,18 @@ Each turn sends the task's prompt, the turns so far and the tools; the model's c
 `hub.agent.text_calls`), and their results go back as the next turns. Every call is held to its tool's
 schema first (`hub.agent.arguments.checked`): a call with an unknown name or bad arguments is answered with what is wrong,
 never run and never a crash. A reply with no call at all is read as an edit-mode answer (its edit
-blocks written through `hub.edits.answer`, the result told); a reply with neither is reminded once how
-to call tools, and the next such reply ends the loop.
+blocks written through `hub.edits.answer`, the result told); a reply with neither, once a file was
+written, is the model saying it is done in words (a small model's "Done."; issue 34): the loop ends
+`done` and the acceptance commands decide. Before any write, such a reply is reminded once how to call
+tools, and the next one ends the loop.
+
+A call refused for the same reason as the call before it (the same tool: a write outside the allowed
+paths, an edit whose search text is not in the file, the same wrong arguments) is told, besides the
+reason, what to do instead (prompts/agent_refused_again.md and the advice the tool gave, or
+prompts/agent_advice_other.md): a small model repeats a refused call until it is told another way.
 
 The loop ends (`Ending.reason`):
-- `done`: the model called done;
+- `done`: the model called done (with or without a summary), or replied in plain text after a write;
 - `max_turns`, `max_tokens`: agent.max_turns turns, or agent.max_tokens tokens in and out, were spent;
 - `repeated_call`: the same call (same arguments, nothing written between) came more than
   agent.max_repeats times: told at the limit, ended past it;
@@ -21,7 +28,8 @@ clocks, a broken server, an outage) are not caught here: they end the attempt as
 
 The context is kept inside the window: before each call the whole request is estimated
 (`hub.workers.budget`) and, when it would not fit with room for the answer, the oldest tool results
-are replaced by a note saying so, oldest first; then the answer's room shrinks, down to
+are replaced by a note saying so, oldest first, then the prompt's first observation (the repository
+map) is left out of it (`lean_prompt`); then the answer's room shrinks, down to
 MIN_ANSWER_TOKENS (a turn's answer is mostly one call; a call cut there is told, never run); when even
 that is not enough, the loop ends `context_full`, or, when the task's own prompt leaves no room,
 `ContextOverflow`: never a silently cut prompt. A tool result is capped to the window too (a quarter of
@@ -38,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from hub.agent.arguments import checked
-from hub.agent.builtin import Tool, ToolRefused
+from hub.agent.builtin import Refused, Tool, ToolRefused
 from hub.agent.text_calls import calls_in_text
 from hub.core.errors import ContextOverflow, EditError, HubError, WorkerError, describe
 from hub.core.log import get_logger
@@ -58,6 +66,7 @@ RESULT_CHARS = 8000  # one tool result, at most, as the model sees it (less in a
 MIN_ANSWER_TOKENS = 1024
 KEEP_RESULTS = 1  # the latest tool result is never dropped to make room
 SUMMARY_CHARS = 300  # what a turn record keeps of each result
+DEFAULT_SUMMARY = "(no summary given)"
 
 
 @dataclass(frozen=True)
@@ -102,6 +111,8 @@ class Loop:
         version: Callable[[], int] = lambda: 0,
         redact: Callable[[str], str] = lambda text: text,
         trust_root: Path | None = None,
+        refusal: Callable[[], Refused | None] = lambda: None,
+        lean_prompt: str | None = None,
     ) -> None:
         self.request = replace(request, tools=tuple(t.spec() for t in tools))
         self.tools = {t.name: t for t in tools}
@@ -113,6 +124,11 @@ class Loop:
         self.version = version
         self.redact = redact
         self.trust_root = trust_root
+        self.refusal = refusal
+        # The task's prompt without its first observation (the repository map): what is sent instead once
+        # no old result is left to drop (hub.yaml's num_ctx can be above the server's real window).
+        self.lean_prompt = lean_prompt
+        self.last_refused: str | None = None  # the tool and reason of the last call, when it was refused
         self.turns: list[dict[str, Any]] = []
         self.turn = 0
         self.tokens = 0
@@ -225,27 +241,46 @@ class Loop:
         return ending
 
     def _run(self, call: ToolCall) -> tuple[str, Ending | None]:
-        """One call's result for the model, and the ending it brings (done, or a repeat past the bound)."""
+        """One call's result for the model, and the ending it brings (done, or a repeat past the bound);
+        a refusal for the same reason as the call before told what to do instead."""
+        result, ending, refused = self._outcome(call)
+        key = None if refused is None else f"{call.name}: {refused.reason}"
+        if key is not None and key == self.last_refused:
+            advice = (
+                refused.advice
+                if refused and refused.advice
+                else fragment(self.trust_root, "agent_advice_other")
+            )
+            result += "\n\n" + fragment(self.trust_root, "agent_refused_again", tool=call.name, advice=advice)
+            log.info("agent.refused_again", turn=self.turn, tool=call.name)
+        self.last_refused = key
+        return result, ending
+
+    def _outcome(self, call: ToolCall) -> tuple[str, Ending | None, Refused | None]:
         if call.problem:
-            return f"error: {call.problem}", None
+            return f"error: {call.problem}", None, Refused(call.problem)
         key = json.dumps([call.name, call.arguments, self.version()], sort_keys=True, default=str)
         self.seen[key] = self.seen.get(key, 0) + 1
         if self.seen[key] > self.bounds.max_repeats:
             detail = f"the agent called {call.name} with the same arguments {self.seen[key]} times"
-            return "error: the same call again", self._end("repeated_call", detail)
+            return "error: the same call again", self._end("repeated_call", detail), None
         if self.seen[key] == self.bounds.max_repeats:
-            return fragment(self.trust_root, "agent_repeat", tool=call.name, times=self.seen[key]), None
+            return fragment(self.trust_root, "agent_repeat", tool=call.name, times=self.seen[key]), None, None
         if call.name == "done":
             if self.version() == 0 and not self.done_refused:
                 # Measured: the real 1.5B called done before writing anything in 3 of 6 attempts.
                 self.done_refused = True
-                return fragment(self.trust_root, "agent_done_early"), None
-            summary = str(call.arguments.get("summary") or "")
-            return "done", self._end("done", "the agent called done", summary)
+                return fragment(self.trust_root, "agent_done_early"), None, None
+            summary = str(call.arguments.get("summary") or "").strip() or DEFAULT_SUMMARY
+            return "done", self._end("done", "the agent called done", summary), None
+        self.refusal()  # a refusal left from an earlier call is not this one's
+        refused: Refused | None = None
         try:
             result = self.tools[call.name].run(call.arguments)
+            refused = self.refusal()
         except ToolRefused as exc:
             result = f"error: {exc}"
+            refused = self.refusal() or Refused(str(exc))
         except (ValueError, TypeError) as exc:
             result = f"error: {call.name}: bad arguments ({exc})"
         except WorkerError:
@@ -260,7 +295,7 @@ class Loop:
         if len(result) > self.result_chars:
             cut = len(result) - self.result_chars
             result = result[: self.result_chars] + f"\n... (cut: {cut} more characters)"
-        return result, None
+        return result, None, refused
 
     def _answer(self, generation: Generation, results: list[tuple[ToolCall, str]], native: bool) -> None:
         """The turns that carry the model's calls and their results back to it: as tool turns when the
@@ -289,6 +324,14 @@ class Loop:
             self.reminded = False
             self._result({"role": "user", "content": told})
             return None
+        if self.version() > 0 and generation.done_reason != "length":
+            # Files were written and the model says no more (measured with a scripted agent: a small model
+            # that wrote the right file and then said "Done." had its passing work stashed by a strike). A
+            # reply cut off at the answer's room is not the model saying anything: reminded as before.
+            summary = generation.text.strip()[:SUMMARY_CHARS] or DEFAULT_SUMMARY
+            return self._end(
+                "done", "the agent ended its turn without a tool call after writing files", summary
+            )
         if self.reminded:
             what = (
                 "an empty reply" if not generation.text.strip() else "a reply without a tool call or an edit"
@@ -356,10 +399,14 @@ class Loop:
 
     def _drop_oldest(self) -> bool:
         """The oldest tool result still whole (but the latest KEEP_RESULTS) replaced by a note saying
-        so; False when there is none."""
+        so; with none, the prompt without its map (once); False when neither is left."""
         left = [i for i in self.results if i not in self.dropped]
         if len(left) <= KEEP_RESULTS:
-            return False
+            if self.lean_prompt is None:
+                return False
+            log.info("agent.map_dropped", turn=self.turn)
+            self.request, self.lean_prompt = replace(self.request, prompt=self.lean_prompt), None
+            return True
         index = left[0]
         chars = len(str(self.turns[index].get("content") or ""))
         self.turns[index] = {

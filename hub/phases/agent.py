@@ -6,9 +6,12 @@ The loop's model calls are `calls.generate`'s, so each is held to the role's thr
 phase's, waits out an outage, and is costed and recorded; a worker error ends the attempt exactly as in
 edit mode (`worker_failure`). Its writes are edit mode's (`hub.edits.apply`, recorded as `diff`
 records), its run_tests the attempt's own acceptance commands (sandboxed, restored outside the allowed
-paths, recorded as `command` records), every turn an `agent-turn` record. When the loop ends:
+paths, recorded as `command` records), every turn an `agent-turn` record. Its first observation is the
+repository map (`hub.review.repomap`: the files and definitions that matter most to the task's words,
+its named files pinned first, an eighth of the window at most) in the task's prompt, so a small model can
+read the right file at once instead of spending turns on list_files and search. When the loop ends:
 
-- `done`, `max_turns` or `context_full` with files written: the acceptance commands; failing, the model is told the
+- `done` (a done call, or plain text after a write), `max_turns` or `context_full` with files written: the acceptance commands; failing, the model is told the
   failures and the loop goes on (up to the workbench's MAX_REFLECTIONS times, within the same turns),
   then the workbench's `tests_failed` / `resource_limit` stall; passing, the workbench's commit and
   code_written;
@@ -28,19 +31,21 @@ from hub.agent.builtin import ToolRefused, Workspace
 from hub.agent.loop import Bounds, Ending, Loop
 from hub.agent.mcp import MCPTools
 from hub.core import backends
-from hub.core.errors import RuleError, describe
+from hub.core.errors import GitError, RuleError, describe
 from hub.core.log import get_logger
 from hub.core.redaction import user_secrets
 from hub.core.templates import fragment, render
 from hub.phases.acceptance import CommandResult
 from hub.phases.attempt_commands import failures
-from hub.phases.attempt_prompt import agent_prompt
+from hub.phases.attempt_prompt import agent_prompt, named_files
 from hub.phases.attempt_records import record_turn
 from hub.phases.stall import Failed, Stall
 from hub.phases.workbench import Reflected, Workbench
+from hub.review.repomap import build_map, tracked_files
 from hub.review.scan import scan_paths
 from hub.state.breakers import Trip
 from hub.state.triggers import Trigger
+from hub.workers import budget
 from hub.workers.base import ChatRequest, Generation, Worker
 from hub.workers.bridge import log_dir_for, request_for
 
@@ -52,6 +57,11 @@ log = get_logger(__name__)
 # The loop's endings that are a stall strike of their own, and the reason each is recorded under.
 STALLS = {"max_tokens": "agent_tokens", "repeated_call": "agent_repeat", "no_tool_call": "agent_no_call"}
 FINDINGS_SHOWN = 40
+# The map's share of the window (room stays for the task, the files the model reads and its answers), and
+# its most: aider's default map size. Not yet measured on a real model (issue 34). The cap also keeps the
+# map small where hub.yaml's num_ctx is above the model's trained length (the server's window is smaller).
+MAP_SHARE = 8
+MAP_MAX_TOKENS = 1024
 
 
 def agent_mode(bench: Workbench, worker: Worker) -> list[CommandResult]:
@@ -98,7 +108,10 @@ class AgentAttempt:
 
     def _loop(self, workspace: Workspace, tools: list[Tool]) -> list[CommandResult]:
         system = render(self.root, "agent_system", tools=tool_lines(tools)).strip()
-        request = request_for(self.config, "implementer", agent_prompt(self.run_), system)
+        lean = agent_prompt(self.run_)
+        repo_map = self._map(workspace)
+        prompt = agent_prompt(self.run_, repo_map=repo_map) if repo_map else lean
+        request = request_for(self.config, "implementer", prompt, system)
         settings = self.config.agent
         loop = Loop(
             request,
@@ -110,6 +123,8 @@ class AgentAttempt:
             version=lambda: workspace.version,
             redact=self.secrets.redact_known,
             trust_root=self.root,
+            refusal=workspace.take_refusal,
+            lean_prompt=lean if repo_map else None,
         )
         ending = loop.run()
         self._go_on(ending)
@@ -138,6 +153,34 @@ class AgentAttempt:
             raise Failed(Stall(STALLS[ending.reason], ending.detail))
         if not self.bench.written:
             raise Failed(Stall("no_change", f"{ending.detail}, and no file was written"))
+
+    def _map(self, workspace: Workspace) -> str:
+        """The repository map as the prompt shows it (prompts/agent_map.md), of the files the model may
+        read; empty when there is nothing to show or git cannot list the files (the tools still can)."""
+        contract = self.run_.contract
+        spec = contract["specification"]
+        words = "\n".join(
+            [contract.get("title", ""), *spec["requirements"], *spec.get("acceptance_criteria", [])]
+        )
+        num_ctx = self.config.num_ctx_for(self.config.role("implementer").model)
+        try:
+            files = [f for f in tracked_files(self.run_.worktree) if workspace.shown(f)]
+            found = build_map(
+                self.run_.worktree,
+                files,
+                words=words,
+                budget_tokens=min(num_ctx // MAP_SHARE, MAP_MAX_TOKENS),
+                pinned=named_files(contract),
+                count_tokens=budget.estimate_tokens,
+            )
+        except GitError as exc:
+            log.warning("agent.no_map", task=self.run_.task_id, error=str(exc))
+            return ""
+        log.info("agent.map", task=self.run_.task_id, files=len(found.files), tokens=found.tokens)
+        if not found.text.strip():
+            return ""
+        # Signatures carry default values: the user's own secrets in them are replaced (issue 28).
+        return self.secrets.redact_known(fragment(self.root, "agent_map", map=found.text.rstrip()))
 
     # -- what the loop and the tools are given ---------------------------------------------------------------
 

@@ -72,15 +72,17 @@ def build_prompt(run: Run, outlines: bool = False) -> str:
     )
 
 
-def agent_prompt(run: Run) -> str:
+def agent_prompt(run: Run, repo_map: str = "") -> str:
     """The task as agent mode tells it: the requirements and the files the task names, not their text
-    (the model reads what it needs)."""
+    (the model reads what it needs), then `repo_map` (agent mode's map of the repository), if any."""
     named = named_files(run.contract)
-    files = (
-        "The task names these files: " + ", ".join(named) + ". Read them before you change them."
-        if named
-        else "The task names no file: find the code it is about with list_files and search."
-    )
+    if named:
+        lead = "The task names these files: " + ", ".join(named) + ". Read them before you change them."
+    elif repo_map:
+        lead = ""  # the map says where the code is
+    else:
+        lead = "The task names no file: find the code it is about with list_files and search."
+    files = "\n\n".join(part for part in (lead, repo_map) if part)
     return prompt_parts.render(
         run.ctx.config.trust_root,
         "agent",

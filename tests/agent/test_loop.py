@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from hub.agent.builtin import Tool, schema
+from hub.agent.builtin import Refused, Tool, ToolRefused, schema
 from hub.agent.loop import RESULT_CHARS, Bounds, Loop
 from hub.workers.base import ChatRequest, Generation, ToolCall
 
@@ -36,7 +36,7 @@ def calls(*made: tuple[str, dict[str, Any]]) -> Generation:
 
 
 def loop(model: Model, tools: list[Tool], records: list[dict[str, Any]], **kwargs: Any) -> Loop:
-    done = Tool("done", "finish", schema({"summary": STR}, ["summary"]), lambda args: "done")
+    done = Tool("done", "finish", schema({"summary": STR}), lambda args: "done")  # as the built-in done
     kwargs.setdefault("version", lambda: 1)  # a file was written: done is taken at once
     return Loop(
         ChatRequest(model="m", prompt="do it", system="sys"),
@@ -154,3 +154,98 @@ def test_a_conversation_past_the_window_shrinks_the_answers_room_then_ends_conte
     rooms = [r.num_predict for r in model.requests]
     assert rooms[0] == 2048 and any(r is not None and MIN_ANSWER_TOKENS <= r < 2048 for r in rooms)
     assert ending.turns < 30 and len(records) == len(model.requests)
+
+
+def text(reply: str) -> Generation:
+    return Generation(text=reply, model="m", prompt_tokens=10, completion_tokens=5)
+
+
+def test_a_reply_in_words_after_a_write_ends_the_loop_done_with_its_words_as_the_summary() -> None:
+    records: list[dict[str, Any]] = []
+    model = Model(text("Done. add now returns the sum."))
+
+    ending = loop(model, [], records, version=lambda: 1).run()
+
+    assert (ending.reason, ending.summary, ending.turns) == ("done", "Done. add now returns the sum.", 1)
+    assert records[0]["ending"] == "done"
+
+
+def test_a_reply_in_words_before_any_write_is_reminded_and_the_second_ends_the_loop() -> None:
+    records: list[dict[str, Any]] = []
+    model = Model(text("Done."), text("Done."))
+
+    ending = loop(model, [], records, version=lambda: 0).run()
+
+    assert (ending.reason, ending.turns) == ("no_tool_call", 2)
+    assert "called no tool" in str(model.requests[1].turns[-1]["content"])
+
+
+def test_done_with_an_empty_summary_or_none_is_done_with_a_default_summary() -> None:
+    from hub.agent.loop import DEFAULT_SUMMARY
+
+    for arguments in ({}, {"summary": "  "}):
+        records: list[dict[str, Any]] = []
+        ending = loop(Model(calls(("done", arguments))), [], records).run()
+
+        assert (ending.reason, ending.summary) == ("done", DEFAULT_SUMMARY)
+        assert not records[0]["calls"][0]["problem"]
+
+
+def test_the_same_refusal_twice_in_a_row_is_told_what_to_do_instead() -> None:
+    def refuse(args: Mapping[str, Any]) -> str:
+        raise ToolRefused(f"{args['path']}: no such file")
+
+    look = Tool("look", "look at a file", schema({"path": STR}, ["path"]), refuse)
+    model = Model(*(calls(("look", {"path": "a.py"})) for _ in range(2)), calls(("done", {})))
+    records: list[dict[str, Any]] = []
+
+    loop(model, [look], records).run()
+
+    results = [r["calls"][0]["result"] for r in records[:2]]
+    assert results[0] == "error: a.py: no such file"
+    assert "second time in a row that look was refused" in results[1] and "Do something else" in results[1]
+
+
+def test_a_refusal_with_advice_from_the_tool_is_told_that_advice_the_second_time() -> None:
+    state = {"n": 0}
+
+    def write(args: Mapping[str, Any]) -> str:
+        state["n"] += 1
+        return f"refused, nothing written ({state['n']})"
+
+    given = Tool("write", "write", schema({"path": STR}, ["path"]), write)
+    model = Model(calls(("write", {"path": "x"})), calls(("write", {"path": "y"})), calls(("done", {})))
+    records: list[dict[str, Any]] = []
+
+    loop(model, [given], records, refusal=lambda: Refused("outside", "Write only src/app.py.")).run()
+
+    first, second = (r["calls"][0]["result"] for r in records[:2])
+    assert first == "refused, nothing written (1)"
+    assert second.startswith("refused, nothing written (2)") and second.endswith("Write only src/app.py.")
+
+
+def test_a_map_that_leaves_no_room_is_left_out_of_the_prompt_before_the_first_call() -> None:
+    from dataclasses import replace
+
+    model = Model(calls(("done", {})))
+    records: list[dict[str, Any]] = []
+    agent = loop(model, [], records, lean_prompt="do it")
+    agent.request = replace(
+        agent.request, prompt="do it\n\n" + "map line\n" * 4000, num_ctx=4096, num_predict=512
+    )
+
+    assert agent.run().reason == "done"
+    assert model.requests[0].prompt == "do it"
+
+
+def test_a_reply_in_words_cut_off_at_the_answers_room_after_a_write_is_not_taken_as_done() -> None:
+    records: list[dict[str, Any]] = []
+    cut = Generation(
+        text="I will now call", model="m", prompt_tokens=10, completion_tokens=5, done_reason="length"
+    )
+    model = Model(cut, calls(("done", {"summary": "s"})))
+
+    ending = loop(model, [], records, version=lambda: 1).run()
+
+    assert (ending.reason, ending.summary, ending.turns) == ("done", "s", 2)
+    assert "called no tool" in str(model.requests[1].turns[-1]["content"])

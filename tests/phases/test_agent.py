@@ -95,7 +95,7 @@ def test_the_agent_reads_edits_tests_and_says_done_and_the_task_moves_to_local_r
     # The tools are offered on the wire and listed in the system prompt for servers without tool calling.
     first = pipe.fake.chat_requests(IMPL)[0]
     system = first["messages"][0]["content"]
-    assert "- read_file(path, start_line?, end_line?)" in system and "- done(summary)" in system
+    assert "- read_file(path, start_line?, end_line?)" in system and "- done(summary?)" in system
 
 
 def test_writes_outside_the_allowed_paths_and_into_control_files_are_refused_and_told(pipe: Pipeline) -> None:

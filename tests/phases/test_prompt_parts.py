@@ -50,6 +50,11 @@ PACKAGED = (
     "agent_dropped",
     "agent_tests_failed",
     "agent_done_early",
+    "agent_map",
+    "agent_refused_again",
+    "agent_advice_paths",
+    "agent_advice_search",
+    "agent_advice_other",
 )
 PLACEHOLDER = re.compile(r"\$\{\w+\}")
 
