@@ -50,6 +50,7 @@ PACKAGED = (
     "agent_dropped",
     "agent_tests_failed",
     "agent_done_early",
+    "find_files",
 )
 PLACEHOLDER = re.compile(r"\$\{\w+\}")
 
