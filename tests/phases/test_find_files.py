@@ -193,3 +193,22 @@ def test_edit_mode_does_not_import_tree_sitter_until_a_map_is_made() -> None:
     code = "import sys, hub.phases.implement; print(sorted(m for m in sys.modules if 'tree_sitter' in m))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_in_agent_mode_a_task_naming_no_file_may_write_anywhere_but_forbidden_control_and_behaviour_files(
+    pipe: Pipeline,
+) -> None:
+    from hub.core.relpaths import refusal
+    from hub.phases.attempt_policy import policy_for
+    from hub.phases.run import Run
+
+    start_unnamed(pipe, forbidden_paths=["tests"])
+    policy = policy_for(Run(pipe.ctx, pipe.contract(), "run-implementer"))
+
+    def why(path: str) -> str | None:
+        return refusal(path, policy.allowed_paths, policy.forbidden_paths, policy.control_paths)
+
+    assert why("src/calc.py") is None and why("src/new_module.py") is None
+    assert "forbidden_paths" in str(why("tests/test_app.py"))
+    assert "control file" in str(why("hub.yaml"))
+    assert "changes how git, CI or coding agents behave" in str(why(".github/workflows/ci.yml"))
