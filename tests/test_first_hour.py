@@ -506,7 +506,9 @@ def test_new_in_a_repository_without_a_commit_says_commit_first_exits_1_and_writ
     done = hub("new", "--title", "t", "--requirement", "r", "--target", "a.py", cwd=repo)
 
     assert done.returncode == 1
-    assert done.stderr.startswith(f"hub: the repository {repo} has no commit yet: commit your files first")
+    assert done.stderr.startswith(
+        f"hub: the repository {repo} has no commit yet; fix: commit your files first"
+    )
     assert "git commit" in done.stderr and "Traceback" not in done.stderr
     assert sorted(str(p.relative_to(repo)) for p in repo.rglob("*") if ".git" not in p.parts) == before
 

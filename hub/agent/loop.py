@@ -40,7 +40,7 @@ from typing import Any
 from hub.agent.arguments import checked
 from hub.agent.builtin import Tool, ToolRefused
 from hub.agent.text_calls import calls_in_text
-from hub.core.errors import ContextOverflow, EditError, HubError, WorkerError
+from hub.core.errors import ContextOverflow, EditError, HubError, WorkerError, describe
 from hub.core.log import get_logger
 from hub.core.templates import fragment
 from hub.edits.answer import check_reply
@@ -173,7 +173,9 @@ class Loop:
                     continue
                 if not self.turns:
                     raise
-                return self._end("context_full", f"the server refused the conversation as too long: {exc}")
+                return self._end(
+                    "context_full", f"the server refused the conversation as too long: {describe(exc)}"
+                )
         self.tokens += generation.prompt_tokens + generation.completion_tokens
         native = bool(generation.tool_calls)
         if native:
@@ -252,7 +254,8 @@ class Loop:
             # A tool that failed (a rule file that does not parse, a file that vanished): the model is
             # told, the loop goes on.
             log.warning("agent.tool_failed", tool=call.name, error=str(exc))
-            result = f"error: {call.name} failed: {exc}"
+            said = describe(exc) if isinstance(exc, HubError) else str(exc)
+            result = f"error: {call.name} failed: {said}"
         result = self.redact(result)
         if len(result) > self.result_chars:
             cut = len(result) - self.result_chars

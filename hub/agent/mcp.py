@@ -16,7 +16,7 @@ from typing import Any
 
 from hub.agent.builtin import Tool, ToolRefused
 from hub.core.agent_config import MCPServer
-from hub.core.errors import MCPError
+from hub.core.errors import MCPError, describe
 from hub.core.log import get_logger
 from hub.workers.mcp_client import MCPClient
 
@@ -50,7 +50,7 @@ class MCPTools:
                 tools += self._start(server)
         except MCPError as exc:
             self.stop()
-            raise ToolRefused(str(exc)) from None
+            raise ToolRefused(describe(exc)) from None
         return tools
 
     def _start(self, server: MCPServer) -> list[Tool]:
@@ -107,7 +107,7 @@ def _caller(client: MCPClient, name: str, timeout: float) -> Any:
         try:
             result = client.call_tool(name, dict(args), timeout=timeout, raise_on_error=False)
         except MCPError as exc:
-            raise ToolRefused(str(exc)) from None
+            raise ToolRefused(describe(exc)) from None
         if result.is_error:
             return f"error from the MCP server: {result.text}"
         return result.text or "(the tool returned no text)"

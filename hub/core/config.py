@@ -267,8 +267,8 @@ def check(raw: Any, path: Path) -> None:
 
     shown = render(problems[:20], str(path), text)
     more = f"\n...{and_more(len(problems), 20)}" if len(problems) > 20 else ""
-    head = f"{path}: {len(problems)} problems; fix them and run again\n" if len(problems) > 1 else ""
-    raise ConfigError(head + shown + more)
+    head = f"{path}: {len(problems)} problems:\n" if len(problems) > 1 else ""
+    raise ConfigError(head + shown + more, hint="correct them and run again" if len(problems) > 1 else "")
 
 
 def read_yaml(path: Path) -> dict[str, Any]:

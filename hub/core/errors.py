@@ -67,11 +67,11 @@ class HubError(Exception):
 class ContractInvalid(HubError):
     """A contract or report file fails validation."""
 
-    def __init__(self, file: str, json_path: str, problem: str) -> None:
+    def __init__(self, file: str, json_path: str, problem: str, *, hint: str = "") -> None:
         self.file = file
         self.json_path = json_path
         self.problem = problem
-        super().__init__(f"{file}: {json_path}: {problem}")
+        super().__init__(f"{file}: {json_path}: {problem}", hint=hint)
 
 
 class ConfigError(HubError):
@@ -92,7 +92,7 @@ class DirtyWorkTree(GitError):
     def __init__(self, files: list[str]) -> None:
         self.files = files
         super().__init__(
-            f"work tree has uncommitted changes: {listed(files, 10)}; commit or stash them first"
+            f"work tree has uncommitted changes: {listed(files, 10)}", hint="commit or stash them first"
         )
 
 
@@ -114,9 +114,9 @@ class WorkerUnavailable(WorkerError):
     """The model server is down, restarting, resetting connections or answering 5xx: an outage, worth
     waiting out (limits.server_wait_minutes)."""
 
-    def __init__(self, message: str, partial_text: str = "") -> None:
+    def __init__(self, message: str, partial_text: str = "", hint: str = "") -> None:
         self.partial_text = partial_text
-        super().__init__(message)
+        super().__init__(message, hint=hint)
 
 
 class ServerFailed(WorkerUnavailable):
@@ -193,10 +193,10 @@ class ContextOverflow(WorkerError):
             super().__init__(
                 (detail + ": " if detail else "")
                 + f"prompt of {approx}{prompt_tokens} tokens{answer} does not fit the server's own window of "
-                f"{server_window} tokens{configured}. The server sets that window, not hub.yaml: start it "
-                "with a larger one (llama-server -c/--ctx-size; Ollama's OLLAMA_CONTEXT_LENGTH for /v1 and "
-                f"ollama-mcp), or set models.<model>.num_ctx to {server_window} so prompts are planned for "
-                "it; or send fewer source files or outlines of them"
+                f"{server_window} tokens{configured}. The server sets that window, not hub.yaml",
+                hint="start it with a larger one (llama-server -c/--ctx-size; Ollama's OLLAMA_CONTEXT_LENGTH "
+                f"for /v1 and ollama-mcp), or set models.<model>.num_ctx to {server_window} so prompts are "
+                "planned for it; or send fewer source files or outlines of them",
             )
             return
         capped = ""
@@ -207,9 +207,9 @@ class ContextOverflow(WorkerError):
         larger = f" up to the model's {context_length}" if context_length else ""
         super().__init__(
             (detail + ": " if detail else "")
-            + f"prompt of {approx}{prompt_tokens} tokens{answer} does not fit num_ctx={num_ctx}{capped}; "
-            f"send fewer source files or outlines of them, ask for search/replace edits instead of whole "
-            f"files, or raise models.<model>.num_ctx in hub.yaml{larger}"
+            + f"prompt of {approx}{prompt_tokens} tokens{answer} does not fit num_ctx={num_ctx}{capped}",
+            hint="send fewer source files or outlines of them, ask for search/replace edits instead of whole "
+            f"files, or raise models.<model>.num_ctx in hub.yaml{larger}",
         )
 
 
@@ -255,12 +255,14 @@ class WrongState(HubError):
 
     exit_code = EXIT_WRONG_STATE
 
-    def __init__(self, message: str, found: str | None = None, recovered: bool = False) -> None:
+    def __init__(
+        self, message: str, found: str | None = None, recovered: bool = False, *, hint: str = ""
+    ) -> None:
         # Set by the phase gate only: the state found once the lock was held, and whether this run's own
         # crash recovery put the task there.
         self.found = found
         self.recovered = recovered
-        super().__init__(message)
+        super().__init__(message, hint=hint)
 
 
 class InvalidTransition(WrongState):

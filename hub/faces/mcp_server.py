@@ -172,14 +172,15 @@ def http_app(server: MCPServer, host: str, token: str | None, port: int = DEFAUL
     loopback = is_loopback(host)
     if not token and not loopback:
         raise ConfigError(
-            f"refusing to serve on {host} without a token: anyone who can reach it could drive the hub; "
-            "pass --token or set HUB_MCP_TOKEN (or bind 127.0.0.1)"
+            f"refusing to serve on {host} without a token: anyone who can reach it could drive the hub",
+            hint="pass --token or set HUB_MCP_TOKEN (or bind 127.0.0.1)",
         )
     if token and not loopback and len(token) < MIN_TOKEN_CHARS:
         raise ConfigError(
             f"refusing to serve on {host} with a {len(token)}-character token: anyone who can reach it could "
-            f"guess it; use at least {MIN_TOKEN_CHARS} random characters (`python -c 'import secrets; "
-            "print(secrets.token_urlsafe(24))'`)"
+            "guess it",
+            hint=f"use at least {MIN_TOKEN_CHARS} random characters (`python -c 'import secrets; "
+            "print(secrets.token_urlsafe(24))'`)",
         )
     security = transport_security(host, port) if loopback else None
     app = server.streamable_http_app(host=bind_address(host), transport_security=security)

@@ -28,7 +28,7 @@ from hub.agent.builtin import ToolRefused, Workspace
 from hub.agent.loop import Bounds, Ending, Loop
 from hub.agent.mcp import MCPTools
 from hub.core import backends
-from hub.core.errors import RuleError
+from hub.core.errors import RuleError, describe
 from hub.core.log import get_logger
 from hub.core.redaction import user_secrets
 from hub.core.templates import fragment, render
@@ -166,7 +166,7 @@ class AgentAttempt:
         try:
             found = scan_paths(self.run_.worktree, paths, config_root=self.run_.ctx.repo_root)
         except RuleError as exc:
-            raise ToolRefused(f"the scan failed: {exc}") from None
+            raise ToolRefused(f"the scan failed: {describe(exc)}") from None
         if not found:
             return f"no findings in {', '.join(paths)}"
         lines = [f"{f.file}:{f.line}: {f.severity} {f.rule_id}: {f.message}" for f in found[:FINDINGS_SHOWN]]

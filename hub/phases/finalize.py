@@ -127,14 +127,18 @@ def _merge(run: Run, reviewed: str, message: str) -> str | Outcome:
             rebasing = gitops.rebasing(user).get(base)
             if rebasing is not None:
                 raise MergeRefused(
-                    rebasing, [], "", f"merge waits: {base} is being rebased in {rebasing}; finish the rebase"
+                    rebasing,
+                    [],
+                    "",
+                    f"merge waits: {base} is being rebased in {rebasing}",
+                    hint="finish the rebase",
                 )
             if checkout is None:
                 merge_commit = gitops.merge_without_checkout(user, base, reviewed, message)
             else:
                 merge_commit = checkout_merge.merge_in_checkout(checkout, reviewed, message)
         except MergeRefused as exc:
-            run.task.set_merge_wait(str(exc))
+            run.task.set_merge_wait(describe(exc))
             run.save()
             write_status(run.ctx)
             return Outcome(
@@ -142,9 +146,9 @@ def _merge(run: Run, reviewed: str, message: str) -> str | Outcome:
                 run.task_id,
                 run.start_state,
                 run.contract["status"],
-                f"{exc}; nothing of yours was touched. {'Commit or stash them; ' if exc.files else ''}"
+                f"{describe(exc)}; nothing of yours was touched. {'Commit or stash them; ' if exc.files else ''}"
                 "`hub next` retries",
-                data={"merge_wait": str(exc), "files": exc.files},
+                data={"merge_wait": describe(exc), "files": exc.files},
             )
     return merge_commit
 
@@ -205,7 +209,7 @@ def resume(ctx: Context, to_state: str, note: str | None = None) -> Outcome:
     placeholder left in."""
     if to_state not in RESUMABLE_STATES:
         # Name only states that can lead somewhere (`hub status` lists this task's).
-        raise WrongState(f"cannot resume to '{to_state}'; choose one of {', '.join(RESUME_TARGETS)}")
+        raise WrongState(f"cannot resume to '{to_state}'", hint=f"choose one of {', '.join(RESUME_TARGETS)}")
     check_note(note)
     with running(ctx, "resume", {ERIK_CONSULTATION}) as run:
         targets = resume_targets(run.contract)
@@ -213,7 +217,8 @@ def resume(ctx: Context, to_state: str, note: str | None = None) -> Outcome:
             choices = "; ".join(f"{name}: {why}" for name, why in targets.items())
             raise WrongState(
                 f"resuming task {run.task_id} to {to_state} would lead nowhere (no work on the task branch"
-                f"{' or no PASS verdict' if to_state == REVIEW_COMPLETE else ''}); choose one of: {choices}"
+                f"{' or no PASS verdict' if to_state == REVIEW_COMPLETE else ''})",
+                hint=f"choose one of: {choices}",
             )
         hand = run.ctx.handoff
         for path, label in ((hand.halt_report, "halt"), (hand.stall_report, "stall")):

@@ -92,8 +92,8 @@ def check_note(note: str | None) -> None:
     """Refuse a note that still holds the halt file's placeholder (it would reach the model's prompt)."""
     if note and "<<REPLACE" in note:
         raise HubError(
-            "the --note still holds the halt file's placeholder <<REPLACE: ...>>: write what you changed "
-            "(the implementer reads it in its next prompt), or leave --note out"
+            "the --note still holds the halt file's placeholder <<REPLACE: ...>>",
+            hint="write what you changed (the implementer reads it in its next prompt), or leave --note out",
         )
 
 

@@ -212,13 +212,17 @@ def finish_verdict(run: Run) -> Outcome:
     data = contract["handoff_data"]
     verdict = data.get("judge_verdict")
     if verdict not in VERDICTS:
-        raise WrongState(f"task {run.task_id} is in review_complete without a verdict; resume it by hand")
+        raise WrongState(
+            f"task {run.task_id} is in review_complete without a verdict", hint="resume it by hand"
+        )
     if verdict == Verdict.PASS:
         if run.start_state == REVIEW_COMPLETE:
             # `found`: a `hub next` that decided on report-judge before another run applied the verdict
             # lost a race (nothing to do), it did not make a mistake.
             raise WrongState(
-                f"task {run.task_id} has its PASS already: run `hub finalize-task`", found=REVIEW_COMPLETE
+                f"task {run.task_id} has its PASS already",
+                found=REVIEW_COMPLETE,
+                hint="run `hub finalize-task`",
             )
         return Outcome(
             "report-judge",

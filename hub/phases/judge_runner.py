@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, TypedDict
 
 from hub.core.atomic import write_atomic
-from hub.core.errors import ConfigError, ContractInvalid, HubError, WorkerError, WrongState
+from hub.core.errors import ConfigError, ContractInvalid, HubError, WorkerError, WrongState, describe
 from hub.core.faults import crash_point
 from hub.core.log import get_logger
 from hub.core.redaction import user_secrets
@@ -84,8 +84,9 @@ def run_judge(ctx: Context) -> Outcome:
     judge = ctx.config.judge
     if not (judge.command or judge.backend):
         raise ConfigError(
-            "no judge configured: set judge.command or judge.backend in hub.yaml, or write "
-            "_handoff/tasks/<task_id>/JUDGE_REPORT.json and run `hub report-judge`"
+            "no judge configured",
+            hint="set judge.command or judge.backend in hub.yaml, or write "
+            "_handoff/tasks/<task_id>/JUDGE_REPORT.json and run `hub report-judge`",
         )
     with running(ctx, "run-judge", {PENDING_JUDGE_REVIEW}) as run:
         trip = pre_phase_trip(run)
@@ -234,7 +235,7 @@ def _run_command(run: Run, command: str, request: str, seconds: float, folder: P
         except ContractInvalid as exc:
             handoff.set_aside(hand, hand.judge_report_json, run.task_id, "invalid-judge-report")
             handoff.set_aside(hand, hand.judge_report_md, run.task_id, "invalid-judge-report")
-            return JudgeResult(error=f"the judge wrote an invalid report: {exc}", record=record)
+            return JudgeResult(error=f"the judge wrote an invalid report: {describe(exc)}", record=record)
     try:
         report = extract_report(stdout)
     except ContractInvalid as exc:
@@ -269,7 +270,7 @@ def _run_model(run: Run, request: str, seconds: float) -> JudgeResult:
         if isinstance(failure, Stall) and failure.event == Event.TIMEOUT:
             record.update(clock=failure.reason.split(": ", 1)[-1], partial=failure.raw_tail[-TAIL_CHARS:])
             return JudgeResult(timed_out=True, record=record, cost_counted=True)
-        return JudgeResult(error=f"the judge model failed: {exc}", record=record, cost_counted=True)
+        return JudgeResult(error=f"the judge model failed: {describe(exc)}", record=record, cost_counted=True)
     finally:
         worker.close()
     record.update(
@@ -292,7 +293,7 @@ def _run_model(run: Run, request: str, seconds: float) -> JudgeResult:
     try:
         validate_judge_report(report, "judge reply")
     except ContractInvalid as exc:
-        return JudgeResult(error=f"the judge model's answer is not a report: {exc}", record=record)
+        return JudgeResult(error=f"the judge model's answer is not a report: {describe(exc)}", record=record)
     write_atomic(run.ctx.handoff.judge_report_json, json.dumps(report, indent=2, ensure_ascii=False) + "\n")
     return JudgeResult(report=report, record=record, cost_counted=True)
 
@@ -367,7 +368,8 @@ def submit_verdict(ctx: Context, report: Mapping[str, Any]) -> Outcome:
     contract = store.load(hand.contract)
     if contract["status"] not in WAITING_FOR_VERDICT:
         raise WrongState(
-            f"task {contract['task_id']} is in {contract['status']}, not waiting for a verdict; see hub_status"
+            f"task {contract['task_id']} is in {contract['status']}, not waiting for a verdict",
+            hint="see hub_status",
         )
     previous = hand.judge_report_json.read_bytes() if hand.judge_report_json.exists() else None
     write_atomic(hand.judge_report_json, json.dumps(checked, indent=2, ensure_ascii=False) + "\n")

@@ -18,6 +18,7 @@ from hub.core.errors import (
     HubError,
     RuleError,
     WorkerError,
+    describe,
 )
 from hub.core.files import read_text_capped
 from hub.core.log import get_logger
@@ -249,7 +250,7 @@ class Review:
                     "file": None,
                     "line": None,
                     "source": "rules",
-                    "description": f"the static rules could not run: {exc}",
+                    "description": f"the static rules could not run: {describe(exc)}",
                 }
             )
         for f in findings:

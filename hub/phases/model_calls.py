@@ -9,7 +9,7 @@ from dataclasses import replace
 from datetime import timedelta
 from typing import TypeVar
 
-from hub.core.errors import WorkerTimeout, WorkerUnavailable
+from hub.core.errors import HubError, WorkerTimeout, WorkerUnavailable, describe
 from hub.core.log import get_logger
 from hub.phases.live import CALL_FILE, Call, live_call
 from hub.phases.run import Run
@@ -45,7 +45,7 @@ def generate(run: Run, worker: Worker, role: str, request: ChatRequest, purpose:
         generation = observe_call(run.ctx.config, request, generation)
         return generation
     except Exception as exc:
-        outcome = f"{type(exc).__name__}: {exc}"
+        outcome = f"{type(exc).__name__}: {describe(exc) if isinstance(exc, HubError) else exc}"
         partial = str(getattr(exc, "partial_text", "") or "")
         raise
     finally:
@@ -170,6 +170,6 @@ def _generate_in_slot(run: Run, worker: Worker, role: str, request: ChatRequest,
             # the server's queue behind the hub's own calls. Not the model's fault: waited out, no strike.
             raise WorkerUnavailable(
                 f"{host.url}: no first token from {request.model} within {exc.seconds:g} s while {others} "
-                f"other call(s) of the hub ran on the same server: its queue, not the model (set ollama.slots "
-                "to the server's OLLAMA_NUM_PARALLEL)"
+                f"other call(s) of the hub ran on the same server: its queue, not the model",
+                hint="set ollama.slots to the server's OLLAMA_NUM_PARALLEL",
             ) from exc

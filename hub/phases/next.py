@@ -200,14 +200,15 @@ def next_step(ctx: Context) -> tuple[Contract | None, str | None, str]:
             contract = archive_merged(ctx)
         except GitBusy as exc:
             # A live git holds a lock its clean-up needs: the next run tries again.
-            return contract, None, f"merged: its clean-up waits for a running git ({exc})"
+            return contract, None, f"merged: its clean-up waits for a running git ({describe(exc)})"
         except LockBusy:
             # The finalize that merged it still holds the task (removing its worktree, then archiving):
             # nothing to do here, and no reason to stop the other tasks' phases.
             return contract, None, "merged: the run that merged it is archiving it"
     if contract is not None and contract["status"] == ERIK_CONSULTATION:
         raise TaskHalted(
-            f"task {contract['task_id']} is halted: read {ctx.handoff.halt_report}, then `hub resume`"
+            f"task {contract['task_id']} is halted",
+            hint=f"read {ctx.handoff.halt_report}, then `hub resume`",
         )
     phase, why = due(contract, ctx.clock(), judge_configured(ctx), report_waiting(ctx))
     return contract, phase, why
@@ -227,10 +228,10 @@ def due_jobs(
         try:
             contract, phase, _ = next_step(bound)
         except TaskHalted as exc:
-            halted.append(str(exc))
+            halted.append(describe(exc))
             continue
         except ContractInvalid as exc:
-            halted.append(f"{task_id}: {exc}")
+            halted.append(f"{task_id}: {describe(exc)}")
             continue
         except (HubError, OSError) as exc:
             # One task's trouble is that task's: the others' phases still run.

@@ -67,7 +67,9 @@ def bind(ctx: Context, command: str, accepts: AbstractSet[str] | None = None) ->
             shown = ", ".join(f"{t} ({states[t]})" for t in ids)
             raise WrongState(f"{command} needs a task in {' or '.join(sorted(accepts))}; none is: {shown}")
     listed = ", ".join(fits or ids)
-    raise TaskChoice(f"{command}: several tasks fit ({listed}); name one with --task ID (MCP: task_id)")
+    raise TaskChoice(
+        f"{command}: several tasks fit ({listed})", hint="name one with --task ID (MCP: task_id)"
+    )
 
 
 def task_status(hand: handoff.Handoff) -> str | None:
@@ -116,13 +118,13 @@ def running(ctx: Context, phase: str, accepts: AbstractSet[str]) -> Iterator[Run
         status = contract["status"]
         if status == ERIK_CONSULTATION and ERIK_CONSULTATION not in accepts:
             raise TaskHalted(
-                f"task {run.task_id} is halted ({contract.get('status_reason')}); read {hand.halt_report} "
-                "and run `hub resume --to STATE`"
+                f"task {run.task_id} is halted ({contract.get('status_reason')})",
+                hint=f"read {hand.halt_report} and run `hub resume --to STATE`",
             )
         if status not in accepts:
             raise WrongState(
-                f"{phase} needs the task in {' or '.join(sorted(accepts))}; task {run.task_id} is in {status}"
-                " (see `hub status`)",
+                f"{phase} needs the task in {' or '.join(sorted(accepts))}; task {run.task_id} is in {status}",
+                hint="see `hub status`",
                 found=status,
                 recovered=recovered,
             )

@@ -198,9 +198,10 @@ def uncommitted_task_files(ctx: Context, contract: Contract) -> list[str]:
     return sorted(named & dirty)
 
 
-_NO_COMMIT = (
-    "the repository {root} has no commit yet: commit your files first (the base the task starts from), "
-    "e.g. `git add -A && git commit -m initial`, then run `hub setup-task`"
+_NO_COMMIT = "the repository {root} has no commit yet"
+_NO_COMMIT_FIX = (
+    "commit your files first (the base the task starts from), e.g. `git add -A && git commit -m initial`, "
+    "then run `hub setup-task`"
 )
 
 
@@ -211,10 +212,10 @@ def _current_base(user: Repo) -> str:
         return gitops.current_branch(user)
     known = gitops.branches(user)
     if not known:
-        raise GitError(_NO_COMMIT.format(root=user.working_tree_dir))
+        raise GitError(_NO_COMMIT.format(root=user.working_tree_dir), hint=_NO_COMMIT_FIX)
     raise GitError(
-        f"the current branch '{unborn}' has no commit yet: pass --base with a branch that has one "
-        f"({', '.join(known)}), or commit on '{unborn}' first"
+        f"the current branch '{unborn}' has no commit yet",
+        hint=f"pass --base with a branch that has one ({', '.join(known)}), or commit on '{unborn}' first",
     )
 
 
@@ -222,7 +223,9 @@ def require_commit(repo_root: Path) -> None:
     """Refuse a new task in a repository without any commit: a task works on a committed base, so it
     could never be set up (and the files it names would look uncommitted)."""
     if not gitops.branches(gitops.open_repo(repo_root)):
-        raise GitError(_NO_COMMIT.format(root=repo_root).replace("hub setup-task", "hub new"))
+        raise GitError(
+            _NO_COMMIT.format(root=repo_root), hint=_NO_COMMIT_FIX.replace("hub setup-task", "hub new")
+        )
 
 
 def setup_task(ctx: Context, base_branch: str | None = None) -> Outcome:
@@ -242,23 +245,27 @@ def setup_task(ctx: Context, base_branch: str | None = None) -> Outcome:
             # it is still exactly the base it recorded, or the task could never be set up again.
             base, base_commit = git["base_branch"], git["base_commit"]
             if gitops.commit_of(user, task_branch) != base_commit:
-                raise GitError(f"branch '{task_branch}' exists already and has moved; delete it first")
+                raise GitError(f"branch '{task_branch}' exists already and has moved", hint="delete it first")
             gitops.ensure_worktree(user, path, task_branch)
         else:
             base = base_branch or _current_base(user)
             if base == "HEAD":
-                raise WrongState("HEAD is detached: check out the base branch or pass --base")
+                raise WrongState("HEAD is detached", hint="check out the base branch or pass --base")
             if not gitops.branch_exists(user, base):
                 known = gitops.branches(user)
+                if known:
+                    raise GitError(
+                        f"base branch '{base}' does not exist in {user.working_tree_dir} (its branches: "
+                        f"{', '.join(known)})",
+                        hint=f"pass --base with one of them, or create it (`git branch {base} <commit>`), then "
+                        "run `hub setup-task` again",
+                    )
                 raise GitError(
-                    f"base branch '{base}' does not exist in {user.working_tree_dir} (its branches: "
-                    f"{', '.join(known)}): pass --base with one of them, or create it (`git branch {base} "
-                    "<commit>`), then run `hub setup-task` again"
-                    if known
-                    else f"base branch '{base}' does not exist: {_NO_COMMIT.format(root=user.working_tree_dir)}"
+                    f"base branch '{base}' does not exist: {_NO_COMMIT.format(root=user.working_tree_dir)}",
+                    hint=_NO_COMMIT_FIX,
                 )
             if gitops.branch_exists(user, task_branch):
-                raise GitError(f"branch '{task_branch}' exists already; delete it or start a new task")
+                raise GitError(f"branch '{task_branch}' exists already", hint="delete it or start a new task")
             base_commit = gitops.commit_of(user, base)
             run.task.set_base(base, base_commit)
             run.save()

@@ -16,6 +16,7 @@ from hub.core.errors import (
     WorkerError,
     WorkerTimeout,
     WorkerUnavailable,
+    describe,
 )
 from hub.phases.live import CALL_FILE, live_call
 from hub.phases.model_calls import never_answered, wait_for_server
@@ -130,7 +131,7 @@ def worker_failure(exc: WorkerError, model: str, backend: str) -> Trip | Stall:
     if isinstance(exc, ModelNotFound):
         return model_missing(model, str(exc), backend)
     if isinstance(exc, WorkerUnavailable):
-        return server_unavailable(model, str(exc), backend)
+        return server_unavailable(model, str(exc), backend, exc.hint)
     if isinstance(exc, ContextOverflow):
         return overflow_trip(exc, model)
     if isinstance(exc, PhaseTimeout):
@@ -143,7 +144,7 @@ def worker_failure(exc: WorkerError, model: str, backend: str) -> Trip | Stall:
         return Stall("runaway_output", str(exc), exc.partial_text)
     if isinstance(exc, ServerBroken):
         return Stall("server_error", str(exc), exc.partial_text)
-    return Stall(f"error: {type(exc).__name__}", str(exc), exc.partial_text)
+    return Stall(f"error: {type(exc).__name__}", describe(exc), exc.partial_text)
 
 
 def model_unavailable(run: Run, worker: Worker, model: str, role: str) -> Trip | None:
@@ -186,11 +187,11 @@ def model_unavailable(run: Run, worker: Worker, model: str, role: str) -> Trip |
     return server_unavailable(model, why, backend)
 
 
-def server_unavailable(model: str, reason: str, backend: str) -> Trip:
-    """The halt for a model server that cannot be reached, with how to bring back the backend's."""
-    return Trip(
-        Trigger.SERVER_UNAVAILABLE, reason, {"model": model}, hint=backends.named(backend).unreachable_fix
-    )
+def server_unavailable(model: str, reason: str, backend: str, hint: str = "") -> Trip:
+    """The halt for a model server that cannot be reached, with how to bring back the backend's (after
+    the error's own hint, when it has one)."""
+    fix = backends.named(backend).unreachable_fix
+    return Trip(Trigger.SERVER_UNAVAILABLE, reason, {"model": model}, hint=f"{hint}; {fix}" if hint else fix)
 
 
 def model_missing(model: str, detail: str, backend: str) -> Trip:
@@ -213,7 +214,7 @@ def overflow_trip(exc: ContextOverflow, model: str) -> Trip:
         evidence["context_length"] = exc.context_length
     if exc.server_window is not None:
         evidence["server_window"] = exc.server_window
-    return Trip(Trigger.CONTEXT_OVERFLOW, str(exc), evidence)
+    return Trip(Trigger.CONTEXT_OVERFLOW, str(exc), evidence, exc.hint)
 
 
 def record_stall(run: Run, role: str, stall: Stall) -> StallRecord:
@@ -285,8 +286,9 @@ def _trip(run: Run, role: str, strikes: int) -> Trip:
     reasons = "; ".join(f"attempt {s['attempt']}: {s['reason']}" for s in stalls)
     return Trip(
         Trigger.STALL if role == "implementer" else Trigger.REVIEW_STALL,
-        f"the {role} stalled twice ({reasons}); see {run.ctx.handoff.stall_report.name}",
+        f"the {role} stalled twice ({reasons})",
         {"stall_report": str(run.ctx.handoff.stall_report), "model": run.contract["roles"].get(role, "")},
+        hint=f"see {run.ctx.handoff.stall_report.name}",
     )
 
 

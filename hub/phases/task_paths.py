@@ -51,8 +51,8 @@ def check_task_paths(repo_root: Path, fields: TaskFields, create_target: bool = 
     if target and not create_target and not _exists(repo_root, str(target)):
         hint = _close_files(repo_root, str(target))
         raise ConfigError(
-            f"--target {target}: no such file in {repo_root}{hint} "
-            "(pass --new-file, over MCP create_target, if the task creates it)"
+            f"--target {target}: no such file in {repo_root}{hint}",
+            hint="pass --new-file (over MCP create_target) if the task creates it",
         )
     for source in fields.get("source_files") or []:
         if not (create_target and source == target) and not _exists(repo_root, str(source)):

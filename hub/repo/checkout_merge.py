@@ -65,7 +65,8 @@ def merge_in_checkout(checkout: Path, commit: str, message: str) -> str:
             checkout,
             [],
             "",
-            f"merge waits: {your_checkout(checkout)} is in the middle of a merge of its own; finish it",
+            f"merge waits: {your_checkout(checkout)} is in the middle of a merge of its own",
+            hint="finish it",
         )
     # As `git merge` does: staged changes are the user's work in progress; the merge waits for them.
     staged = [p for p in _out(checkout, "diff", "--cached", "--name-only", "-z").split("\0") if p]

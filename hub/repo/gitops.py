@@ -52,7 +52,7 @@ def open_repo(path: Path) -> Repo:
     try:
         return git.Repo(path, search_parent_directories=True)
     except (git.InvalidGitRepositoryError, git.NoSuchPathError):
-        raise GitError(f"{path} is not inside a git repository (run `git init` first)") from None
+        raise GitError(f"{path} is not inside a git repository", hint="run `git init` first") from None
 
 
 def run(repo: Repo, *args: str) -> str:
@@ -426,8 +426,9 @@ def ensure_worktree(repo: Repo, path: Path, branch: str, start: str | None = Non
         # HEAD is detached while a rebase stops, so the branch looks checked out nowhere; setting the
         # folder aside would throw the person's rebase away with git's record of it.
         raise GitError(
-            f"a rebase of {branch} is in progress in {path}: finish it there "
-            f"(`git -C {path} rebase --continue`) or abandon it (`git -C {path} rebase --abort`)"
+            f"a rebase of {branch} is in progress in {path}",
+            hint=f"finish it there (`git -C {path} rebase --continue`) or abandon it "
+            f"(`git -C {path} rebase --abort`)",
         )
     with worktree_lock(repo):
         _make_worktree(repo, path, branch, start)
@@ -523,11 +524,15 @@ def your_checkout(checkout: Path) -> str:
 class MergeRefused(GitError):
     """git would not merge into a checkout because uncommitted changes there would be overwritten."""
 
-    def __init__(self, checkout: Path, files: list[str], detail: str, message: str | None = None) -> None:
+    def __init__(
+        self, checkout: Path, files: list[str], detail: str, message: str | None = None, *, hint: str = ""
+    ) -> None:
         self.checkout = checkout
         self.files = files
         where = ", ".join(files) if files else detail
-        super().__init__(message or f"merge waits: {your_checkout(checkout)} has local changes in {where}")
+        super().__init__(
+            message or f"merge waits: {your_checkout(checkout)} has local changes in {where}", hint=hint
+        )
 
 
 MERGE_LOCK_SECONDS = 120.0

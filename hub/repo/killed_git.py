@@ -43,8 +43,8 @@ class GitBusy(LockBusy):
         self.pids = pids
         self.holder = holder
         super().__init__(
-            f"{lock} is held by {holder} (pid {', '.join(map(str, pids))}); try later",
-            hint=f"wait for it to finish; if no git runs in {work_root}, delete {lock}",
+            f"{lock} is held by {holder} (pid {', '.join(map(str, pids))})",
+            hint=f"try later: wait for it to finish; if no git runs in {work_root}, delete {lock}",
         )
 
 
@@ -267,8 +267,8 @@ def clear_leftovers(work_root: Path) -> list[str]:
         message = read_gone(dirs[0] / "MERGE_MSG") or ""
         if "[TASK: " not in message:
             raise GitError(
-                f"a merge is in progress in {work_root} that the hub did not start: finish it "
-                "(`git commit`) or abandon it (`git merge --abort`)"
+                f"a merge is in progress in {work_root} that the hub did not start",
+                hint="finish it (`git commit`) or abandon it (`git merge --abort`)",
             )
         undo_merge(work_root)
         done.append("undid the hub's own merge left half done by a kill")

@@ -127,7 +127,7 @@ def ast_grep_binary() -> str:
         found = find_ast_grep()
         if found is None:
             raise RuleError(
-                "ast-grep not found: install it with `pip install ast-grep-cli` (provides `ast-grep`)"
+                "ast-grep not found", hint="install it with `pip install ast-grep-cli` (provides `ast-grep`)"
             )
         _binary = found
     return _binary
@@ -323,8 +323,8 @@ def check_rule_id(rule_id: str) -> str:
     """A rule id that is safe as a file name: letters, digits, '-', '_', '.', no path parts."""
     if not isinstance(rule_id, str) or not _SAFE_ID.fullmatch(rule_id) or ".." in rule_id:
         raise RuleError(
-            f"invalid rule id {rule_id!r}: use letters, digits, '-', '_' and '.' (no '/', no '..'), "
-            "starting with a letter or digit"
+            f"invalid rule id {rule_id!r}",
+            hint="use letters, digits, '-', '_' and '.' (no '/', no '..'), starting with a letter or digit",
         )
     return rule_id
 
@@ -411,11 +411,11 @@ def add_or_update_rule(repo_root: Path, rule_id: str, rule_yaml: str, person: bo
         _keeps_security(rule_id, parsed)
     dirs = project_rules(repo_root)
     if not dirs:
-        raise RuleError(f"{repo_root / SGCONFIG}: ruleDirs is empty: name a folder for the rules")
+        raise RuleError(f"{repo_root / SGCONFIG}: ruleDirs is empty", hint="name a folder for the rules")
     existing = _project_rule_files(repo_root, rule_id)
     if any(count > 1 for _, count in existing):
         raise RuleError(
-            f"rule '{rule_id}' lives in a file with other rules ({existing[0][0]}); edit that file"
+            f"rule '{rule_id}' lives in a file with other rules ({existing[0][0]})", hint="edit that file"
         )
     target = existing[0][0] if existing else dirs[0] / f"{rule_id}.yml"
     _require_inside(repo_root, target)
@@ -458,7 +458,7 @@ def remove_rule(repo_root: Path, rule_id: str) -> Path:
     path, count = existing[0]
     _require_inside(repo_root, path)
     if count > 1:
-        raise RuleError(f"rule '{rule_id}' lives in a file with other rules ({path}); edit that file")
+        raise RuleError(f"rule '{rule_id}' lives in a file with other rules ({path})", hint="edit that file")
     path.unlink()
     log.debug("rules.removed", rule_id=rule_id, path=str(path))
     return path

@@ -74,7 +74,7 @@ def _locked(hand: Handoff) -> Iterator[None]:
     try:
         lock.acquire()
     except Timeout:
-        raise LockBusy(f"{hand.backlog.name} is being written by another process; try again") from None
+        raise LockBusy(f"{hand.backlog.name} is being written by another process", hint="try again") from None
     try:
         yield
     finally:
@@ -273,7 +273,7 @@ def _find(doc: dict[str, Any], task_id: str, file: str) -> dict[str, Any]:
         if entry["id"] == task_id:
             return entry
     raise ContractInvalid(
-        file, "id", f"no backlog task '{task_id}' (see `hub backlog list`, or task_list over MCP)"
+        file, "id", f"no backlog task '{task_id}'", hint="see `hub backlog list`, or task_list over MCP"
     )
 
 
@@ -358,8 +358,9 @@ def update_task(hand: Handoff, clock: Clock, task_id: str, changes: dict[str, An
                 entry.get("task_id") is None or entry["task_id"] in hand.task_ids()
             ):
                 raise WrongState(
-                    f"backlog task {task_id} is the active task {entry.get('task_id')}; finish it, or halt it "
-                    "and move its TASK_CONTRACT.json to archive/, before changing its status"
+                    f"backlog task {task_id} is the active task {entry.get('task_id')}",
+                    hint="finish it, or halt it and move its TASK_CONTRACT.json to archive/, before changing "
+                    "its status",
                 )
             if entry["status"] == MERGED_ENTRY:
                 raise WrongState(f"backlog task {task_id} is merged already")
@@ -552,12 +553,14 @@ def session_complete(hand: Handoff, clock: Clock) -> dict[str, Any]:
         if open_entries:
             shown = ", ".join(f"{e['id']} ({e['status']})" for e in open_entries[:10])
             raise WrongState(
-                f"{len(open_entries)} backlog tasks are not merged or dropped: {shown}; "
-                "finish them or drop them with task_update"
+                f"{len(open_entries)} backlog tasks are not merged or dropped: {shown}",
+                hint="finish them or drop them with task_update",
             )
         active = [c["task_id"] for c in _live(hand) if c["status"] != MERGED]
         if active:
-            raise WrongState(f"task {', '.join(active)} is still active; finish it first (see hub_status)")
+            raise WrongState(
+                f"task {', '.join(active)} is still active", hint="finish it first (see hub_status)"
+            )
         counts = {s: sum(1 for e in doc["tasks"] if e["status"] == s) for s in FINISHED}
         doc["session"] = {"completed_at": iso(clock()), **counts}
     return doc["session"]

@@ -288,7 +288,9 @@ def task_refs(contract: Contract) -> TaskRefs:
     git = contract["git"]
     task_branch = git.get("task_branch")
     if not task_branch:
-        raise WrongState(f"task {contract['task_id']} has no task branch yet: run `hub setup-task` first")
+        raise WrongState(
+            f"task {contract['task_id']} has no task branch yet", hint="run `hub setup-task` first"
+        )
     return TaskRefs(git.get("base_branch") or "", task_branch, git.get("base_commit") or "")
 
 

@@ -240,7 +240,7 @@ def phase_lock(handoff: Handoff, phase: str, now: datetime) -> Iterator[None]:
     except Timeout:
         if _archived(handoff):  # the lock of a husk another loser made and a third removed
             raise _gone(handoff) from None
-        raise LockBusy(f"another phase is running ({_owner_text(handoff)}); try later") from None
+        raise LockBusy(f"another phase is running ({_owner_text(handoff)})", hint="try later") from None
     except (FileNotFoundError, FileExistsError):
         # filelock makes the folder (pathlib's mkdir: EEXIST, then not a folder) and opens the file in
         # it: either fails when the folder is moved to the archive in between.

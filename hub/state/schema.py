@@ -249,7 +249,7 @@ def _check_numbers(contract: dict[str, Any], file: str) -> None:
             continue
         if keys in INTEGER_FIELDS and isinstance(value, float):
             raise ContractInvalid(
-                file, "$." + ".".join(keys), f"{value!r} is not a whole number (write it without '.')"
+                file, "$." + ".".join(keys), f"{value!r} is not a whole number", hint="write it without '.'"
             )
         if not math.isfinite(value) or value > bound:
             raise ContractInvalid(

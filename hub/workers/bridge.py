@@ -194,8 +194,9 @@ class WorkerClient:
             raise WorkerError(
                 f"MCP worker '{self.server.name}' cannot carry agent mode's tools and turns: its ollama_run "
                 "lists no `turns` (the original ollama-mcp, or a hub worker older than agent mode), and "
-                "would drop them silently; use the hub's own worker (transport inprocess, or `hub worker "
-                "serve` of this version) or the ollama/openai backend"
+                "would drop them silently",
+                hint="use the hub's own worker (transport inprocess, or `hub worker serve` of this version) "
+                "or the ollama/openai backend",
             )
         log.debug(
             "bridge.tools_dropped",

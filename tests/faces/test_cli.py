@@ -356,7 +356,7 @@ def race(repo: Path, args: list[str], n: int = 8, deadline: float = 60.0) -> lis
     return results
 
 
-LOCK_MESSAGE = re.compile(r"hub: another phase is running \((\S+), pid (\d+), since (\S+Z)\); try later")
+LOCK_MESSAGE = re.compile(r"hub: another phase is running \((\S+), pid (\d+), since (\S+Z)\); fix: try later")
 
 
 def test_eight_setup_tasks_at_once_one_runs_and_seven_exit_75_naming_it(

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from hub.core.errors import DirtyWorkTree, GitError
+from hub.core.errors import DirtyWorkTree, GitError, describe
 from hub.repo import checkout_merge, gitops
 from hub.repo.gitops import MergeConflict
 
@@ -72,7 +72,7 @@ def test_a_dirty_tree_is_refused_naming_the_files(git_repo: Path) -> None:
 def test_a_long_list_of_dirty_files_is_shortened_in_the_message() -> None:
     error = DirtyWorkTree([f"f{i}.txt" for i in range(14)])
     assert str(error).startswith("work tree has uncommitted changes: f0.txt, f1.txt")
-    assert "f9.txt and 4 more;" in str(error) and "f10.txt" not in str(error)
+    assert "f9.txt and 4 more; fix:" in describe(error) and "f10.txt" not in describe(error)
 
 
 def test_a_folder_outside_any_repository_is_a_git_error(tmp_path: Path) -> None:
@@ -419,7 +419,7 @@ def test_a_rebase_stopped_in_a_task_worktree_is_named_with_its_fix_and_the_workt
     with pytest.raises(GitError) as refused:
         gitops.ensure_worktree(gitops.open_repo(git_repo), path, "task/t1")
 
-    message = str(refused.value)
+    message = describe(refused.value)
     assert "rebase of task/t1 is in progress" in message and str(path) in message
     assert "rebase --continue" in message and "rebase --abort" in message
     assert (path / ".git").is_file() and not list(path.parent.glob("*.broken-*"))

@@ -306,7 +306,7 @@ def test_a_mistyped_proposal_is_blocked_with_the_reason_and_one_naming_no_file_i
 def test_updating_a_missing_backlog_task_names_the_list_command_of_each_face(hub: HubRunner) -> None:
     done = hub("backlog", "update", "B9", "--priority", "1")
     assert done.returncode == 1
-    assert "no backlog task 'B9' (see `hub backlog list`, or task_list over MCP)" in done.stderr
+    assert "no backlog task 'B9'; fix: see `hub backlog list`, or task_list over MCP" in done.stderr
 
 
 def test_backlog_next_says_when_hub_next_would_block_the_proposal_it_names(hub: HubRunner) -> None:

@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hub.core.errors import EXIT_LOCKED, ContractInvalid, InvalidTransition, LockBusy, exit_code_for
+from hub.core.errors import EXIT_LOCKED, ContractInvalid, InvalidTransition, LockBusy, describe, exit_code_for
 from hub.state import handoff
 from hub.state.handoff import Handoff, phase_lock, read_transitions, record
 from hub.state.machine import EVENTS, RESUMABLE_STATES, RESUME_EVENT, Event
@@ -77,8 +77,8 @@ def test_a_second_phase_is_refused_at_once_with_the_holders_phase_pid_and_start(
         assert owner["pid"] == os.getpid() and owner["phase"] == "report-judge"
         with pytest.raises(LockBusy) as caught, phase_lock(hand, "setup-task", NOW):
             pass
-    assert str(caught.value) == (
-        f"another phase is running (report-judge, pid {os.getpid()}, since 2026-05-01T12:00:00Z); try later"
+    assert describe(caught.value) == (
+        f"another phase is running (report-judge, pid {os.getpid()}, since 2026-05-01T12:00:00Z); fix: try later"
     )
     assert exit_code_for(caught.value) == EXIT_LOCKED == 75
 
