@@ -452,13 +452,14 @@ def test_a_new_file_target_is_accepted_with_new_file(hub: Any, git_repo: Path) -
     assert contract["constraints"]["allowed_paths"] == ["src/util.py"]
 
 
-def test_a_task_with_no_file_to_change_is_refused_before_the_model_is_told_it_may_write_anything(
+def test_a_task_with_no_file_to_change_is_created_for_the_hub_to_find_its_files(
     hub: Any, git_repo: Path
 ) -> None:
     done = hub("new", "--title", "Greet", "--requirement", "r")
-    assert done.returncode == 1
-    assert "the task names no file to change" in done.stderr and "fix: give --target FILE" in done.stderr
-    assert not (git_repo / "_handoff" / "TASK_CONTRACT.json").exists()
+    assert done.returncode == 0, done.stderr
+    (path,) = (git_repo / "_handoff" / "tasks").glob("*/TASK_CONTRACT.json")
+    contract = json.loads(path.read_text(encoding="utf-8"))
+    assert contract["specification"]["find_files"] is True and contract["constraints"]["allowed_paths"] == []
 
 
 # --- the halt file's resume command --------------------------------------------------------------------

@@ -94,7 +94,11 @@ def init(state: State) -> None:
 @cli.command()
 @click.option("--title", help="One line saying what the task is.")
 @click.option("--requirement", "requirements", multiple=True, help="A requirement (repeat).")
-@click.option("--target", help="The file the task changes (it must exist, unless --new-file).")
+@click.option(
+    "--target",
+    help="The file the task changes (it must exist, unless --new-file). Without --target, --source and "
+    "--allowed-path the implementer finds the files with the repository map.",
+)
 @click.option(
     "--new-file", "create_target", is_flag=True, help="The --target file is new: the task creates it."
 )

@@ -7,8 +7,9 @@ fail ends in a stall strike (retry, or STALL_REPORT.md on the second) or a halt;
 is thrown away.
 
 The mode is chosen here and only here (`mode_for`): edit mode, the default, below (one answer of edits,
-then answers to what was refused and to the failing commands); agent mode in agent.py, imported only when
-the role is in agent mode (its loop, tools and MCP cost start-up time edit mode need not pay).
+then answers to what was refused and to the failing commands; for a task that names no file, a call
+before them finds its files with the repository map, attempt_files.py); agent mode in agent.py, imported
+only when the role is in agent mode (its loop, tools and MCP cost start-up time edit mode need not pay).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from hub.edits.answer import apply_answer, check_reply, not_made_good, unapplied
 from hub.edits.feedback import answer_feedback, output_truncated
 from hub.phases import prompt_parts
 from hub.phases.attempt_commands import failures
+from hub.phases.attempt_files import find_files, needs_files
 from hub.phases.attempt_prompt import build_prompt
 from hub.phases.outcome import Outcome
 from hub.phases.run import Run
@@ -98,6 +100,9 @@ class EditAttempt:
         self.same = False  # the last answer changed nothing: the same code, failing the same way
 
     def run(self) -> list[CommandResult]:
+        if needs_files(self.bench):
+            # A task that named no file: the model picks them from the repository map first.
+            find_files(self.bench, self.worker)
         prompt, generation = self._first_call()
         answer = self._apply(generation, feedback_due=True)
         feedback = answer_feedback(*answer, self.config.trust_root)

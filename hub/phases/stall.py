@@ -53,6 +53,9 @@ ADVICE = {
     "partial_change": "Part of the change was written but some edits were refused twice (listed below), so "
     "the change is incomplete and was not sent to review (the written part is kept in a stash). Read the "
     "reasons; consider a smaller task or a stronger model.",
+    "files_not_found": "The task names no file, and the model's answer to the repository map named none the "
+    "hub could take (the reasons are below; the map and the answer are the find-files records in "
+    "_handoff/runs/<task>/). Name the file to change (`hub new --target FILE`), or use a stronger model.",
     "tests_failed": "The acceptance commands still fail after the model's reflections. Read the command output "
     "below; the requirement may be ambiguous, or the task too big for this model.",
     "server_error": "The model server answered, but broken, several times in a row: its message is above (an "

@@ -16,8 +16,8 @@ def why_blocked(repo_root: Path, fields: TaskFields) -> str | None:
     """Why promotion would block a proposal with these fields rather than make it a task (None: it
     would not). The one decision `hub next` and `hub status` share, so status never names a proposal
     that next then blocks. A proposal is written before its files exist, so its Target may be new;
-    one naming no file would become a task the model can write nowhere in, and a missing Source a
-    file the model is told to create."""
+    a missing Source would be a file the model is told to create. One naming no file is a task whose
+    files the implementer finds (the repository map)."""
     try:
         check_task_paths(repo_root, fields, create_target=True)
     except ConfigError as exc:
@@ -28,17 +28,11 @@ def why_blocked(repo_root: Path, fields: TaskFields) -> str | None:
 def check_task_paths(repo_root: Path, fields: TaskFields, create_target: bool = False) -> None:
     """Refuse a task whose target or a source lies outside the repository (even as a new file: the model
     could never write it, and a source would be read into the prompt), or is mistyped (a file that does
-    not exist and is not meant to be created: the closest files the repository has are named), or
-    that names no path the model may write at all (every edit would be refused). A missing source
-    would otherwise reach the prompt as "does not exist yet: create it", and the model would write a
-    file nobody asked for."""
+    not exist and is not meant to be created: the closest files the repository has are named). A
+    missing source would otherwise reach the prompt as "does not exist yet: create it", and the model
+    would write a file nobody asked for. A task that names no file passes: the implementer finds its
+    files with the repository map (hub.phases.attempt_files)."""
     target = fields.get("target_file")
-    if not target and not fields.get("allowed_paths") and not fields.get("source_files"):
-        raise ConfigError(
-            "the task names no file to change, so the model may write nowhere and every edit would be "
-            "refused",
-            hint="give --target FILE (or --allowed-path PATH)",
-        )
     # A control file as the target or an allowed path: the edit layer refuses every edit there.
     named = [("--target", target), *(("--allowed-path", p) for p in fields.get("allowed_paths") or [])]
     for flag, path in named:

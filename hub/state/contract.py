@@ -83,6 +83,9 @@ if TYPE_CHECKING:
         target_file: NotRequired[str | None]
         acceptance_criteria: NotRequired[list[str]]
         acceptance_commands: NotRequired[list[str]]
+        # The task named no file: the implementer's first call finds them with the repository map
+        # (hub.phases.attempt_files), and the files it chose become source_files and allowed_paths.
+        find_files: NotRequired[bool]
 
     class Issue(TypedDict, total=False):
         """A local-review finding or a judge's blocking issue."""
@@ -133,6 +136,17 @@ if TYPE_CHECKING:
         next_try_seconds: float
         error: str
 
+    class FoundFiles(TypedDict):
+        """The files the implementer chose from the repository map (a task that named none), for `hub
+        eval`'s files found / files needed."""
+
+        attempt: int
+        files: list[str]
+        refused: list[str]  # what else the answer named, and why it was not taken
+        map_files: int  # files the map showed
+        map_tokens: int
+        repository_files: int  # files the map was made from
+
     class HaltRecord(TypedDict):
         trigger: str
         reason: str
@@ -170,6 +184,7 @@ if TYPE_CHECKING:
         server_wait: ServerWait
         sandbox: str  # whether the acceptance commands ran sandboxed, and how
         committing: Committing
+        found_files: FoundFiles
 
     class Lease(TypedDict, total=False):
         held_by: str | None
@@ -251,6 +266,7 @@ else:
     AttemptRecord = dict
     StallRecord = dict
     HaltRecord = dict
+    FoundFiles = dict
     ServerWait = dict
     HandoffData = dict
     Lease = dict

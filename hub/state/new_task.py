@@ -16,7 +16,7 @@ from hub.state.machine import PENDING_IMPLEMENTER
 from hub.state.schema import validate
 
 if TYPE_CHECKING:
-    from hub.state.contract import Contract, Limits, TaskFields
+    from hub.state.contract import Contract, Limits, Specification, TaskFields
 
 
 def slugify(text: str, limit: int = 40) -> str:
@@ -58,8 +58,19 @@ def new_contract(
 ) -> Contract:
     """A fresh, valid contract in `pending_implementer`."""
     source_files = list(source_files or [])
+    # A task naming no file at all: the implementer finds them (hub.phases.attempt_files).
+    find_files = not target_file and not source_files and not allowed_paths
     if allowed_paths is None:
         allowed_paths = sorted({p for p in [target_file, *source_files] if p})
+    specification: Specification = {
+        "source_files": source_files,
+        "target_file": target_file,
+        "requirements": list(requirements),
+        "acceptance_criteria": list(acceptance_criteria or []),
+        "acceptance_commands": list(acceptance_commands or []),
+    }
+    if find_files:
+        specification["find_files"] = True
     contract: Contract = {
         "schema_version": SCHEMA_VERSION,
         "task_id": make_task_id(project, one_line(title), now),
@@ -87,13 +98,7 @@ def new_contract(
             "delete_allowed": False,
             "max_diff_lines": max_diff_lines,
         },
-        "specification": {
-            "source_files": source_files,
-            "target_file": target_file,
-            "requirements": list(requirements),
-            "acceptance_criteria": list(acceptance_criteria or []),
-            "acceptance_commands": list(acceptance_commands or []),
-        },
+        "specification": specification,
         "handoff_data": {
             "changed_files": [],
             "diff_summary": None,

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
         AttemptRecord,
         Breaker,
         Contract,
+        FoundFiles,
         HandoffData,
         HistoryEntry,
         Issue,
@@ -263,6 +264,13 @@ class Task:
         data["changed_files"] = changed_files
         data["diff_summary"] = summary
         data.setdefault("attempts", []).append(attempt)
+
+    def set_found_files(self, found: FoundFiles, allowed: list[str]) -> None:
+        """The files the implementer chose for a task that named none: shown whole from now on, as a
+        task's named sources are, and the change may write `allowed` of them."""
+        self.contract["specification"]["source_files"] = list(found["files"])
+        self.contract["constraints"]["allowed_paths"] = list(allowed)
+        self.data["found_files"] = found
 
     def add_stall(self, entry: StallRecord) -> None:
         self.data.setdefault("stalls", []).append(entry)

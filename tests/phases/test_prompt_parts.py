@@ -55,6 +55,7 @@ PACKAGED = (
     "agent_advice_paths",
     "agent_advice_search",
     "agent_advice_other",
+    "find_files",
 )
 PLACEHOLDER = re.compile(r"\$\{\w+\}")
 

@@ -210,13 +210,11 @@ def test_status_names_the_proposal_hub_next_blocks_as_blocked_not_as_promoted(ct
         ctx.handoff,
         ctx.clock,
         [
-            {"id": "vague", "content": "Make it better", "priority": 0},
             {"id": "typo", "content": "Greet\nTarget: src/app.py\nSource: src/ap.py", "priority": 1},
             {"id": "outside", "content": "Greet\nTarget: ../app.py", "priority": 2},
         ],
     )
     for backlog_id, says in (
-        ("vague", "names no file to change"),
         ("typo", "did you mean src/app.py?"),
         ("outside", "is not inside the repository"),
     ):

@@ -277,28 +277,30 @@ def test_with_several_tasks_a_note_goes_to_the_task_named(ctx: Context) -> None:
     assert second_notes == ["for everyone"]
 
 
-def test_a_proposal_naming_no_file_is_blocked_with_the_reason_and_the_next_one_promoted(
+def test_a_mistyped_proposal_is_blocked_with_the_reason_and_one_naming_no_file_is_promoted(
     ctx: Context, task: Any
 ) -> None:
     backlog.add_tasks(
         ctx.handoff,
         ctx.clock,
         [
-            {"id": "vague", "content": "Make it better", "priority": 0},
-            {"id": "clear", "content": "Greet politely\nTarget: src/app.py", "priority": 1},
+            {"id": "typo", "content": "Greet politely\nSource: src/ap.py", "priority": 0},
+            {"id": "vague", "content": "Make it better", "priority": 1},
         ],
     )
 
     blocked = run_next(ctx)
 
-    assert blocked.task_id is None and "backlog task vague blocked" in blocked.message
-    vague = entries(ctx)["vague"]
-    assert vague["status"] == "blocked" and "names no file to change" in vague["blocked_reason"]
-    assert "Target: path" in vague["blocked_reason"]
+    assert blocked.task_id is None and "backlog task typo blocked" in blocked.message
+    typo = entries(ctx)["typo"]
+    assert typo["status"] == "blocked" and "did you mean src/app.py?" in typo["blocked_reason"]
+    assert "Source: a.py, b.py" in typo["blocked_reason"]
     assert ctx.handoff_root.task_ids() == []
+    # A proposal naming no file is a task whose files the implementer finds with the repository map.
     promoted = run_next(ctx)
-    assert promoted.data["backlog_id"] == "clear"
-    assert task.contract()["specification"]["target_file"] == "src/app.py"
+    assert promoted.data["backlog_id"] == "vague"
+    spec = task.contract()["specification"]
+    assert spec["find_files"] is True and spec["target_file"] is None
 
 
 def test_updating_a_missing_backlog_task_names_the_list_command_of_each_face(hub: HubRunner) -> None:
@@ -308,12 +310,12 @@ def test_updating_a_missing_backlog_task_names_the_list_command_of_each_face(hub
 
 
 def test_backlog_next_says_when_hub_next_would_block_the_proposal_it_names(hub: HubRunner) -> None:
-    assert hub("backlog", "add", "Make it better", "--id", "vague").returncode == 0
+    assert hub("backlog", "add", "Greet\nSource: src/ap.py", "--id", "typo").returncode == 0
     shown = hub("backlog", "next")
     doc = json.loads(hub("backlog", "next", "--json").stdout)
-    assert doc["task"]["id"] == "vague" and "names no file to change" in doc["blocked"]
+    assert doc["task"]["id"] == "typo" and "did you mean src/app.py?" in doc["blocked"]
     assert f"`hub next` blocks it: {doc['blocked']}" in shown.stdout
-    assert hub("next").stdout.startswith(f"backlog task vague blocked: {doc['blocked']}")
+    assert hub("next").stdout.startswith(f"backlog task typo blocked: {doc['blocked']}")
 
 
 def test_a_backlog_file_that_is_not_utf8_is_refused_naming_it(ctx: Context) -> None:

@@ -1,0 +1,174 @@
+"""The files an edit-mode attempt finds itself, for a task that names none (issue 34): one cheap call shows
+the model the repository map (hub.review.repomap) and asks for the paths it needs, one a line; the hub
+takes only files the map was made from, never a guess, and from then on shows them whole as it shows a
+task's named files. What they may write follows from the policy: the chosen files, less the forbidden
+ones (the acceptance tests of `hub eval`), the files that change how git, CI or agents behave (a person
+must name those) and the hub's control files (never on the map). No file is created this way: a task
+that must create one names it (`--target FILE --new-file`)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Collection, Sequence
+from typing import TYPE_CHECKING
+
+from hub.core.log import get_logger
+from hub.core.relpaths import behaviour_file, first_match
+from hub.edits.policy import control_file_refusal
+from hub.phases import prompt_parts
+from hub.phases.attempt_prompt import feedback_section, task_fields
+from hub.phases.stall import Failed, Stall, empty_answer
+from hub.safety.trust import control_paths
+from hub.state.provenance import write_record
+from hub.state.schema import path_problem
+from hub.workers import budget
+from hub.workers.bridge import request_for
+
+if TYPE_CHECKING:
+    from hub.phases.workbench import Workbench
+    from hub.state.contract import FoundFiles
+    from hub.workers.base import Worker
+
+# At most this many files are taken from an answer: a small model's prompt must still hold them whole.
+MAX_FOUND_FILES = 4
+# The map's share of the implementer's window (the rest of the prompt and the answer's room come off
+# first). Aider's default map is 1,024 tokens of an 8k window; a quarter shows more of a small
+# repository, and is what a real run should measure against an eighth.
+MAP_SHARE = 0.25
+PURPOSE = "find-files"
+
+# A list marker before a path: "- ", "* ", "1. ", "2) ".
+_MARKER = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
+_SUFFIX = re.compile(r"\.[A-Za-z0-9]{1,10}$")
+
+log = get_logger(__name__)
+
+
+def needs_files(bench: Workbench) -> bool:
+    """The task named no file and none has been found for it yet."""
+    spec = bench.contract["specification"]
+    return bool(spec.get("find_files")) and not spec.get("source_files")
+
+
+def find_files(bench: Workbench, worker: Worker) -> list[str]:
+    """Ask the model for the files the task needs, from the repository map; record them on the contract
+    (they become its source files, and those it may write its allowed paths) and in provenance. A
+    `files_not_found` stall strike when the answer names none the hub can take."""
+    from hub.review.repomap import build_map, tracked_files  # tree-sitter: only when a map is made
+
+    run, config = bench.run, bench.config
+    root = config.trust_root
+    control = control_paths(config)
+    repository = [f for f in tracked_files(run.worktree) if control_file_refusal(f, control) is None]
+    base = prompt_parts.render(root, "find_files", **_fields(bench), map="")
+    request = request_for(config, "implementer", base)
+    fit = budget.plan(base, None, request.num_ctx, request.num_predict, scale=request.token_scale)
+    room = min(int(fit.num_ctx * MAP_SHARE), fit.prompt_room - fit.prompt_tokens)
+    words = _words(bench)
+    repo_map = build_map(
+        run.worktree,
+        repository,
+        words=words,
+        budget_tokens=max(room, 0),
+        count_tokens=lambda text: budget.estimate_tokens(text, request.token_scale),
+    )
+    prompt = prompt_parts.render(root, "find_files", **_fields(bench), map=repo_map.text or "(empty)")
+    generation = bench.generate(worker, request_for(config, "implementer", prompt), PURPOSE, first=True)
+    if not generation.text.strip():
+        raise Failed(Stall("files_not_found", empty_answer(generation)))
+    chosen, refused = parse_files(generation.text, repo_map.ranked, control)
+    forbidden = bench.contract["constraints"]["forbidden_paths"]
+    allowed = [f for f in chosen if first_match(f, forbidden) is None and behaviour_file(f) is None]
+    refused += [
+        f"{f}: may be read, not changed (forbidden, or a file a person must name)"
+        for f in chosen
+        if f not in allowed
+    ]
+    found: FoundFiles = {
+        "attempt": run.contract["attempt"],
+        "files": chosen,
+        "refused": refused,
+        "map_files": len(repo_map.files),
+        "map_tokens": repo_map.tokens,
+        "repository_files": len(repository),
+    }
+    write_record(
+        run.ctx.handoff,
+        run.task_id,
+        "files-found",
+        {**found, "map_budget_tokens": room, "outcome": "found" if allowed else "refused"},
+        run.now,
+    )
+    log.debug(
+        "implement.files_found", task=run.task_id, files=chosen, refused=refused, tokens=repo_map.tokens
+    )
+    if not allowed:
+        raise Failed(Stall("files_not_found", _why_none(chosen, refused, len(repo_map.files))))
+    run.task.set_found_files(found, allowed)
+    run.save()
+    return chosen
+
+
+def parse_files(
+    text: str, known: Collection[str], control: Sequence[str], limit: int = MAX_FOUND_FILES
+) -> tuple[list[str], list[str]]:
+    """The files an answer names, one a line (a list marker, backticks or a note after the path are
+    allowed), taken only when `known` has them exactly, at most `limit`; and what else it named that
+    looks like a path, each with why it was not taken. Prose lines are skipped."""
+    chosen: list[str] = []
+    refused: list[str] = []
+    for line in text.splitlines():
+        line = _MARKER.sub("", line).strip()
+        if not line or line.startswith("```"):
+            continue
+        token = line.split()[0].strip("`'\"*:,;()[]")
+        token = token.removeprefix("./")
+        if token in known:
+            if token in chosen:
+                continue
+            if len(chosen) < limit:
+                chosen.append(token)
+            else:
+                refused.append(f"{token}: more than {limit} files named")
+            continue
+        if "/" in token or _SUFFIX.search(token):
+            refused.append(f"{token}: {_why_not(token, known, control)}")
+    return chosen, refused
+
+
+def _why_not(token: str, known: Collection[str], control: Sequence[str]) -> str:
+    problem = path_problem(token)
+    if problem:
+        return problem
+    if control_file_refusal(token, control) is not None:
+        return "the hub's control file, which no task may change"
+    if any(f.startswith(token.rstrip("/") + "/") for f in known):
+        return "a folder, not a file"
+    return "not a file of the repository"
+
+
+def _why_none(chosen: list[str], refused: list[str], shown: int) -> str:
+    if chosen:
+        return "none of the files the model chose may be changed: " + "; ".join(refused)
+    named = ("; it named " + "; ".join(refused[:8])) if refused else ""
+    return f"the answer named no file of the repository (the map showed {shown} files){named}"
+
+
+def _words(bench: Workbench) -> str:
+    """What the map is ranked for: the task's words, its commands (they name the tests to pass)."""
+    contract = bench.contract
+    spec = contract["specification"]
+    parts = [contract.get("title", ""), *spec["requirements"], *spec.get("acceptance_criteria", [])]
+    return "\n".join([*parts, *spec.get("acceptance_commands", [])])
+
+
+def _fields(bench: Workbench) -> dict[str, str]:
+    fields = task_fields(bench.contract, feedback_section(bench.run), "")
+    return {
+        "task_id": fields["task_id"],
+        "title": fields["title"],
+        "requirements": fields["requirements"],
+        "acceptance_commands": fields["acceptance_commands"],
+        "feedback": fields["feedback"],
+        "max_files": str(MAX_FOUND_FILES),
+    }
