@@ -225,3 +225,37 @@ def test_an_environment_pip_cannot_install_is_refused_naming_pip(tmp_path: Path)
 def test_suite_and_history_are_one_or_the_other(tmp_path: Path) -> None:
     done = hub_eval(tmp_path)
     assert done.returncode == 2 and "give a SUITE folder or --history REPO" in done.stderr
+
+
+def test_without_name_files_the_task_names_the_folder_and_paths_choose_the_commits(
+    tmp_path: Path, fake: FakeOllama
+) -> None:
+    repo = project(tmp_path)
+    workdir = tmp_path / "run"
+    done = hub_eval(
+        tmp_path,
+        "--history",
+        str(repo),
+        "--paths",
+        "pkg/calc.py",
+        "--config",
+        str(config(tmp_path, fake)),
+        "--workdir",
+        str(workdir),
+        "--python",
+        sys.executable,
+        "--json",
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    doc = json.loads(done.stdout)
+    [task] = doc["tasks"]
+    assert task["name"].endswith("clamp-keeps-values-in-range") and task["solved"]
+    assert (task["files_found"], task["files_needed"]) == (1, 1)
+    assert doc["hidden_files"] is True
+    assert {s["subject"] for s in doc["skipped"]} == {"Tidy calc", "Start"}
+    first = next(
+        r.body for r in fake.requests if r.body and r.path == "/api/chat" and r.body["model"] == CODER
+    )
+    # Until `hub new` works without --target, the task gives the source file's folder and no file.
+    prompt = json.dumps(first["messages"])
+    assert "Work only in these files: pkg." in prompt and "pkg/calc.py" not in prompt
