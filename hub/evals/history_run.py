@@ -16,6 +16,7 @@ Until `hub new` works without `--target` (issue 34, another branch), a task that
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import time
 from collections.abc import Callable, Sequence
@@ -73,7 +74,13 @@ def run_history(
     started = time.monotonic()
     source = chosen.repo.resolve()
     require_git_repo(source)
+    if settings.workdir.resolve().is_relative_to(source):
+        raise SuiteInvalid(
+            f"{settings.workdir}: inside {source}; `hub eval --history` leaves the repository it reads "
+            "untouched, so its --workdir must lie outside it"
+        )
     require_new_workdir(settings.workdir)
+    python = interpreter(chosen.python)
     workdir = settings.workdir
     repo = workdir / "repo"
     clone(source, repo)
@@ -88,7 +95,7 @@ def run_history(
     if not walk.candidates:
         raise SuiteInvalid(f"{source}: no commit qualifies as a task ({walked(walk.walked, skipped)})")
     progress(f"{len(walk.candidates)} candidate commits of {walk.walked} walked; making the environment")
-    python, read_path = environment(repo, workdir, chosen.python)
+    python, read_path = environment(repo, workdir, python)
     tasks: list[HistoryTask] = []
     for candidate in walk.candidates:
         made = history.prepare_task(
@@ -159,11 +166,22 @@ def clone(source: Path, repo: Path) -> None:
     history.git(repo, "config", "user.email", "hub-eval@localhost")
 
 
+def interpreter(python: str | None) -> str | None:
+    """`--python` as a path the acceptance commands can run from any worktree; SuiteInvalid if there is
+    no such program. Not resolved further: a venv's interpreter is a link whose target lacks the venv."""
+    if python is None:
+        return None
+    found = shutil.which(python)
+    if found is None:
+        raise SuiteInvalid(f"--python {python}: no such interpreter")
+    return str(Path(found).absolute())
+
+
 def environment(repo: Path, workdir: Path, python: str | None) -> tuple[str, Path]:
     """The interpreter the tests run under and the folder the sandbox must read for it: the given one's
     environment, or a venv made once for the repository."""
     if python:
-        return python, Path(python).absolute().parent.parent
+        return python, Path(python).parent.parent
     try:
         venv = make_env(repo, workdir)
     except ConfigError as exc:

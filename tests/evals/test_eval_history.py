@@ -185,6 +185,20 @@ def test_a_folder_that_is_no_git_repository_is_refused_with_exit_2(tmp_path: Pat
     assert list((tmp_path / "plain").iterdir()) == [] and not (tmp_path / "w").exists()
 
 
+def test_a_workdir_inside_the_repository_or_a_missing_interpreter_is_refused(tmp_path: Path) -> None:
+    repo = project(tmp_path)
+    (tmp_path / "hub.yaml").write_text("project: x\n", encoding="utf-8")
+    before = state_of(repo)
+    done = hub_eval(tmp_path, "--history", str(repo), "--workdir", str(repo / "run"))
+    assert done.returncode == 2, done.stderr
+    assert f"{repo / 'run'}: inside {repo};" in done.stderr and "Traceback" not in done.stderr
+    done = hub_eval(
+        tmp_path, "--history", str(repo), "--python", "no-such-python", "--workdir", str(tmp_path / "w")
+    )
+    assert done.returncode == 2 and "--python no-such-python: no such interpreter" in done.stderr
+    assert state_of(repo) == before and not (tmp_path / "w").exists()
+
+
 def test_a_history_without_a_candidate_is_refused_naming_why(tmp_path: Path) -> None:
     repo = tmp_path / "proj"
     repo.mkdir()
