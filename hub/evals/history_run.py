@@ -110,7 +110,7 @@ def run_history(
     if not tasks:
         raise SuiteInvalid(f"{source}: no candidate commit made a task ({walked(walk.walked, skipped)})")
     config = eval_config(settings)
-    config["sandbox"] = with_read_path(config.get("sandbox"), read_path)
+    config = {**config, "sandbox": with_read_path(config.get("sandbox"), read_path)}
     (repo / "hub.yaml").write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
     hub = Hub(repo, workdir / "hub-next.log")
     hub.call("init")

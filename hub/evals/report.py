@@ -124,7 +124,15 @@ class EvalReport:
             f"# hub eval: {total['solved']} of {total['tasks']} solved",
             "",
             f"{what}, configuration `{self.config}`: {models}; implementer mode {self.mode}"
-            + (", the tasks naming only the exercise's folder" if self.hidden_files else "")
+            + (
+                (
+                    ", the tasks naming no file"
+                    if self.history
+                    else ", the tasks naming only the exercise's folder"
+                )
+                if self.hidden_files
+                else ""
+            )
             + f". {self.seconds:.0f} s in all.",
             "",
             f"Solved {total['solved']}, halted {total['halted']} (of them with passing tests: "
