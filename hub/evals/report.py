@@ -27,6 +27,10 @@ class TaskResult:
     model_seconds: float
     hub_seconds: float  # in phases, less model calls and commands: the hub's own time
     agent_turns: int = 0  # agent mode's turns over all attempts (0 in edit mode)
+    # `hub eval --history` only: of the files the commit changed (needed), how many the task's change
+    # touched too (found); None where there is no change of the model's to look at.
+    files_found: int | None = None
+    files_needed: int | None = None
 
     @property
     def halted(self) -> bool:
@@ -42,6 +46,19 @@ class TaskResult:
         return self.status == MERGED and not self.tests_pass
 
 
+HISTORY_ONLY = ("files_found", "files_needed")
+
+
+@dataclass(frozen=True)
+class SkipNote:
+    """A commit of `hub eval --history` that made no task, and why."""
+
+    sha: str
+    subject: str
+    reason: str
+    detail: str = ""
+
+
 @dataclass(frozen=True)
 class EvalReport:
     suite: str
@@ -51,6 +68,8 @@ class EvalReport:
     tasks: list[TaskResult] = field(default_factory=list)
     mode: str = "edit"  # the implementer's mode: edit or agent
     hidden_files: bool = False  # the tasks named the exercise's folder only
+    history: bool = False  # tasks made from a repository's commits (`hub eval --history`)
+    skipped: list[SkipNote] = field(default_factory=list)  # with history: the commits that made no task
 
     def totals(self) -> dict[str, Any]:
         t = self.tasks
@@ -72,7 +91,12 @@ class EvalReport:
 
     def to_json(self) -> dict[str, Any]:
         tasks = [{**asdict(r), "halted": r.halted, "false_halt": r.false_halt} for r in self.tasks]
-        return {
+        if not self.history:
+            # An exercise names its file: the exercism report stays as it was.
+            for task in tasks:
+                for key in HISTORY_ONLY:
+                    task.pop(key)
+        doc: dict[str, Any] = {
             "suite": self.suite,
             "config": self.config,
             "models": self.models,
@@ -82,15 +106,33 @@ class EvalReport:
             "totals": self.totals(),
             "tasks": tasks,
         }
+        if self.history:
+            found = [r for r in self.tasks if r.files_needed is not None]
+            doc["totals"] |= {
+                "files_found": sum(r.files_found or 0 for r in found),
+                "files_needed": sum(r.files_needed or 0 for r in found),
+                "skipped": len(self.skipped),
+            }
+            doc["skipped"] = [asdict(s) for s in self.skipped]
+        return doc
 
     def to_markdown(self) -> str:
         total = self.totals()
         models = ", ".join(f"{role} `{m}`" for role, m in self.models.items()) or "(models not read)"
+        what = f"Repository `{self.suite}` (its commits)" if self.history else f"Suite `{self.suite}`"
         lines = [
             f"# hub eval: {total['solved']} of {total['tasks']} solved",
             "",
-            f"Suite `{self.suite}`, configuration `{self.config}`: {models}; implementer mode {self.mode}"
-            + (", the tasks naming only the exercise's folder" if self.hidden_files else "")
+            f"{what}, configuration `{self.config}`: {models}; implementer mode {self.mode}"
+            + (
+                (
+                    ", the tasks naming no file"
+                    if self.history
+                    else ", the tasks naming only the exercise's folder"
+                )
+                if self.hidden_files
+                else ""
+            )
             + f". {self.seconds:.0f} s in all.",
             "",
             f"Solved {total['solved']}, halted {total['halted']} (of them with passing tests: "
@@ -100,16 +142,19 @@ class EvalReport:
             f"{total['tokens_in']} tokens in / {total['tokens_out']} out, model {total['model_seconds']} s, "
             f"hub {total['hub_seconds']} s.",
             "",
-            "| task | result | tests | stalls | calls | turns | tokens in/out | model s | hub s |",
-            "| --- | --- | --- | ---: | ---: | ---: | --- | ---: | ---: |",
+            "| task | result | tests | stalls | calls | turns | tokens in/out | model s | hub s |"
+            + (" files found/needed |" if self.history else ""),
+            "| --- | --- | --- | ---: | ---: | ---: | --- | ---: | ---: |"
+            + (" --- |" if self.history else ""),
         ]
         for r in self.tasks:
             result = "solved" if r.solved else (f"halted: {r.halt_trigger}" if r.halted else r.status)
             tests = {True: "pass", False: "fail", None: "-"}[r.tests_pass]
+            files = "-" if r.files_needed is None else f"{r.files_found}/{r.files_needed}"
             lines.append(
                 f"| {r.name} | {result} | {tests} | {r.stalls} | {r.model_calls} | {r.agent_turns} "
                 f"| {r.tokens_in}/{r.tokens_out} "
-                f"| {r.model_seconds} | {r.hub_seconds} |"
+                f"| {r.model_seconds} | {r.hub_seconds} |" + (f" {files} |" if self.history else "")
             )
         halts = [r for r in self.tasks if r.halted]
         if halts:
@@ -119,5 +164,12 @@ class EvalReport:
                 + (" — its tests pass" if r.false_halt else "")
                 + f": {r.halt_reason}"
                 for r in halts
+            ]
+        if self.skipped:
+            lines += ["", f"## Commits that made no task ({len(self.skipped)})", ""]
+            lines += [
+                f"- {s.sha[:10]} {s.subject}: {s.reason}"
+                + (f" ({s.detail.strip().splitlines()[-1][:200]})" if s.detail.strip() else "")
+                for s in self.skipped
             ]
         return "\n".join(lines) + "\n"

@@ -72,8 +72,7 @@ def run_eval(
     """Run every exercise through the pipeline; the report of what became of each."""
     started = time.monotonic()
     repo = settings.workdir / "repo"
-    if settings.workdir.exists() and any(settings.workdir.iterdir()):
-        raise SuiteInvalid(f"{settings.workdir}: not empty; `hub eval` works in a new folder (--workdir)")
+    require_new_workdir(settings.workdir)
     hub = Hub(repo, settings.workdir / "hub-next.log")
     config = eval_config(settings)
     make_repo(repo, exercises, yaml.safe_dump(config, sort_keys=False))
@@ -82,28 +81,44 @@ def run_eval(
     for ex in exercises:
         tasks[hub.new_task(ex, settings.python, settings.hide_files)] = ex
     progress(f"{len(tasks)} tasks in {repo}; running `hub next --until-idle`")
-    for _ in range(MAX_ROUNDS):
-        seen = hub.transitions_seen
-        hub.until_idle(lambda line: progress(describe(line, tasks)))
-        if hub.transitions_seen == seen:
-            break
-    phases = hub.phase_seconds()
+    phases = drive(hub, {task_id: ex.name for task_id, ex in tasks.items()}, progress)
     results = [
-        collect(hub, task_id, ex, settings.python, phases.get(task_id, 0.0)) for task_id, ex in tasks.items()
+        collect(hub, task_id, ex.name, exercise_check(ex, settings.python), phases.get(task_id, 0.0))
+        for task_id, ex in tasks.items()
     ]
     return EvalReport(
         suite=str(exercises[0].folder.parent) if exercises else "",
         config=str(settings.config_file),
-        models={
-            role: str(spec.get("model"))
-            for role, spec in (config.get("roles") or {}).items()
-            if isinstance(spec, dict)
-        },
+        models=role_models(config),
         seconds=round(time.monotonic() - started, 1),
         tasks=results,
         mode=implementer_mode(config),
         hidden_files=settings.hide_files,
     )
+
+
+def require_new_workdir(workdir: Path) -> None:
+    if workdir.exists() and any(workdir.iterdir()):
+        raise SuiteInvalid(f"{workdir}: not empty; `hub eval` works in a new folder (--workdir)")
+
+
+def drive(hub: Hub, names: dict[str, str], progress: Callable[[str], None]) -> dict[str, float]:
+    """`hub next --until-idle` until a round moves nothing (at most MAX_ROUNDS), each transition told
+    by task name; the seconds each task spent in phases."""
+    for _ in range(MAX_ROUNDS):
+        seen = hub.transitions_seen
+        hub.until_idle(lambda line: progress(describe(line, names)))
+        if hub.transitions_seen == seen:
+            break
+    return hub.phase_seconds()
+
+
+def role_models(config: dict[str, Any]) -> dict[str, str]:
+    return {
+        role: str(spec.get("model"))
+        for role, spec in (config.get("roles") or {}).items()
+        if isinstance(spec, dict)
+    }
 
 
 def implementer_mode(config: dict[str, Any]) -> str:
@@ -201,10 +216,14 @@ class Hub:
             )
         return done.stdout
 
+    def new(self, *args: str) -> str:
+        """`hub new --json` with `args`; the new task's id."""
+        return str(json.loads(self.call("new", "--json", *args))["task_id"])
+
     def new_task(self, ex: Exercise, python: str, hide_files: bool = False) -> str:
         if hide_files:
             folder = f"exercises/{ex.name}"
-            args = ["new", "--json", "--title", f"Exercise {ex.name}", "--allowed-path", folder]
+            args = ["--title", f"Exercise {ex.name}", "--allowed-path", folder]
             args += [
                 "--requirement",
                 HIDDEN_REQUIREMENT.format(folder=folder),
@@ -214,9 +233,9 @@ class Hub:
             for test in ex.tests:
                 args += ["--forbidden-path", f"{folder}/{test}"]
             args += ["--acceptance-command", test_command(ex, python)]
-            return str(json.loads(self.call(*args))["task_id"])
+            return self.new(*args)
         target, *sources = (f"exercises/{ex.name}/{s}" for s in ex.solution)
-        args = ["new", "--json", "--title", f"Exercise {ex.name}", "--target", target]
+        args = ["--title", f"Exercise {ex.name}", "--target", target]
         files = ", ".join([target, *sources])
         args += ["--requirement", REQUIREMENT.format(files=files), "--requirement", ex.instructions]
         for path in (target, *sources):
@@ -224,7 +243,7 @@ class Hub:
         for source in sources:
             args += ["--source", source]
         args += ["--acceptance-command", test_command(ex, python)]
-        return str(json.loads(self.call(*args))["task_id"])
+        return self.new(*args)
 
     def until_idle(self, on_transition: Callable[[dict[str, Any]], None]) -> int:
         """One `hub next --until-idle`, each transition passed on as it happens; its exit code."""
@@ -270,9 +289,8 @@ class Hub:
         return totals
 
 
-def describe(line: dict[str, Any], tasks: dict[str, Exercise]) -> str:
-    ex = tasks.get(str(line.get("task_id")))
-    name = ex.name if ex else str(line.get("task_id"))
+def describe(line: dict[str, Any], names: dict[str, str]) -> str:
+    name = names.get(str(line.get("task_id")), str(line.get("task_id")))
     return f"{name}: {line.get('old_status')} -[{line.get('event')}]-> {line.get('new_status')}"
 
 
@@ -281,11 +299,15 @@ def task_folder(repo: Path, task_id: str) -> Path:
     return live if (live / "TASK_CONTRACT.json").exists() else repo / "_handoff" / "archive" / task_id
 
 
-def run_tests(ex: Exercise, root: Path, python: str) -> bool:
+def exercise_check(ex: Exercise, python: str) -> Callable[[Path], bool]:
+    """Whether the exercise's tests pass in a checkout."""
+    return lambda root: run_tests(test_command(ex, python), root)
+
+
+def run_tests(command: str, root: Path) -> bool:
+    """Whether `command` (a shell line) passes in `root`, within TEST_TIMEOUT."""
     try:
-        done = subprocess.run(
-            test_command(ex, python), shell=True, cwd=root, capture_output=True, timeout=TEST_TIMEOUT
-        )
+        done = subprocess.run(command, shell=True, cwd=root, capture_output=True, timeout=TEST_TIMEOUT)
     except subprocess.TimeoutExpired:
         return False
     return done.returncode == 0
@@ -307,10 +329,17 @@ def has_work(repo: Path, contract: dict[str, Any]) -> bool:
     return done.returncode == 0 and done.stdout.strip() not in ("", "0")
 
 
-def collect(hub: Hub, task_id: str, ex: Exercise, python: str, phase: float) -> TaskResult:
-    """What became of one task; `phase` is its seconds in phases (Hub.phase_seconds)."""
+def read_contract(repo: Path, task_id: str) -> dict[str, Any]:
+    folder = task_folder(repo, task_id)
+    return dict(json.loads((folder / "TASK_CONTRACT.json").read_text(encoding="utf-8")))
+
+
+def collect(hub: Hub, task_id: str, name: str, check: Callable[[Path], bool], phase: float) -> TaskResult:
+    """What became of one task; `check` says whether its tests pass in a checkout (the repository's
+    for a merged task, the task's worktree for a halted one); `phase` is its seconds in phases
+    (Hub.phase_seconds)."""
     folder = task_folder(hub.repo, task_id)
-    contract = json.loads((folder / "TASK_CONTRACT.json").read_text(encoding="utf-8"))
+    contract = read_contract(hub.repo, task_id)
     status = str(contract["status"])
     data = contract.get("handoff_data") or {}
     records = [json.loads(p.read_text(encoding="utf-8")) for p in sorted((folder / "runs").glob("*.json"))]
@@ -321,15 +350,15 @@ def collect(hub: Hub, task_id: str, ex: Exercise, python: str, phase: float) -> 
     command_seconds = sum(float(r.get("seconds") or 0.0) for r in commands)
     tests_pass = None
     if status == MERGED:
-        tests_pass = run_tests(ex, hub.repo, python)
+        tests_pass = check(hub.repo)
     elif has_work(hub.repo, contract):
         # A halted task's work is on its branch (a stalled attempt's went to a stash: its tests failed,
         # or nothing of it could be applied). Without work there is nothing of the model's to test: the
         # stub of a refactoring exercise passes its tests by itself.
-        tests_pass = run_tests(ex, Path(contract["git"]["worktree"]), python)
+        tests_pass = check(Path(contract["git"]["worktree"]))
     breaker = contract.get("breaker") or {}
     return TaskResult(
-        name=ex.name,
+        name=name,
         task_id=task_id,
         status=status,
         solved=status == MERGED and bool(tests_pass),

@@ -22,7 +22,33 @@ def default_workdir() -> Path:
 
 
 @click.command("eval")
-@click.argument("suite", type=click.Path(path_type=Path))
+@click.argument("suite", type=click.Path(path_type=Path), required=False)
+@click.option(
+    "--history",
+    "history_repo",
+    type=click.Path(path_type=Path),
+    help="Tasks from this git repository's own commits instead of a suite (its clone; yours is only read).",
+)
+@click.option("--since", help="--history: commits since this date (as `git log --since` takes it).")
+@click.option("--limit", type=click.IntRange(min=1), help="--history: at most this many candidate commits.")
+@click.option("--paths", "paths", multiple=True, help="--history: only commits touching this path (repeat).")
+@click.option(
+    "--max-source-files",
+    type=click.IntRange(min=1),
+    default=3,
+    show_default=True,
+    help="--history: a commit changing more source files is no task.",
+)
+@click.option(
+    "--test-command",
+    help="--history: the test command, run at the root with the test files appended (default: pytest).",
+)
+@click.option("--name-files", is_flag=True, help="--history: the tasks name the files the commit changed.")
+@click.option(
+    "--python",
+    "python",
+    help="--history: an interpreter with the repository's dependencies and pytest (default: a new venv).",
+)
 @click.option("--only", "only", multiple=True, help="Run this exercise only (repeat).")
 @click.option(
     "--letters",
@@ -62,7 +88,15 @@ def default_workdir() -> Path:
 )
 @json_option
 def eval_(
-    suite: Path,
+    suite: Path | None,
+    history_repo: Path | None,
+    since: str | None,
+    limit: int | None,
+    paths: tuple[str, ...],
+    max_source_files: int,
+    test_command: str | None,
+    name_files: bool,
+    python: str | None,
     only: tuple[str, ...],
     letters: str | None,
     config_file: Path,
@@ -73,13 +107,18 @@ def eval_(
     hide_files: bool,
     as_json: bool,
 ) -> None:
-    """Run a suite of exercises (exercism's practice layout) through every phase and report the results."""
+    """Run a suite of exercises (exercism's practice layout), or a repository's commits (--history),
+    through every phase and report the results."""
     import json  # here, not at the top: `hub --help` imports this module and needs no json
 
     from hub.evals.runner import EvalSettings, run_eval
     from hub.evals.suite import load_suite
 
-    exercises = load_suite(suite, only, letters)
+    if (suite is None) == (history_repo is None):
+        raise click.UsageError("give a SUITE folder or --history REPO, one of the two")
+    if history_repo is not None and (only or letters or hide_files):
+        raise click.UsageError("--only, --letters and --hide-files choose exercises of a suite, not commits")
+    exercises = load_suite(suite, only, letters) if suite is not None else []
     if not config_file.is_file():
         raise SuiteInvalid(f"{config_file}: no such configuration file to evaluate (--config)")
     folder = (workdir or default_workdir()).resolve()
@@ -91,7 +130,22 @@ def eval_(
     def progress(line: str) -> None:
         click.echo(f"[{time.monotonic() - started:7.1f}s] {line}", err=True)
 
-    report = run_eval(exercises, settings, progress)
+    if history_repo is not None:
+        from hub.evals.history_run import HistorySettings, run_history
+
+        chosen = HistorySettings(
+            history_repo,
+            since=since,
+            limit=limit,
+            paths=paths,
+            max_source_files=max_source_files,
+            test_command=test_command,
+            name_files=name_files,
+            python=python,
+        )
+        report = run_history(settings, chosen, progress)
+    else:
+        report = run_eval(exercises, settings, progress)
     folder.mkdir(parents=True, exist_ok=True)
     doc = report.to_json()
     (folder / "report.json").write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
