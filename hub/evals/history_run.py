@@ -21,7 +21,7 @@ import subprocess
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -204,7 +204,8 @@ def with_read_path(sandbox: Any, folder: Path) -> dict[str, Any]:
 
 def new_args(task: HistoryTask, repo: Path, name_files: bool) -> list[str]:
     """`hub new`'s arguments for a history task: its message, its forbidden tests, its acceptance command,
-    and its files named (`name_files`) or only their folders."""
+    and its files named (`name_files`); without, it names no file and the implementer finds its own with
+    the repository map."""
     args = ["--title", f"History {task.id}"]
     for paragraph in task.requirements(name_files):
         args += ["--requirement", paragraph]
@@ -217,20 +218,7 @@ def new_args(task: HistoryTask, repo: Path, name_files: bool) -> list[str]:
         args += ["--target", target] + ([] if present else ["--new-file"])
         args += [arg for p in present if p != target for arg in ("--source", p)]
         args += [arg for p in task.source_files for arg in ("--allowed-path", p)]
-    else:
-        args += [arg for p in folders(task.source_files) for arg in ("--allowed-path", p)]
     return args
-
-
-def folders(files: Sequence[str]) -> list[str]:
-    """The folders `files` lie in, each once; a file at the root is named itself (no folder to give)."""
-    out: list[str] = []
-    for path in files:
-        parent = str(PurePosixPath(path).parent)
-        folder = path if parent == "." else parent
-        if folder not in out:
-            out.append(folder)
-    return out
 
 
 def exists_at(repo: Path, commit: str, path: str) -> bool:

@@ -67,7 +67,11 @@ def project(tmp_path: Path) -> Path:
 
 def implementer(body: dict[str, Any]) -> str:
     prompt = json.dumps(body["messages"])
-    assert "def test_" not in prompt, "a test file reached the model"
+    # The tests are the check, never shown up front; the repository map may name their functions (a
+    # forbidden file is read-only, not hidden), but no test's body reaches the model.
+    assert "assert clamp(" not in prompt and "assert shout(" not in prompt, "a test file reached the model"
+    if "## The repository's map" in prompt:  # a task that names no file: the hub asks which it needs
+        return "pkg/calc.py\n" if "Clamp keeps values in range" in prompt else "pkg/text.py\n"
     if "Clamp keeps values in range" in prompt:
         return f"pkg/calc.py\n```python\n{CALC_FIXED}```\n"
     if "Shout ends with a bang" in prompt:
@@ -241,7 +245,7 @@ def test_suite_and_history_are_one_or_the_other(tmp_path: Path) -> None:
     assert done.returncode == 2 and "give a SUITE folder or --history REPO" in done.stderr
 
 
-def test_without_name_files_the_task_names_the_folder_and_paths_choose_the_commits(
+def test_without_name_files_the_task_names_no_file_and_the_hub_finds_it_with_the_map(
     tmp_path: Path, fake: FakeOllama
 ) -> None:
     repo = project(tmp_path)
@@ -267,9 +271,12 @@ def test_without_name_files_the_task_names_the_folder_and_paths_choose_the_commi
     assert (task["files_found"], task["files_needed"]) == (1, 1)
     assert doc["hidden_files"] is True
     assert {s["subject"] for s in doc["skipped"]} == {"Tidy calc", "Start"}
-    first = next(
-        r.body for r in fake.requests if r.body and r.path == "/api/chat" and r.body["model"] == CODER
+    asked = [r.body for r in fake.requests if r.body and r.path == "/api/chat" and r.body["model"] == CODER]
+    # The first call shows the map and asks for the files; the task itself names none.
+    first = json.dumps(asked[0]["messages"])
+    assert "## The repository's map" in first and "pkg/calc.py" in first
+    contract = json.loads(
+        next((workdir / "repo" / "_handoff").rglob("TASK_CONTRACT.json")).read_text(encoding="utf-8")
     )
-    # Until `hub new` works without --target, the task gives the source file's folder and no file.
-    prompt = json.dumps(first["messages"])
-    assert "Work only in these files: pkg." in prompt and "pkg/calc.py" not in prompt
+    assert contract["specification"].get("find_files") is True
+    assert contract["handoff_data"]["found_files"]["files"] == ["pkg/calc.py"]
