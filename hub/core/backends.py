@@ -61,30 +61,27 @@ class Backend(NamedTuple):
 _PULL = "ollama pull {model}"
 _START_OLLAMA = "start Ollama (`ollama serve`) or point OLLAMA_HOST / ollama.host in hub.yaml at it"
 
+
+def _on_ollama(name: str, provider: str, worker_server: bool) -> Backend:
+    """A backend whose models live on Ollama, which holds a tool call back until it parses whole."""
+    return Backend(
+        name=name,
+        provider=provider,
+        worker_server=worker_server,
+        on_ollama=True,
+        streams_tool_calls=False,
+        missing_fix=_PULL,
+        unreachable_fix=_START_OLLAMA,
+        url=lambda config: config.ollama_host,
+    )
+
+
 TABLE: dict[str, Backend] = {
     b.name: b
     for b in (
         # The default: the hub's own worker (in-process) or another MCP worker server in front of Ollama.
-        Backend(
-            name="mcp",
-            provider="hub.workers.bridge",
-            worker_server=True,
-            on_ollama=True,
-            streams_tool_calls=False,
-            missing_fix=_PULL,
-            unreachable_fix=_START_OLLAMA,
-            url=lambda config: config.ollama_host,
-        ),
-        Backend(
-            name="ollama",
-            provider="hub.workers.ollama",
-            worker_server=False,
-            on_ollama=True,
-            streams_tool_calls=False,
-            missing_fix=_PULL,
-            unreachable_fix=_START_OLLAMA,
-            url=lambda config: config.ollama_host,
-        ),
+        _on_ollama("mcp", "hub.workers.bridge", worker_server=True),
+        _on_ollama("ollama", "hub.workers.ollama", worker_server=False),
         # vLLM, llama.cpp's server, LM Studio, Ollama's /v1.
         Backend(
             name="openai",
