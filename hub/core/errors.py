@@ -30,7 +30,7 @@
     │   └── InvalidTransition      the state machine has no such edge
     ├── TaskHalted (exit 4)        the task waits for a person in erik_consultation
     ├── TaskChoice (exit 2)        no task of that id, or several fit and none was named (--task)
-    ├── SuiteInvalid (exit 2)      `hub eval` was given a folder that is not a suite of exercises
+    ├── SuiteInvalid (exit 2)      `hub eval` was given no suite of exercises, or a history that makes no task
     └── LockBusy (exit 75)         another phase holds the lock
 
 Any of them may carry a `hint`: what a person can do about it, kept apart from the message (as pip's
@@ -287,7 +287,9 @@ class TaskChoice(HubError):
 
 
 class SuiteInvalid(HubError):
-    """`hub eval`'s suite folder holds no exercise, or an exercise names files it does not have."""
+    """`hub eval` was given no suite (a folder without an exercise, an exercise naming files it lacks) or a
+    history that makes no task (no git repository, no commit that qualifies, an environment pip cannot
+    install)."""
 
     exit_code = EXIT_USAGE
 

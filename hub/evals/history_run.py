@@ -26,7 +26,7 @@ from typing import Any
 
 import yaml
 
-from hub.core.errors import ConfigError, GitError, SuiteInvalid
+from hub.core.errors import ConfigError, GitError, SuiteInvalid, describe
 from hub.core.log import get_logger
 from hub.evals import history
 from hub.evals.history import HistoryTask, Skipped
@@ -186,8 +186,8 @@ def environment(repo: Path, workdir: Path, python: str | None) -> tuple[str, Pat
         venv = make_env(repo, workdir)
     except ConfigError as exc:
         raise SuiteInvalid(
-            f"{repo}: could not install its test environment into {workdir / 'venv'} ({exc}); "
-            "give an interpreter that has its dependencies with --python"
+            f"{repo}: could not install its test environment into {workdir / 'venv'} ({describe(exc)})",
+            hint="give an interpreter that has its dependencies with --python",
         ) from None
     return str(venv_python(venv)), venv
 
