@@ -187,7 +187,9 @@ def merged_not_cleaned(pipe: Pipeline, tmp_path: Path) -> tuple[list[str], Path]
     """Two tasks; the first merged and recorded, its worktree and branch not removed yet (a kill right
     after `pass`); the worktree of the merged one."""
     ids = two_tasks(pipe)
-    hub_until_killed(pipe, tmp_path, {"HUB_TEST_CRASH_AT": "finalize:after-pass"})
+    # One phase at a time: with two threads the second task's finalize could record its own pass before
+    # the first one's kill point ended the process (seen once in CI), and no task would be left unmerged.
+    hub_until_killed(pipe, tmp_path, {"HUB_TEST_CRASH_AT": "finalize:after-pass", "HUB_PARALLEL_TASKS": "1"})
     merged = [t for t in ids if pipe.ctx.for_task(t).handoff.contract.exists()]
     (task_id,) = [
         t
