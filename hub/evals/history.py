@@ -84,6 +84,7 @@ class Reason(StrEnum):
     NOTHING_TURNS = "no test goes from failing to passing"
     TIMED_OUT = "the tests timed out"
     GIT_FAILED = "git could not build the base"
+    HUB_NEW_REFUSED = "`hub new` refused the task"  # said by hub eval --history, once the task is made
 
 
 class Kind(StrEnum):

@@ -29,9 +29,9 @@ import yaml
 from hub.core.errors import ConfigError, GitError, SuiteInvalid, describe
 from hub.core.log import get_logger
 from hub.evals import history
-from hub.evals.history import HistoryTask, Skipped
+from hub.evals.history import HistoryTask, Reason, Skipped
 from hub.evals.history_env import make_env, venv_python
-from hub.evals.report import EvalReport, SkipNote, TaskResult
+from hub.evals.report import EvalReport, TaskResult
 from hub.evals.runner import (
     EvalSettings,
     Hub,
@@ -47,8 +47,6 @@ from hub.evals.runner import (
 from hub.state.machine import MERGED
 
 log = get_logger(__name__)
-
-HUB_NEW_REFUSED = "`hub new` refused the task"
 
 
 @dataclass(frozen=True)
@@ -91,7 +89,7 @@ def run_history(
         paths=chosen.paths,
         max_source_files=chosen.max_source_files,
     )
-    skipped = [note(s) for s in walk.skipped]
+    skipped = list(walk.skipped)
     if not walk.candidates:
         raise SuiteInvalid(f"{source}: no commit qualifies as a task ({walked(walk.walked, skipped)})")
     progress(f"{len(walk.candidates)} candidate commits of {walk.walked} walked; making the environment")
@@ -102,7 +100,7 @@ def run_history(
             repo, candidate, workdir / "prepare", python=python, test_command=chosen.test_command
         )
         if isinstance(made, Skipped):
-            skipped.append(note(made))
+            skipped.append(made)
             progress(f"{candidate.sha[:10]} {candidate.subject}: no task, {made.reason}")
         else:
             tasks.append(made)
@@ -119,7 +117,9 @@ def run_history(
         try:
             task_id = hub.new(*new_args(task, repo, chosen.name_files))
         except ConfigError as exc:
-            skipped.append(SkipNote(task.sha, task.requirement.splitlines()[0], HUB_NEW_REFUSED, str(exc)))
+            skipped.append(
+                Skipped(task.sha, task.requirement.splitlines()[0], Reason.HUB_NEW_REFUSED, str(exc))
+            )
             continue
         hub.call("setup-task", "--task", task_id, "--base", task.base_branch)
         ids[task_id] = task
@@ -264,11 +264,7 @@ def with_files(hub: Hub, task_id: str, task: HistoryTask, result: TaskResult) ->
     return replace(result, files_found=found, files_needed=needed)
 
 
-def note(skip: Skipped) -> SkipNote:
-    return SkipNote(skip.sha, skip.subject, str(skip.reason), skip.detail)
-
-
-def walked(count: int, skipped: Sequence[SkipNote]) -> str:
+def walked(count: int, skipped: Sequence[Skipped]) -> str:
     """How many commits were walked and why they made no task, most common reason first."""
     reasons: dict[str, int] = {}
     for s in skipped:

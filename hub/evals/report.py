@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from hub.evals.history import Skipped
 from hub.state.machine import ERIK_CONSULTATION, MERGED
 
 
@@ -50,16 +51,6 @@ HISTORY_ONLY = ("files_found", "files_needed")
 
 
 @dataclass(frozen=True)
-class SkipNote:
-    """A commit of `hub eval --history` that made no task, and why."""
-
-    sha: str
-    subject: str
-    reason: str
-    detail: str = ""
-
-
-@dataclass(frozen=True)
 class EvalReport:
     suite: str
     config: str
@@ -69,7 +60,7 @@ class EvalReport:
     mode: str = "edit"  # the implementer's mode: edit or agent
     hidden_files: bool = False  # the tasks named the exercise's folder only
     history: bool = False  # tasks made from a repository's commits (`hub eval --history`)
-    skipped: list[SkipNote] = field(default_factory=list)  # with history: the commits that made no task
+    skipped: list[Skipped] = field(default_factory=list)  # with history: the commits that made no task
 
     def totals(self) -> dict[str, Any]:
         t = self.tasks
