@@ -2,6 +2,7 @@
 
     make real-model                      # once: the 1.5B model and llama-server (scripts/real_model.sh)
     python bench/bench_real_model.py --suite PATH/exercises/practice --only acronym --only leap ...
+    python bench/bench_real_model.py --history PATH/repo --since 2020-01-01 --limit 8 ...   # bench/real_history.py
 
 Not part of `make bench`: each model call takes 5-70 s on a CPU, a dozen exercises 20-60 minutes.
 Needs aider (`pip install aider-chat==0.86.2` in a venv of its own; --aider names its binary).
@@ -28,6 +29,9 @@ from pathlib import Path
 
 from hub.evals.runner import REQUIREMENT
 from hub.evals.suite import Exercise, load_suite
+
+sys.path.insert(0, str(Path(__file__).parent))
+from real_history import WAYS, main_history
 
 AIDER_TIMEOUT = 1800
 
@@ -120,7 +124,16 @@ def markdown(hub: dict[str, object], aider: list[dict[str, object]], model: str)
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--suite", type=Path, required=True, help="a folder of exercises (exercism layout)")
+    parser.add_argument("--suite", type=Path, help="a folder of exercises (exercism layout)")
+    parser.add_argument("--history", type=Path, action="append", default=[], help="a repository (repeat)")
+    parser.add_argument("--since", help="--history: commits since this date")
+    parser.add_argument("--limit", type=int, help="--history: at most this many candidate commits")
+    parser.add_argument("--paths", action="append", default=[], help="--history: commits touching a path")
+    parser.add_argument("--python", help="--history: an interpreter with the repository's dependencies")
+    parser.add_argument(
+        "--ways", action="append", choices=[*WAYS, "aider"], help="--history: which runs (default: all four)"
+    )
+    parser.add_argument("--aider-edit-format", help="--history: aider's --edit-format (default: aider's)")
     parser.add_argument("--only", action="append", default=[], help="an exercise (repeat); default: all")
     parser.add_argument("--hub-config", type=Path, required=True, help="the hub.yaml for hub eval")
     parser.add_argument("--base-url", default="http://127.0.0.1:8089/v1")
@@ -130,8 +143,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--skip", choices=["hub", "aider"], action="append", default=[])
     parser.add_argument("--out", type=Path, default=Path(tempfile.mkdtemp(prefix="bench-real-")))
     args = parser.parse_args(argv)
-    exercises = load_suite(args.suite, args.only)
-    names = [e.name for e in exercises]
+    if (args.suite is None) == (not args.history):
+        parser.error("give --suite or --history, one of the two")
     args.out.mkdir(parents=True, exist_ok=True)
     meta = args.out / "model-metadata.json"
     meta.write_text(
@@ -149,6 +162,12 @@ def main(argv: list[str] | None = None) -> None:
         ),
         encoding="utf-8",
     )
+    if args.history:
+        args.ways = args.ways or [*WAYS, "aider"]
+        main_history(args, meta)
+        return
+    exercises = load_suite(args.suite, args.only)
+    names = [e.name for e in exercises]
     hub_file, aider_file = args.out / "hub.json", args.out / "aider.json"
     if "hub" not in args.skip:
         hub_file.write_text(json.dumps(run_hub(names, args, args.out), indent=2), encoding="utf-8")

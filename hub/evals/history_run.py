@@ -9,9 +9,9 @@ command on those files as the acceptance command, set up on its own base (`hub s
 tests pass on the base; files found / needed compares what the task's change touched with the commit's
 source files.
 
-Until `hub new` works without `--target` (issue 34, another branch), a task that does not name its files
-(no `--name-files`) gets the folders of the commit's source files as its allowed paths, as
-`hub eval --hide-files` does for an exercise; a source file at the repository's root is named itself.
+Without `--name-files` a task names no file (`hub new` without `--target`): the implementer is shown the
+repository map and picks its files itself, in edit mode with one call (phases/attempt_files.py), in agent
+mode with its tools.
 """
 
 from __future__ import annotations
