@@ -320,8 +320,16 @@ def notify_send() -> None:
     import json
     import sys
 
+    from hub.core.errors import HubError
     from hub.phases.notify import deliver
 
-    attempts = deliver(json.loads(sys.stdin.buffer.read()))
+    try:
+        job = json.loads(sys.stdin.buffer.read())
+        attempts = deliver(job)
+    except (ValueError, KeyError, TypeError) as exc:
+        raise HubError(
+            f"notify-send: stdin holds no notification job ({type(exc).__name__}: {exc})",
+            hint="a transition starts it with the job on stdin; to test notifications run `hub doctor --notify`",
+        ) from None
     if attempts and not any(a.ok for a in attempts):
         sys.exit(1)

@@ -135,9 +135,9 @@ def emit(ctx: Context, event: HubEvent, folder: Path) -> bool:
         env = {**os.environ, "HUB_LOG_FORMAT": "json"}
         pid = child.detach(argv, json.dumps(job).encode("utf-8"), ctx.handoff_root.dir / LOG_FILE, env)
     except (OSError, ValueError) as exc:
-        log.warning("notify.not_started", event=event["id"], task=event["task_id"], error=str(exc))
+        log.warning("notify.not_started", notification=event["id"], task=event["task_id"], error=str(exc))
         return False
-    log.debug("notify.started", event=event["id"], task=event["task_id"], pid=pid)
+    log.debug("notify.started", notification=event["id"], task=event["task_id"], pid=pid)
     return True
 
 
@@ -190,7 +190,7 @@ def deliver(job: Job, pause: float = RETRY_PAUSE_SECONDS) -> list[Attempt]:
             said = log.info if ok else log.warning
             said(
                 "notify.sent" if ok else "notify.failed",
-                event=event["id"],
+                notification=event["id"],
                 target=label,
                 attempt=number,
                 detail=detail,
@@ -200,7 +200,7 @@ def deliver(job: Job, pause: float = RETRY_PAUSE_SECONDS) -> list[Attempt]:
             if number == 1:
                 time.sleep(pause)
         else:
-            log.warning("notify.gave_up", event=event["id"], target=label, attempts=2)
+            log.warning("notify.gave_up", notification=event["id"], target=label, attempts=2)
     return attempts
 
 
