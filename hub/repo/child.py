@@ -181,10 +181,12 @@ def detach(argv: Sequence[str], data: bytes, output: Path, env: Mapping[str, str
             argv, stdin=PIPE, stdout=sink, stderr=sink, env=env, start_new_session=True, close_fds=True
         )
     assert proc.stdin is not None
-    # Within a pipe's buffer: the write returns at once whether or not the child ever reads it.
+    # Within a pipe's buffer: the write returns at once whether or not the child ever reads it; a child
+    # that exited unread leaves a broken pipe (the close still closes the file).
     with contextlib.suppress(BrokenPipeError):
         proc.stdin.write(data)
-    proc.stdin.close()
+    with contextlib.suppress(BrokenPipeError):
+        proc.stdin.close()
     threading.Thread(target=proc.wait, name=f"reap-{proc.pid}", daemon=True).start()
     return proc.pid
 
