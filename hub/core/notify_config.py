@@ -19,6 +19,11 @@ class NotifyKind(StrEnum):
     TEST = "test"  # `hub doctor --notify`
 
 
+# The notifier's log in the handoff folder (`hub watch` ignores it: writing it makes no phase due).
+LOG_FILE = "notify.log"
+# Where a folder keeps the events it has sent, one empty file each.
+CLAIMS = ".notified"
+
 KINDS = tuple(kind.value for kind in NotifyKind if kind is not NotifyKind.TEST)
 
 

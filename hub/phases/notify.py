@@ -29,7 +29,7 @@ from typing import Any, NamedTuple, TypedDict
 from hub.core.config import Config
 from hub.core.errors import ContractInvalid
 from hub.core.log import get_logger
-from hub.core.notify_config import NotifyKind
+from hub.core.notify_config import CLAIMS, LOG_FILE, NotifyKind
 from hub.phases.context import Context
 from hub.phases.events import HubEvent, drained, event_for
 from hub.repo import child
@@ -38,8 +38,6 @@ from hub.state.contract import Contract, iso
 
 log = get_logger(__name__)
 
-LOG_FILE = "notify.log"
-CLAIMS = ".notified"
 # A failed target is tried once more after this pause: a network blip or a busy service passes.
 RETRY_PAUSE_SECONDS = 1.0
 STDERR_TAIL = 500
