@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, NamedTuple, TypedDict
 
 from hub.core.config import Config
-from hub.core.errors import ContractInvalid
+from hub.core.errors import ContractInvalid, HubError
 from hub.core.log import get_logger
 from hub.core.notify_config import CLAIMS, LOG_FILE, NotifyKind
 from hub.phases.context import Context
@@ -82,12 +82,14 @@ def after_archive(ctx: Context) -> None:
     from hub.state.backlog import peek_next  # here, not at the top: only the last archive asks
 
     root = ctx.handoff_root
-    if root.task_ids() or peek_next(root)[0] is not None:
-        return
     try:
+        if root.task_ids() or peek_next(root)[0] is not None:
+            return
         archived = [path.name for path in root.archive.iterdir()]
-    except OSError:
-        archived = []
+    except (HubError, OSError, ValueError) as exc:
+        # The merge and its archiving are done: a backlog that cannot be read costs this word only.
+        log.warning("notify.drained_unknown", error=str(exc))
+        return
     emit(ctx, drained(ctx, archived, iso(ctx.clock())), root.dir)
 
 
