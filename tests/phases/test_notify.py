@@ -200,6 +200,17 @@ def test_a_failing_notifier_is_retried_once_and_each_try_logged(
     assert lines[0]["detail"] == "exit 1"
 
 
+def test_a_notifier_that_cannot_start_is_logged_and_tried_once_more(fast_tmp: Path, git_repo: Path) -> None:
+    exit_code, lines = notify_send(job_for([str(fast_tmp / "no-such-notifier")], [], git_repo), fast_tmp)
+    assert exit_code == 1
+    assert [(line["event"], line.get("attempt")) for line in lines] == [
+        ("notify.failed", 1),
+        ("notify.failed", 2),
+        ("notify.gave_up", None),
+    ]
+    assert lines[0]["detail"].startswith("could not start ")
+
+
 def job_for(command: list[str], urls: list[str], repo: Path) -> dict[str, Any]:
     event = {
         "kind": "merged",
