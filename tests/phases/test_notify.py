@@ -309,3 +309,19 @@ def test_an_unknown_event_in_notify_is_refused_naming_the_one_meant(git_repo: Pa
     )
     with pytest.raises(ConfigError, match=r"notify\.events\[?\.?0\]?.*did you mean 'merged'"):
         load_config(git_repo, env={})
+
+
+def test_a_configured_url_loads_apprise_in_no_command_but_the_notifier(
+    hub: HubRunner, git_repo: Path, run_git: Any
+) -> None:
+    configure(git_repo, "\nnotify:\n  urls: ['json://127.0.0.1:9/']\n", run_git)
+    for args in (("status",), ("next",), ("--help",)):
+        done = hub(*args, env={"PYTHONPROFILEIMPORTTIME": "1"})
+        assert done.returncode == 0, done.stderr
+        imported = {
+            line.split("|")[2].strip().split(".")[0]
+            for line in done.stderr.splitlines()
+            if line.startswith("import time:") and line.count("|") == 2
+        }
+        assert "hub" in imported, args  # the profile was read
+        assert "apprise" not in imported, args
