@@ -20,6 +20,7 @@ from hub.core.agent_config import AgentSettings, MCPServer, agent_settings, mcp_
 from hub.core.atomic import write_atomic
 from hub.core.config_schema import BACKENDS, ROLES, TRANSPORTS, default
 from hub.core.errors import ConfigError
+from hub.core.notify_config import NotifySettings, notify_settings
 from hub.core.sandbox_config import SandboxMode, SandboxSettings, sandbox_settings
 from hub.core.text import and_more
 
@@ -129,6 +130,7 @@ class Config(NamedTuple):
     sandbox: SandboxSettings = SandboxSettings()
     agent: AgentSettings = AgentSettings()
     mcp_servers: tuple[MCPServer, ...] = ()
+    notify: NotifySettings = NotifySettings()
     # Where hub.yaml, prompts and rules were read: the user's checkout (see hub/safety/trust.py). None: repo_root.
     config_root: Path | None = None
 
@@ -422,6 +424,7 @@ def _from_raw(
         or _positive_int(given(raw, "limits.parallel_tasks", absent=True), "limits.parallel_tasks", source),
         agent=agent_settings(section("agent")),
         mcp_servers=mcp_servers(raw.get("mcp_servers")),
+        notify=notify_settings(section("notify"), float(given(raw, "notify.timeout"))),
     )
 
 

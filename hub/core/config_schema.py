@@ -31,6 +31,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple, Self
 
 from hub.core import backends
+from hub.core.notify_config import KINDS as NOTIFY_KINDS
 
 Path = tuple[str | int, ...]
 
@@ -467,6 +468,17 @@ SCHEMA = Map(
         ),
         "mcp_servers": ListOf(
             MCP_SERVER, what="a list of MCP servers, each '- name: ...' with command or url"
+        ),
+        # Issue 37: a word to the person when a task merges, halts or waits for a verdict (phases/notify.py).
+        "notify": Map(
+            {
+                "urls": ListOf(Str(), what="a list of apprise URLs (ntfy://, mailto://, slack://, ...)"),
+                "command": Command(),
+                "events": ListOf(Str(choices=NOTIFY_KINDS), what="a list of events"),
+                "timeout": SECONDS.declared(
+                    10, "one notification attempt's clock (a failed one is retried once)"
+                ),
+            }
         ),
     },
     what="hub.yaml: a mapping",

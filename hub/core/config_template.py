@@ -66,6 +66,12 @@ limits:
 
 acceptance_timeout_seconds: {acceptance_timeout_seconds}
 halt_file: {halt_file}
+
+# A word when a task merges, halts for you or waits for your verdict: apprise URLs and/or a command
+# given each event as JSON on stdin (README, "Notifications"; `hub doctor --notify` sends a test).
+# notify:
+#   urls: [ntfy://ntfy.sh/your-topic]
+#   command: [notify-me]
 """
 
 # `{key}`: a name, dotted, maybe with <role> or []; a YAML flow mapping (`{name: hub, ...}`) is no key.

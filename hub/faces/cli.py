@@ -30,7 +30,7 @@ from hub.faces.cli_common import (
 )
 from hub.faces.cli_eval import eval_
 from hub.faces.cli_plain import LOG_FORMATS, LOG_LEVELS, aborted, echo, fail, status_text, warn_mistyped
-from hub.faces.cli_tools import backlog, note, rules
+from hub.faces.cli_tools import backlog, note, notify_send, rules
 from hub.phases.table import PHASES, Phase, phase_function
 
 
@@ -339,14 +339,15 @@ def models(state: State, role: str | None, as_json: bool) -> None:
 
 
 @cli.command()
+@click.option("--notify", is_flag=True, help="Only send a test notification to each `notify:` target.")
 @json_option
 @pass_state
-def doctor(state: State, as_json: bool) -> None:
+def doctor(state: State, notify: bool, as_json: bool) -> None:
     """Check hub.yaml, the repository, git, ast-grep, Ollama, the worker servers and the models, with a fix
     for each failure."""
-    from hub.faces.doctor import diagnose, render_checks
+    from hub.faces.doctor import check_notify, diagnose, render_checks
 
-    checks = diagnose(state.repo, state.handoff)
+    checks = check_notify(state.context(ready=False)) if notify else diagnose(state.repo, state.handoff)
     ok = all(c.ok for c in checks)
     emit({"ok": ok, "checks": [c.to_dict() for c in checks]}, as_json, render_checks(checks))
     if not ok:
@@ -421,7 +422,7 @@ def watch(state: State, poll: bool, interval: float, grace: float, jobs: int | N
     )
 
 
-for group in (backlog, note, rules, eval_):
+for group in (backlog, note, rules, eval_, notify_send):
     cli.add_command(group)
 
 

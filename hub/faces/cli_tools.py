@@ -1,4 +1,5 @@
-"""`hub backlog`, `hub note` and `hub rules`: the planning and lint-rule verbs an agent also has over MCP.
+"""`hub backlog`, `hub note` and `hub rules`: the planning and lint-rule verbs an agent also has over MCP;
+and `hub notify-send`, the detached notifier a transition starts (hidden: not a person's command).
 
 Registered on the main group by hub/faces/cli.py; every library import happens inside the command.
 """
@@ -311,3 +312,24 @@ def rules_import(state: State, rule_id: str) -> None:
     from hub.review.catalog import import_community_rule
 
     click.echo(import_community_rule(state.repo, rule_id, catalog=_catalog(state)))
+
+
+@click.command("notify-send", hidden=True)
+def notify_send() -> None:
+    """Send one notification job read as JSON on stdin (started detached by a transition: issue 37)."""
+    import json
+    import sys
+
+    from hub.core.errors import HubError
+    from hub.phases.notify import deliver
+
+    try:
+        job = json.loads(sys.stdin.buffer.read())
+        attempts = deliver(job)
+    except (ValueError, KeyError, TypeError) as exc:
+        raise HubError(
+            f"notify-send: stdin holds no notification job ({type(exc).__name__}: {exc})",
+            hint="a transition starts it with the job on stdin; to test notifications run `hub doctor --notify`",
+        ) from None
+    if attempts and not any(a.ok for a in attempts):
+        sys.exit(1)

@@ -22,6 +22,7 @@ from typing import Any
 from hub.core import backends
 from hub.core.config import CONFIG_FILE, Config, RoleConfig, load_config, mistyped_env
 from hub.core.errors import ConfigError, HubError
+from hub.phases.context import Context
 from hub.repo.workspace import problems
 from hub.review.rules import find_ast_grep
 from hub.safety.sandbox import FIX_INSTALL, SYSTEM, SandboxMode, availability, view
@@ -155,6 +156,30 @@ def run_doctor(config: Config, which: Which = shutil.which, make: WorkerFactory 
             continue
         checks.extend(_model_check(group, model) for model in group.configured)
     return checks + check_mcp_servers(config)
+
+
+def check_notify(ctx: Context, pause: float | None = None) -> list[Check]:
+    """`hub doctor --notify`: a test notification to every `notify:` target, sent now and waited for
+    (the same sending, redaction, clock and retry as a task's events), one check per target."""
+    from hub.phases.notify import RETRY_PAUSE_SECONDS, deliver, make_job, sample_event
+
+    if not ctx.config.notify.configured:
+        fix = f"add `notify:` to {CONFIG_FILE} with `urls:` (apprise URLs) and/or `command:` (README, 'Notifications')"
+        return [Check("notify", False, "no notification target is configured", fix)]
+    job = make_job(ctx.config, sample_event(ctx))
+    attempts = deliver(job, RETRY_PAUSE_SECONDS if pause is None else pause)
+    checks = []
+    for target in dict.fromkeys(a.target for a in attempts):
+        tries = [a for a in attempts if a.target == target]
+        ok = tries[-1].ok
+        detail = "; ".join(f"try {a.attempt}: {a.detail}" for a in tries)
+        fix = (
+            ""
+            if ok
+            else "run the command by hand with a JSON line on stdin, or check the URL (apprise's reason is logged above)"
+        )
+        checks.append(Check(f"notify {target}", ok, detail, fix))
+    return checks
 
 
 def check_ollama_servers(config: Config) -> list[Check]:

@@ -47,6 +47,7 @@ from typing import Any
 from hub.core.config import load_config
 from hub.core.errors import HubError, describe
 from hub.core.log import get_logger
+from hub.core.notify_config import LOG_FILE as NOTIFY_LOG
 from hub.phases.context import Context
 from hub.phases.next import due_jobs, idle_reason
 from hub.phases.status import active_contract, free_task_slots
@@ -56,7 +57,7 @@ from hub.state.backlog import next_task
 log = get_logger(__name__)
 
 # Bookkeeping at the top of the folder; dotfiles (locks, owner and pid files, temps) are ignored anyway.
-IGNORED_NAMES = frozenset({"transition.ndjson", "transition.ndjson.1", "README.md"})
+IGNORED_NAMES = frozenset({"transition.ndjson", "transition.ndjson.1", "README.md", NOTIFY_LOG})
 IGNORED_DIRS = frozenset({"runs", "logs", "archive"})
 POLL_SECONDS = 0.5
 STEP_MS = 20  # watchfiles yields once no new change has come for this long

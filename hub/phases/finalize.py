@@ -12,6 +12,7 @@ from hub.core.log import get_logger
 from hub.phases.context import Context
 from hub.phases.halts import RESUME_TARGETS, check_note, resume_targets
 from hub.phases.judge import request_review, write_review_request
+from hub.phases.notify import after_archive
 from hub.phases.outcome import Outcome
 from hub.phases.run import Run
 from hub.phases.session import require_setup, running
@@ -83,6 +84,7 @@ def finalize_task(ctx: Context) -> Outcome:
             )
         target = handoff.archive_task(run.ctx.handoff_root, run.task_id)
         write_status(run.ctx.for_task(None))
+        after_archive(run.ctx)
         return Outcome(
             "finalize-task",
             run.task_id,
@@ -294,6 +296,7 @@ def archive_merged(ctx: Context) -> Contract | None:
                     if failed is not None:
                         raise CleanupFailed(f"task {current['task_id']} is {failed}")
                 handoff.archive_task(ctx.handoff_root, str(current["task_id"]))
+                after_archive(ctx)
                 return None
             return current
     except ContractInvalid:

@@ -111,6 +111,13 @@ def resume_command(ctx: Context, state: str, with_note: bool = False, task_id: s
     return f"cd {shlex.quote(str(ctx.repo_root))} && " + " ".join(shlex.quote(p) for p in parts)
 
 
+def suggested_resume(ctx: Context, contract: Contract, trigger: str, before: str) -> str:
+    """The one resume line ERIK_HALT.md puts first (and a halt's notification sends): the state a person
+    most likely wants, with the note placeholder when the implementer is next because of its work."""
+    state = suggested_resume_state(before, resume_targets(contract), trigger)
+    return resume_command(ctx, state, note_needed(trigger, state), contract["task_id"])
+
+
 def render_halt(ctx: Context, contract: Contract, trip: Trip, before: str) -> str:
     targets = resume_targets(contract)
     state = suggested_resume_state(before, targets, trip.trigger)
@@ -146,7 +153,7 @@ def render_halt(ctx: Context, contract: Contract, trip: Trip, before: str) -> st
 
 {how}
 
-    {resume_command(ctx, state, with_note, contract["task_id"])}
+    {suggested_resume(ctx, contract, trip.trigger, before)}
 
 Then: {targets[state]}.
 {other_text}

@@ -61,6 +61,11 @@ def run_next(
     the most severe of theirs. With a task named (`--task`), only that task's due phase. With `go_on`
     (`--until-idle`), each of several tasks is taken on while it moves (`run_concurrently`); a task a
     phase left where it was goes in `stuck`."""
+    if ctx.config.notify.configured and not skip:
+        # Here, not at the top: an idle `hub next` without notifications loads nothing of them.
+        from hub.phases.notify import sweep
+
+        sweep(ctx)  # an event a killed run recorded but never sent
     if ctx.task_id:
         if skip and ctx.task_id in skip:
             return Outcome("next", ctx.task_id, message="nothing to do: its phase failed in this run")

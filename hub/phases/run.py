@@ -13,6 +13,7 @@ from hub.core.log import get_logger
 from hub.core.text import listed
 from hub.phases.context import Context
 from hub.phases.halts import render_halt
+from hub.phases.notify import on_transition
 from hub.phases.outcome import Outcome
 from hub.phases.status_md import write_status
 from hub.repo import gitops
@@ -105,6 +106,8 @@ class Run:
     def record(self, event: Event, reason: str | None = None, resume_to: str | None = None) -> str:
         handoff.record(self.ctx.handoff, self.contract, event, self.now, reason, resume_to)
         write_status(self.ctx)
+        # The one place a phase records a transition, so the one place its notification starts (issue 37).
+        on_transition(self.ctx, self.contract)
         return str(self.contract["status"])
 
     def save(self) -> None:

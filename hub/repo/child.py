@@ -10,6 +10,9 @@ servers, `hub watch`'s phase runs. One lifecycle for all of them:
 - `remember` records it in a pid file while it runs, for the task's next phase to end should the hub be
   killed meanwhile (`hub.repo.leftovers`); leaving the `with` block ends the group and removes the file.
 
+One kind is not ended by the hub: a detached child (`detach`, the notifier of issue 37) is given its
+input, left to run under its own clock, and only reaped, so a hanging one never holds a phase.
+
 How a caller first *asks* a child to stop (closing its stdin, a SIGINT to a hub child) is the caller's:
 that is a request in the child's own protocol, not a kill.
 """
@@ -164,6 +167,32 @@ class Child:
                 time.sleep(EXIT_POLL_SECONDS)
         _signal_group(self.pid, signal.SIGKILL)
         self.proc.wait()
+
+
+def detach(argv: Sequence[str], data: bytes, output: Path, env: Mapping[str, str] | None = None) -> int:
+    """Start `argv` in a session of its own with `data` on its stdin and its output appended to `output`;
+    return its pid without waiting. It keeps its own clock: the hub never ends it, and a daemon thread
+    only reaps it, so neither a phase nor the hub's exit waits for it. Its stdout and stderr are never
+    the hub's: cron and a test's `capture_output` wait for those to close."""
+    if len(data) > DETACH_INPUT_BYTES:
+        raise ValueError(f"{len(data)} bytes for a detached child's stdin; at most {DETACH_INPUT_BYTES}")
+    with output.open("ab") as sink:
+        proc = subprocess.Popen(
+            argv, stdin=PIPE, stdout=sink, stderr=sink, env=env, start_new_session=True, close_fds=True
+        )
+    assert proc.stdin is not None
+    # Within a pipe's buffer: the write returns at once whether or not the child ever reads it; a child
+    # that exited unread leaves a broken pipe (the close still closes the file).
+    with contextlib.suppress(BrokenPipeError):
+        proc.stdin.write(data)
+    with contextlib.suppress(BrokenPipeError):
+        proc.stdin.close()
+    threading.Thread(target=proc.wait, name=f"reap-{proc.pid}", daemon=True).start()
+    return proc.pid
+
+
+# Linux's pipe buffer: a larger stdin could block the write until the child reads.
+DETACH_INPUT_BYTES = 60_000
 
 
 def _signal_group(pgid: int, signum: int) -> None:

@@ -229,6 +229,9 @@ def test_only_changes_that_can_make_a_phase_due_wake_the_watcher(tmp_path: Path)
         "runs/t/001-model-call.json",
         "archive/t/TASK_CONTRACT.json",
         "logs/worker.log",
+        "notify.log",
+        ".notified/drained-1-0a1b2c3d",
+        "tasks/t/.notified/halted-7",
     ):
         assert not relevant(folder, folder / path), path
     assert not relevant(folder, tmp_path / "elsewhere" / "TASK_CONTRACT.json")
