@@ -152,6 +152,7 @@ def count_refused(url: str, task_id: str) -> dict[str, int]:
         ("GET", f"{base}/live?token={token}", {"Origin": f"http://localhost:{int(port) + 1}"}),
         ("POST", f"{base}/task/{task_id}/resume?token={token}", {"Origin": "http://evil.example"}),
         ("POST", f"{base}/task/{task_id}/resume?token={token}", {}),
+        ("POST", f"{base}/task/{task_id}/resume?token={token}", {"Origin": "null"}),
         ("POST", f"{base}/task/{task_id}/resume", {"Origin": base}),
     ]
     served = 0

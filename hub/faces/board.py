@@ -157,7 +157,9 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Type", kind)
         self.send_header("Content-Length", str(len(body)))
         self.send_header("Cache-Control", "no-store")
-        self.send_header("Referrer-Policy", "no-referrer")  # the URL holds the token
+        # The URL holds the token: no other site sees it as a referrer. Not `no-referrer`: with it a
+        # browser sends `Origin: null` on the board's own forms, which the guard must refuse.
+        self.send_header("Referrer-Policy", "same-origin")
         self.send_header("X-Content-Type-Options", "nosniff")
         self.send_header("X-Frame-Options", "DENY")
         # A diff or a halt file holds a model's words: no script runs but the page's own.

@@ -44,13 +44,26 @@ def _model(ctx: Context, view: TaskView) -> str:
     return e(contract["roles"].get("implementer", ""))
 
 
+def _need(view: TaskView) -> str:
+    """What the task needs from a person, short (the whole sentence, with its paths, on hover)."""
+    said = view["needs_person"]
+    if not said:
+        return ""
+    short = said
+    if view["status"] == ERIK_CONSULTATION:
+        short = "halted: read the halt, resume it"
+    elif view["status"] in JUDGING:
+        short = "your verdict"
+    return f'<span class="need" title="{e(said)}">{e(short)}</span>'
+
+
 def index_live(ctx: Context, links: Links) -> tuple[str, dict[str, str]]:
     """Every task in flight (as `hub status` reads it), the backlog, and the last finished tasks."""
     doc = status(ctx)
     rows = []
     for view in doc["tasks"]:
         last = view["last_transitions"][-1]["timestamp"] if view["last_transitions"] else ""
-        need = f'<span class="need">{e(view["needs_person"])}</span>' if view["needs_person"] else ""
+        need = _need(view)
         running = view["running"]
         rows.append(
             [
@@ -190,6 +203,11 @@ def task_static(ctx: Context, task_id: str, links: Links) -> str:
     parts.append("<h3>Diff under review</h3>" + diff(_diff_text(ctx, contract)))
     parts.append(_findings(contract))
     parts.append(_acceptance(ctx, task_id))
+    if hand is not None and contract["status"] in JUDGING:
+        request = hand.review_request if hand.review_request.exists() else hand.review_in_progress
+        if request.exists():
+            text = request.read_text(encoding="utf-8", errors="replace")
+            parts.append(f"<details><summary>{e(request.name)}</summary>{markdown(text)}</details>")
     return "".join(parts)
 
 
@@ -272,14 +290,13 @@ def _actions(ctx: Context, contract: Contract, hand: handoff.Handoff, links: Lin
                 f'<button type="submit" name="go" value="resume-{e(target)}">Resume to {e(target)}</button></form>'
             )
     if contract["status"] in JUDGING and (hand.review_request.exists() or hand.review_in_progress.exists()):
-        request = hand.review_request if hand.review_request.exists() else hand.review_in_progress
         parts.append(
-            "<h3>Review request</h3>"
-            + markdown(request.read_text(encoding="utf-8", errors="replace"))
-            + f'<form class="action" method="post" action="{links("/task/" + task_id + "/verdict")}">'
-            "<p><b>Your verdict</b> (written as JUDGE_REPORT.json, applied by `hub report-judge`)</p>"
+            "<h3>Your verdict</h3>"
+            f'<form class="action" method="post" action="{links("/task/" + task_id + "/verdict")}">'
+            "<p>Written as JUDGE_REPORT.json and applied by `hub report-judge`; the review request is below "
+            "the diff.</p>"
             '<label>summary<textarea name="summary"></textarea></label>'
-            '<label>blocking issues, one a line (a FAIL needs at least one)<textarea name="blocking">'
+            '<label>blocking issues, one a line (what a FAIL asks the implementer to fix)<textarea name="blocking">'
             "</textarea></label>"
             '<button type="submit" name="verdict" value="PASS">PASS</button> '
             '<button type="submit" name="verdict" value="FAIL">FAIL</button></form>'

@@ -52,8 +52,9 @@ def chromium_path() -> str:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
-    from playwright.sync_api import sync_playwright
+    from playwright.sync_api import expect, sync_playwright
 
+    expect.set_options(timeout=SHOWN_MS)
     with sync_playwright() as playwright:
         launched = playwright.chromium.launch(executable_path=chromium_path())
         try:

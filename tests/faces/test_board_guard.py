@@ -71,6 +71,7 @@ def test_board_refuses_another_sites_page_and_a_post_without_origin(
     assert httpx.get(url, headers={"Origin": "http://evil.example"}).status_code == 403
     assert httpx.post(action, data=form, headers={"Origin": "http://evil.example"}).status_code == 403
     assert httpx.post(action, data=form).status_code == 403  # no Origin
+    assert httpx.post(action, data=form, headers={"Origin": "null"}).status_code == 403
     assert httpx.post(action.replace(token, "wrong"), data=form, headers={"Origin": base}).status_code == 401
     assert load(ctx.for_task(task_id).handoff.contract)["status"] == "erik_consultation"
 
@@ -80,7 +81,7 @@ def test_board_refuses_another_sites_page_and_a_post_without_origin(
     assert done.headers["Location"].startswith(f"/task/{task_id}?")
     contract = load(ctx.for_task(task_id).handoff.contract)
     assert contract["status"] == "pending_implementer"
-    assert server.board.refused == 4
+    assert server.board.refused == 5
 
 
 def test_board_action_refused_by_the_cli_code_shows_its_message_and_changes_nothing(
