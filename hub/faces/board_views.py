@@ -8,13 +8,14 @@ again when the key does (a transition: the diff, the halt file and the actions m
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hub.core.errors import ContractInvalid, HubError, describe
 from hub.faces.board_html import Links, bar_chart, diff, e, markdown, pre, split_chart, state_badge, table
 from hub.phases.halts import note_needed
-from hub.phases.status import log_entries, status, task_view
+from hub.phases.status import idle_next, log_entries, task_view
 from hub.state import handoff, store
 from hub.state.machine import ERIK_CONSULTATION, JUDGE_REVIEW_IN_PROGRESS, PENDING_JUDGE_REVIEW
 
@@ -36,12 +37,43 @@ def _call(view: TaskView) -> str:
     return e(call_line(view["call"]))
 
 
-def _model(ctx: Context, view: TaskView) -> str:
+# Contracts as last read, by path, with the file's identity then: the page asks twice a second, and a
+# contract is replaced (a new inode) whenever it changes, so one unchanged is not parsed and checked again.
+_READ: dict[Path, tuple[tuple[int, int, int], Contract]] = {}
+_READ_LOCK = threading.Lock()
+
+
+def load_contract(path: Path) -> Contract:
+    """`store.load`, once per version of the file."""
     try:
-        contract = store.load(ctx.for_task(view["task_id"]).handoff.contract)
-    except (OSError, ContractInvalid):
-        return ""
-    return e(contract["roles"].get("implementer", ""))
+        st = path.stat()
+    except FileNotFoundError:
+        return store.load(path)  # its own error, naming the file
+    identity = (st.st_ino, st.st_mtime_ns, st.st_size)
+    with _READ_LOCK:
+        known = _READ.get(path)
+    if known and known[0] == identity:
+        return known[1]
+    contract = store.load(path)
+    with _READ_LOCK:
+        _READ[path] = (identity, contract)
+    return contract
+
+
+def _in_flight(ctx: Context) -> list[tuple[Contract, TaskView]]:
+    """Every task in flight, each contract read once: `hub status`'s `task_view` of it, and the contract
+    for what the view leaves out (the model). A task archived while being listed is left out."""
+    found = []
+    for task_id in ctx.handoff_root.task_ids():
+        bound = ctx.for_task(task_id)
+        try:
+            contract = load_contract(bound.handoff.contract)
+        except ContractInvalid:
+            if bound.handoff.contract.exists():
+                raise
+            continue
+        found.append((contract, task_view(bound, contract)))
+    return found
 
 
 def _need(view: TaskView) -> str:
@@ -59,9 +91,9 @@ def _need(view: TaskView) -> str:
 
 def index_live(ctx: Context, links: Links) -> tuple[str, dict[str, str]]:
     """Every task in flight (as `hub status` reads it), the backlog, and the last finished tasks."""
-    doc = status(ctx)
+    tasks = _in_flight(ctx)
     rows = []
-    for view in doc["tasks"]:
+    for contract, view in tasks:
         last = view["last_transitions"][-1]["timestamp"] if view["last_transitions"] else ""
         need = _need(view)
         running = view["running"]
@@ -71,7 +103,7 @@ def index_live(ctx: Context, links: Links) -> tuple[str, dict[str, str]]:
                 e(view["title"]),
                 state_badge(view["status"]) + f'<div class="muted">{e(view["status_reason"] or "")}</div>',
                 e(view["attempt"]),
-                _model(ctx, view),
+                e(contract["roles"].get("implementer", "")),
                 e(last),
                 (f"{e(running.get('phase'))} " if running else "") + _call(view),
                 need or e(view["next"]["why"]),
@@ -80,7 +112,7 @@ def index_live(ctx: Context, links: Links) -> tuple[str, dict[str, str]]:
     html = "<h2>Tasks</h2>" + table(
         ["task", "title", "state", "attempt", "model", "last change", "running", "next"],
         rows,
-        empty=f"no task in flight; next: {doc.get('next', '')}",
+        empty="" if tasks else f"no task in flight; next: {idle_next(ctx)}",
     )
     html += _backlog(ctx) + _archived(ctx, links)
     return "index", {"tasks": html}
@@ -116,7 +148,7 @@ def _archived(ctx: Context, links: Links) -> str:
     rows = []
     for path in found[:ARCHIVED_SHOWN]:
         try:
-            contract = store.load(path / "TASK_CONTRACT.json")
+            contract = load_contract(path / "TASK_CONTRACT.json")
         except (OSError, ContractInvalid):
             continue
         rows.append(
@@ -139,10 +171,10 @@ def find_task(ctx: Context, task_id: str) -> tuple[Contract, bool]:
     handoff.check_task_id(task_id)
     live = ctx.for_task(task_id).handoff
     if live.contract.exists():
-        return store.load(live.contract), True
+        return load_contract(live.contract), True
     archived = ctx.handoff_root.archive / task_id / "TASK_CONTRACT.json"
     if archived.exists():
-        return store.load(archived), False
+        return load_contract(archived), False
     raise ContractInvalid("task_id", "$", f"no task {task_id} in flight or in the archive")
 
 
