@@ -164,7 +164,7 @@ def main(argv: list[str] | None = None) -> None:
                 args.out.mkdir(parents=True, exist_ok=True)
                 for name, target in shots.items():
                     page.goto(target)
-                    page.screenshot(path=str(args.out / name), full_page=name != "board-task.png")
+                    page.screenshot(path=str(args.out / name), full_page=True)
                     print(args.out / name)
                 browser.close()
         finally:
