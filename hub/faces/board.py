@@ -142,8 +142,11 @@ class Handler(BaseHTTPRequestHandler):
         self._send(status, body.encode("utf-8"), kind, nonce, location)
 
     def _form(self) -> dict[str, str]:
-        length = int(self.headers.get("Content-Length") or 0)
-        if length > MAX_FORM_BYTES:
+        try:
+            length = int(self.headers.get("Content-Length") or 0)
+        except ValueError:
+            raise ContractInvalid("form", "Content-Length", "not a number") from None
+        if length < 0 or length > MAX_FORM_BYTES:
             raise ContractInvalid(
                 "form", "$", f"{length} bytes; the board takes forms up to {MAX_FORM_BYTES}"
             )
@@ -292,6 +295,12 @@ def make_server(
         ) from None
     bound = server.server_address[1]
     server.board = Board(ctx, Guard(host, int(bound), token), token, eval_dirs)
+    if not is_loopback(host):
+        log.warning(
+            "board.not_loopback",
+            host=host,
+            detail="anyone who can reach this address and has the URL can resume tasks and give verdicts",
+        )
     return server, f"http://{url_host(host)}:{bound}/?token={token}"
 
 

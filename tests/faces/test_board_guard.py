@@ -105,3 +105,21 @@ def test_board_action_refused_by_the_cli_code_shows_its_message_and_changes_noth
 def test_board_refuses_a_short_token(ctx: Context) -> None:
     with pytest.raises(ConfigError, match="token"):
         make_server(ctx, "127.0.0.1", 0, "short", [])
+
+
+def test_a_form_with_a_bad_length_is_a_message_not_a_traceback(board: tuple[BoardServer, str]) -> None:
+    import socket
+
+    server, url = board
+    base, _, token = url.partition("/?token=")
+    port = server.server_address[1]
+    request = (
+        f"POST /task/t-1/resume?token={token} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nOrigin: {base}\r\n"
+        "Content-Length: lots\r\n\r\n"
+    )
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as conn:
+        conn.sendall(request.encode())
+        answer = conn.makefile("rb").read().decode()
+
+    assert answer.startswith("HTTP/1.1 409")
+    assert "Content-Length" in answer and "not a number" in answer
