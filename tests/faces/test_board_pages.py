@@ -7,6 +7,7 @@ import json
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import httpx
 import pytest
@@ -14,6 +15,9 @@ import pytest
 from hub.evals.report import EvalReport, TaskResult
 from hub.faces.board import make_server, serve
 from hub.phases.context import Context
+
+if TYPE_CHECKING:
+    from conftest import TaskDriver
 
 
 def result(name: str, solved: bool) -> TaskResult:
@@ -83,3 +87,25 @@ def test_a_task_id_that_names_nothing_or_a_path_gets_a_message_not_a_file(board_
 
     assert missing.status_code == 409 and "no task no-such-task" in missing.text
     assert path.status_code in (404, 409) and "root:" not in path.text
+
+
+def test_index_shows_the_phase_running_and_its_model_call_with_tokens_per_second(
+    ctx: Context, task: TaskDriver, board_url: str
+) -> None:
+    from hub.phases.live import CALL_FILE, Call
+    from hub.state import handoff
+
+    base, _, token = board_url.partition("/?token=")
+    task_id = task.new()
+    hand = ctx.for_task(task_id).handoff
+    with handoff.phase_lock(hand, "run-implementer", ctx.clock()):
+        call = Call("implementer", "qwen2.5-coder:7b", hand.task_dir / CALL_FILE)
+        call.progress(1)
+        call.progress(40)
+        call.waits_for(None)  # written now, not a second later
+        running = httpx.get(f"{base}/live?token={token}").json()["parts"]["tasks"]
+    done = httpx.get(f"{base}/live?token={token}").json()["parts"]["tasks"]
+
+    assert "run-implementer" in running and "40 tokens" in running and "tokens/s" in running
+    assert "qwen2.5-coder:7b" in running
+    assert "tokens/s" not in done
