@@ -31,6 +31,7 @@ BENCHES = (
     "overhead",
     "tool_calls",
     "repomap",
+    "board",
 )
 
 

@@ -386,6 +386,32 @@ def mcp_serve(
 
 
 @cli.command()
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind (loopback by default).")
+@click.option(
+    "--port", type=click.IntRange(0, 65535), default=8767, show_default=True, help="Port (0: any free one)."
+)
+@click.option("--token", envvar="HUB_BOARD_TOKEN", help="The token the URL carries (default: a random one).")
+@click.option(
+    "--eval-dir",
+    "eval_dirs",
+    multiple=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="A `hub eval` workdir, or a folder of them (repeat; default: ~/.cache/agent-hub/eval).",
+)
+@pass_state
+def board(state: State, host: str, port: int, token: str | None, eval_dirs: tuple[Path, ...]) -> None:
+    """Serve a live web page of the tasks, their diffs, halts and verdicts, and the eval reports."""
+    from hub.faces.board import make_server, serve
+    from hub.faces.cli_eval import default_workdir
+
+    folders = list(eval_dirs) or [default_workdir().parent]
+    server, url = make_server(state.context(), host, port, token, folders)
+    # The URL holds the token: stdout, for the person (or the script) that started the board.
+    click.echo(f"board: {url}")
+    serve(server)
+
+
+@cli.command()
 @click.option("--poll", is_flag=True, help="Poll the folder instead of using file-system events.")
 @click.option(
     "--interval", type=float, default=30.0, show_default=True, help="Re-check at least this often (seconds)."

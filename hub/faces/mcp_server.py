@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import asyncio
 import hmac
-import ipaddress
 import json
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -39,6 +38,14 @@ from mcp.server.transport_security import TransportSecuritySettings
 from hub.core.config import load_config
 from hub.core.errors import ConfigError
 from hub.core.log import get_logger
+from hub.faces.http_names import (
+    MIN_TOKEN_CHARS,
+    allowed_hosts,
+    allowed_origins,
+    bind_address,
+    is_loopback,
+    url_host,
+)
 from hub.faces.mcp_backlog import BACKLOG_TOOLS, add_backlog_tools
 from hub.faces.mcp_pipeline import PIPELINE_TOOLS, add_pipeline_tools
 from hub.faces.mcp_rules import RULES_TOOLS, add_rules_tools
@@ -129,40 +136,15 @@ class BearerAuth:
         await self.app(scope, receive, send)
 
 
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(bind_address(host)).is_loopback
-    except ValueError:
-        return False
-
-
-def bind_address(host: str) -> str:
-    """`[::1]` as the CLI may give it is `::1` to bind; anything else unchanged."""
-    return host[1:-1] if host.startswith("[") and host.endswith("]") else host
-
-
-def url_host(host: str) -> str:
-    bare = bind_address(host)
-    return f"[{bare}]" if ":" in bare else bare
-
-
 def transport_security(host: str, port: int) -> Any:
     """DNS-rebinding protection for a loopback bind, whatever the loopback address: only requests whose
     Host (and Origin, when sent) name the address bound, or localhost, are served. The SDK's own guard
     knows only 127.0.0.1, localhost and ::1, so `--host 127.0.0.2` served `Host: evil.example`."""
-    names = {url_host(host), "localhost"}
     return TransportSecuritySettings(
         enable_dns_rebinding_protection=True,
-        allowed_hosts=sorted({f"{n}:{port}" for n in names} | names),
-        allowed_origins=sorted(f"{scheme}://{n}:{port}" for n in names for scheme in ("http", "https")),
+        allowed_hosts=allowed_hosts(host, port),
+        allowed_origins=allowed_origins(host, port),
     )
-
-
-# A token guarding a non-loopback address: long enough that guessing it is no option (128 bits of
-# token_urlsafe are 22 characters).
-MIN_TOKEN_CHARS = 16
 
 
 def http_app(server: MCPServer, host: str, token: str | None, port: int = DEFAULT_HTTP_PORT) -> Any:
