@@ -33,7 +33,9 @@ from hub.workers import scripts
 # `[^\W\d_]` is "a letter").
 PIECE = re.compile(
     r"'(?:[sdmt]|ll|ve|re)"  # English contractions
-    r"|[^\r\n\w]?(?:[^\W\d_]|[^\x00-\x7f\s])+"  # a word (any non-ASCII run), one leading space or symbol
+    # a word (any non-ASCII run), one leading space, symbol or underscore: `_message` in a snake_case name
+    # is one token, as `.message` is (as two, a repository map of test names was over-counted by 55%)
+    r"|(?:[^\r\n\w]|_)?(?:[^\W\d_]|[^\x00-\x7f\s])+"
     r"|\d"  # a digit: always its own token
     r"| ?(?:[^\s\w]|_)+[\r\n]*"  # a run of symbols
     r"|\s*[\r\n]+|\s+(?!\S)|\s+",  # newlines, indentation, spaces
