@@ -60,6 +60,12 @@ def find_files(bench: Workbench, worker: Worker) -> list[str]:
     root = config.trust_root
     control = control_paths(config)
     repository = [f for f in tracked_files(run.worktree) if control_file_refusal(f, control) is None]
+    forbidden = bench.contract["constraints"]["forbidden_paths"]
+    # Measured on tenacity's history with the 1.5B: with the task's (forbidden) test module on the map,
+    # ranked first for the test names it shares with the requirement, the model chose it in 4 of 5
+    # answers, and shown whole (80,000 characters) it pushed the prompt past the window. What the change
+    # may not touch counts for the ranking, through what it uses, but is not offered.
+    hidden = [f for f in repository if first_match(f, forbidden) is not None]
     base = prompt_parts.render(root, "find_files", **_fields(bench), map="")
     request = request_for(config, "implementer", base)
     fit = budget.plan(base, None, request.num_ctx, request.num_predict, scale=request.token_scale)
@@ -70,17 +76,18 @@ def find_files(bench: Workbench, worker: Worker) -> list[str]:
         repository,
         words=words,
         budget_tokens=max(room, 0),
+        hidden=hidden,
         count_tokens=lambda text: budget.estimate_tokens(text, request.token_scale),
     )
     prompt = prompt_parts.render(root, "find_files", **_fields(bench), map=repo_map.text or "(empty)")
     generation = bench.generate(worker, request_for(config, "implementer", prompt), PURPOSE, first=True)
     if not generation.text.strip():
         raise Failed(Stall("files_not_found", empty_answer(generation)))
-    chosen, refused = parse_files(generation.text, repo_map.ranked, control)
-    forbidden = bench.contract["constraints"]["forbidden_paths"]
+    # A forbidden file named anyway is recognised, and refused below with the reason.
+    chosen, refused = parse_files(generation.text, [*repo_map.ranked, *hidden], control)
     allowed = [f for f in chosen if first_match(f, forbidden) is None and behaviour_file(f) is None]
     refused += [
-        f"{f}: may be read, not changed (forbidden, or a file a person must name)"
+        f"{f}: may not be changed (forbidden, or a file a person must name)"
         for f in chosen
         if f not in allowed
     ]

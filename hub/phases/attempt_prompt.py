@@ -44,13 +44,15 @@ def named_files(contract: Contract) -> list[str]:
 
 def build_prompt(run: Run, outlines: bool = False) -> str:
     """The implementer's prompt in edit mode; with `outlines`, the files other than the target as
-    outlines only."""
+    outlines only (for a task whose files the hub found, the first the model chose stands for the
+    target: outlines of every file leave the model nothing to edit)."""
     contract = run.contract
     spec = contract["specification"]
     # The task's files as the task sees them: its worktree (before setup-task, the user's checkout).
     files_root = run.worktree if run.worktree.is_dir() else run.ctx.repo_root
     paths = named_files(contract)
     example = spec.get("target_file") or (paths[0] if paths else "path/to/file.py")
+    whole = spec.get("target_file") or (paths[0] if paths and spec.get("find_files") else None)
     # Templates from the trust root (the user's checkout), never from the task's files. The files are
     # what the model's code may have written: the user's own secrets in them are replaced (issue 28).
     known = user_secrets(run.ctx.config, run.worktree)
@@ -60,9 +62,7 @@ def build_prompt(run: Run, outlines: bool = False) -> str:
             "implementer",
             **task_fields(contract, feedback_section(run), "none (the task names no target or allowed path)"),
             files="\n\n".join(
-                outline_section(files_root, p)
-                if outlines and p != spec.get("target_file")
-                else file_section(files_root, p)
+                outline_section(files_root, p) if outlines and p != whole else file_section(files_root, p)
                 for p in paths
             )
             or "(no files named in the contract)",

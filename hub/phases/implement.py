@@ -122,7 +122,27 @@ class EditAttempt:
                 raise
             log.warning("implement.outlines", task=self.run_.task_id, reason=str(exc))
             self.outlines = True
-            return smaller, self._call(smaller, "implement-outlines")
+            while True:
+                try:
+                    return smaller, self._call(smaller, "implement-outlines")
+                except ContextOverflow as cut:
+                    if not self._drop_a_found_file(cut):
+                        raise
+                    smaller = build_prompt(self.run_, outlines=True)
+
+    def _drop_a_found_file(self, cut: ContextOverflow) -> bool:
+        """For a task whose files the hub found: the model's last choice dropped, when it chose more than
+        one, so that a prompt too large even with outlines becomes one that fits rather than a halt
+        (the files were the hub's choice, not a person's). False when there is nothing to drop."""
+        spec = self.run_.contract["specification"]
+        files = spec.get("source_files", [])
+        if not spec.get("find_files") or len(files) < 2:
+            return False
+        dropped = files[-1]
+        log.warning("implement.found_file_dropped", task=self.run_.task_id, path=dropped, reason=str(cut))
+        self.run_.task.drop_found_file(dropped)
+        self.run_.save()
+        return True
 
     def _feedback_round(self, prompt: str, first: Answer) -> None:
         """The one answer to the feedback on what of the first answer was refused. Some of the change

@@ -26,7 +26,7 @@ import os
 import stat
 import subprocess
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -95,13 +95,14 @@ def build_map(
     words: str,
     budget_tokens: int,
     pinned: Sequence[str] = (),
+    hidden: Collection[str] = (),
     cache_dir: Path | None = None,
     count_tokens: Callable[[str], int] = estimate_tokens,
     max_file_bytes: int = MAX_FILE_BYTES,
 ) -> RepoMap:
     """The map of `files` (repository-relative, e.g. `tracked_files(root)`) for a task described by
-    `words`, at most `budget_tokens` by `count_tokens`. `pinned` files come first; `cache_dir` keeps
-    the files' tags between calls."""
+    `words`, at most `budget_tokens` by `count_tokens`. `pinned` files come first; `hidden` ones count
+    for the ranking (what they use) but are not shown; `cache_dir` keeps the files' tags between calls."""
     started = time.perf_counter()
     base = Path(os.path.realpath(root))
     pins = list(dict.fromkeys(p for p in map(clean_path, pinned) if p is not None))
@@ -114,7 +115,7 @@ def build_map(
             tags[rel] = found
     cache.save(keep=set(tags))
     pins = [p for p in pins if p in tags]
-    ranking = rank(tags, Terms.of(words), pins)
+    ranking = without(rank(tags, Terms.of(words), pins), {p for p in map(clean_path, hidden) if p})
     text, shown = fit(ranking, tags, budget_tokens, count_tokens)
     tokens = count_tokens(text)
     log.debug(
@@ -129,6 +130,17 @@ def build_map(
         seconds=round(time.perf_counter() - started, 3),
     )
     return RepoMap(text=text, files=tuple(shown), tokens=tokens, ranked=ranking.files)
+
+
+def without(ranking: Ranking, hidden: set[str]) -> Ranking:
+    """`ranking` less the `hidden` files, the order of the rest kept."""
+    if not hidden:
+        return ranking
+    return Ranking(
+        files=tuple(f for f in ranking.files if f not in hidden),
+        entries=tuple(e for e in ranking.entries if e[0] not in hidden),
+        pinned=tuple(f for f in ranking.pinned if f not in hidden),
+    )
 
 
 def clean_path(path: str) -> str | None:

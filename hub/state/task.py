@@ -266,11 +266,19 @@ class Task:
         data.setdefault("attempts", []).append(attempt)
 
     def set_found_files(self, found: FoundFiles, allowed: list[str]) -> None:
-        """The files the implementer chose for a task that named none: shown whole from now on, as a
-        task's named sources are, and the change may write `allowed` of them."""
-        self.contract["specification"]["source_files"] = list(found["files"])
+        """The files the implementer chose for a task that named none: the change may write `allowed` of
+        them, which are shown whole from now on, as a task's named sources are. The others (a test module
+        the task forbids) are not shown: one can fill a small model's window by itself."""
+        self.contract["specification"]["source_files"] = list(allowed)
         self.contract["constraints"]["allowed_paths"] = list(allowed)
         self.data["found_files"] = found
+
+    def drop_found_file(self, path: str) -> None:
+        """A file the implementer chose that does not fit the window beside the others: no longer shown
+        or writable (its choice stays on record in found_files)."""
+        spec, constraints = self.contract["specification"], self.contract["constraints"]
+        spec["source_files"] = [f for f in spec.get("source_files", []) if f != path]
+        constraints["allowed_paths"] = [f for f in constraints["allowed_paths"] if f != path]
 
     def add_stall(self, entry: StallRecord) -> None:
         self.data.setdefault("stalls", []).append(entry)
