@@ -62,7 +62,7 @@ def find_files(bench: Workbench, worker: Worker) -> list[str]:
     repository = [f for f in tracked_files(run.worktree) if control_file_refusal(f, control) is None]
     forbidden = bench.contract["constraints"]["forbidden_paths"]
     # Measured on tenacity's history with the 1.5B: with the task's (forbidden) test module on the map,
-    # ranked first for the test names it shares with the requirement, the model chose it in 4 of 5
+    # ranked first for the test names it shares with the requirement, the model chose it in 3 of 4
     # answers, and shown whole (80,000 characters) it pushed the prompt past the window. What the change
     # may not touch counts for the ranking, through what it uses, but is not offered.
     hidden = [f for f in repository if first_match(f, forbidden) is not None]

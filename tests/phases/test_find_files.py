@@ -116,7 +116,7 @@ def test_a_forbidden_file_is_not_offered_on_the_map_and_if_named_anyway_is_neith
     pipe: Pipeline,
 ) -> None:
     # Measured on tenacity's history with the 1.5B: the task's forbidden test module, ranked first on the
-    # map, was chosen in 4 of 5 answers, and shown whole it pushed the prompt past the window.
+    # map, was chosen in 3 of 4 answers, and shown whole it pushed the prompt past the window.
     pipe.fake.script(IMPL, "src/app.py\ntests/test_app.py\n", whole_file("src/app.py", GREET_FIXED))
     start_unnamed(pipe, forbidden_paths=["tests"])
 
