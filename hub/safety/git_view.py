@@ -163,7 +163,9 @@ def _packed_refs(path: Path, branch: str | None) -> str:
     except (OSError, UnicodeDecodeError):
         lines = []
     header = [line for line in lines[:1] if line.startswith("#")]
-    kept = [line for line in lines if branch and line.split(" ", 1)[-1] == branch and not line.startswith("#")]
+    kept = [
+        line for line in lines if branch and line.split(" ", 1)[-1] == branch and not line.startswith("#")
+    ]
     return "".join(f"{line}\n" for line in [*header, *kept[:1]])
 
 

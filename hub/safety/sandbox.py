@@ -487,10 +487,12 @@ def _mounts(
     shown = (*seen.read, *seen.write, *(Path(s) for s in SYSTEM))
     # No socket file anywhere the command sees: neither a read-only mount nor --unshare-net stops
     # connect() on one, and a user daemon's socket may sit in a toolchain folder or the checkout.
-    gits = git.shown if git is not None else ()
+    gits: tuple[Path, ...] = git.shown if git is not None else ()
     sockets = _sockets_under([str(p) for p in (*seen.write, *seen.read, *gits)], ())
+    # Another task's worktree is hidden wherever the command would see it (inside .git, a tmpfs does).
+    others = [str(w) for w in git.worktrees] if git is not None else []
     secrets = [*SYSTEM_SECRETS, *(str(p) for g in SYSTEM_SECRET_GLOBS for p in Path("/").glob(g.lstrip("/")))]
-    for name in (*hidden, *secrets, *sockets, *(git.worktrees if git is not None else ())):
+    for name in (*hidden, *secrets, *sockets, *others):
         args += _hide(Path(name), shown)
     # The account's own home too, should HOME point elsewhere.
     owner = Path(pwd.getpwuid(os.getuid()).pw_dir).resolve()
