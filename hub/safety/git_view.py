@@ -85,10 +85,10 @@ def git_view(root: Path, tmp_size: Sequence[str] = ()) -> GitView | None:
     own = common / SANITIZED / gitdir.name
     own.mkdir(parents=True, exist_ok=True)
     config = own / "config"
-    write_atomic(config, sanitized_config(common / "config"))
+    _write_changed(config, sanitized_config(common / "config"))
     branch = _head_ref(gitdir)
     packed = own / "packed-refs"
-    write_atomic(packed, _packed_refs(common / "packed-refs", branch))
+    _write_changed(packed, _packed_refs(common / "packed-refs", branch))
     args: list[str] = [*tmp_size, "--tmpfs", str(common)]
     shown: list[Path] = []
     for name in SHOWN_FOLDERS:
@@ -141,6 +141,15 @@ def sanitized_config(path: Path) -> str:
     if not any(line.startswith("\tbare ") for line in sections["core"]):
         sections["core"].append('\tbare = "false"\n')
     return "".join(f"[{section}]\n" + "".join(lines) for section, lines in sections.items())
+
+
+def _write_changed(path: Path, text: str) -> None:
+    """Write `text` unless the file holds it already: every phase prepares a sandbox, and an atomic
+    write's fsync costs more than the comparison."""
+    with contextlib.suppress(OSError, UnicodeDecodeError):
+        if path.read_text(encoding="utf-8") == text:
+            return
+    write_atomic(path, text)
 
 
 def _head_ref(gitdir: Path) -> str | None:
