@@ -113,7 +113,8 @@ def _no_links(folder: Path) -> None:
             if (Path(top) / name).is_symlink():
                 raise SuiteInvalid(
                     f"{Path(top) / name}: a symbolic link in the suite; a suite's files are never read "
-                    "through links (replace it by the file itself)"
+                    "through links",
+                    hint="replace the link by the file itself",
                 )
 
 
