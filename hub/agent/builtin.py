@@ -3,7 +3,8 @@ run the acceptance commands, scan with the rules, and say `done`.
 
 Reads stay inside the task's worktree and see only what `git ls-files` lists there (tracked, or new and
 not ignored): never `.git`, the hub's control files (`hub.yaml`, `prompts/`, `_handoff/`, the rule
-folders), an ignored file (a `.env`), or anything a link points at. Every write goes through the same
+folders), an ignored file (a `.env`), or anything a link points at: no component of a path is followed if it is a
+link (`hub.core.files.open_under`), since git's index still names `src/x.py` once `src` is a link. Every write goes through the same
 path as an edit-mode answer (`hub.edits.apply.apply_edits`): the allowed-paths policy, the control-file
 refusal and the pre-write check, with the reason sent back to the model when it is refused. What a tool
 answers is capped here and redacted by the loop (`hub.agent.loop`) before the model sees it.
@@ -155,9 +156,11 @@ class Workspace:
         return "/".join(parts)
 
     def text_of(self, rel: str) -> str:
-        found = read_capped(self.root / rel, MAX_READ_BYTES)
+        found = read_capped(self.root / rel, MAX_READ_BYTES, root=self.root)
         if found is None:
-            raise ToolRefused(f"{rel}: not a regular file (links are never followed)")
+            raise ToolRefused(
+                f"{rel}: not a regular file, or reached through a link (links are never followed)"
+            )
         data, more = found
         if b"\0" in data[:8192]:
             raise ToolRefused(f"{rel}: a binary file, not shown")
@@ -218,7 +221,7 @@ class Workspace:
                 continue
             if lowered in rel.lower():
                 hits.append(f"{rel} (name)")
-            found = read_capped(self.root / rel, SEARCH_FILE_BYTES)
+            found = read_capped(self.root / rel, SEARCH_FILE_BYTES, root=self.root)
             if found is None or b"\0" in found[0][:8192]:
                 continue
             for n, line in enumerate(found[0].decode("utf-8", errors="replace").splitlines(), 1):

@@ -78,7 +78,9 @@ def retarget(edit: FileEdit, policy: Policy, root: Path) -> str:
         log.debug("edits.retargeted", path=edit.path, to=only, why="same file name")
         return only
     known = (
-        read_text_capped(root / only) if edit.blocks and edit.content is None and edit.patch is None else None
+        read_text_capped(root / only, root=root)
+        if edit.blocks and edit.content is None and edit.patch is None
+        else None
     )
     if known is not None:
         text = known.replace("\r\n", "\n")

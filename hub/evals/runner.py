@@ -6,7 +6,9 @@ as the acceptance command, never shown to the model up front), and one `hub next
 through setup, implementer, local review, judge and merge, several at once as the scheduler allows. The
 hub runs as the real CLI in subprocesses, with the configuration under test as the repository's
 hub.yaml. Afterwards each exercise's tests run on the merged base (solved = merged and passing there),
-and on the task branch of every halted task (a halt of work whose tests pass is the costliest mistake).
+and on the task branch of every halted task (a halt of work whose tests pass is the costliest mistake):
+model-written code and the suite's tests, so in the same sandbox as the pipeline's acceptance commands
+(`run_tests`; issue 38: a plain subprocess there read the home folder and wrote outside every repository).
 """
 
 from __future__ import annotations
@@ -14,7 +16,6 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import shutil
 import subprocess
 import sys
 import time
@@ -25,10 +26,14 @@ from typing import Any
 
 import yaml
 
+from hub.core.config import load_config
 from hub.core.errors import ConfigError, SuiteInvalid
 from hub.core.log import get_logger
 from hub.evals.report import EvalReport, TaskResult
-from hub.evals.suite import Exercise
+from hub.evals.suite import Exercise, copy_inside
+from hub.phases.acceptance import jail_for, run_command
+from hub.safety.git_view import git_folders
+from hub.safety.sandbox import SandboxUnavailable
 from hub.state.machine import ERIK_CONSULTATION, MERGED
 
 log = get_logger(__name__)
@@ -157,7 +162,7 @@ def make_repo(repo: Path, exercises: Iterable[Exercise], config: str) -> None:
         for rel in exercise_files(ex):
             dest = repo / "exercises" / ex.name / rel
             dest.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(ex.folder / rel, dest)
+            copy_inside(ex.folder, rel, dest)
     (repo / "hub.yaml").write_text(config, encoding="utf-8")
     (repo / ".gitignore").write_text("__pycache__/\n.pytest_cache/\n", encoding="utf-8")
     git(repo, "init", "-q", "-b", "main")
@@ -305,12 +310,18 @@ def exercise_check(ex: Exercise, python: str) -> Callable[[Path], bool]:
 
 
 def run_tests(command: str, root: Path) -> bool:
-    """Whether `command` (a shell line) passes in `root`, within TEST_TIMEOUT."""
+    """Whether `command` (a shell line) passes in `root` (the eval repository, or a worktree of it),
+    within TEST_TIMEOUT, in the sandbox the eval repository's hub.yaml gives its acceptance commands:
+    `root` the one writable folder, nothing of the home folder. `sandbox: required` where no sandbox can
+    be built: it does not pass."""
+    folders = git_folders(root)
+    checkout = folders[1].parent if folders is not None else root
     try:
-        done = subprocess.run(command, shell=True, cwd=root, capture_output=True, timeout=TEST_TIMEOUT)
-    except subprocess.TimeoutExpired:
+        jail = jail_for(load_config(checkout), root)
+    except SandboxUnavailable as exc:
+        log.warning("eval.tests_not_run", root=str(root), why=exc.why)
         return False
-    return done.returncode == 0
+    return run_command(command, root, TEST_TIMEOUT, jail).ok
 
 
 def has_work(repo: Path, contract: dict[str, Any]) -> bool:

@@ -8,20 +8,31 @@ One folder per exercise:
     <name>/<test files>           the acceptance tests, never shown to the model up front
 
 so a checkout of exercism/python's `exercises/practice/` is a suite as it is.
+
+A suite is downloaded code, read by the hub outside any sandbox: nothing in it is read through a link (a
+linked instructions file put a home-folder secret into the prompt, a linked helper was copied into the
+eval repository; issue 38), and every file is read within a bound (a `.meta/config.json` that is
+`/dev/zero` was read until memory ran out). Either is a SuiteInvalid naming the file.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from hub.core.atomic import write_bytes_atomic
 from hub.core.errors import SuiteInvalid
+from hub.core.files import read_capped
 
 DOCS = ("introduction.md", "instructions.md", "instructions.append.md")
 # An instructions file larger than this is not an exercise's text (a mistaken folder, a binary).
 MAX_DOC_BYTES = 64_000
+MAX_CONFIG_BYTES = 256_000
+# A stub, a test or a helper larger than this is not an exercise's file.
+MAX_FILE_BYTES = 4_000_000
 
 
 @dataclass(frozen=True)
@@ -65,8 +76,9 @@ def load_suite(root: Path, names: Sequence[str] = (), letters: str | None = None
 
 def load_exercise(folder: Path) -> Exercise:
     config_path = folder / ".meta" / "config.json"
+    _no_links(folder)
     try:
-        config = json.loads(config_path.read_text(encoding="utf-8"))
+        config = json.loads(_read(folder, ".meta/config.json", MAX_CONFIG_BYTES))
         files = config["files"]
         solution, tests = _names(files, "solution"), _names(files, "test")
         example = _names(files, "example") if "example" in files else ()
@@ -78,8 +90,8 @@ def load_exercise(folder: Path) -> Exercise:
         path = (folder / rel).resolve()
         if not path.is_relative_to(folder.resolve()) or not path.is_file():
             raise SuiteInvalid(f"{config_path}: '{rel}' is not a file inside {folder}")
-    docs = [folder / ".docs" / name for name in DOCS]
-    parts = [p.read_text(encoding="utf-8", errors="replace").strip() for p in docs if _readable(p)]
+    docs = [f".docs/{name}" for name in DOCS if os.path.lexists(folder / ".docs" / name)]
+    parts = [_read(folder, rel, MAX_DOC_BYTES).strip() for rel in docs]
     if not parts:
         raise SuiteInvalid(f"{folder}/.docs: no instructions.md (or introduction.md) to give the model")
     return Exercise(folder.name, folder, solution, tests, example, "\n\n".join(parts))
@@ -92,8 +104,38 @@ def _names(files: dict[str, object], key: str) -> tuple[str, ...]:
     return tuple(value)
 
 
-def _readable(path: Path) -> bool:
-    return path.is_file() and path.stat().st_size <= MAX_DOC_BYTES
+def _no_links(folder: Path) -> None:
+    """SuiteInvalid naming the first link in the exercise's folder (or the folder itself a link)."""
+    if folder.is_symlink():
+        raise SuiteInvalid(f"{folder}: a symbolic link; a suite's files are never read through links")
+    for top, dirs, files in os.walk(folder, followlinks=False):
+        for name in sorted([*dirs, *files]):
+            if (Path(top) / name).is_symlink():
+                raise SuiteInvalid(
+                    f"{Path(top) / name}: a symbolic link in the suite; a suite's files are never read "
+                    "through links",
+                    hint="replace the link by the file itself",
+                )
+
+
+def _read(folder: Path, rel: str, limit: int) -> str:
+    """The text of `rel` in the exercise's folder: a regular file, reached through no link, at most
+    `limit` bytes; SuiteInvalid otherwise."""
+    found = read_capped(folder / rel, limit, root=folder)
+    if found is None:
+        raise SuiteInvalid(f"{folder / rel}: not a regular file, or reached through a link")
+    data, more = found
+    if more:
+        raise SuiteInvalid(f"{folder / rel}: larger than {limit:,} bytes; not an exercise's file")
+    return data.decode("utf-8", errors="replace")
+
+
+def copy_inside(folder: Path, rel: str, dest: Path) -> None:
+    """Copy the exercise's file `rel` to `dest`, reached through no link and within MAX_FILE_BYTES."""
+    found = read_capped(folder / rel, MAX_FILE_BYTES, root=folder)
+    if found is None or found[1]:
+        raise SuiteInvalid(f"{folder / rel}: not a regular file within {MAX_FILE_BYTES:,} bytes, or a link")
+    write_bytes_atomic(dest, found[0])
 
 
 def _why(exc: Exception) -> str:

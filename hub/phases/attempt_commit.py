@@ -34,7 +34,18 @@ def commit_attempt(run: Run, written: Set[str], acceptance: list[CommandResult])
         clean_state(run, written)
     run.task.begin_commit(gitops.head_commit(run.repo))
     run.save()
-    commit = run.checkpoint(Event.CODE_WRITTEN)
+    try:
+        commit = run.checkpoint(Event.CODE_WRITTEN)
+    except untrusted.LinkRefused as exc:
+        run.task.finish_commit()
+        raise Failed(
+            Stall(
+                "links_refused",
+                prompt_parts.fragment(
+                    run.ctx.config.trust_root, "links_refused", paths=listed(exc.paths, 20)
+                ),
+            )
+        ) from None
     crash_point("implement:after-commit")
     left = untrusted.uncommitted(run.repo, sorted(written))
     if left:

@@ -99,7 +99,7 @@ def file_section(repo_root: Path, rel: str) -> str:
     if not path.is_file():
         return f"### {rel}\n\n(does not exist yet: create it)"
     # Never more than the cap (4 bytes a character at most): a huge file is cut below all the same.
-    text = read_text_capped(path, 4 * MAX_FILE_CHARS + 4) or ""
+    text = read_text_capped(path, 4 * MAX_FILE_CHARS + 4, root=repo_root) or ""
     if len(text) > MAX_FILE_CHARS:
         text = text[:MAX_FILE_CHARS] + "\n... (cut: the file is longer)"
     shape = outline(rel, text)
@@ -115,7 +115,7 @@ def outline_section(repo_root: Path, rel: str) -> str:
     path = repo_root / rel
     if not path.is_file():
         return file_section(repo_root, rel)
-    shape = outline(rel, read_text_capped(path) or "")
+    shape = outline(rel, read_text_capped(path, root=repo_root) or "")
     body = render_outline(shape) if shape else "(no outline: the file's language is not parsed)"
     return f"### {rel} (outline only: the whole file did not fit the model's context)\n\n{body}"
 

@@ -9,6 +9,7 @@ from hub.core.errors import EXIT_HALTED, ContractInvalid, GitError, TaskHalted, 
 from hub.core.faults import crash_point
 from hub.core.host_limits import explain
 from hub.core.log import get_logger
+from hub.core.text import listed
 from hub.phases.context import Context
 from hub.phases.halts import RESUME_TARGETS, check_note, resume_targets
 from hub.phases.judge import request_review, write_review_request
@@ -114,6 +115,21 @@ def _merge(run: Run, reviewed: str, message: str) -> str | Outcome:
                 f"the base branch {base} does not exist any more (deleted or renamed?): nothing was merged",
                 {"base": base},
                 f"recreate it (`git branch {base} <commit>`) and `hub resume --task {run.task_id}`",
+            )
+        )
+    elif linked := untrusted.links_added(
+        user, base, reviewed, run.contract["constraints"].get("links_allowed", [])
+    ):
+        # The commit refuses links already; this is the last check before your checkout (a person's commit).
+        return run.halt(
+            Trip(
+                Trigger.LINK_IN_CHANGE,
+                f"the reviewed commit adds symbolic links the task does not name: {listed(linked, 10)}; "
+                "nothing was merged",
+                {"files": ", ".join(linked)},
+                "replace each link by a file on the task branch, or name it exactly in the contract's "
+                "constraints.links_allowed, then "
+                f"`hub resume --task {run.task_id}`",
             )
         )
     else:

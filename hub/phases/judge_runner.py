@@ -183,10 +183,28 @@ def _judged_folder(run: Run) -> contextlib.AbstractContextManager[Path]:
     return untrusted.judged_checkout(run.user_repo, reviewed, path.with_name(f".judge-{run.task_id}"))
 
 
+def judge_env(environ: Mapping[str, str]) -> dict[str, str]:
+    """The judge command's environment: the user's, but nothing that puts the judged folder (the change's
+    code) on a search path by accident. `python3 -c 'import json'` in that folder imported a `json.py`
+    the change committed, as the user (issue 38): PYTHONSAFEPATH (Python 3.11+) keeps the working
+    folder and a script's folder off `sys.path`; a relative PATH, PYTHONPATH or NODE_PATH entry (`.`,
+    an empty one) would name the judged folder too, so it is dropped."""
+    env = dict(environ)
+    for name in ("PATH", "PYTHONPATH", "NODE_PATH"):
+        if name in env:
+            kept = [p for p in env[name].split(os.pathsep) if p and os.path.isabs(p)]
+            if kept:
+                env[name] = os.pathsep.join(kept)
+            else:
+                env.pop(name)
+    env["PYTHONSAFEPATH"] = "1"
+    return env
+
+
 def _run_command(run: Run, command: str, request: str, seconds: float, folder: Path) -> JudgeResult:
     hand = run.ctx.handoff
     env = {
-        **os.environ,
+        **judge_env(os.environ),
         "HUB_TASK_ID": run.task_id,
         "HUB_HANDOFF_DIR": str(hand.dir),
         "HUB_REVIEW_REQUEST": str(hand.review_in_progress),

@@ -277,7 +277,7 @@ class Review:
         root = self.run.worktree
         for rel in self.files:
             # Never through a link, never more than the cap: the model's code shaped this folder.
-            source = read_text_capped(root / rel)
+            source = read_text_capped(root / rel, root=root)
             for err in syntax_errors(rel, source or "")[:5]:
                 issues.append(
                     {

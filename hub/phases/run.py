@@ -16,7 +16,7 @@ from hub.phases.halts import render_halt
 from hub.phases.notify import on_transition
 from hub.phases.outcome import Outcome
 from hub.phases.status_md import write_status
-from hub.repo import gitops
+from hub.repo import gitops, untrusted
 from hub.safety.trust import control_paths
 from hub.state import handoff, store
 from hub.state.breakers import Trip
@@ -149,10 +149,12 @@ class Run:
 
     def checkpoint(self, event: str) -> str | None:
         """Commit the work on the task branch: what the task may write (the allowed paths when the contract
-        sets them, never the forbidden ones or the control files), as the edit layer decides it."""
+        sets them, never the forbidden ones or the control files), as the edit layer decides it. A link the
+        task does not name is never committed: `untrusted.LinkRefused` after taking it out."""
         branch = self.contract["git"].get("task_branch")
         if not branch:
             return None
+        untrusted.refuse_links(self.repo, self.contract["constraints"].get("links_allowed", []))
         return gitops.checkpoint(
             self.repo,
             self.commit_message(event),

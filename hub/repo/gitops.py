@@ -290,7 +290,7 @@ def content_hash(repo_dir: Path, files: list[str]) -> str:
         digest.update(name.encode() + b"\0")
         # A link or a special file counts as empty, a huge file by its first DEFAULT_LIMIT bytes: the
         # worktree is what the model's code left (a link to /dev/zero was read forever).
-        found = read_capped(repo_dir / name)
+        found = read_capped(repo_dir / name, root=repo_dir)
         digest.update(found[0] if found else b"")
         digest.update(b"\0")
     return digest.hexdigest()

@@ -1,7 +1,14 @@
 """Git operations that keep what a task's code wrote from reaching anything outside the sandbox: the
 ignored files it leaves in its worktree, a fresh checkout of exactly the judged commit for the judge
-command, the written edits a checkpoint did not commit, and the in-tree merge drivers a merge must not
-obey (issue 28)."""
+command, the written edits a checkpoint did not commit, the in-tree merge drivers a merge must not
+obey (issue 28), and the links a task's code made (issue 38).
+
+A link is never a legitimate answer to "change calc.py": code run by an acceptance command can replace a
+tracked file or folder by one (`calc.py -> ~/.ssh/id_rsa`), and every unsandboxed reader after it (the
+commit, the judge's checkout, the merge into the user's checkout) would follow it. So a change never
+holds a link the task does not name exactly in `constraints.links_allowed` (set by a person):
+`refuse_links` takes them out of the worktree before a commit, and `links_added` is the merge's last check.
+"""
 
 from __future__ import annotations
 
@@ -13,7 +20,9 @@ from typing import TYPE_CHECKING
 
 from hub.core.atomic import write_bytes_atomic
 from hub.core.errors import GitError
-from hub.repo.gitops import common_dir, remove_worktree, restore_tracked, run, worktree_lock
+from hub.core.files import is_linked
+from hub.core.text import listed
+from hub.repo.gitops import common_dir, dirty_files, remove_worktree, restore_tracked, run, worktree_lock
 from hub.repo.tree import remove_untracked
 
 if TYPE_CHECKING:
@@ -85,6 +94,57 @@ def keep_only(repo: Repo, written: Sequence[str]) -> list[str]:
         remove_untracked(root, rel)
     restore_tracked(repo, tracked)
     return sorted(untracked + tracked)
+
+
+LINK_MODE = "120000"
+
+
+class LinkRefused(GitError):
+    """A task's change made a symbolic link the task does not name; it was taken out of the worktree."""
+
+    def __init__(self, paths: list[str]) -> None:
+        self.paths = paths
+        super().__init__(
+            f"the change holds symbolic links, never committed: {listed(paths, 10)}; they were removed "
+            "from the task's worktree (tracked files put back)",
+            hint="name the link exactly in the contract's constraints.links_allowed if the task is to add it",
+        )
+
+
+def refuse_links(repo: Repo, allowed: Sequence[str]) -> None:
+    """Take every changed path that is a link, or lies beyond one (a folder the code replaced by a
+    link), out of the worktree: the link removed, what HEAD tracks there put back. Links named exactly
+    in `allowed` stay. Raises LinkRefused naming them; nothing otherwise."""
+    root = Path(str(repo.working_tree_dir)).resolve()
+    named = {a.strip("/") for a in allowed}
+    linked = sorted(p for p in dirty_files(repo) if p not in named and is_linked(root, p))
+    if not linked:
+        return
+    tracked = set(run(repo, "ls-tree", "-r", "-z", "--name-only", "HEAD", "--", *linked).split("\0")) - {""}
+    for rel in linked:
+        current = root
+        for part in Path(rel).parts:
+            current = current / part
+            if current.is_symlink():
+                current.unlink()
+                break
+    restore_tracked(repo, sorted(tracked))
+    raise LinkRefused(linked)
+
+
+def links_added(repo: Repo, base: str, commit: str, allowed: Sequence[str]) -> list[str]:
+    """The links `commit` adds or makes (a file or folder turned into one) against `base`, but those
+    named exactly in `allowed`: git's objects read, never the file system."""
+    named = {a.strip("/") for a in allowed}
+    out = run(repo, "diff", "--raw", "-z", "--no-renames", "--no-abbrev", f"{base}...{commit}")
+    fields = iter(out.split("\0"))
+    found = []
+    for meta in fields:
+        path = next(fields, "")
+        parts = meta.split()
+        if len(parts) >= 2 and parts[1] == LINK_MODE and path not in named:
+            found.append(path)
+    return sorted(found)
 
 
 @contextmanager

@@ -25,7 +25,7 @@ from typing import Any
 import yaml
 
 from hub.core.errors import RuleError
-from hub.core.files import read_capped
+from hub.core.files import is_linked, read_capped
 from hub.core.log import get_logger
 from hub.review.rules import (
     CHECK_TIMEOUT_SECONDS,
@@ -210,8 +210,9 @@ def scan_paths(
         targets = []
         for p in paths:
             full = Path(p) if Path(p).is_absolute() else repo_root / p
-            # A link is not scanned: ast-grep would read its target, outside the tree or /dev/zero.
-            if full.exists() and not full.is_symlink():
+            # A link is not scanned, nor a file in a linked folder: ast-grep would read the target,
+            # outside the tree or /dev/zero.
+            if full.exists() and not is_linked(repo_root, os.path.relpath(full, repo_root)):
                 targets.append(os.path.relpath(full, repo_root))
         if not targets:
             return []

@@ -8,8 +8,12 @@ whole-disk read-only view and sandbox-runtime's deny-list):
 - the *writable root* (the task's worktree), the one writable place besides `sandbox.writable_paths`;
 - read-only, what its commands need to run: each `PATH` entry with the prefix it belongs to (a venv and
   its base interpreter, `~/.pyenv`, `~/.nvm/versions/node/v20`, `~/.cargo`), the hub's own interpreter,
-  the git metadata the worktree points into, and `sandbox.read_paths`. Nothing else of the home folder
-  or of the user's checkout is there: not `~/.gitconfig`, `~/.bash_history`, the checkout's `.env`;
+  the part of the git metadata the worktree's commands need (`hub.safety.git_view`: objects, the task's
+  own ref, a config without remotes or credentials; no stash, no other worktree), and
+  `sandbox.read_paths`. Nothing else of the home folder or of the user's checkout is there: not
+  `~/.gitconfig`, `~/.bash_history`, the checkout's `.env`. A relative `PATH` entry (`.`, `bin`) is never
+  a toolchain (it would name the hub's working folder, the checkout), nor is a folder inside the
+  checkout or the worktree, but a virtual environment (its own folder alone);
 - inside the writable root, the git metadata and the hub's control files (`_handoff/`, `hub.yaml`, the
   prompts folder, `sgconfig.yml` and its rule folders) read-only again: nothing the model's code does can
   forge a verdict, change the judge or the rules, or rewrite history;
@@ -52,6 +56,7 @@ from hub.core.errors import HubError
 from hub.core.log import get_logger
 from hub.core.redaction import Redactor
 from hub.core.sandbox_config import SandboxLimits, SandboxMode, SandboxSettings
+from hub.safety.git_view import git_folders, git_view
 from hub.safety.limits import prlimit_argv, rlimits
 
 Which = Callable[[str], str | None]
@@ -345,7 +350,7 @@ def view(root: Path, settings: SandboxSettings, env: Mapping[str, str]) -> View:
     root and `sandbox.writable_paths`, writable. Anything else of the home folder or the user's
     checkout is not there at all."""
     home = _home(env)
-    wanted = [*_toolchain(env, home), Path(sys.prefix), Path(sys.base_prefix), *_git_dirs(root)]
+    wanted = [*_toolchain(env, home, _repositories(root)), Path(sys.prefix), Path(sys.base_prefix)]
     wanted += [p.expanduser() for p in settings.read_paths]
     write = [p.expanduser() for p in settings.writable_paths] + [root]
     return View(_outermost(wanted, skip=SYSTEM), _outermost(write, skip=()))
@@ -355,14 +360,22 @@ def _home(env: Mapping[str, str]) -> Path:
     return Path(env.get("HOME") or str(Path.home())).resolve()
 
 
-def _toolchain(env: Mapping[str, str], home: Path) -> list[Path]:
+def _repositories(root: Path) -> list[Path]:
+    """The worktree and the user's checkout it belongs to (the common git folder's parent)."""
+    folders = git_folders(root)
+    return [root] if folders is None else [root, folders[1].parent]
+
+
+def _toolchain(env: Mapping[str, str], home: Path, repositories: Sequence[Path] = ()) -> list[Path]:
     """The folders the command's programs come from: each PATH entry, with the prefix it belongs to
     (`~/.pyenv/versions/3.11/bin` -> `~/.pyenv/versions/3.11`: the interpreter's library), a venv's base
     interpreter (pyvenv.cfg `home`), a shims folder's manager root. Never the home folder itself, and of
-    `~/.local` only its programs and libraries (its `share` holds applications' data)."""
+    `~/.local` only its programs and libraries (its `share` holds applications' data). Never a relative
+    entry, nor one inside (or above) one of `repositories` but a venv there, its own folder alone: `.` on
+    PATH, or a VIRTUAL_ENV set to the checkout, mounted the whole checkout, `.env` included (issue 38)."""
     found: list[Path] = []
-    entries = [Path(p) for p in env.get("PATH", "").split(os.pathsep) if p]
-    if env.get("VIRTUAL_ENV"):
+    entries = [Path(p) for p in env.get("PATH", "").split(os.pathsep) if p and os.path.isabs(p)]
+    if env.get("VIRTUAL_ENV") and os.path.isabs(env["VIRTUAL_ENV"]):
         entries.append(Path(env["VIRTUAL_ENV"]) / "bin")
     for entry in entries:
         try:
@@ -370,6 +383,13 @@ def _toolchain(env: Mapping[str, str], home: Path) -> list[Path]:
         except OSError:
             continue
         if not entry.is_dir():
+            continue
+        inside = [r for r in repositories if entry.is_relative_to(r) or r.is_relative_to(entry)]
+        if inside:
+            venv = entry.parent
+            if entry.name == "bin" and venv not in inside and (venv / "pyvenv.cfg").is_file():
+                base = _venv_base(venv)
+                found += [venv, *([base] if base and not any(base.is_relative_to(r) for r in inside) else [])]
             continue
         found.append(entry)
         parent = entry.parent
@@ -442,6 +462,9 @@ def _mounts(
     seen = view(root, settings, env)
     for path in seen.read:
         args += ["--ro-bind", str(path), str(path)]
+    git = git_view(root, sized)
+    if git is not None:
+        args += git.args
     if settings.network:
         # DNS: /etc/resolv.conf is often a link into /run, which the command does not see otherwise.
         with contextlib.suppress(OSError):
@@ -464,9 +487,12 @@ def _mounts(
     shown = (*seen.read, *seen.write, *(Path(s) for s in SYSTEM))
     # No socket file anywhere the command sees: neither a read-only mount nor --unshare-net stops
     # connect() on one, and a user daemon's socket may sit in a toolchain folder or the checkout.
-    sockets = _sockets_under([str(p) for p in (*seen.write, *seen.read)], ())
+    gits: tuple[Path, ...] = git.shown if git is not None else ()
+    sockets = _sockets_under([str(p) for p in (*seen.write, *seen.read, *gits)], ())
+    # Another task's worktree is hidden wherever the command would see it (inside .git, a tmpfs does).
+    others = [str(w) for w in git.worktrees] if git is not None else []
     secrets = [*SYSTEM_SECRETS, *(str(p) for g in SYSTEM_SECRET_GLOBS for p in Path("/").glob(g.lstrip("/")))]
-    for name in (*hidden, *secrets, *sockets):
+    for name in (*hidden, *secrets, *sockets, *others):
         args += _hide(Path(name), shown)
     # The account's own home too, should HOME point elsewhere.
     owner = Path(pwd.getpwuid(os.getuid()).pw_dir).resolve()
@@ -485,23 +511,6 @@ def _hide(path: Path, shown: Sequence[Path]) -> list[str]:
     if os.path.lexists(path) and not path.is_symlink():
         return ["--ro-bind", "/dev/null", str(path)]
     return []
-
-
-def _git_dirs(root: Path) -> list[Path]:
-    """The git folder a worktree's `.git` file names, and the repository's common git folder."""
-    dot_git = root / ".git"
-    try:
-        text = dot_git.read_text(encoding="utf-8") if dot_git.is_file() else ""
-    except (OSError, UnicodeDecodeError):
-        return []
-    if not text.startswith("gitdir:"):
-        return []
-    gitdir = (root / text.removeprefix("gitdir:").strip()).resolve()
-    found = [gitdir]
-    with contextlib.suppress(OSError, UnicodeDecodeError):
-        common = (gitdir / "commondir").read_text(encoding="utf-8").strip()
-        found.append((gitdir / common).resolve())
-    return found
 
 
 def absent(paths: Iterable[Path]) -> list[Path]:

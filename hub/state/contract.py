@@ -75,6 +75,9 @@ if TYPE_CHECKING:
         allowed_paths: list[str]
         forbidden_paths: list[str]
         delete_allowed: NotRequired[bool]
+        # Symbolic links the change may add, each path named exactly (a person's choice, set by hand):
+        # any other link is refused before a commit and before the merge (issue 38).
+        links_allowed: NotRequired[list[str]]
         max_diff_lines: NotRequired[int | None]
 
     class Specification(TypedDict):

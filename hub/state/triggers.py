@@ -30,6 +30,7 @@ class Trigger(StrEnum):
     CRITICAL_FLAW = "critical_flaw"
     CRITICAL_HALT = "critical_halt"
     SECRET_IN_CHANGE = "secret_in_change"
+    LINK_IN_CHANGE = "link_in_change"
     JUDGE_TIMEOUT = "judge_timeout"
     # The workers and the tools the phases call.
     # Named `ollama_unavailable` before issue 33 (the server may as well be llama.cpp or vLLM). A contract

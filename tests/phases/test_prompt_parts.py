@@ -41,6 +41,7 @@ PACKAGED = (
     "partial_change_refused",
     "command_restored",
     "uncommitted_edit",
+    "links_refused",
     "tool_result_text",
     "agent",
     "agent_system",
