@@ -137,10 +137,15 @@ def _merge_once(checkout: Path, commit: str, message: str, sleep: Sleep) -> str:
     merge = _out(checkout, "commit-tree", tree.stdout.split("\n")[0], "-p", old, "-p", commit, "-m", text)
     # As `git status` does: a file only touched (an editor, a formatter, `touch`) has a new mtime and the
     # same content; without this, read-tree takes it for a local change and the merge waits forever.
-    try:
-        _write(checkout, "update-index", "-q", "--refresh")
-    except _Locked as exc:
-        raise _TryAgain(str(exc)) from None
+    refreshed = _git(checkout, "update-index", "-q", "--refresh")
+    if refreshed.returncode == 128 and not refreshed.stderr.strip():
+        # With -q, update-index that cannot take index.lock exits 128 without a word (builtin/update-index.c).
+        raise _TryAgain(f"{git_dir / 'index.lock'} was held by another git")
+    if refreshed.returncode != 0:
+        said = refreshed.stderr.strip()
+        raise GitError(
+            f"refreshing the index of {checkout} failed: {said}{killed_git.space_note(said, checkout)}"
+        )
     if _out(checkout, "rev-parse", "HEAD") != old:
         raise _TryAgain("a commit moved the branch while the merge was being made")
     marker = git_dir / MARKER

@@ -237,3 +237,24 @@ def test_a_step_a_kill_left_under_a_commit_of_the_users_leaves_nothing_of_the_ta
     assert (main / "app.py").read_text(encoding="utf-8") == "old\n"
     assert git(main, "status", "--porcelain") == ""
     assert not (main / ".git" / MARKER).exists()
+
+
+def test_an_index_lock_taken_while_the_merge_is_made_makes_it_try_again(repo: tuple[Path, str]) -> None:
+    main, task = repo
+    hook = main / ".git" / "hooks" / "pre-merge-commit"  # run after the hub cleared stale locks
+    hook.write_text(
+        "#!/bin/sh\n[ -f .git/fire ] && rm .git/fire && : > .git/index.lock\nexit 0\n", encoding="utf-8"
+    )
+    hook.chmod(0o755)
+    (main / ".git" / "fire").write_text("", encoding="utf-8")
+    pauses: list[float] = []
+
+    def user_git_finishes(seconds: float) -> None:
+        pauses.append(seconds)
+        (main / ".git" / "index.lock").unlink()
+
+    merge = checkout_merge.merge_in_checkout(main, task, "[TASK: t1] Merge task/t1", sleep=user_git_finishes)
+
+    assert pauses
+    assert git(main, "rev-parse", "main") == merge
+    assert git(main, "status", "--porcelain") == "M README.md"
