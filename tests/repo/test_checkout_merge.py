@@ -12,6 +12,7 @@ import pytest
 from hub.core.errors import GitError
 from hub.repo import checkout_merge
 from hub.repo.checkout_merge import MARKER
+from hub.repo.gitops import MergeRefused
 
 
 def git(repo: Path, *args: str) -> str:
@@ -258,3 +259,31 @@ def test_an_index_lock_taken_while_the_merge_is_made_makes_it_try_again(repo: tu
     assert pauses
     assert git(main, "rev-parse", "main") == merge
     assert git(main, "status", "--porcelain") == "M README.md"
+
+
+def test_a_user_whose_commits_keep_moving_the_branch_makes_the_merge_wait_with_nothing_of_it_left(
+    repo: tuple[Path, str],
+) -> None:
+    main, task = repo
+    git(main, "commit", "-q", "-am", "the user's README")
+    # Every time git updates the work tree and writes the index (the merge's read-tree among them), the
+    # user commits a line of their log.
+    hook = main / ".git" / "hooks" / "post-index-change"
+    hook.write_text(
+        '#!/bin/sh\n[ "$1" = 1 ] || exit 0\necho entry >> log.md\ngit add log.md\n'
+        "git commit -q -m 'the user logs' -o log.md\nexit 0\n",
+        encoding="utf-8",
+    )
+    hook.chmod(0o755)
+    pauses: list[float] = []
+
+    with pytest.raises(MergeRefused, match="a commit moved the branch") as refused:
+        checkout_merge.merge_in_checkout(main, task, "[TASK: t1] Merge task/t1", sleep=pauses.append)
+
+    assert "hub next" in refused.value.hint
+    assert pauses == list(checkout_merge.RETRY_PAUSES)
+    assert git(main, "log", "-1", "--format=%s") == "the user logs"
+    assert subprocess.run(["git", "merge-base", "--is-ancestor", task, "HEAD"], cwd=main).returncode == 1
+    assert (main / "app.py").read_text(encoding="utf-8") == "old\n"
+    assert git(main, "status", "--porcelain", "--", "app.py") == ""  # the hook's own log.md may be in flight
+    assert not (main / ".git" / MARKER).exists()
