@@ -159,7 +159,8 @@ def _merge_once(checkout: Path, commit: str, message: str, sleep: Sleep) -> str:
             if refused:
                 raise MergeRefused(checkout, refused, said)
             raise _TryAgain(str(_Locked(said)))
-        _take_back(checkout, old, merge, marker, clean_before=True)
+        put_back(checkout, old, merge, sleep, clean=True)
+        marker.unlink(missing_ok=True)
         raise GitError(
             f"updating {checkout} to the merge failed: {said}{killed_git.space_note(said, checkout)}"
         )
@@ -168,7 +169,8 @@ def _merge_once(checkout: Path, commit: str, message: str, sleep: Sleep) -> str:
         said = moved.stderr.strip()
         head = _out(checkout, "rev-parse", "HEAD")
         if head == old and not _LOCKED.search(said):
-            _take_back(checkout, old, merge, marker, clean_before=True)
+            put_back(checkout, old, merge, sleep, clean=True)
+            marker.unlink(missing_ok=True)
             raise GitError(f"moving the branch in {checkout} to the merge failed: {said}")
         # The user's commit moved the branch (or is moving it: it holds the ref's lock).
         put_back(checkout, old, merge, sleep, clean=head == old)
@@ -230,18 +232,11 @@ def recover(checkout: Path, git_dir: Path, sleep: Sleep = time.sleep) -> None:
             "merge.finished", checkout=str(checkout), merge=merge[:12], why="killed after the branch moved"
         )
         marker.unlink(missing_ok=True)
-    elif head == old:
-        _take_back(checkout, old, merge, marker, clean_before=False)
     else:
-        # The user's commit moved the branch meanwhile; the task's files may still be in their index.
+        # Not moved (head == old), or moved by a commit of the user's meanwhile, which may have left the
+        # task's files in their index: back to what HEAD holds now, their edits since kept.
         put_back(checkout, old, merge, sleep, clean=False)
         marker.unlink(missing_ok=True)
-
-
-def _take_back(checkout: Path, old: str, merge: str, marker: Path, clean_before: bool) -> None:
-    kept = killed_git.undo_merge(checkout, old, tree=f"{merge}^{{tree}}", clean_before=clean_before)
-    marker.unlink(missing_ok=True)
-    log.warning("merge.taken_back", checkout=str(checkout), merge=merge[:12], kept=kept)
 
 
 def put_back(checkout: Path, old: str, merge: str, sleep: Sleep, clean: bool) -> list[str]:
