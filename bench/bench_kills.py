@@ -1,6 +1,10 @@
 """The kill campaign of issue 23, in small: random SIGKILLs in every phase, then `hub next` alone.
 
     .venv/bin/python bench/bench_kills.py [--kills N] [--slowed-share F] [--seed S] [--json]
+    .venv/bin/python bench/bench_kills.py --user-beside [--rates 60,2] [--tasks 4] [--seed S] [--json]
+
+`--user-beside` runs no kills: the person keeps working in their checkout (commits, touched files,
+their git's index.lock) while tasks merge; see bench/_user_beside.py.
 
 Each trial is a fresh git repository with two tasks in flight (two files, so both can merge), the
 user's own uncommitted edit and untracked file in the checkout, FakeOllama answering at once (backend
@@ -307,7 +311,22 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=23)
     parser.add_argument("--minutes", type=float, default=0, help="stop starting trials after this long")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument(
+        "--user-beside", action="store_true", help="the user commits beside the hub, no kills"
+    )
+    parser.add_argument("--rates", default="60,2", help="--user-beside: seconds between the user's commits")
+    parser.add_argument("--tasks", type=int, default=4, help="--user-beside: tasks per rate (at most 9)")
     args = parser.parse_args()
+    if args.user_beside:
+        import _user_beside
+
+        rates = [float(r) for r in args.rates.split(",")]
+        beside = _user_beside.run(hub_env, sys.executable, rates, min(args.tasks, 9), args.seed)
+        if args.json:
+            print(json.dumps(beside, indent=2))
+        else:
+            _user_beside.print_table(beside)
+        return
     rng = random.Random(args.seed)
     trials: list[Trial] = []
     delays = dict(FIRST_DELAY)

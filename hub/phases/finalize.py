@@ -41,9 +41,11 @@ log = get_logger(__name__)
 def finalize_task(ctx: Context) -> Outcome:
     """Merge the commit the judge passed into the base (--no-ff); remove the task's worktree; archive.
 
-    The user's checkout is touched only when it has the base checked out, and then only by git's own
-    merge, which refuses rather than overwrite uncommitted changes: the task then waits and `hub next`
-    retries. A base checked out nowhere is merged in the object store, without any work tree."""
+    The user's checkout is touched only when it has the base checked out, and then by one step the hub
+    can take back (`checkout_merge`), which refuses rather than overwrite uncommitted changes and tries
+    again while the user's own git is in the way (their commit, their index.lock): the task then waits
+    and `hub next` retries. A base checked out nowhere is merged in the object store, without any work
+    tree."""
     with running(ctx, "finalize-task", {REVIEW_COMPLETE}) as run:
         refs = require_setup(run)
         data = run.contract["handoff_data"]
