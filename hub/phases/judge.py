@@ -12,11 +12,11 @@ from hub.phases.outcome import Outcome
 from hub.phases.prompt_parts import render_review_request
 from hub.phases.run import Run
 from hub.phases.session import running
-from hub.phases.status import review_deadline
+from hub.phases.status import judge_configured, review_deadline, review_timed_out
 from hub.repo import gitops
 from hub.state import breakers, handoff
 from hub.state.breakers import Trip
-from hub.state.contract import VERDICTS, Verdict, parse_iso, task_refs
+from hub.state.contract import VERDICTS, Verdict, task_refs
 from hub.state.judge_report import JudgeReport, judge_report_from_markdown, validate_judge_report
 from hub.state.machine import (
     JUDGE_REVIEW_IN_PROGRESS,
@@ -273,11 +273,12 @@ def timeout_judge(ctx: Context) -> Outcome:
     """Halt a judge review that has run past limits.timeout_minutes.judge."""
     accepts = {PENDING_JUDGE_REVIEW, JUDGE_REVIEW_IN_PROGRESS, TIMEOUT_JUDGE}
     with running(ctx, "timeout-judge", accepts) as run:
-        deadline = review_deadline(run.contract)
+        configured = judge_configured(run.ctx)
+        deadline = review_deadline(run.contract, configured)
         minutes = run.contract["limits"]["timeout_minutes"]["judge"]
         # From timeout_judge (a timeout-judge killed before its escalation) only the halt is left to do.
         if run.contract["status"] != TIMEOUT_JUDGE:
-            if deadline is None or run.now <= parse_iso(deadline):
+            if review_timed_out(run.contract, run.now, configured) is None:
                 raise WrongState(
                     f"the review of {run.task_id} is not past its deadline ({deadline or 'none set'})"
                 )

@@ -9,7 +9,7 @@ Two kinds of judge (`judge:` in hub.yaml):
 - `backend` (ollama | openai | mcp): the `roles.judge` model through the workers, asked to answer with
   the JSON; the reply is parsed out of a fenced block (think blocks are already stripped).
 
-The clock is `limits.timeout_minutes.judge`. A judge that runs out of it is a `timeout` and the task
+The clock is `limits.timeout_minutes.judge`, from the judge's start (not the request's). A judge that runs out of it is a `timeout` and the task
 halts (`timeout_judge -> erik_consultation`, exit 4). A judge that fails otherwise (exits non-zero
 without a verdict, answers with something that is not a valid report) sends the task back to
 `pending_judge_review` as `interrupted`; the interruptions breaker halts it after three in a row.
@@ -99,6 +99,10 @@ def run_judge(ctx: Context) -> Outcome:
             claim_review(run)
             return apply_verdict(run, report)
         request = _review_request_text(run)
+        # The judge's clock starts now, however long the task waited for it (in the queue, across a sleep
+        # or a clock step), on this process's monotonic clock; the start is recorded (saved with the
+        # claim) for `hub status`.
+        run.task.start_judge(run.now)
         claim_review(run)
         seconds = float(run.contract["limits"]["timeout_minutes"]["judge"]) * 60
         run.start_clock(run.contract["limits"]["timeout_minutes"]["judge"])

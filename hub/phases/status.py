@@ -17,6 +17,7 @@ from hub.core.text import one_line
 from hub.phases.context import Context
 from hub.phases.table import JUDGING, Facts, due_phase
 from hub.phases.table import review_deadline as review_deadline  # judge.py's, where it always was
+from hub.phases.table import review_timed_out as review_timed_out
 from hub.state import handoff, store
 from hub.state.contract import (
     Breaker,

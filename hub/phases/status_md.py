@@ -121,7 +121,7 @@ def _row(ctx: Context) -> Row | None:
             raise
         return None  # archived since it was listed (another run merged it meanwhile)
     view = task_view(ctx, contract)
-    deadline = review_deadline(contract)
+    deadline = review_deadline(contract, judge_configured(ctx))
     row: Row = {
         "task_id": view["task_id"],
         "needs_person": view["needs_person"] is not None,
