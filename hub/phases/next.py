@@ -34,7 +34,7 @@ from hub.core.host_limits import explain
 from hub.core.log import get_logger
 from hub.phases.context import Context
 from hub.phases.outcome import Outcome
-from hub.phases.status import active_contract, due, judge_configured, report_waiting
+from hub.phases.status import active_contract, damage_line, due, judge_configured, report_waiting
 from hub.phases.table import PROMOTE, SETUP, phase_function
 from hub.repo.killed_git import GitBusy
 from hub.state import store
@@ -231,7 +231,8 @@ def due_jobs(
             halted.append(describe(exc))
             continue
         except ContractInvalid as exc:
-            halted.append(f"{task_id}: {describe(exc)}")
+            # Set aside with one line until a person mends it; the other tasks' phases still run.
+            halted.append(f"{task_id}: {damage_line(bound, exc)}")
             continue
         except (HubError, OSError) as exc:
             # One task's trouble is that task's: the others' phases still run.
@@ -240,6 +241,7 @@ def due_jobs(
             continue
         if contract is not None and phase is not None and phase != PROMOTE:
             jobs.append((bound, phase, contract))
+    halted += [f"{t}: {damage_line(ctx.for_task(t), None)}" for t in ctx.handoff_root.lost_ids()]
     return jobs, halted
 
 
