@@ -36,7 +36,7 @@ from hub.phases.context import Context
 from hub.phases.outcome import Outcome
 from hub.phases.status import active_contract, damage_line, due, judge_configured, report_waiting
 from hub.phases.table import PROMOTE, SETUP, phase_function
-from hub.repo import gitops
+from hub.repo.git_bin import require_git
 from hub.repo.killed_git import GitBusy
 from hub.state import store
 from hub.state.contract import Contract
@@ -62,7 +62,7 @@ def run_next(
     the most severe of theirs. With a task named (`--task`), only that task's due phase. With `go_on`
     (`--until-idle`), each of several tasks is taken on while it moves (`run_concurrently`); a task a
     phase left where it was goes in `stuck`."""
-    gitops.require_git()
+    require_git()
     if ctx.task_id:
         if skip and ctx.task_id in skip:
             return Outcome("next", ctx.task_id, message="nothing to do: its phase failed in this run")

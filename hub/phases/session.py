@@ -110,6 +110,7 @@ def running(ctx: Context, phase: str, accepts: AbstractSet[str]) -> Iterator[Run
                 # own there must not stop any task: finalize-task waits for it instead).
                 with busy_until_limit(run):
                     killed_git.clear_leftovers(run.worktree)
+                killed_git.remove_stale_set_asides(run.worktree.parent, run.now.timestamp())
                 if (killed_git.common_of(run.worktree) / "logs" / "refs" / "stash").exists():
                     gitops.adopt_stashes(run.user_repo)  # a task's stash a kill left in the user's list
             if contract["status"] in IN_PROGRESS_STATES:

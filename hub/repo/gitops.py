@@ -5,7 +5,6 @@ behind is `killed_git.py`."""
 from __future__ import annotations
 
 import hashlib
-import os
 import shutil
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -18,6 +17,7 @@ from hub.core.errors import GitError
 from hub.core.files import read_capped
 from hub.core.log import get_logger
 from hub.core.relpaths import first_match, refusal
+from hub.repo.git_bin import require_git
 from hub.repo.tree import remove_untracked
 
 if TYPE_CHECKING:
@@ -45,17 +45,6 @@ class DiffStats:
     added: int
     removed: int
     per_file: tuple[tuple[str, int, int], ...] = ()
-
-
-def require_git() -> None:
-    """GitError when there is no git to run: one line, before GitPython's import fails with 80 (issue
-    35), and before any phase starts (a phase's git failure halts its task; a missing git is not the
-    task's)."""
-    if shutil.which("git") is None and not os.environ.get("GIT_PYTHON_GIT_EXECUTABLE"):
-        raise GitError(
-            "git is not installed: no `git` on PATH",
-            hint="install git (e.g. `apt install git`), or put it on PATH",
-        )
 
 
 def open_repo(path: Path) -> Repo:

@@ -437,3 +437,23 @@ def test_a_git_busy_wait_counts_only_the_time_it_was_seen(
     clock.advance(minutes=GIT_BUSY_HALT_MINUTES / 2)
     with pytest.raises(GitError, match="held by a running git"):
         a_git_busy_run(ctx)
+
+
+def test_a_worktree_set_aside_is_removed_by_a_later_phase_once_stale(task: TaskDriver, ctx: Context) -> None:
+    # Issue 35: the `.broken-*` folders a half-made worktree is set aside as were never removed.
+    from hub.repo.killed_git import SET_ASIDE_KEEP_SECONDS
+
+    task.to_judge_review()
+    worktrees = Path(task.contract()["git"]["worktree"]).parent
+    now_ns = int(ctx.clock().timestamp() * 1e9)
+    stale = worktrees / f"some-task.broken-{now_ns - int((SET_ASIDE_KEEP_SECONDS + 60) * 1e9)}"
+    recent = worktrees / f"some-task.broken-{now_ns - int(60 * 1e9)}"
+    ahead = worktrees / f"some-task.broken-{now_ns + int(3600 * 1e9)}"  # a clock ahead of ours made it
+    for folder in (stale, recent, ahead):
+        (folder / "src").mkdir(parents=True)
+        (folder / "src" / "app.py").write_text("half written\n", encoding="utf-8")
+
+    with running(ctx, "report-judge", {"pending_judge_review"}):
+        pass
+
+    assert not stale.exists() and recent.is_dir() and ahead.is_dir()
