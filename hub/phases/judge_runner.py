@@ -99,19 +99,22 @@ def run_judge(ctx: Context) -> Outcome:
             claim_review(run)
             return apply_verdict(run, report)
         request = _review_request_text(run)
-        # The judge's clock starts now, however long the task waited for it (in the queue, across a sleep
-        # or a clock step), on this process's monotonic clock; the start is recorded (saved with the
-        # claim) for `hub status`.
-        run.task.start_judge(run.now)
-        claim_review(run)
-        seconds = float(run.contract["limits"]["timeout_minutes"]["judge"]) * 60
-        run.start_clock(run.contract["limits"]["timeout_minutes"]["judge"])
-        started = time.perf_counter()
-        if judge.command:
-            with _judged_folder(run) as folder:
+        with contextlib.ExitStack() as stack:
+            # The command judge's checkout first: a disk too full for it (NoSpace) leaves the review
+            # unclaimed, for the next run to try again.
+            folder = stack.enter_context(_judged_folder(run)) if judge.command else None
+            # The judge's clock starts now, however long the task waited for it (in the queue, across a
+            # sleep or a clock step), on this process's monotonic clock; the start is recorded (saved
+            # with the claim) for `hub status`.
+            run.task.start_judge(run.now)
+            claim_review(run)
+            seconds = float(run.contract["limits"]["timeout_minutes"]["judge"]) * 60
+            run.start_clock(run.contract["limits"]["timeout_minutes"]["judge"])
+            started = time.perf_counter()
+            if judge.command and folder is not None:
                 result = _run_command(run, judge.command, request, seconds, folder)
-        else:
-            result = _run_model(run, request, seconds)
+            else:
+                result = _run_model(run, request, seconds)
         result.record.update(seconds=round(time.perf_counter() - started, 3), timeout_seconds=seconds)
         provenance.write_record(
             hand,
