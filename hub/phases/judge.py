@@ -119,13 +119,21 @@ def read_judge_report(run: Run) -> JudgeReport:
         try:
             raw = hand.judge_report_json.read_text(encoding="utf-8")
             data = json.loads(raw)
-        except UnicodeDecodeError as exc:
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            # Empty, cut or not text (a judge killed while it wrote): set aside, so that it does not fail
+            # every later run the same way (issue 35); the judge is asked again.
+            problem = (
+                f"not UTF-8 text (byte {exc.start})"
+                if isinstance(exc, UnicodeDecodeError)
+                else f"not valid JSON: {exc.msg} at line {exc.lineno}"
+            )
+            kept = handoff.set_aside(hand, hand.judge_report_json, run.task_id, "damaged-judge-report")
+            log.warning("judge_report.set_aside", task=run.task_id, problem=problem, to=str(kept))
             raise ContractInvalid(
-                str(hand.judge_report_json), "$", f"not UTF-8 text (byte {exc.start})"
-            ) from None
-        except json.JSONDecodeError as exc:
-            raise ContractInvalid(
-                str(hand.judge_report_json), "$", f"not valid JSON: {exc.msg} at line {exc.lineno}"
+                str(hand.judge_report_json),
+                "$",
+                f"{problem}; set aside as {kept}",
+                hint="the judge's report is asked for again: write it anew, or let the configured judge run",
             ) from None
         return validate_judge_report(data, str(hand.judge_report_json))
     if hand.judge_report_md.exists():

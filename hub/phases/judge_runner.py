@@ -95,9 +95,15 @@ def run_judge(ctx: Context) -> Outcome:
         hand = run.ctx.handoff
         if hand.judge_report_json.exists() or hand.judge_report_md.exists():
             # A verdict is already waiting (an agent wrote it, or the judge of a run that died did).
-            report = read_judge_report(run)
-            claim_review(run)
-            return apply_verdict(run, report)
+            try:
+                report = read_judge_report(run)
+            except ContractInvalid:
+                if hand.judge_report_json.exists() or hand.judge_report_md.exists():
+                    raise
+                report = None  # damaged, and set aside: the configured judge runs instead
+            if report is not None:
+                claim_review(run)
+                return apply_verdict(run, report)
         request = _review_request_text(run)
         with contextlib.ExitStack() as stack:
             # The command judge's checkout first: a disk too full for it (NoSpace) leaves the review

@@ -141,6 +141,21 @@ def test_a_configured_judge_runs_once_however_long_the_review_waited_for_it(
     assert contract["handoff_data"]["judge_started_at"] == iso(started)
 
 
+def test_an_empty_report_a_killed_judge_left_is_set_aside_and_the_judge_runs_again(
+    ctx: Context, task: TaskDriver, tmp_path: Path
+) -> None:
+    # Issue 35: every later run failed on it the same way.
+    task.to_judge_review()
+    ctx.handoff.judge_report_json.write_bytes(b"")
+    judged = with_judge(ctx, command=python_command(tmp_path, "judge.py", WRITE_PASS))
+
+    outcome = run_judge(judged)
+
+    assert (outcome.to_state, task.contract()["handoff_data"]["judge_verdict"]) == ("review_complete", "PASS")
+    kept = list(ctx.handoff.runs(task.contract()["task_id"]).glob("*-damaged-judge-report.json"))
+    assert len(kept) == 1 and kept[0].read_bytes() == b""
+
+
 def test_a_judge_printing_its_report_is_applied_and_the_task_goes_back(
     ctx: Context, task: TaskDriver, tmp_path: Path
 ) -> None:
