@@ -32,6 +32,7 @@
     ├── TaskChoice (exit 2)        no task of that id, or several fit and none was named (--task)
     ├── SuiteInvalid (exit 2)      `hub eval` was given no suite of exercises, or a history that makes no task
     └── LockBusy (exit 75)         another phase holds the lock
+        └── NoSpace                the disk is too full for a step: nothing changed, tried again later
 
 Any of them may carry a `hint`: what a person can do about it, kept apart from the message (as pip's
 DiagnosticPipError keeps its hint). `exit_code_for` is the single mapping the CLI uses; `with_hint` is
@@ -298,6 +299,12 @@ class LockBusy(HubError):
     """Another phase holds the handoff lock."""
 
     exit_code = EXIT_LOCKED
+
+
+class NoSpace(LockBusy):
+    """The disk is too full for a step that needs space (the judge's checkout): nothing of the task
+    changed, and the next run tries again; the message names what could not be written and the space
+    it needs."""
 
 
 def with_hint(message: str, hint: str = "") -> str:

@@ -12,11 +12,11 @@ from hub.phases.outcome import Outcome
 from hub.phases.prompt_parts import render_review_request
 from hub.phases.run import Run
 from hub.phases.session import running
-from hub.phases.status import review_deadline
+from hub.phases.status import judge_configured, review_deadline, review_timed_out
 from hub.repo import gitops
 from hub.state import breakers, handoff
 from hub.state.breakers import Trip
-from hub.state.contract import VERDICTS, Verdict, parse_iso, task_refs
+from hub.state.contract import VERDICTS, Verdict, task_refs
 from hub.state.judge_report import JudgeReport, judge_report_from_markdown, validate_judge_report
 from hub.state.machine import (
     JUDGE_REVIEW_IN_PROGRESS,
@@ -119,13 +119,21 @@ def read_judge_report(run: Run) -> JudgeReport:
         try:
             raw = hand.judge_report_json.read_text(encoding="utf-8")
             data = json.loads(raw)
-        except UnicodeDecodeError as exc:
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            # Empty, cut or not text (a judge killed while it wrote): set aside, so that it does not fail
+            # every later run the same way (issue 35); the judge is asked again.
+            problem = (
+                f"not UTF-8 text (byte {exc.start})"
+                if isinstance(exc, UnicodeDecodeError)
+                else f"not valid JSON: {exc.msg} at line {exc.lineno}"
+            )
+            kept = handoff.set_aside(hand, hand.judge_report_json, run.task_id, "damaged-judge-report")
+            log.warning("judge_report.set_aside", task=run.task_id, problem=problem, to=str(kept))
             raise ContractInvalid(
-                str(hand.judge_report_json), "$", f"not UTF-8 text (byte {exc.start})"
-            ) from None
-        except json.JSONDecodeError as exc:
-            raise ContractInvalid(
-                str(hand.judge_report_json), "$", f"not valid JSON: {exc.msg} at line {exc.lineno}"
+                str(hand.judge_report_json),
+                "$",
+                f"{problem}; set aside as {kept}",
+                hint="the judge's report is asked for again: write it anew, or let the configured judge run",
             ) from None
         return validate_judge_report(data, str(hand.judge_report_json))
     if hand.judge_report_md.exists():
@@ -273,11 +281,12 @@ def timeout_judge(ctx: Context) -> Outcome:
     """Halt a judge review that has run past limits.timeout_minutes.judge."""
     accepts = {PENDING_JUDGE_REVIEW, JUDGE_REVIEW_IN_PROGRESS, TIMEOUT_JUDGE}
     with running(ctx, "timeout-judge", accepts) as run:
-        deadline = review_deadline(run.contract)
+        configured = judge_configured(run.ctx)
+        deadline = review_deadline(run.contract, configured)
         minutes = run.contract["limits"]["timeout_minutes"]["judge"]
         # From timeout_judge (a timeout-judge killed before its escalation) only the halt is left to do.
         if run.contract["status"] != TIMEOUT_JUDGE:
-            if deadline is None or run.now <= parse_iso(deadline):
+            if review_timed_out(run.contract, run.now, configured) is None:
                 raise WrongState(
                     f"the review of {run.task_id} is not past its deadline ({deadline or 'none set'})"
                 )

@@ -9,7 +9,7 @@ Two kinds of judge (`judge:` in hub.yaml):
 - `backend` (ollama | openai | mcp): the `roles.judge` model through the workers, asked to answer with
   the JSON; the reply is parsed out of a fenced block (think blocks are already stripped).
 
-The clock is `limits.timeout_minutes.judge`. A judge that runs out of it is a `timeout` and the task
+The clock is `limits.timeout_minutes.judge`, from the judge's start (not the request's). A judge that runs out of it is a `timeout` and the task
 halts (`timeout_judge -> erik_consultation`, exit 4). A judge that fails otherwise (exits non-zero
 without a verdict, answers with something that is not a valid report) sends the task back to
 `pending_judge_review` as `interrupted`; the interruptions breaker halts it after three in a row.
@@ -95,19 +95,32 @@ def run_judge(ctx: Context) -> Outcome:
         hand = run.ctx.handoff
         if hand.judge_report_json.exists() or hand.judge_report_md.exists():
             # A verdict is already waiting (an agent wrote it, or the judge of a run that died did).
-            report = read_judge_report(run)
-            claim_review(run)
-            return apply_verdict(run, report)
+            try:
+                report = read_judge_report(run)
+            except ContractInvalid:
+                if hand.judge_report_json.exists() or hand.judge_report_md.exists():
+                    raise
+                report = None  # damaged, and set aside: the configured judge runs instead
+            if report is not None:
+                claim_review(run)
+                return apply_verdict(run, report)
         request = _review_request_text(run)
-        claim_review(run)
-        seconds = float(run.contract["limits"]["timeout_minutes"]["judge"]) * 60
-        run.start_clock(run.contract["limits"]["timeout_minutes"]["judge"])
-        started = time.perf_counter()
-        if judge.command:
-            with _judged_folder(run) as folder:
+        with contextlib.ExitStack() as stack:
+            # The command judge's checkout first: a disk too full for it (NoSpace) leaves the review
+            # unclaimed, for the next run to try again.
+            folder = stack.enter_context(_judged_folder(run)) if judge.command else None
+            # The judge's clock starts now, however long the task waited for it (in the queue, across a
+            # sleep or a clock step), on this process's monotonic clock; the start is recorded (saved
+            # with the claim) for `hub status`.
+            run.task.start_judge(run.now)
+            claim_review(run)
+            seconds = float(run.contract["limits"]["timeout_minutes"]["judge"]) * 60
+            run.start_clock(run.contract["limits"]["timeout_minutes"]["judge"])
+            started = time.perf_counter()
+            if judge.command and folder is not None:
                 result = _run_command(run, judge.command, request, seconds, folder)
-        else:
-            result = _run_model(run, request, seconds)
+            else:
+                result = _run_model(run, request, seconds)
         result.record.update(seconds=round(time.perf_counter() - started, 3), timeout_seconds=seconds)
         provenance.write_record(
             hand,

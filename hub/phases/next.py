@@ -34,8 +34,9 @@ from hub.core.host_limits import explain
 from hub.core.log import get_logger
 from hub.phases.context import Context
 from hub.phases.outcome import Outcome
-from hub.phases.status import active_contract, due, judge_configured, report_waiting
+from hub.phases.status import active_contract, damage_line, due, judge_configured, report_waiting
 from hub.phases.table import PROMOTE, SETUP, phase_function
+from hub.repo.git_bin import require_git
 from hub.repo.killed_git import GitBusy
 from hub.state import store
 from hub.state.contract import Contract
@@ -61,6 +62,7 @@ def run_next(
     the most severe of theirs. With a task named (`--task`), only that task's due phase. With `go_on`
     (`--until-idle`), each of several tasks is taken on while it moves (`run_concurrently`); a task a
     phase left where it was goes in `stuck`."""
+    require_git()
     if ctx.config.notify.configured and not skip:
         # Here, not at the top: an idle `hub next` without notifications loads nothing of them.
         from hub.phases.notify import sweep
@@ -236,7 +238,8 @@ def due_jobs(
             halted.append(describe(exc))
             continue
         except ContractInvalid as exc:
-            halted.append(f"{task_id}: {describe(exc)}")
+            # Set aside with one line until a person mends it; the other tasks' phases still run.
+            halted.append(f"{task_id}: {damage_line(bound, exc)}")
             continue
         except (HubError, OSError) as exc:
             # One task's trouble is that task's: the others' phases still run.
@@ -245,6 +248,7 @@ def due_jobs(
             continue
         if contract is not None and phase is not None and phase != PROMOTE:
             jobs.append((bound, phase, contract))
+    halted += [f"{t}: {damage_line(ctx.for_task(t), None)}" for t in ctx.handoff_root.lost_ids()]
     return jobs, halted
 
 

@@ -9,7 +9,7 @@ import time
 from collections.abc import Iterator
 from collections.abc import Set as AbstractSet
 from contextlib import contextmanager
-from datetime import datetime
+from datetime import timedelta
 from pathlib import Path
 
 from hub.core.atomic import sweep_temps, write_atomic
@@ -23,7 +23,7 @@ from hub.repo import gitops, killed_git, leftovers
 from hub.repo.gitops import MergeConflict
 from hub.state import breakers, handoff, store
 from hub.state.breakers import Trip
-from hub.state.contract import Lease, TaskRefs, iso, parse_iso, task_refs
+from hub.state.contract import Lease, TaskRefs, elapsed, iso, parse_iso, task_refs
 from hub.state.machine import (
     ERIK_CONSULTATION,
     IMPLEMENTATION_IN_PROGRESS,
@@ -110,6 +110,7 @@ def running(ctx: Context, phase: str, accepts: AbstractSet[str]) -> Iterator[Run
                 # own there must not stop any task: finalize-task waits for it instead).
                 with busy_until_limit(run):
                     killed_git.clear_leftovers(run.worktree)
+                killed_git.remove_stale_set_asides(run.worktree.parent, run.now.timestamp())
                 if (killed_git.common_of(run.worktree) / "logs" / "refs" / "stash").exists():
                     gitops.adopt_stashes(run.user_repo)  # a task's stash a kill left in the user's list
             if contract["status"] in IN_PROGRESS_STATES:
@@ -181,27 +182,36 @@ def busy_until_limit(run: Run) -> Iterator[None]:
     try:
         yield
     except killed_git.GitBusy as exc:
-        since = _read_since(mark)
-        if since is None:
-            write_atomic(mark, iso(run.now))
-            raise
-        waited = (run.now - since).total_seconds() / 60
-        if waited < GIT_BUSY_HALT_MINUTES:
+        since, seen = _read_since(mark)
+        waited = elapsed(since, run.now)
+        gap = elapsed(seen, run.now) if seen else timedelta(0)
+        # Only a wait seen all along counts (issue 35): a mark in the future (the clock stepped back), or
+        # not looked at for longer than the limit (the machine slept, the hub was stopped, a kill left the
+        # mark of an old wait), starts the wait anew.
+        if waited is None or gap is None or gap.total_seconds() / 60 >= GIT_BUSY_HALT_MINUTES:
+            since = iso(run.now)
+            waited = timedelta(0)
+        write_atomic(mark, f"{since}\n{iso(run.now)}\n")
+        minutes = waited.total_seconds() / 60
+        if minutes < GIT_BUSY_HALT_MINUTES:
             raise
         mark.unlink(missing_ok=True)
         raise GitError(
             f"{exc.lock} has been held by {exc.holder} (pid {', '.join(map(str, exc.pids))}) for "
-            f"{waited:.0f} minutes",
+            f"{minutes:.0f} minutes",
             hint=exc.hint,
         ) from None
     mark.unlink(missing_ok=True)
 
 
-def _read_since(mark: Path) -> datetime | None:
+def _read_since(mark: Path) -> tuple[str | None, str | None]:
+    """When the wait began and when a run last found git busy (the second line: a mark without it, as
+    older hubs wrote them, counts as just seen)."""
     try:
-        return parse_iso(mark.read_text(encoding="utf-8").strip())
+        lines = mark.read_text(encoding="utf-8").split()
     except (OSError, ValueError):
-        return None
+        return None, None
+    return (lines[0] if lines else None), (lines[1] if len(lines) > 1 else None)
 
 
 def recover(run: Run) -> None:

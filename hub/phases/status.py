@@ -17,6 +17,7 @@ from hub.core.text import one_line
 from hub.phases.context import Context
 from hub.phases.table import JUDGING, Facts, due_phase
 from hub.phases.table import review_deadline as review_deadline  # judge.py's, where it always was
+from hub.phases.table import review_timed_out as review_timed_out
 from hub.state import handoff, store
 from hub.state.contract import (
     Breaker,
@@ -253,13 +254,62 @@ def lease_stale(lease: Lease | None) -> bool:
     return False
 
 
+# The state `hub status` shows for a task whose contract is missing or cannot be read.
+DAMAGED = "damaged"
+
+
+def damage_line(ctx: Context, error: ContractInvalid | None) -> str:
+    """What is wrong with the task's contract and what to do, in one line (error None: it is missing)."""
+    return f"{_damage(ctx, error)}; {_damage_fix(ctx)}"
+
+
+def _damage(ctx: Context, error: ContractInvalid | None) -> str:
+    return f"{error.file}: {error.problem}" if error else f"{ctx.handoff.contract} is missing"
+
+
+def _damage_fix(ctx: Context) -> str:
+    return (
+        f"restore it, or move {ctx.handoff.task_dir} out of tasks/ to drop the task (the other tasks go on)"
+    )
+
+
+def damaged_view(ctx: Context, error: ContractInvalid | None) -> TaskView:
+    """A task whose contract is missing or damaged, as `hub status` shows it (issue 35: one empty or cut
+    contract made `hub status` exit 1 and hide every other task; a deleted one hid its task)."""
+    return {
+        "task_id": str(ctx.task_id),
+        "title": "",
+        "status": DAMAGED,
+        "status_reason": _damage(ctx, error),
+        "attempt": 0,
+        "worktree": None,
+        "branch": None,
+        "next": {"phase": None, "why": "nothing runs for it until its contract is restored"},
+        "needs_person": _damage_fix(ctx),
+        "lease": None,
+        "lease_stale": False,
+        "running": handoff.lock_owner(ctx.handoff),
+        "breaker": None,
+        "cost": {},
+        "verdict": None,
+        "reviewed_commit": None,
+        "last_transitions": [],
+        "server_wait": None,
+        "call": None,
+        "halt_file": None,
+        "stall_report": None,
+        "resume_targets": {},
+    }
+
+
 def _view_unless_archived(ctx: Context) -> TaskView | None:
-    """task_view, or None for a task archived since it was listed (another run merged it meanwhile)."""
+    """task_view, or None for a task archived since it was listed (another run merged it meanwhile);
+    a task whose contract cannot be read is shown as damaged."""
     try:
         return task_view(ctx)
-    except ContractInvalid:
+    except ContractInvalid as exc:
         if ctx.handoff.contract.exists():
-            raise
+            return damaged_view(ctx, exc)
         return None
 
 
@@ -279,6 +329,9 @@ def status(ctx: Context) -> StatusDoc:
         raise _not_in_flight(ctx)
     ids = [ctx.task_id] if ctx.task_id else root.task_ids()
     tasks = [view for view in (_view_unless_archived(ctx.for_task(task_id)) for task_id in ids) if view]
+    if not ctx.task_id:
+        tasks += [damaged_view(ctx.for_task(task_id), None) for task_id in root.lost_ids()]
+        tasks.sort(key=lambda view: view["task_id"])
     if ctx.task_id and not tasks:
         raise _not_in_flight(ctx)  # archived since the look above
     doc: StatusDoc = {"handoff": str(root.dir), "tasks": tasks}

@@ -20,6 +20,7 @@ from hub.phases.context import Context
 from hub.phases.status import (
     StatusDoc,
     TaskView,
+    damaged_view,
     judge_configured,
     report_waiting,
     review_deadline,
@@ -110,18 +111,22 @@ def _row(ctx: Context) -> Row | None:
     path = ctx.handoff.task_dir / ROW_FILE
     try:
         kept: Row = json.loads(path.read_text(encoding="utf-8"))
-        if kept["stamp"] == stamp and kept["deadline_passed"] == _passed(kept["deadline"], ctx):
+        if (
+            kept["stamp"] == stamp
+            and kept["deadline_passed"] == _passed(kept["deadline"], ctx)
+            and all(isinstance(line, str) for line in kept["lines"])
+        ):
             return kept
     except (OSError, ValueError, KeyError, TypeError):
-        pass  # none yet, or unreadable: rendered again
+        pass  # none yet, or unreadable or damaged: rendered again
     try:
         contract = store.load(ctx.handoff.contract)
-    except ContractInvalid:
+    except ContractInvalid as exc:
         if ctx.handoff.contract.exists():
-            raise
+            return _damaged_row(ctx, exc)  # shown as damaged; the other tasks' rows still render
         return None  # archived since it was listed (another run merged it meanwhile)
     view = task_view(ctx, contract)
-    deadline = review_deadline(contract)
+    deadline = review_deadline(contract, judge_configured(ctx))
     row: Row = {
         "task_id": view["task_id"],
         "needs_person": view["needs_person"] is not None,
@@ -133,6 +138,19 @@ def _row(ctx: Context) -> Row | None:
     with suppress(OSError):  # a cache: archived meanwhile, or a full disk; the next write renders it again
         write_atomic(path, json.dumps(row, ensure_ascii=False) + "\n")
     return row
+
+
+def _damaged_row(ctx: Context, error: ContractInvalid | None) -> Row:
+    """The row of a task whose contract is damaged (or missing): never kept, its file may be mended."""
+    view = damaged_view(ctx, error)
+    return {
+        "task_id": view["task_id"],
+        "needs_person": True,
+        "lines": section(view),
+        "stamp": [],
+        "deadline": None,
+        "deadline_passed": False,
+    }
 
 
 def write_status(ctx: Context) -> None:
@@ -152,6 +170,7 @@ def write_status(ctx: Context) -> None:
         with lock:
             try:
                 rows = [_row(ctx.for_task(task_id)) for task_id in root.task_ids()]
+                rows += [_damaged_row(ctx.for_task(task_id), None) for task_id in root.lost_ids()]
             except (HubError, OSError, ValueError):
                 return  # a contract mid-migration or invalid: the next transition writes it
             parts = [(row["needs_person"], row["task_id"], row["lines"]) for row in rows if row]

@@ -85,9 +85,18 @@ def _has_branch(facts: Facts) -> bool:
     return bool(facts.contract["git"].get("task_branch"))
 
 
-def review_deadline(contract: Contract) -> str | None:
-    """When the judge's review runs out (limits.timeout_minutes.judge after it was requested)."""
-    started = contract["handoff_data"].get("review_requested_at")
+def review_deadline(contract: Contract, judge_configured: bool) -> str | None:
+    """When the judge's review runs out: limits.timeout_minutes.judge after the judge started. A judge
+    outside the hub (a person, an agent) starts with the request; a configured one when run-judge starts
+    it (issue 35: counted from the request, a task that waited in the queue, or across a sleep or a clock
+    step, halted `judge_timeout` before any judge saw it). None: no judge is at work yet."""
+    data = contract["handoff_data"]
+    if not judge_configured:
+        started = data.get("review_requested_at")
+    elif contract["status"] == JUDGE_REVIEW_IN_PROGRESS:
+        started = data.get("judge_started_at")
+    else:
+        started = None
     if not started:
         return None
     # Here, not at the top: `hub --help` reads this table, and only a review in flight has a deadline.
@@ -96,19 +105,38 @@ def review_deadline(contract: Contract) -> str | None:
     from hub.state.contract import iso, parse_iso
 
     minutes = contract["limits"]["timeout_minutes"][JUDGE_CLOCK]
-    return iso(parse_iso(started) + timedelta(minutes=minutes))
+    try:
+        return iso(parse_iso(started) + timedelta(minutes=minutes))
+    except ValueError:
+        return None  # a damaged stamp is no deadline (see _deadline_passed)
 
 
 def _deadline_passed(facts: Facts) -> str | None:
     assert facts.contract is not None
-    if facts.contract["status"] == TIMEOUT_JUDGE:
-        return "the judge timed out"
-    deadline = review_deadline(facts.contract)
-    if not deadline:
-        return None
-    from hub.state.contract import parse_iso
+    return review_timed_out(facts.contract, facts.now, facts.judge_configured)
 
-    return f"the review passed its deadline {deadline}" if facts.now > parse_iso(deadline) else None
+
+def review_timed_out(contract: Contract, now: datetime, judge_configured: bool) -> str | None:
+    """Why the judge's review has run out of its clock (None: it has not)."""
+    if contract["status"] == TIMEOUT_JUDGE:
+        return "the judge timed out"
+    if judge_configured:
+        # run-judge holds the configured judge's clock itself, on its own process's monotonic clock; a
+        # run-judge that died leaves the review to be run again, not timed out.
+        return None
+    from datetime import timedelta
+
+    from hub.state.contract import elapsed
+
+    waited = elapsed(
+        contract["handoff_data"].get("review_requested_at"),
+        now,
+        contract["timestamps"].get("created_at"),
+    )
+    minutes = contract["limits"]["timeout_minutes"][JUDGE_CLOCK]
+    if waited is None or waited <= timedelta(minutes=minutes):
+        return None
+    return f"the review passed its deadline {review_deadline(contract, False)}"
 
 
 def _report_due(facts: Facts) -> str | None:

@@ -17,6 +17,7 @@ from hub.core.errors import GitError
 from hub.core.files import read_capped
 from hub.core.log import get_logger
 from hub.core.relpaths import first_match, refusal
+from hub.repo.git_bin import require_git
 from hub.repo.tree import remove_untracked
 
 if TYPE_CHECKING:
@@ -47,6 +48,7 @@ class DiffStats:
 
 
 def open_repo(path: Path) -> Repo:
+    require_git()
     import git
 
     try:

@@ -84,6 +84,27 @@ def common_of(work_root: Path) -> Path:
     return dirs[1] if dirs else work_root / ".git"
 
 
+# How long a worktree folder set aside as `<task>.broken-<ns>` (a half-made checkout, see gitops'
+# _make_worktree) is kept for a person to look at before a phase removes it (issue 35: never removed).
+SET_ASIDE_KEEP_SECONDS = 7 * 24 * 3600
+
+
+def remove_stale_set_asides(worktrees: Path, now: float) -> list[Path]:
+    """Remove the set-aside worktree folders in `worktrees` older than SET_ASIDE_KEEP_SECONDS (by the
+    time in their name; one from a clock ahead of ours is kept). The folders removed."""
+    import shutil
+
+    removed = []
+    for folder in worktrees.glob("*.broken-*") if worktrees.is_dir() else ():
+        stamp = folder.name.rpartition(".broken-")[2]
+        if not stamp.isdigit() or now - int(stamp) / 1e9 <= SET_ASIDE_KEEP_SECONDS or not folder.is_dir():
+            continue
+        shutil.rmtree(folder, ignore_errors=True)
+        log.info("worktree.set_aside_removed", path=str(folder))
+        removed.append(folder)
+    return removed
+
+
 def linked_worktrees(common: Path) -> list[tuple[Path, Path]]:
     """(record folder `.git/worktrees/<id>`, work tree) of every linked worktree; records removed while
     they are read are left out."""

@@ -19,8 +19,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from hub.core.atomic import write_bytes_atomic
-from hub.core.errors import GitError
+from hub.core.errors import GitError, NoSpace
 from hub.core.files import is_linked
+from hub.core.host_limits import free_space
 from hub.core.text import listed
 from hub.repo.gitops import common_dir, dirty_files, remove_worktree, restore_tracked, run, worktree_lock
 from hub.repo.tree import remove_untracked
@@ -161,12 +162,40 @@ def judged_checkout(repo: Repo, commit: str, path: Path) -> Iterator[Path]:
     # --force: a registration a killed run left for a folder since deleted is reused, not an error.
     # Under the hub's worktree lock: another task's judge (hub next runs tasks side by side) removing
     # its checkout while git reads every record made this add fail ("failed to read .../commondir").
-    with worktree_lock(repo):
-        run(repo, "worktree", "add", "--quiet", "--detach", "--force", str(path), commit)
+    try:
+        with worktree_lock(repo):
+            run(repo, "worktree", "add", "--quiet", "--detach", "--force", str(path), commit)
+    except GitError as exc:
+        # git says "unable to write file X" and often not why: a full disk is told by the space left.
+        needed = _checkout_bytes(repo, commit)
+        if "No space left on device" not in str(exc) and shutil.disk_usage(path.parent).free >= needed:
+            raise
+        # Issue 35: this halted git_error, and freeing space did not help. What the add wrote goes, the
+        # task is untouched, and the next run tries again.
+        remove_worktree(repo, path)
+        shutil.rmtree(path, ignore_errors=True)
+        raise NoSpace(
+            f"no space for the judge's checkout {path} ({_unwritten(str(exc))}): it needs about "
+            f"{needed / 1_000_000:.1f} MB, {free_space(path.parent)}",
+            hint=f"free some space on the file system holding {path.parent}: the judge runs on the next "
+            "`hub next`",
+        ) from None
     try:
         yield path
     finally:
         remove_worktree(repo, path)
+
+
+def _unwritten(git_said: str) -> str:
+    """git's lines on what it could not write (the file and the error), from its full-disk failure."""
+    lines = [line.strip() for line in git_said.splitlines() if "unable to" in line or "No space" in line]
+    return "; ".join(dict.fromkeys(lines[:2])) or git_said.strip()[:300]
+
+
+def _checkout_bytes(repo: Repo, commit: str) -> int:
+    """The size of a checkout of `commit`: its files' bytes (git's own record of the worktree aside)."""
+    sizes = (line.split()[3] for line in run(repo, "ls-tree", "-r", "-l", commit).splitlines())
+    return sum(int(size) for size in sizes if size.isdigit())
 
 
 # Prepended to $GIT_DIR/info/attributes while the hub merges: that file outranks every in-tree

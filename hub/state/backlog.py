@@ -17,7 +17,9 @@ through `hub.phases.setup.create`, which takes the phase lock itself.
 from __future__ import annotations
 
 import json
+import os
 import re
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta
@@ -81,21 +83,37 @@ def _locked(hand: Handoff) -> Iterator[None]:
         lock.release()
 
 
+# The hint of a damaged backlog or notes file.
+_MEND = "mend it, or move it aside: `hub next` sets a damaged backlog aside itself and starts it empty"
+
+
 def _read(path: Path, key: str) -> dict[str, Any]:
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         return {"version": VERSION, "next_seq": 1, key: []}
     except UnicodeDecodeError as exc:
-        raise ContractInvalid(str(path), "$", f"not UTF-8 text (byte {exc.start})") from None
+        raise ContractInvalid(str(path), "$", f"not UTF-8 text (byte {exc.start})", hint=_MEND) from None
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise ContractInvalid(str(path), "$", f"not valid JSON: {exc.msg} at line {exc.lineno}") from None
+        raise ContractInvalid(
+            str(path), "$", f"not valid JSON: {exc.msg} at line {exc.lineno}", hint=_MEND
+        ) from None
     if not isinstance(doc, dict) or not isinstance(doc.get(key), list):
-        raise ContractInvalid(str(path), f"$.{key}", "expected an object with a list")
+        raise ContractInvalid(str(path), f"$.{key}", "expected an object with a list", hint=_MEND)
     doc.setdefault("next_seq", len(doc[key]) + 1)
     return doc
+
+
+def _set_aside(path: Path, key: str, damage: ContractInvalid) -> dict[str, Any]:
+    """A damaged file (empty, cut, not JSON) is moved aside, kept for a person, and the hub starts it
+    afresh (issue 35: a 0-byte backlog.json made every `hub next` exit 1, stopping every task). Tasks
+    already promoted live on in their contracts."""
+    kept = path.with_name(f"{path.name}.damaged-{time.time_ns()}")
+    os.replace(path, kept)
+    log.warning("backlog.set_aside", file=str(path), problem=damage.problem, kept=str(kept), started="empty")
+    return {"version": VERSION, "next_seq": 1, key: []}
 
 
 def _write(path: Path, doc: dict[str, Any]) -> None:
@@ -103,11 +121,17 @@ def _write(path: Path, doc: dict[str, Any]) -> None:
 
 
 @contextmanager
-def _editing(hand: Handoff, path: Path, key: str) -> Iterator[dict[str, Any]]:
+def _editing(hand: Handoff, path: Path, key: str, mend: bool = False) -> Iterator[dict[str, Any]]:
     """Read-modify-write under the backlog lock; the file is replaced only if the block finishes and
-    changed something (an idle `hub next` must not touch the file a watcher is watching)."""
+    changed something (an idle `hub next` must not touch the file a watcher is watching). `mend` (the
+    promotion `hub next` runs): a damaged file is set aside, not refused."""
     with _locked(hand):
-        doc = _read(path, key)
+        try:
+            doc = _read(path, key)
+        except ContractInvalid as exc:
+            if not mend:
+                raise
+            doc = _set_aside(path, key, exc)
         before = json.dumps(doc, sort_keys=True)
         yield doc
         if json.dumps(doc, sort_keys=True) != before or not path.exists():
@@ -423,7 +447,10 @@ def pick_next(doc: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
 
 def peek_next(hand: Handoff) -> tuple[dict[str, Any] | None, str]:
     """What `hub next` would promote, without writing anything (for `hub status`)."""
-    doc = _read(hand.backlog, "tasks")
+    try:
+        doc = _read(hand.backlog, "tasks")
+    except ContractInvalid as exc:
+        return None, f"{exc.file} is damaged ({exc.problem}); the next `hub next` sets it aside"
     refresh(hand, doc, None)
     return pick_next(doc)
 
@@ -441,7 +468,7 @@ def claim_next(
     and why nothing is ready. Used by the promote phase (phases/promote.py), which says how many task
     slots are free (counted under the backlog lock, so two promoters cannot both take the last one)."""
     fields: TaskFields = {}
-    with _editing(hand, hand.backlog, "tasks") as doc:
+    with _editing(hand, hand.backlog, "tasks", mend=True) as doc:
         refresh(hand, doc, clock())
         entry: dict[str, Any] | None = None
         free, busy = free_slots()

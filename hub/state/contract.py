@@ -11,7 +11,7 @@ report is `hub.state.judge_report`. Nothing here touches a file.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, NamedTuple, NotRequired, TypedDict
 
@@ -180,6 +180,7 @@ if TYPE_CHECKING:
         halt: HaltRecord
         resume_notes: list[str]
         review_requested_at: str
+        judge_started_at: str  # when run-judge started the configured judge (its clock is run-judge's own)
         review_request_mtime_ns: int  # a judge report older than this is never applied
         merge_commit: str
         reviewed_commit: str  # the task branch's commit the judge reviews; finalize-task merges only it
@@ -310,3 +311,18 @@ def iso(moment: datetime) -> str:
 
 def parse_iso(value: str) -> datetime:
     return datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+def elapsed(started: str | None, now: datetime, earliest: str | None = None) -> timedelta | None:
+    """Wall time since `started`, recorded by this or another process; None when it cannot be trusted
+    as a clock: missing or unreadable, in the future (the clock was stepped back, or another machine's
+    is ahead), or before `earliest` (the task's creation: a clock stepped far back when it was written).
+    A clock that is None never runs out (issue 35: a stepped clock halted tasks nobody had looked at)."""
+    try:
+        start = parse_iso(started) if started else None
+        floor = parse_iso(earliest) if earliest else None
+    except ValueError:
+        return None
+    if start is None or start > now or (floor is not None and start < floor):
+        return None
+    return now - start

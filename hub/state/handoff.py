@@ -178,6 +178,31 @@ class Handoff:
             return []
         return sorted(found)
 
+    def lost_ids(self) -> list[str]:
+        """Task folders in tasks/ whose contract is gone (deleted by hand, or lost with a disk): reported,
+        not passed over in silence (issue 35). A folder younger than LOST_AFTER_SECONDS may be a `hub new`
+        between claiming its folder and saving its contract."""
+        now = time.time()
+        lost = []
+        try:
+            folders = [p for p in self.tasks_dir.iterdir() if p.is_dir() and not p.name.startswith(".")]
+        except OSError:
+            return []
+        for folder in folders:
+            try:
+                if (
+                    folder / "TASK_CONTRACT.json"
+                ).exists() or now - folder.stat().st_mtime < LOST_AFTER_SECONDS:
+                    continue
+            except OSError:
+                continue  # archived meanwhile
+            lost.append(folder.name)
+        return sorted(lost)
+
+
+# How old a task folder without a contract must be to count as lost (see Handoff.lost_ids).
+LOST_AFTER_SECONDS = 60.0
+
 
 def migrate_legacy(hand: Handoff) -> str | None:
     """Move a task left in the old single-task layout (_handoff/TASK_CONTRACT.json) into tasks/<id>/.

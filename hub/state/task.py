@@ -302,6 +302,10 @@ class Task:
         self.data["review_requested_at"] = iso(now)
         self.data["reviewed_commit"] = commit
 
+    def start_judge(self, now: datetime) -> None:
+        """The configured judge starts now: its clock counts from here, not from the request."""
+        self.data["judge_started_at"] = iso(now)
+
     def note_review_request(self, mtime_ns: int) -> None:
         """REVIEW_REQUEST.md's mtime: a judge report older than it never answers it."""
         self.data["review_request_mtime_ns"] = mtime_ns

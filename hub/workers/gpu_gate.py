@@ -176,7 +176,10 @@ class Gate:
             mark = self.down(host)
             if mark is None:
                 continue
-            if self.clock() < mark.until:
+            now = self.clock()
+            # A mark never lasts longer than DOWN_MAX: one further off was written by a clock since stepped
+            # back (issue 35), and would keep the server out for as long as the step.
+            if now < mark.until <= now + DOWN_MAX:
                 out.add(host.key)
             elif self.probe(host.url):
                 self.mark_up(host)

@@ -534,3 +534,24 @@ def test_a_yaml_syntax_error_names_hub_yaml_and_its_line(hub: HubRunner, git_rep
     assert done.returncode == 1
     assert f"{git_repo / 'hub.yaml'}:4: not valid YAML" in done.stderr
     assert 'in "hub.yaml", line 3' in done.stderr and "<unicode string>" not in done.stderr
+
+
+def test_without_git_new_and_next_say_so_in_one_line_and_halt_no_task(
+    hub: HubRunner, task: TaskDriver, tmp_path: Path
+) -> None:
+    # Issue 35: GitPython's 80-line ImportError; and a missing git is no task's failure to halt for.
+    task.new()
+    no_git = tmp_path / "bin-without-git"
+    no_git.mkdir()
+    for done in (
+        hub("new", "--title", "t", "--requirement", "r", "--target", "src/app.py", env={"PATH": str(no_git)}),
+        hub("next", env={"PATH": str(no_git)}),
+    ):
+        assert done.returncode == 1, done.stderr
+        assert done.stderr.strip().splitlines() == [
+            "hub: git is not installed: no `git` on PATH; fix: install git (e.g. `apt install git`), "
+            "or put it on PATH"
+        ]
+    assert (
+        task.contract()["status"] == "pending_implementer" and task.contract()["git"]["task_branch"] is None
+    )

@@ -16,7 +16,9 @@ from hub.core.config import JudgeConfig
 from hub.core.errors import ContractInvalid, WorkerTimeout, WrongState, describe
 from hub.phases.context import Context
 from hub.phases.judge_runner import extract_report, read_review_request, run_judge, submit_verdict
+from hub.phases.next import run_next
 from hub.state import store
+from hub.state.contract import iso
 from hub.state.provenance import read_records
 from hub.workers.base import ChatRequest, Generation, Health
 
@@ -120,6 +122,38 @@ def test_a_command_judge_that_writes_pass_is_applied(ctx: Context, task: TaskDri
     assert not hand.judge_report_json.exists()  # set aside in runs/ by apply_verdict
     record = next(r for r in read_records(hand, contract["task_id"]) if r["kind"] == "judge")
     assert (record["judge"], record["exit_code"], record["verdict"]) == ("command", 0, "PASS")
+
+
+def test_a_configured_judge_runs_once_however_long_the_review_waited_for_it(
+    ctx: Context, task: TaskDriver, tmp_path: Path, clock: Any
+) -> None:
+    # Issue 35: a task that waited past limits.timeout_minutes.judge in the queue, or across a sleep or a
+    # clock step, halted judge_timeout without a judge ever seeing it.
+    task.to_judge_review()
+    started = clock.advance(hours=2)  # the judge's clock is 60 minutes
+    judged = with_judge(ctx, command=python_command(tmp_path, "judge.py", WRITE_PASS))
+
+    outcome = run_next(judged)
+
+    assert (outcome.data["ran"], outcome.exit_code) == ("run-judge", 0)
+    contract = task.contract()
+    assert contract["handoff_data"]["judge_verdict"] == "PASS"
+    assert contract["handoff_data"]["judge_started_at"] == iso(started)
+
+
+def test_an_empty_report_a_killed_judge_left_is_set_aside_and_the_judge_runs_again(
+    ctx: Context, task: TaskDriver, tmp_path: Path
+) -> None:
+    # Issue 35: every later run failed on it the same way.
+    task.to_judge_review()
+    ctx.handoff.judge_report_json.write_bytes(b"")
+    judged = with_judge(ctx, command=python_command(tmp_path, "judge.py", WRITE_PASS))
+
+    outcome = run_judge(judged)
+
+    assert (outcome.to_state, task.contract()["handoff_data"]["judge_verdict"]) == ("review_complete", "PASS")
+    kept = list(ctx.handoff.runs(task.contract()["task_id"]).glob("*-damaged-judge-report.json"))
+    assert len(kept) == 1 and kept[0].read_bytes() == b""
 
 
 def test_a_judge_printing_its_report_is_applied_and_the_task_goes_back(

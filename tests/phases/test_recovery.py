@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from hub.core.errors import LockBusy
+from hub.core.errors import GitError, LockBusy
 from hub.phases.context import Context
 from hub.phases.judge import report_judge
 from hub.phases.session import running
@@ -397,3 +397,63 @@ def test_a_dirty_checkout_survives_a_sigkill_in_every_phase_byte_for_byte(
     assert 'return "hello, " + name' in run_git(git_repo, "show", "main:src/app.py")
     assert run_git(git_repo, "stash", "list") == ""
     assert not (git_repo / ".git" / "MERGE_HEAD").exists()
+
+
+def a_git_busy_run(ctx: Context) -> None:
+    """A phase that finds a live git holding a lock (as killed_git reports it)."""
+    from hub.phases.run import Run
+    from hub.phases.session import busy_until_limit
+    from hub.repo.killed_git import GitBusy
+
+    run = Run(ctx, load_contract(ctx.handoff.contract), "setup-task")
+    with busy_until_limit(run):
+        raise GitBusy(ctx.repo_root / ".git" / "index.lock", [4242], ctx.repo_root)
+
+
+@pytest.mark.parametrize(
+    ("since", "seen"),
+    [(timedelta(hours=2), timedelta(minutes=1)), (-timedelta(hours=2), timedelta(minutes=1))],
+    ids=["unseen across a sleep", "begun in the future"],
+)
+def test_a_git_busy_wait_counts_only_the_time_it_was_seen(
+    task: TaskDriver, ctx: Context, clock: Any, since: timedelta, seen: timedelta
+) -> None:
+    # Issue 35: a wait that spanned a laptop's sleep, or a mark from before a clock step, halted the task
+    # `git_error` at the first look; it is a wait begun now.
+    from hub.phases.session import GIT_BUSY_HALT_MINUTES
+
+    task.new()
+    mark = ctx.handoff.task_dir / ".git-busy-since"
+    began = clock.now - since
+    mark.write_text(f"{iso(began)}\n{iso(began + seen)}\n", encoding="utf-8")
+    with pytest.raises(LockBusy) as busy:
+        a_git_busy_run(ctx)
+    assert busy.value.exit_code == 75
+    assert mark.read_text(encoding="utf-8").split()[0] == iso(clock.now)
+    # Seen all along from then on, it halts once it outlasts the limit.
+    clock.advance(minutes=GIT_BUSY_HALT_MINUTES / 2)
+    with pytest.raises(LockBusy):
+        a_git_busy_run(ctx)
+    clock.advance(minutes=GIT_BUSY_HALT_MINUTES / 2)
+    with pytest.raises(GitError, match="held by a running git"):
+        a_git_busy_run(ctx)
+
+
+def test_a_worktree_set_aside_is_removed_by_a_later_phase_once_stale(task: TaskDriver, ctx: Context) -> None:
+    # Issue 35: the `.broken-*` folders a half-made worktree is set aside as were never removed.
+    from hub.repo.killed_git import SET_ASIDE_KEEP_SECONDS
+
+    task.to_judge_review()
+    worktrees = Path(task.contract()["git"]["worktree"]).parent
+    now_ns = int(ctx.clock().timestamp() * 1e9)
+    stale = worktrees / f"some-task.broken-{now_ns - int((SET_ASIDE_KEEP_SECONDS + 60) * 1e9)}"
+    recent = worktrees / f"some-task.broken-{now_ns - int(60 * 1e9)}"
+    ahead = worktrees / f"some-task.broken-{now_ns + int(3600 * 1e9)}"  # a clock ahead of ours made it
+    for folder in (stale, recent, ahead):
+        (folder / "src").mkdir(parents=True)
+        (folder / "src" / "app.py").write_text("half written\n", encoding="utf-8")
+
+    with running(ctx, "report-judge", {"pending_judge_review"}):
+        pass
+
+    assert not stale.exists() and recent.is_dir() and ahead.is_dir()

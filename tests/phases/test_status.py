@@ -66,11 +66,30 @@ def test_due_sets_up_a_task_without_a_branch_and_promotes_the_backlog_without_a_
     assert due(None, NOW, False)[0] == "promote-backlog"
 
 
-def test_due_times_out_a_review_only_after_its_deadline() -> None:
+def test_due_times_out_a_review_by_a_judge_outside_the_hub_only_after_its_deadline() -> None:
     contract = contract_in("pending_judge_review", review_requested_at=iso(NOW))
     assert due(contract, NOW + timedelta(minutes=60), False)[0] is None
-    phase, why = due(contract, NOW + timedelta(minutes=60, seconds=1), True)
+    phase, why = due(contract, NOW + timedelta(minutes=60, seconds=1), False)
     assert phase == "timeout-judge" and "2026-05-01T13:00:00Z" in why
+
+
+@pytest.mark.parametrize("state", ["pending_judge_review", "judge_review_in_progress"])
+def test_due_runs_a_configured_judge_however_long_the_task_waited_for_it(state: str) -> None:
+    # Issue 35: in the queue, across a laptop's sleep or a clock step; the judge's clock is its own run's.
+    contract = contract_in(state, review_requested_at=iso(NOW), judge_started_at=iso(NOW))
+    assert due(contract, NOW + timedelta(days=3), True)[0] == "run-judge"
+
+
+@pytest.mark.parametrize(
+    "requested",
+    [NOW + timedelta(hours=5), NOW - timedelta(days=400)],
+    ids=["in the future", "before the task was created"],
+)
+def test_due_takes_a_request_time_the_clock_cannot_have_measured_as_no_timeout(
+    requested: datetime,
+) -> None:
+    contract = contract_in("pending_judge_review", review_requested_at=iso(requested))
+    assert due(contract, NOW + timedelta(hours=2), False)[0] is None
 
 
 def test_status_without_a_task_says_so(ctx: Context) -> None:

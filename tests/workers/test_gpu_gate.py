@@ -237,3 +237,13 @@ def test_a_failed_call_marks_its_server_down_until_it_answers_a_probe_again(tmp_
     with gate.slot("coder", 8192, time.monotonic() + WAIT) as chosen:
         assert chosen == a
     assert gate.down(a) is None
+
+
+def test_a_down_mark_from_before_a_clock_step_back_runs_out_at_once(tmp_path: Path) -> None:
+    now = [100_000.0]
+    a = Host("http://a:11434")
+    gate = Gate(tmp_path, [a], probe=lambda url: True, clock=lambda: now[0])
+    gate.mark_down(a, "connection refused")
+    now[0] -= 3600  # the clock stepped back an hour: the mark would otherwise hold for an hour and more
+    assert gate.skipped() == frozenset()
+    assert gate.down(a) is None
