@@ -150,16 +150,12 @@ class Jail:
     # Sets the per-process limits in the child, where no `prlimit` is in the prefix to do it.
     preexec: Callable[[], None] | None = None
 
-    def argv(
-        self, command: str, cwd: Path, info_fd: int | None = None, binds: Sequence[Path] = ()
-    ) -> list[str]:
-        """The command line that runs `command` in `cwd`; `binds`: folders of the hub's made writable for
-        this command alone (where pytest writes its report)."""
+    def argv(self, command: str, cwd: Path, info_fd: int | None = None) -> list[str]:
+        """The command line that runs `command` in `cwd`."""
         if not self.sandboxed:
             return ["/bin/sh", "-c", command]
         info = ["--info-fd", str(info_fd)] if info_fd is not None else []
-        extra = [arg for path in binds for arg in ("--bind", str(path), str(path))]
-        return [*self.prefix, *extra, *info, "--chdir", str(cwd), "--", "/bin/sh", "-c", command]
+        return [*self.prefix, *info, "--chdir", str(cwd), "--", "/bin/sh", "-c", command]
 
 
 def child_env(env: Mapping[str, str], home: str) -> dict[str, str]:
@@ -232,13 +228,28 @@ def _special(entry: os.DirEntry[str]) -> bool:
 
 
 @functools.cache
-def _sizes_tmpfs(bwrap: str) -> bool:
+def sizes_tmpfs(bwrap: str) -> bool:
     """Whether this bwrap caps a tmpfs (`--size`, bubblewrap 0.8.0 and later)."""
     try:
         done = subprocess.run([bwrap, "--help"], capture_output=True, text=True, timeout=10, check=False)
     except (OSError, subprocess.TimeoutExpired):
         return False
     return "--size" in done.stdout + done.stderr
+
+
+@functools.cache
+def refuses_userns(bwrap: str) -> bool:
+    """Whether this bwrap can keep the command from making user namespaces (`--disable-userns`, 0.8.0)."""
+    try:
+        done = subprocess.run(
+            [bwrap, "--ro-bind", "/", "/", "--unshare-user", "--disable-userns", "--", "true"],
+            capture_output=True,
+            timeout=10,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0
 
 
 def availability(which: Which = shutil.which) -> tuple[str | None, str]:
@@ -294,13 +305,19 @@ def prepare(
             limits=settings.limits,
         )
     root = writable_root.resolve()
-    size = (tmp_size or settings.limits.disk_mb * MIB) if _sizes_tmpfs(bwrap) else None
+    size = (tmp_size or settings.limits.disk_mb * MIB) if sizes_tmpfs(bwrap) else None
     # The per-process limits, set by prlimit before it execs bwrap (hub.safety.limits; without prlimit,
     # Jail.preexec sets them in the child).
     prlimit = which("prlimit")
     limited = prlimit_argv(prlimit, settings.limits) if prlimit else []
     prefix = [*limited, bwrap, *_mounts(root, protected, settings, env, hidden, size)]
     prefix += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--die-with-parent", "--new-session"]
+    # The root bwrap builds is a tmpfs of its own: writable, it held any amount of memory uncounted.
+    prefix += ["--remount-ro", "/"]
+    if refuses_userns(bwrap):
+        # A user namespace nested inside would give its processes a PID namespace and mounts of their own,
+        # out of the watch's sight (issue 38): the kernel refuses any.
+        prefix += ["--unshare-user", "--disable-userns"]
     # Run by root, bwrap keeps root's capabilities unless told: the command could umount the read-only
     # binds (and forge the judge's report), mknod the host's disk or load a kernel module.
     prefix += ["--cap-drop", "ALL"]
