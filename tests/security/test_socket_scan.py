@@ -1,6 +1,6 @@
-"""Issue 38, point 12: every socket file in a folder the sandbox shows is covered, however large the
-toolchain folder holding it, and one that appears between two commands is covered at the next; the tree
-is walked once, then only its changed folders are read again. Against a checkout outside /tmp."""
+"""Issue 38, point 12: every socket something listens on in a folder the sandbox shows is covered,
+however large the toolchain folder holding it, and one that appears between two commands is covered at the
+next: the kernel's list of bound sockets is read, no folder is walked. Against a checkout outside /tmp."""
 
 from __future__ import annotations
 
