@@ -135,8 +135,15 @@ def _run(
     were_absent = absent(jail.guarded) if jail else []
     env = dict(jail.env) if jail else None
     argv: list[str] | str = command
-    if jail:
-        argv = jail.argv(command, cwd, info_fd=info_write if sandboxed else None)
+    args_fd = -1
+    if jail and sandboxed:
+        # bwrap's options through a memfd, so that no host path shows in the sandbox's /proc/1/cmdline.
+        args_fd = os.memfd_create("bwrap-args", 0)
+        os.write(args_fd, jail.options())
+        os.lseek(args_fd, 0, os.SEEK_SET)
+        argv = jail.argv(command, cwd, info_fd=info_write, args_fd=args_fd)
+    elif jail:
+        argv = jail.argv(command, cwd)
     env = {**(env if env is not None else os.environ), "PYTEST_ADDOPTS": report.addopts(env)}
     try:
         child = Child(
@@ -146,12 +153,13 @@ def _run(
             cwd=cwd,
             stdout=PIPE,
             stderr=PIPE,
-            pass_fds=((info_write,) if sandboxed else ()) + (report.write_fd,),
+            pass_fds=((info_write, args_fd) if sandboxed else ()) + (report.write_fd,),
             preexec_fn=jail.preexec if jail and sandboxed else None,
         )
     finally:
         if sandboxed:
             os.close(info_write)
+            os.close(args_fd)
         # Only the command holds the pipe's writing end now: its end is the report's.
         report.started()
     with child:

@@ -4,7 +4,7 @@ What a sandboxed command sees (issue 11; issue 28 made it hide by default, stric
 whole-disk read-only view and sandbox-runtime's deny-list):
 
 - the system's programs and libraries (`/usr`, `/bin`, `/lib*`, `/etc` without its password hashes and
-  host keys, `/sys`), read-only;
+  host keys, of `/sys` only the CPUs), read-only;
 - the *writable root* (the task's worktree), the one writable place besides `sandbox.writable_paths`;
 - read-only, what its commands need to run: each `PATH` entry with the prefix it belongs to (a venv and
   its base interpreter, `~/.pyenv`, `~/.nvm/versions/node/v20`, `~/.cargo`), the hub's own interpreter,
@@ -146,13 +146,26 @@ class Jail:
     redactor: Redactor | None = None
     # Sets the per-process limits in the child, where no `prlimit` is in the prefix to do it.
     preexec: Callable[[], None] | None = None
+    # Where bwrap stands in `prefix` (after prlimit's arguments): its options follow it.
+    bwrap_at: int = 0
 
-    def argv(self, command: str, cwd: Path, info_fd: int | None = None) -> list[str]:
-        """The command line that runs `command` in `cwd`."""
+    def argv(
+        self, command: str, cwd: Path, info_fd: int | None = None, args_fd: int | None = None
+    ) -> list[str]:
+        """The command line that runs `command` in `cwd`. With `args_fd` (a file `options` was written
+        to), bwrap reads its options from there (`--args`): the sandbox's init is a fork of bwrap, and its
+        /proc/1/cmdline showed the command every host path the mounts name (issue 38)."""
         if not self.sandboxed:
             return ["/bin/sh", "-c", command]
         info = ["--info-fd", str(info_fd)] if info_fd is not None else []
-        return [*self.prefix, *info, "--chdir", str(cwd), "--", "/bin/sh", "-c", command]
+        run = ["--chdir", str(cwd), "--", "/bin/sh", "-c", command]
+        if args_fd is not None:
+            return [*self.prefix[: self.bwrap_at + 1], "--args", str(args_fd), *info, *run]
+        return [*self.prefix, *info, *run]
+
+    def options(self) -> bytes:
+        """bwrap's mount and namespace options, NUL-separated, for `--args`."""
+        return b"".join(os.fsencode(arg) + b"\0" for arg in self.prefix[self.bwrap_at + 1 :])
 
 
 def child_env(env: Mapping[str, str], home: str) -> dict[str, str]:
@@ -329,12 +342,16 @@ def prepare(
         view(root, settings, env),
         settings.limits,
         preexec=None if prlimit else rlimits(settings.limits),
+        bwrap_at=len(limited),
     )
 
 
 # The system's programs and libraries: read-only, everything else of the disk absent (issue 28: a
 # whole-disk read-only view showed the user's home, the checkout's ignored .env, their other projects).
-SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/sys")
+SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
+# Of /sys only the CPUs (the processor count programs read): the whole of it showed the host's network
+# interfaces whatever the network namespace (issue 38).
+SYS_SHOWN = ("/sys/devices/system/cpu",)
 # What of the system folders holds secrets a root hub could read: the password hashes, host keys.
 SYSTEM_SECRETS = ("/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-", "/etc/sudoers.d")
 SYSTEM_SECRET_GLOBS = ("/etc/ssh/ssh_host_*_key",)
@@ -449,6 +466,7 @@ def _mounts(
             args += ["--symlink", os.readlink(path), name]
         elif path.is_dir():
             args += ["--ro-bind", name, name]
+    args += [arg for name in SYS_SHOWN if os.path.isdir(name) for arg in ("--ro-bind", name, name)]
     args += ["--dev", "/dev", "--proc", "/proc", *sized, "--tmpfs", "/tmp"]
     # /dev is a tmpfs of its own, writable by the command: read-only but for a capped /dev/shm.
     args += [*sized, "--tmpfs", "/dev/shm", "--remount-ro", "/dev"]
