@@ -24,6 +24,10 @@ readable?); links (a *linking* task whose code turns its file into a link to `~/
 any commit, in main; the agent tools reading through a linked folder); and `hub eval`'s re-run of the
 tests (a solution that reads the home folder and writes outside every repository). Goal: 0 everywhere.
 
+Then the side doors of issue 38, each class counted (bench/_side_doors.py): limit escapes, forged
+passes, test edits and tool files written under a broad policy, encoded tokens surviving the redactor,
+false redactions in real pytest output, and `prepare`'s cost once the socket scan has learnt the tree.
+
 Then the sandbox's cost per command: `true` and `python -c pass` through `run_command`, sandboxed and
 not (`sandbox: off`), median of N runs each, the added milliseconds and the ratio; and `prepare` (once a
 phase) on its own. Goal: under 20 ms added per command.
@@ -61,6 +65,9 @@ from hub.phases.setup import create, setup_task
 from hub.safety.sandbox import availability, prepare
 from hub.state.store import load as load_contract
 from hub.testing import FakeOllama
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _side_doors import print_side_doors, side_doors
 
 GOAL_MS = 20.0
 IMPL, REV = "impl-model", "rev-model"
@@ -445,6 +452,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         home, checkout = plant(root)
         os.environ.update(HOME=str(home), **ENV)
         figures = {"leaks": leaks(home, checkout), "cost": cost(checkout, args.runs)}
+        token = REMOTE.split(":", 2)[2].split("@", 1)[0]
+        evals = Path(__file__).resolve().parents[1] / "evals" / "python"
+        figures["side_doors"] = side_doors(checkout, token, evals, root / "pytest-output", args.runs)
     finally:
         for key, value in saved.items():
             if value is None:
@@ -495,6 +505,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"added per command: {worst:.1f} ms (goal < {GOAL_MS:.0f} ms): {'met' if worst < GOAL_MS else 'MISSED'}"
     )
     print(f"prepare (once a phase: mounts, socket scan): {figures['cost']['prepare_ms']:.1f} ms")
+    print_side_doors(figures["side_doors"])
     return 0
 
 

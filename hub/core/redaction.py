@@ -10,8 +10,15 @@ secret found with a marker naming its kind, `[REDACTED:<kind>]`:
 - the values the hub knows are the user's (`user_secrets`): the values in the checkout's and the home
   folder's `.env` files, the values of environment variables whose names look like credentials, and the
   passwords in the URLs of the git configuration (a token in a remote URL);
+- each known value also as code would encode it to slip past a plain match (issue 38): hex, base64 (at
+  each of the three alignments it can take inside a longer encoded text), and pieces of a long value;
 - whole PEM private-key blocks (detect-secrets flags the BEGIN line, not the key under it), and
-  unquoted high-entropy tokens of letters and digits (detect-secrets measures entropy only in quotes).
+  unquoted high-entropy tokens of letters and digits (detect-secrets measures entropy only in quotes)
+  that are not names made of words (`SumOfMultiplesTest.test_multiples_of_3_or_5`, a pytest separator
+  line's test: taking it away took the name of the failing test from the model).
+
+Every text that goes to a model or into a record goes through `Redactor.redact`: command output, agent
+tool results (file reads, searches, MCP answers), the judge's output.
 
 A record (`hub.state.provenance`) is redacted by `redact_record`: the values under credential-named keys,
 and in every string the token shapes of `TOKEN_SHAPES`, each replaced by `[REDACTED]`.
@@ -98,10 +105,12 @@ class Redactor:
     """Replaces secrets in text: known values (value -> its kind) and whatever the detectors find. Its
     repr names how many values it knows, never them."""
 
-    __slots__ = ("known",)
+    __slots__ = ("known", "spelled")
 
     def __init__(self, known: Mapping[str, str]) -> None:
         self.known = known
+        # The known values with their encodings and pieces: what is looked for.
+        self.spelled = _with_encodings(known)
 
     def __repr__(self) -> str:
         return f"Redactor({len(self.known)} known values)"
@@ -120,11 +129,13 @@ class Redactor:
         return scrub(text, (_pem_blocks, self._known_values))
 
     def _known_values(self, text: str) -> str:
-        return _replace_known(text, self.known)
+        return _replace_known(text, self.spelled)
 
     def known_in(self, text: str) -> list[str]:
         """The kinds of the user's own secrets found in `text` (never the values), each once."""
-        kinds = [self.known[m.group(0)] for m in _pattern(self.known).finditer(text)] if self.known else []
+        kinds = (
+            [self.spelled[m.group(0)] for m in _pattern(self.spelled).finditer(text)] if self.known else []
+        )
         kinds += [f"{m.group(1).title()} block" for m in PEM.finditer(text)]
         return list(dict.fromkeys(kinds))
 
@@ -308,6 +319,8 @@ def _replace_found(line: str, secrets: list[tuple[str, str, object]]) -> str:
 
 def _entropy_marker(match: re.Match[str]) -> str:
     token = match.group(0)
+    if _worded(token):
+        return token
     if not (
         any(c.isdigit() for c in token)
         and any(c.islower() for c in token)
@@ -322,3 +335,50 @@ def _entropy_marker(match: re.Match[str]) -> str:
 def _entropy(token: str) -> float:
     counts = Counter(token)
     return -sum(n / len(token) * math.log2(n / len(token)) for n in counts.values())
+
+
+# A name made of words: camelCase or snake_case parts of three letters or more hold most of it (a random
+# key of the same length breaks into parts of one or two).
+WORD_PART = re.compile(r"[A-Z]?[a-z]{2,}|[A-Z]{3,}(?![a-z])")
+WORDED = 0.7
+
+
+def _worded(token: str) -> bool:
+    letters = sum(len(m.group(0)) for m in WORD_PART.finditer(token) if len(m.group(0)) >= 3)
+    return letters >= WORDED * sum(c.isalpha() for c in token)
+
+
+# A known value this long is also looked for in pieces (a token printed in two halves).
+PIECES_FROM = 20
+
+
+def _with_encodings(known: Mapping[str, str]) -> dict[str, str]:
+    """`known` and, for each value, its hex and base64 spellings and (for a long value) its pieces, each
+    naming the value's kind: the code may print a secret encoded, the value is what the hub knows."""
+    import base64
+
+    found = dict(known)
+    for value, kind in known.items():
+        raw = value.encode("utf-8")
+        spelled = {raw.hex(): "hex", raw.hex().upper(): "hex"}
+        for encode in (base64.b64encode, base64.urlsafe_b64encode):
+            for shift in range(3):
+                # Inside a longer text the value may start at any byte of a 3-byte group: the characters
+                # that depend on its bytes alone are the same whatever surrounds it.
+                text = encode(b"\0" * shift + raw).decode("ascii")
+                start, end = -(-shift * 8 // 6), (shift + len(raw)) * 8 // 6
+                spelled[text[start:end]] = "base64"
+        if len(value) >= PIECES_FROM:
+            width = max(MIN_KNOWN, min(12, len(value) // 2))
+            # Every window, and the value's shorter ends (what is left of it beside a window's match).
+            pieces = [value[at : at + width] for at in range(len(value) - width + 1)]
+            ends = range(MIN_KNOWN, width)
+            pieces += [value[:n] for n in ends] + [value[-n:] for n in ends]
+            for piece in pieces:
+                # Only pieces that look random: a URL's or a word's piece is in every other text.
+                if sum(any(test(c) for c in piece) for test in (str.isdigit, str.islower, str.isupper)) >= 2:
+                    spelled.setdefault(piece, "a piece")
+        for text, how in spelled.items():
+            if len(text) >= MIN_KNOWN:
+                found.setdefault(text, f"{kind} ({how})")
+    return found

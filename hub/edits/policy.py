@@ -50,6 +50,8 @@ class Policy:
     control_paths: tuple[str, ...] = CONTROL_FILES
     # How many files one answer may touch; an answer over it is refused whole, before anything is written.
     max_files: int | None = None
+    # The task's acceptance commands: the files they run may be written only where allowed_paths names them.
+    acceptance_commands: tuple[str, ...] = ()
 
 
 def resolve_target(edit: FileEdit, policy: Policy, root: Path) -> str | None:
@@ -124,7 +126,7 @@ def check_path(raw: str, policy: Policy, root: Path) -> str:
     control = control_file_refusal(rel, policy.control_paths)
     if control is not None:
         raise EditError(control)
-    refused = refusal(rel, policy.allowed_paths, policy.forbidden_paths)
+    refused = refusal(rel, policy.allowed_paths, policy.forbidden_paths, commands=policy.acceptance_commands)
     if refused is not None:
         raise EditError(refused)
     check_filesystem(root, rel)

@@ -25,7 +25,16 @@ from hub.core.errors import ConfigError, HubError
 from hub.phases.context import Context
 from hub.repo.workspace import problems
 from hub.review.rules import find_ast_grep
-from hub.safety.sandbox import FIX_INSTALL, SYSTEM, SandboxMode, availability, view
+from hub.safety.limits import cgroup_v2_delegated
+from hub.safety.sandbox import (
+    FIX_INSTALL,
+    SYSTEM,
+    SandboxMode,
+    availability,
+    refuses_userns,
+    sizes_tmpfs,
+    view,
+)
 from hub.workers.base import ServerWorker, Worker, same_model
 from hub.workers.bridge import NPM_DIALECT, make_worker, npm_dialect_warning
 
@@ -273,7 +282,11 @@ def check_sandbox(config: Config, which: Which = shutil.which) -> Check:
             f"{', '.join(map(str, seen.read)) or 'nothing else'}; writable "
             f"{', '.join(map(str, seen.write))} (the task's worktree in its place); nothing else of "
             f"the home folder or the checkout; at most {limits.processes} processes, {limits.memory_mb} "
-            f"MiB of memory, {limits.disk_mb} MiB written",
+            f"MiB of memory, {limits.disk_mb} MiB written. Limits: "
+            + "; ".join(
+                f"{what}: {'enforced by the kernel' if kernel else 'NOT enforced by the kernel'}, {how}"
+                for what, kernel, how in kernel_limits(which)
+            ),
         )
     if mode == SandboxMode.REQUIRED:
         return Check(
@@ -434,3 +447,36 @@ def _version(argv: list[str]) -> str | None:
         return None
     out = done.stdout.strip()
     return out.splitlines()[0] if done.returncode == 0 and out else None
+
+
+def kernel_limits(which: Which = shutil.which) -> list[tuple[str, bool, str]]:
+    """Each of the sandbox's bounds: (what, whether the kernel enforces it here, how or why not), for
+    `hub doctor` and the README's promise: a bound only the hub's polling keeps is never called enforced."""
+    bwrap, _ = availability(which)
+    userns = bwrap is not None and refuses_userns(bwrap)
+    sized = bwrap is not None and sizes_tmpfs(bwrap)
+    cgroup = (
+        "polled by the hub (resident memory, memfds, processes in the sandbox, a few times a second); a "
+        "cgroup v2 with the memory and pids controllers is delegated here, but the hub does not use one yet"
+        if cgroup_v2_delegated()
+        else "polled by the hub (resident memory, memfds, processes in the sandbox, a few times a second): "
+        "no cgroup v2 with the memory and pids controllers is delegated to this user"
+    )
+    return [
+        (
+            "nested user namespaces",
+            userns,
+            "refused by the kernel (bwrap --disable-userns)"
+            if userns
+            else "not refused: bwrap older than 0.8.0",
+        ),
+        (
+            "/tmp and /dev/shm",
+            sized,
+            "tmpfs sized sandbox.limits.disk_mb each, the root read-only"
+            if sized
+            else "unsized: bwrap older than 0.8.0",
+        ),
+        ("file size", True, "RLIMIT_FSIZE (sandbox.limits.disk_mb per file); the total written is polled"),
+        ("memory and processes", False, cgroup),
+    ]

@@ -5,18 +5,24 @@ What a command prints is kept to its tail and passed through the secret redactor
 before anything else sees it: it goes into prompts, records, halts and REVIEW_REQUEST.md.
 A command that runs pytest must also leave pytest's own report of the run (issue 28: code calling
 `os._exit(0)` at import, or a conftest.py emptying the collection, made pytest exit 0): at least one test
-run and none failed, else the command fails with that reason though it exited 0.
+run and none failed, else the command fails with that reason though it exited 0. The report comes back
+through a pipe the command inherits (`--junitxml=/dev/fd/N`), never a file: no path of the hub's is in
+the command's view or environment, nothing the code wrote before can stand in for it, and every pytest
+the command starts (behind `make test` or tox too) reports into it (issue 38). `python -m unittest`
+passes only with its own closing summary (`Ran N tests` ... `OK`); a command whose pass no runner
+reported says so in its output. What the code under test can still do in pytest's own process (write
+the pipe, then `os._exit(0)`) the static gate halts on (rules/py-os-exit.yml, py-test-report.yml).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
-import shutil
-import tempfile
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
@@ -26,6 +32,7 @@ if TYPE_CHECKING:
 
 from hub.core.config import Config
 from hub.core.faults import crash_point
+from hub.core.files import read_text_capped
 from hub.core.log import get_logger
 from hub.core.redaction import Redactor, redactor, user_secrets
 from hub.repo.child import PIPE, Child
@@ -46,6 +53,7 @@ CUT_MARGIN = 256  # longer than any one-line secret
 # A command that runs pytest (`pytest`, `python -m pytest`, `py.test`, through make or tox alike).
 PYTEST = re.compile(r"(?<![\w./-])(py\.test|pytest)(?![\w-])")
 REPORT_BYTES = 20 * 1024 * 1024
+MAKEFILE_CHARS = 256 * 1024
 
 
 @dataclass(frozen=True)
@@ -96,14 +104,13 @@ def run_command(
     should the hub be killed meanwhile (hub.repo.leftovers): bwrap arms its die-with-parent only after it
     has forked, and unsandboxed nothing dies with the hub. What it printed comes back redacted."""
     started = time.perf_counter()
-    report = _ReportFolder() if PYTEST.search(command) else None
+    report = _ReportPipe()
     try:
         result = _run(command, cwd, timeout, jail, pidfile, report)
-        if report is not None and result.ok:
-            result = replace(result, failure=report.verdict())
+        if result.ok:
+            result = _verdict(command, result, report.documents(), _runs_pytest(command, cwd))
     finally:
-        if report is not None:
-            report.close()
+        report.close()
     secrets = (jail.redactor if jail else None) or redactor(folders=[cwd, Path.home()])
     return replace(
         result,
@@ -119,7 +126,7 @@ def _run(
     timeout: float,
     jail: Jail | None,
     pidfile: Path | None,
-    report: _ReportFolder | None,
+    report: _ReportPipe,
 ) -> CommandResult:
     sandboxed = jail is not None and jail.sandboxed
     # bwrap writes to --info-fd once the sandbox stands (its die-with-parent armed) and closes it: until
@@ -128,11 +135,16 @@ def _run(
     were_absent = absent(jail.guarded) if jail else []
     env = dict(jail.env) if jail else None
     argv: list[str] | str = command
-    if jail:
-        binds = [report.folder] if report and sandboxed else []
-        argv = jail.argv(command, cwd, info_fd=info_write if sandboxed else None, binds=binds)
-    if report is not None:
-        env = {**(env if env is not None else os.environ), "PYTEST_ADDOPTS": report.addopts(env)}
+    args_fd = -1
+    if jail and sandboxed:
+        # bwrap's options through a memfd, so that no host path shows in the sandbox's /proc/1/cmdline.
+        args_fd = os.memfd_create("bwrap-args", 0)
+        os.write(args_fd, jail.options())
+        os.lseek(args_fd, 0, os.SEEK_SET)
+        argv = jail.argv(command, cwd, info_fd=info_write, args_fd=args_fd)
+    elif jail:
+        argv = jail.argv(command, cwd)
+    env = {**(env if env is not None else os.environ), "PYTEST_ADDOPTS": report.addopts(env)}
     try:
         child = Child(
             argv,
@@ -141,12 +153,15 @@ def _run(
             cwd=cwd,
             stdout=PIPE,
             stderr=PIPE,
-            pass_fds=(info_write,) if sandboxed else (),
+            pass_fds=((info_write, args_fd) if sandboxed else ()) + (report.write_fd,),
             preexec_fn=jail.preexec if jail and sandboxed else None,
         )
     finally:
         if sandboxed:
             os.close(info_write)
+            os.close(args_fd)
+        # Only the command holds the pipe's writing end now: its end is the report's.
+        report.started()
     with child:
         watch = None
         if sandboxed:
@@ -202,51 +217,119 @@ def _shown(text: str, secrets: Redactor) -> str:
     return secrets.redact(text)
 
 
-class _ReportFolder:
-    """A fresh folder pytest writes its JUnit report into (PYTEST_ADDOPTS `--junitxml`): outside the
-    worktree, so nothing the task left there can stand in for it, and made before the command starts,
-    so a report is this run's or none."""
+# What `python -m unittest` prints last: `Ran 3 tests in 0.001s`, a blank line, then `OK` (or `OK (skipped=1)`).
+UNITTEST = re.compile(r"(?<![\w./-])unittest(?![\w-])")
+UNITTEST_RAN = re.compile(r"^Ran (\d+) tests? in [\d.]+s\s*\n\s*\nOK\b", re.MULTILINE)
+# A command that runs tests through something else (`make test`, tox, `npm test`, a script): when no
+# report came back its pass rests on its exit code alone, and it says so.
+TEST_RUN = re.compile(r"(?<![\w-])(tests?|check|make|tox|nox)(?![\w-])")
+NO_REPORT = "hub: no test runner reported on this run (no pytest report, no unittest summary): the pass rests on the exit code alone"
+
+
+def _runs_pytest(command: str, cwd: Path) -> bool:
+    """Whether the command runs pytest: by name, or through `make` or tox whose file names it (the
+    Makefile and tox.ini are acceptance files: the task cannot change them unnamed)."""
+    if PYTEST.search(command):
+        return True
+    for runner, name in (("make", "Makefile"), ("tox", "tox.ini")):
+        if re.search(rf"(?<![\w./-]){runner}(?![\w-])", command):
+            text = read_text_capped(cwd / name, MAKEFILE_CHARS)
+            if text is not None and PYTEST.search(text):
+                return True
+    return False
+
+
+def _verdict(
+    command: str, result: CommandResult, documents: list[bytes] | None, pytest: bool
+) -> CommandResult:
+    """The command's result once the runners' own reports are read: failed with the reason when a pytest
+    report shows failures or no test run (or none came from a command naming pytest), or a unittest run
+    lacks its closing `OK`; marked when nothing reported at all."""
+    failure = None
+    if documents:
+        failure = _pytest_verdict(documents)
+    elif pytest:
+        failure = (
+            "no_tests_run: pytest exited 0 but wrote no report of its run (it ended early: os._exit, a crash, "
+            "or no pytest ran); the command fails"
+        )
+    if failure is None and UNITTEST.search(command):
+        ran = [int(n) for n in UNITTEST_RAN.findall(result.stderr + "\n" + result.stdout)]
+        if not ran or not sum(ran):
+            failure = (
+                "no_tests_run: unittest exited 0 but never printed its closing summary with tests run and OK "
+                "(it ended early: os._exit, a crash, or no test ran); the command fails"
+            )
+        return replace(result, failure=failure)
+    if failure is None and documents is None and TEST_RUN.search(command):
+        return replace(result, stderr=result.stderr + "\n" + NO_REPORT)
+    return replace(result, failure=failure)
+
+
+def _pytest_verdict(documents: list[bytes]) -> str | None:
+    ran = failed = 0
+    for data in documents:
+        counts = _junit_counts(data)
+        if counts is None:
+            return "no_tests_run: the pytest report that came back cannot be read; the command fails"
+        ran, failed = ran + counts[0], failed + counts[1]
+    if failed:
+        return f"tests_failed: pytest exited 0 but its report shows {failed} failed or erroring tests"
+    if ran == 0:
+        return "no_tests_run: pytest exited 0 but ran no test (none collected, or all skipped)"
+    return None
+
+
+class _ReportPipe:
+    """The pipe pytest writes its JUnit report into (PYTEST_ADDOPTS `--junitxml=/dev/fd/N`). Only the
+    command's processes hold its writing end, there is no file for anything to plant, and it is read
+    while the command runs (a report is larger than a pipe holds) up to REPORT_BYTES."""
 
     def __init__(self) -> None:
-        self.folder = Path(tempfile.mkdtemp(prefix="hub-pytest-"))
-        self.path = self.folder / "report.xml"
+        self.read_fd, self.write_fd = os.pipe()
+        self.kept = bytearray()
+        self.over = False
+        self.thread = threading.Thread(target=self._drain, daemon=True)
+        self.thread.start()
 
-    def addopts(self, env: dict[str, str] | None) -> str:
+    def addopts(self, env: Mapping[str, str] | None) -> str:
         before = (env or {}).get("PYTEST_ADDOPTS", "")
-        return f"{before} --junitxml={self.path}".strip()
+        return f"{before} --junitxml=/dev/fd/{self.write_fd}".strip()
 
-    def verdict(self) -> str | None:
-        """None when the report shows at least one test run and none failed; else why not."""
-        counts = _junit_counts(self.path)
-        if counts is None:
-            return (
-                "no_tests_run: pytest exited 0 but wrote no report of its run (it ended early: "
-                "os._exit, a crash, or no pytest ran); the command fails"
-            )
-        ran, failed = counts
-        if failed:
-            return f"tests_failed: pytest exited 0 but its report shows {failed} failed or erroring tests"
-        if ran == 0:
-            return "no_tests_run: pytest exited 0 but ran no test (none collected, or all skipped)"
-        return None
+    def started(self) -> None:
+        with contextlib.suppress(OSError):
+            os.close(self.write_fd)
+
+    def _drain(self) -> None:
+        with os.fdopen(self.read_fd, "rb") as stream:
+            while chunk := stream.read(65536):
+                if len(self.kept) + len(chunk) > REPORT_BYTES:
+                    self.over = True
+                    continue
+                self.kept += chunk
+
+    def documents(self) -> list[bytes] | None:
+        """Each report pytest wrote (one per pytest the command ran), or None when none came back."""
+        self.thread.join(timeout=5)
+        if self.thread.is_alive() or self.over or not self.kept.strip():
+            return None
+        parts = re.split(rb"(?=<\?xml )", bytes(self.kept))
+        return [p for p in parts if p.strip()]
 
     def close(self) -> None:
-        shutil.rmtree(self.folder, ignore_errors=True)
+        self.started()
 
 
-def _junit_counts(path: Path) -> tuple[int, int] | None:
-    """(tests run, failed or erroring) from a JUnit XML report, or None if there is none to read. The
-    file was written by code the hub does not trust: capped, and refused with a DTD (entity bombs)."""
+def _junit_counts(data: bytes) -> tuple[int, int] | None:
+    """(tests run, failed or erroring) from a JUnit XML report, or None if it cannot be read. It was
+    written by code the hub does not trust: refused with a DTD (entity bombs)."""
     import xml.etree.ElementTree as ElementTree
 
+    if b"<!DOCTYPE" in data or b"<!ENTITY" in data:
+        return None
     try:
-        if path.is_symlink() or not path.is_file() or path.stat().st_size > REPORT_BYTES:
-            return None
-        data = path.read_bytes()
-        if b"<!DOCTYPE" in data or b"<!ENTITY" in data:
-            return None
         root = ElementTree.fromstring(data)
-    except (OSError, ElementTree.ParseError):
+    except ElementTree.ParseError:
         return None
     suites = [root] if root.tag == "testsuite" else root.findall("testsuite")
     if not suites:

@@ -121,7 +121,9 @@ class AgentAttempt:
             Bounds(settings.max_turns, settings.max_tokens, settings.max_repeats),
             write_answer=workspace.answer,
             version=lambda: workspace.version,
-            redact=self.secrets.redact_known,
+            # Full redaction, as command output: a tool's answer (an MCP server's, a tracked file) may hold
+            # any token, not only the user's known ones (issue 38).
+            redact=self.secrets.redact,
             trust_root=self.root,
             refusal=workspace.take_refusal,
             lean_prompt=lean if repo_map else None,

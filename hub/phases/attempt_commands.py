@@ -68,6 +68,7 @@ def restore_outside_allowed(run: Run, command: str) -> list[str]:
         constraints["allowed_paths"],
         constraints["forbidden_paths"],
         control_paths(run.ctx.config),
+        run.contract["specification"].get("acceptance_commands") or (),
     )
     if restored:
         log.warning("acceptance.restored", task=run.task_id, command=command, paths=restored[:50])

@@ -23,4 +23,5 @@ def policy_for(run: Run) -> Policy:
         forbidden_paths=tuple(constraints["forbidden_paths"]),
         max_diff_lines=constraints.get("max_diff_lines"),
         delete_allowed=bool(constraints.get("delete_allowed", False)),
+        acceptance_commands=tuple(run.contract["specification"].get("acceptance_commands") or ()),
     )

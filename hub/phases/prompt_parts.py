@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hub.core.relpaths import behaviour_file, refusal
+from hub.core.relpaths import acceptance_file, behaviour_file, refusal
 from hub.core.templates import fragment, render, template
 
 if TYPE_CHECKING:
@@ -73,12 +73,19 @@ def render_review_request(
 
 
 def _marked(files: list[str], contract: Contract) -> list[str]:
-    """The changed files as the judge should read them: behaviour files first, then files the task may
-    not write (the one matcher says so; only a person's commit puts one there), then the rest."""
+    """The changed files as the judge should read them: the acceptance tests the change rewrites first
+    (the task named them, or the task could not pass on its own tests), then behaviour files, then files
+    the task may not write (the one matcher says so; only a person's commit puts one there), then the rest."""
     constraints = contract["constraints"]
-    first, outside, rest = [], [], []
+    commands = contract["specification"].get("acceptance_commands") or []
+    tests, first, outside, rest = [], [], [], []
     for f in files:
-        if behaviour_file(f) is not None:
+        if acceptance_file(f, commands) is not None:
+            tests.append(
+                f"**{f}** (an acceptance test: this change rewrites what decides whether the task passes; "
+                "read it first, and check that the tests still ask what the task asks)"
+            )
+        elif behaviour_file(f) is not None:
             first.append(f"**{f}** (changes how git, CI or coding agents behave: read it first)")
         elif refusal(f, constraints["allowed_paths"], constraints["forbidden_paths"]) is not None:
             outside.append(
@@ -86,4 +93,4 @@ def _marked(files: list[str], contract: Contract) -> list[str]:
             )
         else:
             rest.append(f)
-    return first + outside + rest
+    return tests + first + outside + rest

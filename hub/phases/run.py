@@ -161,6 +161,10 @@ class Run:
             self.contract["constraints"]["allowed_paths"] or None,
             exclude=list(control_paths(self.ctx.config)),
             forbidden=self.contract["constraints"]["forbidden_paths"],
+            # A person's own edits are theirs to keep; the model's never touch the acceptance tests unnamed.
+            commands=self.contract["specification"].get("acceptance_commands") or ()
+            if event != "manual_edit"
+            else (),
         )
 
     def commit_message(self, event: str) -> Callable[[list[str]], str]:

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from git import Repo
 
 log = get_logger(__name__)
+Paths = Sequence[str]
 
 
 class MergeConflict(GitError):
@@ -128,13 +129,12 @@ def branch_exists(repo: Repo, name: str) -> bool:
 
 
 def in_scope(
-    path: str, scopes: Sequence[str], forbidden: Sequence[str] = (), control: Sequence[str] = ()
+    path: str, scopes: Paths, forbidden: Paths = (), control: Paths = (), commands: Paths = ()
 ) -> bool:
-    """Whether a task may have written `path`: inside `scopes` (the allowed paths), outside `forbidden`
-    and the control files, and a behaviour file only where named exactly. The one matcher decides
-    (`hub.core.relpaths.refusal`), as it does for the edit layer: a file one side allowed and the other
-    did not was written and never committed, or committed and never allowed."""
-    return refusal(path, scopes, forbidden, control) is None
+    """Whether a task may have written `path`, as the one matcher decides it for the edit layer too
+    (`hub.core.relpaths.refusal`): a file one side allowed and the other did not was written and never
+    committed, or committed and never allowed."""
+    return refusal(path, scopes, forbidden, control, commands) is None
 
 
 # Folders a command writes as its cache (Python's bytecode, pytest's, the linters'). They are never the
@@ -153,7 +153,7 @@ def cache_dir(path: str) -> str | None:
 
 
 def restore_outside(
-    repo: Repo, scopes: Sequence[str], forbidden: Sequence[str] = (), control: Sequence[str] = ()
+    repo: Repo, scopes: Paths, forbidden: Paths = (), control: Paths = (), commands: Paths = ()
 ) -> list[str]:
     """Put the work tree back as HEAD has it everywhere a task may not write (`in_scope`): changed
     or deleted tracked files restored, new untracked files removed (ignored ones, installed packages,
@@ -186,10 +186,11 @@ def restore_outside(
             shutil.rmtree(path, ignore_errors=True)
     if caches:
         log.debug("gitops.caches_removed", paths=sorted(caches)[:50])
-    untracked = [
-        p for p in untracked if p and not in_scope(p, scopes, forbidden, control) and cache_dir(p) is None
-    ]
-    tracked = [p for p in tracked if p and not in_scope(p, scopes, forbidden, control)]
+    outside = {
+        p for p in [*untracked, *tracked] if p and not in_scope(p, scopes, forbidden, control, commands)
+    }
+    untracked = [p for p in untracked if p in outside and cache_dir(p) is None]
+    tracked = [p for p in tracked if p in outside]
     for rel in untracked:
         remove_untracked(root, rel)
     restore_tracked(repo, tracked)
@@ -209,6 +210,7 @@ def checkpoint(
     scope: Sequence[str] | None = None,
     exclude: Sequence[str] | None = None,
     forbidden: Sequence[str] = (),
+    commands: Sequence[str] = (),
 ) -> str | None:
     """Commit what changed, only what a task may write (`in_scope`: inside `scope`, the allowed paths,
     outside `forbidden`) when `scope` is given, and never inside `exclude` (the hub's control files);
@@ -216,7 +218,7 @@ def checkpoint(
     what changed."""
     changed = dirty_files(repo)
     if scope:
-        changed = [path for path in changed if in_scope(path, scope, forbidden, exclude or ())]
+        changed = [path for path in changed if in_scope(path, scope, forbidden, exclude or (), commands)]
     elif forbidden:
         changed = [path for path in changed if first_match(path, forbidden) is None]
     if exclude:

@@ -12,6 +12,7 @@ holds a link the task does not name exactly in `constraints.links_allowed` (set 
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -75,7 +76,33 @@ def remove_ignored(repo: Repo, keep: Sequence[str] = ()) -> list[str]:
             continue
         if remove_untracked(root, rel):
             removed.append(rel)
+    for folder in _stray_git_folders(root):
+        if folder.is_symlink():
+            folder.unlink(missing_ok=True)
+        else:
+            shutil.rmtree(folder, ignore_errors=True)
+        removed.append(folder.relative_to(root).as_posix() + "/")
     return removed
+
+
+STRAY_WALK = 200_000  # entries at most: a huge tree costs a bounded walk
+
+
+def _stray_git_folders(root: Path) -> list[Path]:
+    """The folders named `.git` below the worktree's own: git never lists them (not as untracked, not as
+    ignored), so a command could leave one holding anything, past every other clean-up (issue 38)."""
+    found: list[Path] = []
+    seen = 0
+    for folder, names, _ in os.walk(root):
+        seen += len(names)
+        if Path(folder) == root:
+            names[:] = [n for n in names if n != ".git"]
+        elif ".git" in names:
+            names.remove(".git")
+            found.append(Path(folder) / ".git")
+        if seen > STRAY_WALK:
+            break
+    return found
 
 
 def keep_only(repo: Repo, written: Sequence[str]) -> list[str]:

@@ -319,12 +319,23 @@ def init_project(repo_root: Path) -> Path:
     return path
 
 
+# Names Windows keeps for devices, whatever follows their first dot (`CON.yml` opens the console there).
+_WINDOWS_DEVICES = re.compile(r"^(con|prn|aux|nul|com[0-9¹²³]|lpt[0-9¹²³])(\.|$)", re.IGNORECASE)
+
+
 def check_rule_id(rule_id: str) -> str:
-    """A rule id that is safe as a file name: letters, digits, '-', '_', '.', no path parts."""
-    if not isinstance(rule_id, str) or not _SAFE_ID.fullmatch(rule_id) or ".." in rule_id:
+    """A rule id that is safe as a file name on every system: letters, digits, '-', '_', '.', no path parts,
+    not a Windows device name."""
+    if (
+        not isinstance(rule_id, str)
+        or not _SAFE_ID.fullmatch(rule_id)
+        or ".." in rule_id
+        or _WINDOWS_DEVICES.match(rule_id)
+    ):
         raise RuleError(
             f"invalid rule id {rule_id!r}",
-            hint="use letters, digits, '-', '_' and '.' (no '/', no '..'), starting with a letter or digit",
+            hint="use letters, digits, '-', '_' and '.' (no '/', no '..'), starting with a letter or digit, "
+            "and not a Windows device name (CON, PRN, AUX, NUL, COM1, LPT1...)",
         )
     return rule_id
 

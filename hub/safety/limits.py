@@ -124,7 +124,8 @@ class Watch:
         pids = self._pids()
         if len(pids) > self.limits.processes:
             return f"more than {self.limits.processes} processes (sandbox.limits.processes)"
-        resident = sum(_resident(pid) for pid in pids)
+        # A memfd's pages belong to no process's resident set until mapped: counted by the file's size.
+        resident = sum(_resident(pid) for pid in pids) + _memfd_bytes(pids)
         if resident > self.limits.memory_mb * MIB:
             return f"more than {self.limits.memory_mb} MiB of memory (sandbox.limits.memory_mb)"
         if disk:
@@ -174,9 +175,27 @@ def _resident(pid: int) -> int:
         return 0
 
 
+def _memfd_bytes(pids: list[int]) -> int:
+    """The bytes held in the memfds the processes have open, each file once."""
+    files: dict[tuple[int, int], int] = {}
+    for pid in pids:
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            with contextlib.suppress(OSError):
+                if os.readlink(f"/proc/{pid}/fd/{fd}").startswith("/memfd:"):
+                    info = os.stat(f"/proc/{pid}/fd/{fd}")
+                    files[(info.st_dev, info.st_ino)] = info.st_size
+    return sum(files.values())
+
+
 def _changed(root: Path, since_ns: int) -> list[tuple[Path, int]]:
     """The files under `root` whose inode changed at or after `since_ns` (ctime: a command cannot set it
-    back), with their sizes; links not followed, `.git` skipped, at most WALK_ENTRIES entries."""
+    back), with their sizes; links not followed, at most WALK_ENTRIES entries. Only the root's own `.git`
+    is skipped (a read-only mount, or a worktree's link file): a folder named `.git` the command made
+    deeper down is its writing like any other (issue 38)."""
     found: list[tuple[Path, int]] = []
     seen = 0
     stack = [str(root)]
@@ -190,7 +209,7 @@ def _changed(root: Path, since_ns: int) -> list[tuple[Path, int]]:
             seen += 1
             with contextlib.suppress(OSError):
                 if entry.is_dir(follow_symlinks=False):
-                    if entry.name != ".git":
+                    if not (entry.name == ".git" and folder == str(root)):
                         stack.append(entry.path)
                     continue
                 info = entry.stat(follow_symlinks=False)
@@ -217,3 +236,16 @@ def remove_written(root: Path, since_ns: int) -> list[str]:
                 path.unlink()
                 removed.append(rel)
     return sorted(removed)
+
+
+def cgroup_v2_delegated() -> bool:
+    """Whether this process's cgroup v2 is one it may split, with the memory and pids controllers (where a
+    command's memory, memfd and tmpfs pages too, and processes could be bounded by the kernel)."""
+    try:
+        lines = Path("/proc/self/cgroup").read_text(encoding="utf-8").splitlines()
+        line = next((x for x in lines if x.startswith("0::")), "")
+        folder = Path("/sys/fs/cgroup") / line[3:].lstrip("/")
+        controllers = (folder / "cgroup.controllers").read_text(encoding="ascii").split()
+    except OSError:
+        return False
+    return bool(line) and {"memory", "pids"} <= set(controllers) and os.access(folder, os.W_OK)

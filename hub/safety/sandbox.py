@@ -4,7 +4,7 @@ What a sandboxed command sees (issue 11; issue 28 made it hide by default, stric
 whole-disk read-only view and sandbox-runtime's deny-list):
 
 - the system's programs and libraries (`/usr`, `/bin`, `/lib*`, `/etc` without its password hashes and
-  host keys, `/sys`), read-only;
+  host keys, of `/sys` only the CPUs), read-only;
 - the *writable root* (the task's worktree), the one writable place besides `sandbox.writable_paths`;
 - read-only, what its commands need to run: each `PATH` entry with the prefix it belongs to (a venv and
   its base interpreter, `~/.pyenv`, `~/.nvm/versions/node/v20`, `~/.cargo`), the hub's own interpreter,
@@ -20,8 +20,9 @@ whole-disk read-only view and sandbox-runtime's deny-list):
 - a private, empty `/tmp` and `/dev/shm` (`sandbox.limits.disk_mb` each), and `HOME` pointing into it;
   the well-known credential files (`~/.ssh`, `~/.aws`, `~/.netrc`...) covered should a read path or a
   toolchain folder hold them;
-- no socket file at all: `/run` is not there, and every socket file found in a folder it sees is
-  covered (a socket is reachable through a read-only mount and outside the network namespace);
+- no socket to connect to: `/run` is not there, and every socket file something listens on in a folder
+  it sees is covered, found in the kernel's list (`/proc/net/unix`), not by a walk (a socket is reachable
+  through a read-only mount and outside the network namespace);
 - no network but its own loopback (`--unshare-net`), unless `sandbox.network: true`; the well-known
   daemon sockets (docker, podman, containerd, libvirt, D-Bus, `/run/user`) and every socket file under
   `/run` (postgres, mysql, systemd...) hidden, since a socket file
@@ -45,7 +46,6 @@ import os
 import pwd
 import re
 import shutil
-import stat
 import subprocess
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -121,9 +121,6 @@ CREDENTIALS = (
     ".local/share/keyrings",
 )
 
-SOCKETS_SCANNED = 20000  # entries at most, so a huge toolchain folder costs a bounded walk
-_CUT: set[str] = set()  # the roots whose scan was cut, said once
-
 SANDBOX_HOME = "/tmp/home"
 # The private /tmp (HOME is in it) and /dev/shm are sized `sandbox.limits.disk_mb` each: a tmpfs is
 # memory, by default half the host's RAM each, so an uncapped one let a command push the machine into
@@ -154,17 +151,26 @@ class Jail:
     redactor: Redactor | None = None
     # Sets the per-process limits in the child, where no `prlimit` is in the prefix to do it.
     preexec: Callable[[], None] | None = None
+    # Where bwrap stands in `prefix` (after prlimit's arguments): its options follow it.
+    bwrap_at: int = 0
 
     def argv(
-        self, command: str, cwd: Path, info_fd: int | None = None, binds: Sequence[Path] = ()
+        self, command: str, cwd: Path, info_fd: int | None = None, args_fd: int | None = None
     ) -> list[str]:
-        """The command line that runs `command` in `cwd`; `binds`: folders of the hub's made writable for
-        this command alone (where pytest writes its report)."""
+        """The command line that runs `command` in `cwd`. With `args_fd` (a file `options` was written
+        to), bwrap reads its options from there (`--args`): the sandbox's init is a fork of bwrap, and its
+        /proc/1/cmdline showed the command every host path the mounts name (issue 38)."""
         if not self.sandboxed:
             return ["/bin/sh", "-c", command]
         info = ["--info-fd", str(info_fd)] if info_fd is not None else []
-        extra = [arg for path in binds for arg in ("--bind", str(path), str(path))]
-        return [*self.prefix, *extra, *info, "--chdir", str(cwd), "--", "/bin/sh", "-c", command]
+        run = ["--chdir", str(cwd), "--", "/bin/sh", "-c", command]
+        if args_fd is not None:
+            return [*self.prefix[: self.bwrap_at + 1], "--args", str(args_fd), *info, *run]
+        return [*self.prefix, *info, *run]
+
+    def options(self) -> bytes:
+        """bwrap's mount and namespace options, NUL-separated, for `--args`."""
+        return b"".join(os.fsencode(arg) + b"\0" for arg in self.prefix[self.bwrap_at + 1 :])
 
 
 def child_env(env: Mapping[str, str], home: str) -> dict[str, str]:
@@ -203,47 +209,61 @@ def _works(bwrap: str) -> str | None:
 
 
 def _sockets_under(roots: Sequence[str], hidden: Sequence[str]) -> list[str]:
-    """Socket files under `roots` (links not followed), except inside a folder hidden already. Each root
-    costs at most SOCKETS_SCANNED entries; the directory entry's type says which are special files, so
-    only those are looked at closer."""
-    skip = {os.path.realpath(h) for h in hidden}
-    found: list[str] = []
-    for top in dict.fromkeys(os.path.realpath(r) for r in roots):
-        seen = 0
-        stack = [top]
-        while stack and seen <= SOCKETS_SCANNED:
-            try:
-                entries = list(os.scandir(stack.pop()))
-            except OSError:
-                continue
-            seen += len(entries)
-            for entry in entries:
-                if entry.path in skip:
-                    continue
-                with contextlib.suppress(OSError):
-                    if entry.is_dir(follow_symlinks=False):
-                        stack.append(entry.path)
-                    elif _special(entry) and stat.S_ISSOCK(entry.stat(follow_symlinks=False).st_mode):
-                        found.append(entry.path)
-        if stack and top not in _CUT:  # once a process: every phase scans the same toolchain again
-            _CUT.add(top)
-            log.warning("sandbox.socket_scan_cut", root=top, entries=seen)
+    """The socket files under `roots` something listens on, except inside a folder hidden already: the
+    kernel's own list (`/proc/net/unix`, one read), not a walk of the folders. A walk before every command
+    cost 170 ms under pyenv (20,003 entries) and, bounded, missed a socket deeper down (issue 38); a socket
+    file nothing listens on cannot be connected to. The list holds this network namespace's sockets: one
+    bound from another namespace (a container's) into a folder the sandbox shows is not in it."""
+    tops = [os.path.realpath(r) for r in roots]
+    skip = [os.path.realpath(h) for h in hidden]
+    found = []
+    for path in _listening():
+        real = os.path.realpath(path)
+        if any(_inside(real, top) for top in tops) and not any(_inside(real, s) for s in skip):
+            found.append(real)
     return found
 
 
-def _special(entry: os.DirEntry[str]) -> bool:
-    """Neither a file, a folder nor a link, by the directory entry's own type (no stat)."""
-    return not entry.is_file(follow_symlinks=False) and not entry.is_symlink()
+def _listening() -> list[str]:
+    """The paths of the Unix sockets bound in this network namespace (abstract ones, `@...`, left out)."""
+    try:
+        with open("/proc/net/unix", encoding="utf-8", errors="replace") as listing:
+            lines = listing.read().splitlines()[1:]
+    except OSError as exc:
+        log.warning("sandbox.sockets_unlisted", error=str(exc))
+        return []
+    return [
+        fields[7] for line in lines if len(fields := line.split(None, 7)) == 8 and fields[7].startswith("/")
+    ]
+
+
+def _inside(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
 
 
 @functools.cache
-def _sizes_tmpfs(bwrap: str) -> bool:
+def sizes_tmpfs(bwrap: str) -> bool:
     """Whether this bwrap caps a tmpfs (`--size`, bubblewrap 0.8.0 and later)."""
     try:
         done = subprocess.run([bwrap, "--help"], capture_output=True, text=True, timeout=10, check=False)
     except (OSError, subprocess.TimeoutExpired):
         return False
     return "--size" in done.stdout + done.stderr
+
+
+@functools.cache
+def refuses_userns(bwrap: str) -> bool:
+    """Whether this bwrap can keep the command from making user namespaces (`--disable-userns`, 0.8.0)."""
+    try:
+        done = subprocess.run(
+            [bwrap, "--ro-bind", "/", "/", "--unshare-user", "--disable-userns", "--", "true"],
+            capture_output=True,
+            timeout=10,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0
 
 
 def availability(which: Which = shutil.which) -> tuple[str | None, str]:
@@ -299,13 +319,19 @@ def prepare(
             limits=settings.limits,
         )
     root = writable_root.resolve()
-    size = (tmp_size or settings.limits.disk_mb * MIB) if _sizes_tmpfs(bwrap) else None
+    size = (tmp_size or settings.limits.disk_mb * MIB) if sizes_tmpfs(bwrap) else None
     # The per-process limits, set by prlimit before it execs bwrap (hub.safety.limits; without prlimit,
     # Jail.preexec sets them in the child).
     prlimit = which("prlimit")
     limited = prlimit_argv(prlimit, settings.limits) if prlimit else []
     prefix = [*limited, bwrap, *_mounts(root, protected, settings, env, hidden, size)]
     prefix += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--die-with-parent", "--new-session"]
+    # The root bwrap builds is a tmpfs of its own: writable, it held any amount of memory uncounted.
+    prefix += ["--remount-ro", "/"]
+    if refuses_userns(bwrap):
+        # A user namespace nested inside would give its processes a PID namespace and mounts of their own,
+        # out of the watch's sight (issue 38): the kernel refuses any.
+        prefix += ["--unshare-user", "--disable-userns"]
     # Run by root, bwrap keeps root's capabilities unless told: the command could umount the read-only
     # binds (and forge the judge's report), mknod the host's disk or load a kernel module.
     prefix += ["--cap-drop", "ALL"]
@@ -321,12 +347,16 @@ def prepare(
         view(root, settings, env),
         settings.limits,
         preexec=None if prlimit else rlimits(settings.limits),
+        bwrap_at=len(limited),
     )
 
 
 # The system's programs and libraries: read-only, everything else of the disk absent (issue 28: a
 # whole-disk read-only view showed the user's home, the checkout's ignored .env, their other projects).
-SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/sys")
+SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
+# Of /sys only the CPUs (the processor count programs read): the whole of it showed the host's network
+# interfaces whatever the network namespace (issue 38).
+SYS_SHOWN = ("/sys/devices/system/cpu",)
 # What of the system folders holds secrets a root hub could read: the password hashes, host keys.
 SYSTEM_SECRETS = ("/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-", "/etc/sudoers.d")
 SYSTEM_SECRET_GLOBS = ("/etc/ssh/ssh_host_*_key",)
@@ -456,6 +486,7 @@ def _mounts(
             args += ["--symlink", os.readlink(path), name]
         elif path.is_dir():
             args += ["--ro-bind", name, name]
+    args += [arg for name in SYS_SHOWN if os.path.isdir(name) for arg in ("--ro-bind", name, name)]
     args += ["--dev", "/dev", "--proc", "/proc", *sized, "--tmpfs", "/tmp"]
     # /dev is a tmpfs of its own, writable by the command: read-only but for a capped /dev/shm.
     args += [*sized, "--tmpfs", "/dev/shm", "--remount-ro", "/dev"]

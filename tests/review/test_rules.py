@@ -343,6 +343,18 @@ def test_path_like_rule_ids_are_refused(project: Path, rule_id: str) -> None:
     assert _tree_bytes(project) == before
 
 
+@pytest.mark.parametrize("rule_id", ["CON", "con", "Nul", "aux.x", "COM1", "lpt9", "prn"])
+def test_windows_device_names_are_refused_as_rule_ids(rule_id: str) -> None:
+    with pytest.raises(RuleError, match="invalid rule id") as refused:
+        rules.check_rule_id(rule_id)
+    assert "Windows device name" in (refused.value.hint or "")
+
+
+@pytest.mark.parametrize("rule_id", ["console", "nul-check", "com", "com10x", "auxiliary"])
+def test_names_that_only_begin_like_a_device_are_rule_ids(rule_id: str) -> None:
+    assert rules.check_rule_id(rule_id) == rule_id
+
+
 def test_adding_a_rule_without_sgconfig_asks_for_initialization(tmp_path: Path) -> None:
     with pytest.raises(RuleError, match=r"no sgconfig\.yml: call initialize_ast_grep first"):
         rules.add_or_update_rule(tmp_path, "no-print", PROJECT_RULE)
