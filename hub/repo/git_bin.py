@@ -6,8 +6,13 @@ from __future__ import annotations
 
 import os
 import shutil
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from hub.core.errors import GitError
+
+if TYPE_CHECKING:
+    from git import Repo
 
 
 def require_git() -> None:
@@ -17,3 +22,14 @@ def require_git() -> None:
             "git is not installed: no `git` on PATH",
             hint="install git (e.g. `apt install git`), or put it on PATH",
         )
+
+
+def open_repo(path: Path) -> Repo:
+    """The repository `path` is in, after `require_git`; GitError when it is in none."""
+    require_git()
+    import git
+
+    try:
+        return git.Repo(path, search_parent_directories=True)
+    except (git.InvalidGitRepositoryError, git.NoSuchPathError):
+        raise GitError(f"{path} is not inside a git repository", hint="run `git init` first") from None

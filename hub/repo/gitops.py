@@ -17,7 +17,7 @@ from hub.core.errors import GitError
 from hub.core.files import read_capped
 from hub.core.log import get_logger
 from hub.core.relpaths import first_match, refusal
-from hub.repo.git_bin import require_git
+from hub.repo.git_bin import open_repo as open_repo  # re-exported: its callers name gitops
 from hub.repo.tree import remove_untracked
 
 if TYPE_CHECKING:
@@ -46,16 +46,6 @@ class DiffStats:
     added: int
     removed: int
     per_file: tuple[tuple[str, int, int], ...] = ()
-
-
-def open_repo(path: Path) -> Repo:
-    require_git()
-    import git
-
-    try:
-        return git.Repo(path, search_parent_directories=True)
-    except (git.InvalidGitRepositoryError, git.NoSuchPathError):
-        raise GitError(f"{path} is not inside a git repository", hint="run `git init` first") from None
 
 
 def run(repo: Repo, *args: str) -> str:
