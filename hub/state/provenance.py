@@ -40,6 +40,8 @@ class RunRecord(TypedDict, total=False):
     at_ns: int
     task_id: str
     model: str
+    role: str  # a model call's
+    purpose: str  # what a model call was for ("implement", "reflection-1", ...)
     command: str
     path: str
     outcome: str
