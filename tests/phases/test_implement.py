@@ -622,6 +622,7 @@ def test_a_server_killed_and_restarted_mid_task_is_waited_for_and_the_task_goes_
     assert [c["waiting"] for c in calls] == [
         f"the model server (try {n} in {p:g} s)" for n, p in [(2, 1), (3, 2), (4, 4)]
     ]
+    assert {c["role"] for c in calls} == {"implementer"}  # as the model call itself is named, not the phase
     assert "server_wait" not in pipe.contract()["handoff_data"]
     assert "circuit_breaker_halt" not in pipe.events() and "stall" not in pipe.events()
 
