@@ -33,7 +33,7 @@ demo: install
 	$(BIN)/python scripts/demo.py $(ARGS)
 
 # pipx, plain-venv and uv tool installs into throwaway homes, then a whole task with each installed hub
-# (pipx is installed there with `python3 -m pip install --user pipx` where it is missing).
+# (pipx into a throwaway virtualenv where it is missing); each must end with hub and hub-standin on PATH.
 install-check: install
 	scripts/install_check.sh
 

@@ -242,9 +242,8 @@ def run(repo: Path) -> None:
         (repo / "hub.yaml").write_text(HUB_YAML, encoding="utf-8")
         print(
             f"{DIM}(hub.yaml: the implementer through the MCP worker server, the reviewer straight to Ollama;"
-            f" setup-task needs it committed){RESET}"
+            f" the hub reads it as it is, committed or not: committed here to keep it with the project){RESET}"
         )
-        # Shown too: without this commit a copied `hub setup-task` refuses the dirty work tree.
         print(f"{BOLD}$ git add hub.yaml && git commit -m 'hub: configure'{RESET}\n")
         demo.sh("git", "add", "hub.yaml")
         demo.sh("git", "commit", "-q", "-m", "hub: configure")

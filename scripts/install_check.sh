@@ -5,10 +5,12 @@
 #
 #   scripts/install_check.sh            # `make install-check`; PIPX=... UV=... to pick the tools
 #
-# Where pipx is not installed, it is installed the way README.md says (`python3 -m pip install --user
-# pipx`), into the throwaway home.
+# Where pipx is not installed, it goes into a virtualenv of its own in the throwaway folder: README's
+# `sudo apt install pipx` needs root, and a current Debian/Ubuntu refuses `pip install --user` (PEP 668).
 #
-# Checks that the prompts and the packaged rules are read from the wheel (not from the clone), that the
+# Each route must end with `hub` and `hub-standin` on the PATH of a new login shell in the throwaway home
+# (Debian's /etc/skel dot files, then README's PATH step: `python3 -m pipx ensurepath`, or nothing more
+# than ~/.local/bin existing). Checks that the prompts and the packaged rules are read from the wheel (not from the clone), that the
 # ast-grep binary beside the hub's Python is found, that `hub init`, `hub doctor` and `hub rules scan`
 # run, and that a task goes new -> setup -> implementer -> local review -> PASS -> merged.
 set -euo pipefail
@@ -21,20 +23,35 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/hub-install-check.XXXX")
 trap 'rm -rf "$work"' EXIT
 cd "$work"
 if [ -z "$pipx" ]; then
-    echo "== pipx: not installed; python3 -m pip install --user pipx (README's line), into $work/user"
-    export PYTHONUSERBASE="$work/user"  # pipx's own script finds its package there too
-    "$python" -m pip install --quiet --user pipx
-    pipx="$work/user/bin/pipx"
+    echo "== pipx: not installed; into a virtualenv of its own, $work/pipx-venv"
+    "$python" -m venv "$work/pipx-venv"
+    "$work/pipx-venv/bin/pip" install --quiet pipx
+    pipx="$work/pipx-venv/bin/pipx"
 fi
+pipx_python=$(head -1 "$pipx" | sed 's/^#!//' | cut -d' ' -f1)  # `python3 -m pipx` of README's line
 branch=$(git -C "$src" rev-parse --abbrev-ref HEAD)
+mkdir -p "$work/home"
+for dot in .profile .bashrc; do  # a new user's home, as Debian and Ubuntu make it
+    if [ -f "/etc/skel/$dot" ]; then cp "/etc/skel/$dot" "$work/home/"; fi
+done
+
+on_path() {  # $1 label, $2 folder the commands must come from: what a new login shell finds
+    local found
+    found=$(env -i HOME="$work/home" TERM=dumb PATH=/usr/bin:/bin bash -lic 'command -v hub; command -v hub-standin' 2>/dev/null)
+    if [ "$found" != "$(printf '%s\n%s' "$2/hub" "$2/hub-standin")" ]; then
+        echo "install_check: $1: a new shell does not find hub and hub-standin in $2 (found: ${found:-nothing})" >&2
+        exit 1
+    fi
+    echo "$1: a new shell finds hub and hub-standin in $2"
+}
 
 smoke() {  # $1 label, $2 folder holding the installed hub
     local bin=$2 py repo
     echo "== $1: $bin/hub"
     "$bin/hub" --version
     py=$(head -1 "$bin/hub" | sed 's/^#!//' | cut -d' ' -f1)
-    # The stand-in model came along, beside the hub's own Python.
-    "$(dirname "$py")/hub-standin" --help | grep -q "the script (YAML or JSON)"
+    # The stand-in model came along, beside the hub (README's "No GPU yet" runs it by that name next).
+    "$bin/hub-standin" --help | grep -q "the script (YAML or JSON)"
     "$py" - <<'PY'
 import hub.core.templates, hub.review.rules
 prompts, rules = hub.core.templates.packaged_dir("prompts"), hub.review.rules.packaged_rules_dir()
@@ -81,20 +98,26 @@ quietly() {  # run an install quietly, but show its output and say which failed 
 
 export PIPX_HOME=$work/pipx PIPX_BIN_DIR=$work/pipx-bin PIPX_MAN_DIR=$work/pipx-man
 quietly "$pipx" install "$src"
+quietly env HOME="$work/home" SHELL=/bin/bash "$pipx_python" -m pipx ensurepath
+on_path pipx "$work/pipx-bin"
 smoke pipx "$work/pipx-bin"
 quietly "$pipx" uninstall agent-hub
 quietly "$pipx" install "git+file://$src@$branch"
 smoke pipx-git "$work/pipx-bin"
 quietly "$pipx" uninstall agent-hub
-# Without pipx, README's three lines: a venv of its own, and hub linked into ~/.local/bin.
-quietly "$python" -m venv "$work/home/.local/share/agent-hub"
-quietly "$work/home/.local/share/agent-hub/bin/pip" install "$src"
-mkdir -p "$work/home/.local/bin"
-ln -s "$work/home/.local/share/agent-hub/bin/hub" "$work/home/.local/bin/hub"
+# Without pipx, README's three lines: a venv of its own, hub and hub-standin linked into ~/.local/bin.
+(
+    export HOME="$work/home"
+    quietly "$python" -m venv ~/.local/share/agent-hub
+    quietly ~/.local/share/agent-hub/bin/pip install "$src"
+    mkdir -p ~/.local/bin && ln -sf ~/.local/share/agent-hub/bin/hub ~/.local/share/agent-hub/bin/hub-standin ~/.local/bin/
+)
+on_path venv "$work/home/.local/bin"
 smoke venv "$work/home/.local/bin"
 if [ -n "$uv" ]; then
     quietly env UV_TOOL_DIR="$work/uv-tools" UV_TOOL_BIN_DIR="$work/uv-bin" UV_CACHE_DIR="$work/uv-cache" \
         "$uv" tool install "$src"
+    [ -x "$work/uv-bin/hub-standin" ] || { echo "install_check: uv: no hub-standin in $work/uv-bin" >&2; exit 1; }
     smoke uv "$work/uv-bin"
 else
     echo "== uv: not installed, skipped"

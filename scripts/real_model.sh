@@ -7,6 +7,8 @@
 #   scripts/real_model.sh provision   # ~2 min download + ~20 min build on 2 cores, once
 #   scripts/real_model.sh serve       # start llama-server on 127.0.0.1:$PORT (default 8089), wait for /health
 #                                     # (SLOTS=2: two requests at once, each with a CTX window)
+#   scripts/real_model.sh write-config [FILE]   # a hub.yaml whose roles use that server (default
+#                                     # $CACHE/hub.real-model.yaml; FILE=<repo>/hub.yaml when it has none yet)
 #   scripts/real_model.sh stop
 #   scripts/real_model.sh status
 #
@@ -94,10 +96,37 @@ serve() {
   echo "llama-server did not answer /health in 120 s; see $LOG" >&2; exit 1
 }
 
+MARK="# Written by scripts/real_model.sh write-config"
+
+write_config() {
+  local file="${1:-$CACHE/hub.real-model.yaml}"
+  if [ -e "$file" ] && [ "$(head -1 "$file")" != "$MARK" ]; then
+    echo "$file exists and is not one this script wrote: nothing written. Its roles need: backend: openai," >&2
+    echo "model: $NAME, and openai: {base_url: http://127.0.0.1:$PORT/v1} (or pass another FILE)" >&2
+    exit 1
+  fi
+  mkdir -p "$(dirname "$file")"
+  cat > "$file.tmp" <<YAML
+$MARK ($NAME on 127.0.0.1:$PORT).
+# hub eval --config $file; or as a repository's hub.yaml (then \`hub doctor\` checks it).
+openai:
+  base_url: http://127.0.0.1:$PORT/v1
+models:
+  $NAME: {num_ctx: $CTX}
+roles:
+  implementer: {backend: openai, model: $NAME}
+  local_reviewer: {backend: openai, model: $NAME}
+YAML
+  mv "$file.tmp" "$file"
+  echo "wrote $file: implementer and local_reviewer use $NAME at http://127.0.0.1:$PORT/v1"
+  echo "  hub eval --config $file SUITE        # or, for a repository: cp $file <repo>/hub.yaml && hub doctor"
+}
+
 case "${1:-}" in
+  write-config) write_config "${2:-}" ;;
   provision) fetch_model; build_server; echo "ready: $GGUF, $SERVER" >&2 ;;
-  serve) serve ;;
+  serve) serve; write_config ;;
   stop) if running; then kill "$(cat "$PIDFILE")"; fi; rm -f "$PIDFILE" ;;
   status) if running; then echo "running: $NAME on port $PORT"; else echo "not running"; exit 1; fi ;;
-  *) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+  *) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 esac

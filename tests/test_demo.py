@@ -26,7 +26,8 @@ def test_the_demo_shows_answers_diffs_states_the_halt_file_and_keeps_the_reposit
         for command in commands:  # copyable: each parses back to the words the demo ran
             assert shlex.split(command)[0] == "hub", command
         assert "--acceptance-command '" in out  # the quoted command survives the echo
-        assert "$ git add hub.yaml && git commit -m 'hub: configure'" in out  # setup-task needs it
+        assert "$ git add hub.yaml && git commit -m 'hub: configure'" in out
+        assert "committed or not" in out and "needs it committed" not in out  # it need not be (issue 36)
         assert "the implementer's answer" in out and "| def sub(a: float, b: float) -> float:" in out
         assert "git diff main...task/" in out and "+def mul(a: float, b: float) -> float:" in out
         assert "state pending_local_review, attempt 1; next: hub run-local-review" in out

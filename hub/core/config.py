@@ -199,22 +199,34 @@ ENV_NAMES = frozenset(
 )
 
 
+# The model servers' variables the hub reads too, and the server's own ones near them (not typos).
+SERVER_ENV_NAMES = frozenset({"OLLAMA_HOST", "OPENAI_API_KEY"})
+SERVERS_OWN_NAMES = frozenset({"OLLAMA_MODELS", "OLLAMA_ORIGINS", "OLLAMA_NOHISTORY", "OPENAI_BASE_URL"})
+
+
 def mistyped_env(env: Mapping[str, str]) -> list[tuple[str, str]]:
     """(name, the name meant) for each HUB_* variable set that agent-hub does not read but that is a typo
     away from one it does: ignored in silence, it would leave the person's setting unused. Other HUB_*
-    names are not ours to judge (GitHub's `hub` reads HUB_VERBOSE and HUB_PROTOCOL)."""
+    names are not ours to judge (GitHub's `hub` reads HUB_VERBOSE and HUB_PROTOCOL). The same for the
+    servers' OLLAMA_HOST and OPENAI_API_KEY (an OLLAMA_HOTS leaves the hub on the default server)."""
     unknown = sorted(name for name in env if name.startswith("HUB_") and name not in ENV_NAMES)
-    if not unknown:
+    servers = sorted(
+        name
+        for name in env
+        if name[:3] in ("OLL", "OLA", "OPE") and name not in SERVER_ENV_NAMES | SERVERS_OWN_NAMES
+    )
+    if not unknown and not servers:
         return []
 
-    import difflib  # here, not at the top: only a HUB_* name the hub does not read asks
+    import difflib  # here, not at the top: only a name the hub does not read asks
 
     found = []
-    for name in unknown:
-        close = difflib.get_close_matches(name, sorted(ENV_NAMES), n=1, cutoff=0.8)
-        if close:
-            found.append((name, close[0]))
-    return found
+    for names, known in ((unknown, ENV_NAMES), (servers, SERVER_ENV_NAMES)):
+        for name in names:
+            close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.8)
+            if close:
+                found.append((name, close[0]))
+    return sorted(found)
 
 
 def normalize_ollama_host(value: str) -> str:

@@ -266,6 +266,13 @@ class WrongState(HubError):
         super().__init__(message, hint=hint)
 
 
+class NoSuchTarget(WrongState):
+    """A state no command may move a task to was named (`hub resume --to bogus`): a usage error, whatever
+    the task's own state."""
+
+    exit_code = EXIT_USAGE
+
+
 class InvalidTransition(WrongState):
     """The state machine has no edge for this event from this state."""
 

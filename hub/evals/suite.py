@@ -54,6 +54,12 @@ def load_suite(root: Path, names: Sequence[str] = (), letters: str | None = None
     if not root.is_dir():
         raise SuiteInvalid(f"{root}: not a folder (a suite is a folder of exercises in exercism's layout)")
     found = {p.parent.parent.name: p.parent.parent for p in root.glob("*/.meta/config.json")}
+    if not found and (root / ".meta" / "config.json").is_file():
+        # One exercise's own folder, given where its suite was meant (`hub eval exercises/practice/bob`).
+        raise SuiteInvalid(
+            f"{root}: one exercise, not a suite of them",
+            hint=f"give its suite and name it: `hub eval {root.resolve().parent} --only {root.resolve().name}`",
+        )
     if not found:
         raise SuiteInvalid(
             f"{root}: no exercise in it (each needs <name>/.meta/config.json naming its solution and test files)"

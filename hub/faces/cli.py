@@ -295,11 +295,24 @@ def log(state: State, task_id: str | None, as_json: bool) -> None:
         if e["kind"] == "transition":
             click.echo(
                 f"{e['timestamp']}  {e['task_id']}  {e['old_status']} -[{e['event']}]-> {e['new_status']}"
-                f"  ({e.get('status_reason')})"
+                f"  ({_one_line(e.get('status_reason'))})"
+            )
+        elif "what" in e:
+            click.echo(
+                f"{e['timestamp']}  {e['file']}  {e.get('role', '')} {e['what']}: {e.get('model', '')}"
+                f"  {_one_line(e.get('outcome', ''))}"
             )
         else:
             detail = e.get("model") or e.get("command") or e.get("path") or ""
-            click.echo(f"{e['timestamp']}  {e['file']}  {detail}  {e.get('outcome', '')}")
+            click.echo(
+                f"{e['timestamp']}  {e['file']}  {_one_line(detail)}  {_one_line(e.get('outcome', ''))}"
+            )
+
+
+def _one_line(text: object) -> str:
+    """One entry, one line: a reason holding command output (cut at 500 characters, maybe mid-line) or a
+    multi-line command would otherwise run into the next entry."""
+    return " | ".join(line.strip() for line in str(text).splitlines() if line.strip())
 
 
 # --- models and workers --------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hub.core.errors import EXIT_ERROR, HubError, describe, exit_code_for
+from hub.core.errors import EXIT_ERROR, EXIT_INTERRUPTED, HubError, describe, exit_code_for
 
 if TYPE_CHECKING:
     from hub.phases.status import StatusDoc, TaskView
@@ -120,8 +120,9 @@ def fail(exc: HubError | OSError) -> None:
 
 
 def aborted() -> None:
+    """A Ctrl-C (or EOF at a prompt): 130, the shell's code for a command SIGINT ended, as README says."""
     echo(ABORTED, err=True)
-    sys.exit(EXIT_ERROR)
+    sys.exit(EXIT_INTERRUPTED)
 
 
 # --- hub status ---------------------------------------------------------------------------------------

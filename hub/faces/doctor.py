@@ -347,9 +347,18 @@ def render_models(groups: list[WorkerModels]) -> str:
         for model in g.models:
             used = any(same_model(model, c) for c in g.configured)
             lines.append(f"  {'*' if used else ' '} {model}")
-        fix = backends.named(g.backend).missing_hint
-        lines.extend(f"  missing: {model} ({fix(model)})" for model in g.missing)
+        lines.extend(f"  missing: {model} ({missing_fix(g, model)})" for model in g.missing)
     return "\n".join(lines)
+
+
+def missing_fix(group: WorkerModels, model: str) -> str:
+    """How to get a model the server lacks; first the one it has that the name is a typo of, if any
+    (`ollama pull` of a misspelt name only fails again)."""
+    import difflib  # here, not at the top: only a missing model asks
+
+    get = backends.named(group.backend).missing_hint(model)
+    close = difflib.get_close_matches(model, list(group.models), n=1, cutoff=0.8)
+    return f"did you mean {close[0]}, which it has? (set it in hub.yaml); else {get}" if close else get
 
 
 def _probe(
@@ -435,7 +444,7 @@ def _model_check(group: WorkerModels, model: str) -> Check:
     users = [role for role, used in group.role_models if used == model] or list(group.roles)
     name = f"model {model} ({', '.join(users)})"
     if model in group.missing:
-        fix = backends.named(group.backend).missing_hint(model)
+        fix = missing_fix(group, model)
         return Check(name, False, f"not among the {len(group.models)} models {group.label} sees", fix)
     return Check(name, True, "present")
 

@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
+import shlex
 from contextlib import suppress
 
 from hub.core.atomic import write_atomic
-from hub.core.errors import EXIT_HALTED, ContractInvalid, GitError, TaskHalted, WrongState, describe
+from hub.core.errors import (
+    EXIT_HALTED,
+    ContractInvalid,
+    GitError,
+    NoSuchTarget,
+    TaskHalted,
+    WrongState,
+    describe,
+)
 from hub.core.faults import crash_point
 from hub.core.host_limits import explain
 from hub.core.log import get_logger
@@ -138,7 +147,11 @@ def _merge(run: Run, reviewed: str, message: str) -> str | Outcome:
         conflicts = gitops.merge_conflicts(user, base, reviewed)
         if conflicts is not None:
             exc = MergeConflict(branch, base, conflicts)
-            return run.halt(Trip(Trigger.GIT_CONFLICT, str(exc), {"files": ", ".join(conflicts)}, exc.hint))
+            return run.halt(
+                Trip(
+                    Trigger.GIT_CONFLICT, str(exc), {"files": ", ".join(conflicts)}, _resolve_hint(run, base)
+                )
+            )
         checkout = gitops.worktrees(user).get(base)
         log.debug(
             "finalize.merging", task=run.task_id, into=base, checkout=str(checkout) if checkout else None
@@ -173,6 +186,18 @@ def _merge(run: Run, reviewed: str, message: str) -> str | Outcome:
     return merge_commit
 
 
+def _resolve_hint(run: Run, base: str) -> str:
+    """How a person resolves a conflict: on the task branch, in its own worktree, where the hub reads it
+    from; resuming without that would only conflict again. The merged branch is reviewed before it merges
+    (`back_to_review`), as any change after the verdict is."""
+    worktree = run.contract["git"].get("worktree") or str(run.repo)
+    return (
+        f"merge {base} into the task branch in its worktree (`cd {shlex.quote(worktree)} && git merge "
+        f"{shlex.quote(base)}`), resolve the conflicts there, `git add` the files and `git commit --no-edit`; then "
+        "run the resume line below (the merged branch is reviewed again before it merges)"
+    )
+
+
 def back_to_review(run: Run, reviewed: str | None, head: str) -> Outcome:
     """The branch is not the commit the judge passed: the verdict does not cover it; review it again."""
     run.task.clear_verdict()
@@ -185,7 +210,7 @@ def back_to_review(run: Run, reviewed: str | None, head: str) -> Outcome:
 
 
 def cleanup(run: Run) -> None:
-    """The merged task's worktree goes; its branch too unless `keep_branches: true`."""
+    """The merged task's worktree goes, and its stashes; its branch too unless `keep_branches: true`."""
     branch = task_refs(run.contract).task_branch
     run.close_repo()
     # The judge's own checkout of the task (repo/untrusted.judged_checkout), left by a kill in the judge.
@@ -193,6 +218,11 @@ def cleanup(run: Run) -> None:
     gitops.remove_worktree(run.user_repo, run.worktree)
     if not run.ctx.config.keep_branches:
         gitops.delete_branch(run.user_repo, branch)
+    # Its stashes (a stalled or interrupted attempt's work) are in the merge or superseded by it; the
+    # refs would pin those objects for ever.
+    stashes = f"{gitops.STASH_REFS}/{run.task_id}/"
+    for ref in gitops.run(run.user_repo, "for-each-ref", "--format=%(refname)", stashes).split():
+        gitops.run(run.user_repo, "update-ref", "-d", ref)
 
 
 class CleanupFailed(TaskHalted):
@@ -229,7 +259,9 @@ def resume(ctx: Context, to_state: str, note: str | None = None) -> Outcome:
     placeholder left in."""
     if to_state not in RESUMABLE_STATES:
         # Name only states that can lead somewhere (`hub status` lists this task's).
-        raise WrongState(f"cannot resume to '{to_state}'", hint=f"choose one of {', '.join(RESUME_TARGETS)}")
+        raise NoSuchTarget(
+            f"cannot resume to '{to_state}'", hint=f"choose one of {', '.join(RESUME_TARGETS)}"
+        )
     check_note(note)
     with running(ctx, "resume", {ERIK_CONSULTATION}) as run:
         targets = resume_targets(run.contract)

@@ -41,6 +41,7 @@ from hub.repo.killed_git import GitBusy
 from hub.state import store
 from hub.state.contract import Contract
 from hub.state.machine import ERIK_CONSULTATION, MERGED
+from hub.workers import gpu_gate
 
 if TYPE_CHECKING:
     from concurrent.futures import Future, ThreadPoolExecutor
@@ -435,6 +436,7 @@ def _interrupted(
     sandbox it left ended), and a person pressing Ctrl-C twice should not wait minutes for model calls."""
     try:  # from the first line: a second Ctrl-C may come at any moment from here on
         stopping.set()
+        gpu_gate.stop_new_calls()  # a phase running but still queued for a model's slot ends too
         pool.shutdown(wait=False, cancel_futures=True)
         log.warning(
             "next.interrupted",
@@ -442,6 +444,7 @@ def _interrupted(
             note="waiting for the running phases to finish; Ctrl-C again stops now (the next run recovers them)",
         )
         wait(futures)
+        gpu_gate.stop_new_calls(False)
     except BaseException:
         # Not only KeyboardInterrupt: CPython 3.11 turns one that lands as a lock's wait begins into
         # "RuntimeError: release unlocked lock" (threading.Condition.wait), and anything escaping here

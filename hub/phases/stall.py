@@ -30,6 +30,8 @@ from hub.state.machine import IMPLEMENTATION_IN_PROGRESS, Event
 from hub.state.triggers import Trigger
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from hub.workers.base import Generation, Health, Worker
 
 STRIKES_TO_HALT = 2
@@ -50,19 +52,19 @@ ADVICE = {
     "output_truncated": "The model's answer was cut off at its token limit twice, so none of it was applied. "
     "Raise roles.implementer.num_predict (or the server's output limit) in hub.yaml, split the task, or use a "
     "model that answers with SEARCH/REPLACE blocks instead of whole files.",
-    "partial_change": "Part of the change was written but some edits were refused twice (listed below), so "
+    "partial_change": "Part of the change was written but some edits were refused twice (listed above), so "
     "the change is incomplete and was not sent to review (the written part is kept in a stash). Read the "
     "reasons; consider a smaller task or a stronger model.",
     "files_not_found": "The task names no file, and the model's answer to the repository map named none the "
-    "hub could take (the reasons are below; the map and the answer are the find-files records in "
-    "_handoff/runs/<task>/). Name the file to change (`hub new --target FILE`), or use a stronger model.",
+    "hub could take (the reasons are above; the map and the answer are the find-files records in "
+    "_handoff/tasks/<task>/runs/). Name the file to change (`hub new --target FILE`), or use a stronger model.",
     "tests_failed": "The acceptance commands still fail after the model's reflections. Read the command output "
-    "below; the requirement may be ambiguous, or the task too big for this model.",
+    "above; the requirement may be ambiguous, or the task too big for this model.",
     "server_error": "The model server answered, but broken, several times in a row: its message is above (an "
     "error mid-generation, a stream that ended without its final message, a failure loading the model). Out of "
     "memory: lower models.<model>.num_ctx in hub.yaml or use a smaller model; otherwise read the server's log.",
     "resource_limit": "An acceptance command was ended at a sandbox limit (processes, memory or bytes "
-    "written; named below) and what it wrote was removed. If the tests need more, raise sandbox.limits in "
+    "written; named above) and what it wrote was removed. If the tests need more, raise sandbox.limits in "
     "hub.yaml; else the model's code runs away.",
     "agent_tokens": "Agent mode spent agent.max_tokens before the change was done. Raise agent.max_tokens, give "
     "the task's files in the contract so the model searches less, or use edit mode for this model.",
@@ -71,7 +73,7 @@ ADVICE = {
     "agent_no_call": "In agent mode the model answered without calling a tool (reminded once). It may not follow "
     "tool calling: check that the server passes tools (llama-server needs --jinja), or use mode: edit.",
     "no_change": "The model ended without writing any file. Check the requirement names what to change; the "
-    "turn-by-turn record is in _handoff/runs/<task>/ (agent-turn records).",
+    "turn-by-turn record is in _handoff/tasks/<task>/runs/ (agent-turn records).",
     "error": "The worker failed. Run `hub doctor`; check the worker log under _handoff/logs/.",
 }
 
@@ -172,7 +174,8 @@ def model_unavailable(run: Run, worker: Worker, model: str, role: str) -> Trip |
         return health
 
     try:
-        with live_call(run.phase, model, run.ctx.handoff.task_dir / CALL_FILE) as call:
+        # Named by its role, as the model calls after it are: the live line and `hub status` show one name.
+        with live_call(role, model, run.ctx.handoff.task_dir / CALL_FILE) as call:
             health = wait_for_server(run, probe, call, first_contact=never_answered(run))
     except WorkerUnavailable as exc:
         return server_unavailable(model, str(exc), backend)
@@ -292,6 +295,14 @@ def _trip(run: Run, role: str, strikes: int) -> Trip:
     )
 
 
+def _shown(run: Run, path: Path) -> str:
+    """`path` as a person at the repository's root types it (absolute when the handoff is elsewhere)."""
+    try:
+        return str(path.relative_to(run.ctx.repo_root))
+    except ValueError:
+        return str(path)
+
+
 def write_stall_report(run: Run, role: str) -> None:
     stalls = [s for s in run.contract["handoff_data"].get("stalls", []) if s["role"] == role][
         -STRIKES_TO_HALT:
@@ -321,5 +332,5 @@ def write_stall_report(run: Run, role: str) -> None:
     kinds = dict.fromkeys(s["reason"].split(":", 1)[0] for s in stalls)
     parts += ["", "## What to try", ""]
     parts += [f"- {ADVICE.get(kind, ADVICE['error'])}" for kind in kinds]
-    parts += ["", f"Every model call is recorded in `_handoff/runs/{run.task_id}/`.", ""]
+    parts += ["", f"Every model call is recorded in `{_shown(run, run.ctx.handoff.runs(run.task_id))}/`.", ""]
     handoff.write_report(run.ctx.handoff.stall_report, "\n".join(parts))

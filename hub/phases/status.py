@@ -100,6 +100,32 @@ class LogEntry(TypedDict, total=False):
     path: str
     outcome: str
     content: Any
+    role: str
+    purpose: str
+    what: str
+
+
+# What each model call of a task was for, as `hub log --task` says it (the `purpose` its record holds).
+CALL_PURPOSES = {
+    "implement": "writes the change",
+    "implement-outlines": "writes the change (the files as outlines: the whole prompt did not fit)",
+    "block-feedback": "answers again: some of its edits did not apply",
+    "find-files": "names the files to change, from the repository map",
+    "review": "reviews the change",
+    "second-look": "looks again at its own review",
+    "judge": "judges the change",
+}
+
+
+def call_purpose(purpose: str) -> str:
+    """A model call's purpose in words: `reflection-2` is the model's second answer to failing
+    acceptance commands, `agent-turn-5` the fifth turn of agent mode."""
+    kind, _, n = purpose.rpartition("-")
+    if kind == "reflection" and n.isdigit():
+        return f"fixes what the acceptance commands reported (reflection {n})"
+    if kind == "agent-turn" and n.isdigit():
+        return f"agent turn {n}"
+    return CALL_PURPOSES.get(purpose, purpose or "a call")
 
 
 def due(
@@ -367,6 +393,10 @@ def log_entries(ctx: Context, task_id: str | None = None) -> list[LogEntry]:
         # Here, not at the top: of the commands that import this module, only `hub log --task` needs it.
         from hub.state.provenance import read_records
 
-        entries += [{"kind": "run", **record} for record in read_records(ctx.handoff, task_id)]
+        for record in read_records(ctx.handoff, task_id):
+            entry: LogEntry = {"kind": "run", **record}
+            if "purpose" in record:
+                entry["what"] = call_purpose(record["purpose"])
+            entries.append(entry)
         entries.sort(key=lambda e: (str(e.get("timestamp", "")), int(e.get("at_ns") or 0)))
     return entries

@@ -40,6 +40,16 @@ def validate_judge_report(report: Any, file: str = "JUDGE_REPORT.json") -> Judge
         validator("judge")(report)
     except ValueError as exc:
         raise invalid(file, exc) from None
+    if report["verdict"] == "FAIL" and not report.get("blocking_issues"):
+        # Sent back with nothing to fix, the implementer would write the same change again, and its next
+        # review would end the same way: a review cycle spent, then a halt that says nothing.
+        raise ContractInvalid(
+            file,
+            "$.blocking_issues",
+            "a FAIL verdict with no blocking issue: the implementer would have nothing to fix",
+            hint="list what must change under blocking_issues (JUDGE_REPORT.md: bullets under a "
+            "'## Blocking issues' heading), or give the verdict PASS or CONDITIONAL",
+        )
     return cast("JudgeReport", report)
 
 
@@ -70,6 +80,16 @@ def judge_report_from_markdown(text: str, file: str = "JUDGE_REPORT.md") -> Judg
             issues.append(
                 {"id": f"B{len(issues) + 1}", "severity": "major", "description": stripped[2:].strip()}
             )
+    if verdict == "FAIL" and not issues:
+        # A FAIL in prose, without a blocking heading: the prose is what the implementer must fix.
+        verdict_line = text.count("\n", 0, match.start(1))
+        prose = "\n".join(
+            line
+            for n, line in enumerate(text.splitlines())
+            if n != verdict_line and line.strip() and not line.lstrip().startswith("#")
+        ).strip()
+        if prose:
+            issues.append({"id": "B1", "severity": "major", "description": prose[:4000]})
     return validate_judge_report(
         {"verdict": verdict, "blocking_issues": issues, "summary": text.strip()}, file
     )

@@ -1,4 +1,4 @@
-"""One JSON record per model call, applied diff and command run: `_handoff/runs/<task_id>/NNN-<kind>.json`.
+"""One JSON record per model call, applied diff and command run: `_handoff/tasks/<task_id>/runs/NNN-<kind>.json`.
 
 Values under keys that look like credentials, and token-looking strings, are redacted before anything is
 written (`hub.core.redaction.redact_record`, here still `redact` with its marker `REDACTED`).
@@ -40,6 +40,8 @@ class RunRecord(TypedDict, total=False):
     at_ns: int
     task_id: str
     model: str
+    role: str  # a model call's
+    purpose: str  # what a model call was for ("implement", "reflection-1", ...)
     command: str
     path: str
     outcome: str

@@ -52,7 +52,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             with open(args.script, encoding="utf-8") as f:
                 script = load_script(f.read())
         except (OSError, ValueError, TypeError) as exc:
-            print(f"error: {exc}", file=sys.stderr)
+            print(f"hub-standin: {args.script}: {exc}", file=sys.stderr)
             return 2
         for name, replies in script.items():
             if isinstance(replies, Reply):
@@ -63,10 +63,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
-    with fake:
+    try:
+        fake.start()
+    except OSError as exc:  # a busy port, or a host that is not this machine's
+        print(
+            f"hub-standin: cannot listen on {args.host}:{args.port}: {exc.strerror or exc}; fix: pick another "
+            "--port (0 takes a free one), or stop what holds it",
+            file=sys.stderr,
+        )
+        return 1
+    try:
         print(f"FakeOllama listening on {fake.url}", flush=True)
         while not stop.wait(1.0):
             pass
+    finally:
+        fake.stop()
     return 0
 
 

@@ -73,7 +73,13 @@ def load_script(text: str) -> dict[str, list[Reply] | Reply]:
     except ValueError:
         import yaml
 
-        data = yaml.safe_load(text)
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+            problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+            raise ValueError(f"script: not valid YAML or JSON{where}: {problem}") from None
     if not isinstance(data, dict) or not isinstance(data.get("models"), dict):
         raise ValueError('script: expected {"models": {name: [reply, ...]}}')
     allowed = {f.name for f in fields(Reply)}

@@ -111,6 +111,26 @@ def should_defer(want: Loaded, host_last: Loaded | None, waiting: Counter[Loaded
     return host_last is not None and host_last != want and waiting[host_last] > 0
 
 
+# Set by the first Ctrl-C of a `hub next` whose phases run in threads (hub/phases/next.py): the running
+# calls finish, and one still waiting for a slot never starts (issue 36: a queued call started 78 s after
+# the Ctrl-C). It ends its phase as a Ctrl-C in the main thread would; the next run recovers the task.
+_stopping = threading.Event()
+
+
+def stop_new_calls(stop: bool = True) -> None:
+    """From now on (or, with False, again) calls waiting for a slot in this process start no more."""
+    if stop:
+        _stopping.set()
+    else:
+        _stopping.clear()
+
+
+def _refuse_if_stopping(model: str) -> None:
+    if _stopping.is_set():
+        log.warning("gpu.call_not_started", model=model, why="Ctrl-C: no model call starts any more")
+        raise KeyboardInterrupt
+
+
 # Calls waiting in this process, per gate folder: (model, num_ctx) -> how many.
 _waiting: dict[Path, Counter[Loaded]] = {}
 _waiting_lock = threading.Lock()
@@ -231,8 +251,10 @@ class Gate:
         held: FileLock | None = None
         chosen: Host | None = None
         counted = True
+        queued = False
         try:
             while held is None:
+                _refuse_if_stopping(model)
                 last = {h.key: self.loaded(h) for h in self.hosts}
                 down = self.skipped() if len(self.hosts) > 1 else frozenset()
                 for host in order_hosts(self.hosts, want, last, down):
@@ -255,7 +277,11 @@ class Gate:
                 if held is None:
                     if time.monotonic() >= deadline:
                         raise WorkerTimeout("gpu_queue", round(time.monotonic() - started, 1))
+                    if not queued:
+                        log.info("gpu.queued", model=model, servers=len(self.hosts))
+                        queued = True
                     time.sleep(POLL_SECONDS)
+            _refuse_if_stopping(model)  # a Ctrl-C as the slot came free
             with _waiting_lock:
                 waiting[want] -= 1
                 counted = False

@@ -381,6 +381,25 @@ def test_a_hub_variable_a_typo_away_from_one_the_hub_reads_is_named_with_the_one
     ]
 
 
+def test_a_typo_of_the_servers_variables_is_named_with_the_one_meant() -> None:
+    from hub.core.config import mistyped_env
+
+    env = {
+        "OLLAMA_HOTS": "gpu-box",
+        "OLAMA_HOST": "gpu-box",
+        "OPENAI_APIKEY": "sk-x",
+        "OLLAMA_HOST": "gpu",  # read: not reported
+        "OLLAMA_NUM_PARALLEL": "2",  # the server's own
+        "OLLAMA_MODELS": "/srv/models",
+        "OPENAI_BASE_URL": "http://x/v1",
+    }
+    assert mistyped_env(env) == [
+        ("OLAMA_HOST", "OLLAMA_HOST"),
+        ("OLLAMA_HOTS", "OLLAMA_HOST"),
+        ("OPENAI_APIKEY", "OPENAI_API_KEY"),
+    ]
+
+
 @pytest.mark.parametrize("value", ["two", "0", "-1", "2.5"])
 def test_hub_parallel_tasks_that_is_no_whole_number_is_an_error_naming_it(tmp_path: Path, value: str) -> None:
     with pytest.raises(ConfigError, match=f"HUB_PARALLEL_TASKS={value!r}.*whole number >= 1"):

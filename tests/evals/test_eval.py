@@ -128,6 +128,16 @@ def test_a_folder_without_exercises_is_refused_naming_it(tmp_path: Path) -> None
     assert not (tmp_path / "w").exists()
 
 
+def test_one_exercises_folder_is_refused_with_its_suite_and_only_as_the_fix(tmp_path: Path) -> None:
+    (tmp_path / "hub.yaml").write_text("project: x\n", encoding="utf-8")
+    one = SUITE / "vowel-count"
+    done = hub_eval(tmp_path, str(one), "--workdir", str(tmp_path / "w"))
+    assert done.returncode == 2
+    assert f"{one}: one exercise, not a suite of them" in done.stderr
+    assert f"fix: give its suite and name it: `hub eval {SUITE.resolve()} --only vowel-count`" in done.stderr
+    assert "Traceback" not in done.stderr and not (tmp_path / "w").exists()
+
+
 def test_an_exercise_naming_a_missing_file_is_refused_naming_the_file(tmp_path: Path) -> None:
     broken = tmp_path / "suite" / "broken"
     (broken / ".meta").mkdir(parents=True)

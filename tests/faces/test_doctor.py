@@ -123,6 +123,25 @@ def test_a_missing_model_fails_with_the_pull_command_as_fix_naming_only_the_role
     assert not missing.ok and missing.hint == "ollama pull reviewer:3b"
 
 
+def test_a_misspelt_model_is_answered_with_the_model_the_server_has_before_any_pull(tmp_path: Path) -> None:
+    worker = FakeWorker(models=("coder:7b", "reviewer:3b-instruct", "qwen2.5-coder:32b"))
+    cfg = config(tmp_path)
+    cfg = cfg._replace(
+        roles={**cfg.roles, "implementer": cfg.roles["implementer"]._replace(model="qwen2.5-codr:32b")}
+    )
+
+    checks = by_name(run_doctor(cfg, make=factory(worker)))
+
+    typo = checks["model qwen2.5-codr:32b (implementer)"]
+    assert not typo.ok
+    assert (
+        typo.hint
+        == "did you mean qwen2.5-coder:32b, which it has? (set it in hub.yaml); else ollama pull qwen2.5-codr:32b"
+    )
+    listed = render_models(list_worker_models(cfg, make=factory(worker)))
+    assert "missing: qwen2.5-codr:32b (did you mean qwen2.5-coder:32b, which it has?" in listed
+
+
 def on_backend(cfg: Config, backend: str, *roles: str) -> Config:
     """`cfg` with `roles` (every role when none is named) reaching their models through `backend`."""
     named = roles or tuple(cfg.roles)

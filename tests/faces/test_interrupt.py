@@ -119,6 +119,82 @@ ollama: {{slots: 2}}
         assert "interrupted" in events, events
 
 
+def test_a_first_ctrl_c_starts_no_queued_model_call_and_exits_130(
+    git_repo: Path, hub: HubRunner, run_git: Callable[..., str]
+) -> None:
+    # Two tasks, one slot on the server: the second implementer waits for the first one's call. After
+    # a Ctrl-C that call finishes, and the queued one must not start (it started 78 s later, issue 36).
+    (git_repo / "src" / "other.py").write_text("VALUE = 0\n", encoding="utf-8")
+    (git_repo / "hub.yaml").write_text(
+        f"""project: demo
+roles:
+  implementer: {{model: {IMPL}, backend: ollama, timeouts: {{first_token: 300, total: 600}}}}
+  local_reviewer: {{model: {REV}, backend: ollama}}
+ollama: {{slots: 1}}
+limits: {{parallel_tasks: 2}}
+""",
+        encoding="utf-8",
+    )
+    run_git(git_repo, "add", "-A")
+    run_git(git_repo, "commit", "-q", "-m", "configure the hub")
+    calls: list[str] = []
+    asked = threading.Semaphore(0)
+    release = threading.Event()
+
+    def implement(body: dict[str, Any]) -> str:
+        prompt = body["messages"][-1]["content"]
+        calls.append(prompt)
+        asked.release()
+        if len(calls) == 1:
+            assert release.wait(WAIT)  # the call under way when Ctrl-C comes
+        return answer(next(rel for rel in TARGETS if f"### {rel}" in prompt))
+
+    with FakeOllama({IMPL: implement}) as fake:
+        env = {"OLLAMA_HOST": fake.url, "HUB_LOG_LEVEL": "INFO"}
+        for rel in TARGETS:
+            assert (
+                hub("new", "--title", f"Change {rel}", "--requirement", "r", "--target", rel).returncode == 0
+            )
+        assert hub("next", env=env).returncode == 0  # both set up
+
+        proc = subprocess.Popen(
+            [sys.executable, "-c", AS_AT_A_TERMINAL, "next"],
+            cwd=git_repo,
+            env={**_env(), **env},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        seen: list[str] = []
+        try:
+            assert asked.acquire(timeout=WAIT)  # one call reached the model
+            read_until(proc, "gpu.queued", seen)  # the other waits for the slot
+
+            proc.send_signal(signal.SIGINT)
+            read_until(proc, "next.interrupted", seen)
+            release.set()  # the running call ends; its slot comes free
+            code = proc.wait(timeout=WAIT)
+            read_until(proc, "gpu.call_not_started", seen)
+        finally:
+            release.set()
+            proc.kill()
+            proc.communicate()
+        started = len(calls)
+        # Which task took the slot first is the threads' race: the other one was queued.
+        queued_target = next(rel for rel in TARGETS if f"### {rel}" not in calls[0])
+
+        again = hub("next", env=env, timeout=120)  # nothing lost: the next run takes both on
+
+    assert code == 130
+    assert started == 1
+    # The task whose call never started is recovered and its implementer runs (the other one's local
+    # review has no reviewer scripted here: it halts, which is not what this test is about).
+    tasks = {t["title"]: t for t in json.loads(hub("status", "--json").stdout)["tasks"]}
+    queued = tasks[f"Change {queued_target}"]
+    assert queued["status"] == "pending_local_review", again.stderr[-2000:]
+    assert "interrupted" in [h["event"] for h in queued["last_transitions"]]
+
+
 def _env() -> dict[str, str]:
     import os
 
@@ -157,7 +233,7 @@ def test_a_watched_child_takes_the_watchers_sigint_even_when_started_with_it_ign
             assert asked.acquire(timeout=WAIT)  # the implementer waits on the model
 
             proc.send_signal(signal.SIGINT)
-            assert proc.wait(timeout=WAIT) == 1  # interrupted; the next run recovers the task
+            assert proc.wait(timeout=WAIT) == 130  # interrupted; the next run recovers the task
         finally:
             proc.kill()
             _, stderr = proc.communicate()

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -287,6 +289,27 @@ def test_a_hand_edit_after_pass_becomes_the_tasks_and_goes_back_to_review(
     assert run_git(worktree, "status", "--porcelain") == ""
 
 
+def test_a_merged_tasks_stashes_go_with_it_and_other_tasks_stay(
+    task: TaskDriver, ctx: Context, run_git: Any
+) -> None:
+    from hub.repo import gitops
+
+    task_id = task.new()
+    task.setup()
+    task.write({"src/half.py": "def half(x):\n"})  # a stalled attempt's work
+    kept = gitops.stash(gitops.open_repo(task.worktree), f"{task_id}/attempt-1-stalled")
+    repo = ctx.repo_root
+    other = "refs/hub/stashes/someone-else/attempt-1-stalled"
+    run_git(repo, "update-ref", other, "HEAD")
+    assert kept and run_git(repo, "for-each-ref", "--format=%(refname)", kept) == kept
+    task.to_review_complete("PASS")
+
+    outcome = finalize_task(ctx)
+
+    assert outcome.to_state == "merged"
+    assert run_git(repo, "for-each-ref", "--format=%(refname)", "refs/hub/stashes") == other
+
+
 def _conflicting_base(task: TaskDriver, ctx: Context, run_git: Any) -> dict[str, Any]:
     contract = task.to_review_complete("PASS")
     repo = ctx.repo_root
@@ -328,6 +351,40 @@ def test_a_conflict_resolved_by_hand_on_the_task_branch_is_reviewed_before_it_me
     outcome = finalize_task(ctx)
     assert outcome.to_state == "pending_local_review"
     assert "moved after the verdict" in outcome.message
+
+
+def test_a_conflict_resolved_as_the_halt_says_merges_after_the_resume_it_names(
+    task: Any, ctx: Context, run_git: Any
+) -> None:
+    from hub.phases.judge import enter_judge_review, report_judge
+
+    _conflicting_base(task, ctx, run_git)
+    finalize_task(ctx)
+    halt = task.hand.halt_report.read_text(encoding="utf-8")
+    # What the halt tells a person to do, done as written: the merge in the task's worktree (real git,
+    # a real conflict), the file resolved by hand, the commit, then the resume line.
+    [merge] = re.findall(r"`(cd [^`]+ && git merge [^`]+)`", halt)
+    merging = subprocess.run(["bash", "-c", merge], capture_output=True, text=True)
+    assert merging.returncode == 1 and "CONFLICT" in merging.stdout, merging
+    worktree = task.worktree
+    resolved = 'def greet(name):\n    return "hello, hi " + name\n'
+    (worktree / "src/app.py").write_text(resolved, encoding="utf-8")
+    assert "`git add` the files and `git commit --no-edit`" in halt
+    run_git(worktree, "add", "src/app.py")
+    run_git(worktree, "commit", "--no-edit")
+    [line] = re.findall(r"\n    cd \S+ && hub resume --to (\S+) --task \S+\n", halt)
+    resume(ctx, line)
+
+    again = finalize_task(ctx)
+    assert again.to_state == "pending_local_review"  # the merged branch is reviewed before it merges
+    enter_judge_review(task.run(), "local_pass")
+    task.judge_report("PASS")
+    report_judge(ctx)
+    merged = finalize_task(ctx)
+
+    assert (merged.to_state, merged.exit_code) == ("merged", 0), merged.message
+    assert run_git(ctx.repo_root, "show", "main:src/app.py") == resolved.rstrip("\n")
+    assert run_git(ctx.repo_root, "status", "--porcelain") == ""
 
 
 def test_the_resume_command_names_a_handoff_folder_outside_the_repo(

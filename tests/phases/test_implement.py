@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import shlex
 import socket
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -303,6 +304,38 @@ def test_acceptance_still_failing_after_the_reflections_is_a_tests_failed_stall(
     assert pipe.read("src/app.py") == APP_PY
 
 
+def test_hub_log_task_says_what_the_reflection_calls_were_and_keeps_test_output_to_its_line(
+    pipe: Pipeline,
+) -> None:
+    wrong = [whole_file("src/app.py", f'def greet(name):\n    return "hi{n} " + name\n') for n in range(3)]
+    pipe.fake.script(IMPL, *wrong)
+    noisy = "import sys\nfor n in range(40):\n    print('FAILED test_greet case', n)\nsys.exit(1)"
+    task_id = pipe.start(acceptance_commands=[f"{shlex.quote(sys.executable)} -c {shlex.quote(noisy)}"])
+    pipe.implement()
+
+    done = subprocess.run(
+        [sys.executable, "-m", "hub", "log", "--task", task_id],
+        cwd=pipe.repo,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(pipe.repo), "OLLAMA_HOST": pipe.fake.url},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert all(line[:2] == "20" for line in lines), [line for line in lines if line[:2] != "20"][:3]
+    calls = [line.split("  ")[2] for line in lines if "model-call" in line]
+    assert calls == [
+        f"implementer writes the change: {IMPL}",
+        f"implementer fixes what the acceptance commands reported (reflection 1): {IMPL}",
+        f"implementer fixes what the acceptance commands reported (reflection 2): {IMPL}",
+    ]
+    [stall] = [line for line in lines if "-[stall]->" in line]
+    assert "FAILED test_greet case 0 | FAILED test_greet case 1" in stall
+
+
 def test_an_answer_stuck_in_a_loop_is_a_runaway_stall_the_next_attempt_is_told_of(pipe: Pipeline) -> None:
     loop = "src/app.py\n```python\ndef greet(name):\n" + "".join(
         f'    name = name.replace("{c}", "")\n' for c in "-.,!?;:()[]{}|/<>@#$%^&*" * 20
@@ -589,6 +622,7 @@ def test_a_server_killed_and_restarted_mid_task_is_waited_for_and_the_task_goes_
     assert [c["waiting"] for c in calls] == [
         f"the model server (try {n} in {p:g} s)" for n, p in [(2, 1), (3, 2), (4, 4)]
     ]
+    assert {c["role"] for c in calls} == {"implementer"}  # as the model call itself is named, not the phase
     assert "server_wait" not in pipe.contract()["handoff_data"]
     assert "circuit_breaker_halt" not in pipe.events() and "stall" not in pipe.events()
 

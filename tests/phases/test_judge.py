@@ -92,6 +92,25 @@ def test_a_fail_sends_the_task_back_with_its_blocking_issues_and_the_next_attemp
     assert contract["history"][-1]["attempt"] == 2
 
 
+@pytest.mark.parametrize("markdown", [False, True])
+def test_a_fail_with_no_blocking_issue_is_refused_naming_the_field_and_the_task_waits(
+    task: TaskDriver, ctx: Context, markdown: bool
+) -> None:
+    task.to_judge_review()
+    task.judge_report("FAIL", [], markdown=markdown)
+    before = task.contract()
+    with pytest.raises(ContractInvalid) as caught:
+        report_judge(ctx)
+    said = describe(caught.value)
+    assert (
+        "blocking_issues: a FAIL verdict with no blocking issue" in said
+        and "fix: list what must change" in said
+    )
+    assert exit_code_for(caught.value) == 1
+    after = task.contract()
+    assert after["status"] == before["status"] == "pending_judge_review" and after["attempt"] == 1
+
+
 def test_a_conditional_verdict_is_rework_too(task: TaskDriver, ctx: Context) -> None:
     task.to_judge_review()
     task.judge_report("CONDITIONAL", [ISSUE])

@@ -16,7 +16,7 @@ from hub.phases.setup import setup_task
 
 if TYPE_CHECKING:
     # The fixtures' types (tests/conftest.py); pytest loads conftest, tests never import it.
-    from conftest import TaskDriver
+    from conftest import HubRunner, TaskDriver
 
 
 def halted(task: TaskDriver, ctx: Context) -> dict[str, Any]:
@@ -128,3 +128,10 @@ def test_a_halted_task_refuses_other_phases_with_exit_4_naming_the_halt_file(
             phase(ctx)
         assert exit_code_for(caught.value) == 4
         assert str(task.hand.halt_report) in describe(caught.value)
+
+
+def test_resume_to_a_state_that_does_not_exist_is_a_usage_error_exit_2(hub: HubRunner) -> None:
+    done = hub("resume", "--to", "bogus")
+
+    assert done.returncode == 2, done.stderr
+    assert "cannot resume to 'bogus'; fix: choose one of pending_implementer" in done.stderr

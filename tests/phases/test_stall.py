@@ -41,6 +41,26 @@ def test_second_stall_halts_with_a_stall_report_and_the_resume_command(pipe: Pip
     assert "hub resume --to pending_implementer" in halt
 
 
+def test_the_stall_report_names_the_folder_the_calls_are_in_and_points_up_at_the_output(
+    pipe: Pipeline,
+) -> None:
+    pipe.fake.script(IMPL, Reply(text=""), MALFORMED)
+    task_id = pipe.start()
+    pipe.implement()
+    pipe.implement()
+
+    report = pipe.stall_text()
+    [named] = [line for line in report.splitlines() if line.startswith("Every model call is recorded in")]
+    folder = named.split("`")[1]
+    assert folder == f"_handoff/tasks/{task_id}/runs/"
+    assert any((pipe.repo / folder).iterdir())
+    # The attempts and their output come first, the advice after them.
+    assert report.index("THE-END-OF-MY-ANSWER") < report.index("## What to try")
+    from hub.phases.stall import ADVICE
+
+    assert not [kind for kind, text in ADVICE.items() if "below" in text or "_handoff/runs/" in text]
+
+
 def test_a_halted_task_resumes_to_the_implementer_and_succeeds(pipe: Pipeline) -> None:
     pipe.fake.script(IMPL, "", "", whole_file("src/app.py", GREET_FIXED))
     pipe.start()

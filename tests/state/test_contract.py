@@ -226,6 +226,8 @@ def test_a_judge_report_with_issues_suggestions_and_usage_validates() -> None:
         ({"blocking_issues": []}, "$.verdict"),
         ({"verdict": "FAIL", "blocking_issues": [{"id": "B1"}]}, "$.blocking_issues[0].description"),
         ({"verdict": "FAIL", "blocking_issues": "lots"}, "$.blocking_issues"),
+        ({"verdict": "FAIL", "blocking_issues": []}, "$.blocking_issues"),
+        ({"verdict": "FAIL"}, "$.blocking_issues"),
         ({"verdict": "PASS", "usage": {"prompt_tokens": -3}}, "$.usage.prompt_tokens"),
         ([], "$"),
     ],
@@ -258,6 +260,16 @@ def test_markdown_bullets_under_a_blocking_heading_become_blocking_issues() -> N
     report = judge_report_from_markdown(text)
     assert [i["description"] for i in report["blocking_issues"]] == ["greet() drops the comma", "no test"]
     assert [i["id"] for i in report["blocking_issues"]] == ["B1", "B2"]
+
+
+def test_a_markdown_fail_in_prose_gives_the_prose_as_its_blocking_issue_and_one_without_any_is_refused() -> (
+    None
+):
+    report = judge_report_from_markdown("# Review\n\nVerdict: FAIL\n\ngreet() drops the comma.\n")
+    assert [i["description"] for i in report["blocking_issues"]] == ["greet() drops the comma."]
+    with pytest.raises(ContractInvalid) as caught:
+        judge_report_from_markdown("# Review\n\nVerdict: FAIL\n\n## Blocking issues\n\n", "JUDGE_REPORT.md")
+    assert caught.value.json_path == "$.blocking_issues"
 
 
 def test_a_markdown_report_without_or_with_an_unknown_verdict_is_refused() -> None:

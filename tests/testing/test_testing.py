@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import select
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -361,6 +362,28 @@ def test_script_file_accepts_texts_replies_and_repeats() -> None:
     assert script["b"] == Reply(text="again")
     with pytest.raises(ValueError, match="unknown reply field"):
         load_script('{"models": {"a": [{"txt": "typo"}]}}')
+
+
+def test_the_stand_in_answers_a_broken_script_and_a_busy_port_in_one_line_without_a_traceback(
+    tmp_path: Path,
+) -> None:
+    script = tmp_path / "standin.yaml"
+    script.write_text("models:\n  m: [one\n  r: two\n", encoding="utf-8")
+    standin = [sys.executable, "-m", "hub.testing"]
+
+    broken = subprocess.run([*standin, "--script", str(script)], capture_output=True, text=True, timeout=30)
+
+    assert broken.returncode == 2
+    assert broken.stderr.startswith(f"hub-standin: {script}: script: not valid YAML or JSON at line ")
+    assert "Traceback" not in broken.stderr and len(broken.stderr.splitlines()) == 1
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        busy = subprocess.run([*standin, "--port", str(port)], capture_output=True, text=True, timeout=30)
+    assert busy.returncode == 1
+    assert busy.stderr.startswith(f"hub-standin: cannot listen on 127.0.0.1:{port}: Address already in use")
+    assert "--port (0 takes a free one)" in busy.stderr and "Traceback" not in busy.stderr
 
 
 def test_module_runs_standalone_prints_its_url_and_stops_on_sigterm(tmp_path: Path) -> None:
