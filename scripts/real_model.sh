@@ -69,8 +69,13 @@ build_server() {
   "$PY" -m pip download --quiet --no-deps --no-binary :all: -d "$work" "llama-cpp-python==$LLAMA_VERSION"
   tar -xzf "$work"/llama_cpp_python-*.tar.gz -C "$work"
   local src; src="$(echo "$work"/llama_cpp_python-*/vendor/llama.cpp)"
+  # -march=native turns on AMX where the CPU has it, but a virtual machine may not let a process use
+  # AMX tiles (seen: a Xeon guest whose server died of SIGILL at `tilezero` on its first prompt); the
+  # explicit -mno-amx-* flags win over -march whatever their order. AMX only speeds up bf16/int8 matmul.
+  local noamx="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
   cmake -S "$src" -B "$src/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DLLAMA_BUILD_TESTS=OFF \
-    -DLLAMA_BUILD_EXAMPLES=OFF -DGGML_OPENMP=OFF -DGGML_NATIVE=ON -DLLAMA_CURL=OFF >/dev/null
+    -DLLAMA_BUILD_EXAMPLES=OFF -DGGML_OPENMP=OFF -DGGML_NATIVE=ON -DLLAMA_CURL=OFF \
+    -DCMAKE_C_FLAGS="$noamx" -DCMAKE_CXX_FLAGS="$noamx" >/dev/null
   cmake --build "$src/build" --target llama-server -j2
   mkdir -p "$CACHE/llama.cpp/bin"
   cp -a "$src"/build/bin/. "$CACHE/llama.cpp/bin/"
