@@ -345,7 +345,7 @@ def collect(hub: Hub, task_id: str, name: str, check: Callable[[Path], bool], ph
     records = [json.loads(p.read_text(encoding="utf-8")) for p in sorted((folder / "runs").glob("*.json"))]
     calls = [r for r in records if r.get("kind") == "model-call"]
     turns = [r for r in records if r.get("kind") == "agent-turn"]
-    commands = [r for r in records if r.get("kind") == "command"]
+    commands = [r for r in records if r.get("kind") in ("command", "preflight")]
     model_seconds = sum(float(r.get("call_seconds") or r.get("seconds") or 0.0) for r in calls)
     command_seconds = sum(float(r.get("seconds") or 0.0) for r in commands)
     tests_pass = None
