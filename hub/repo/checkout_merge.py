@@ -22,6 +22,7 @@ from hub.core.errors import GitError
 from hub.core.log import get_logger
 from hub.repo import killed_git
 from hub.repo.gitops import MergeRefused, your_checkout
+from hub.repo.identity import commit_args
 
 log = get_logger(__name__)
 
@@ -40,7 +41,8 @@ def _out(checkout: Path, *args: str) -> str:
     if done.returncode != 0:
         said = done.stderr.strip()
         raise GitError(
-            f"git {' '.join(args[:2])} in {checkout} failed: {said}{killed_git.space_note(said, checkout)}"
+            f"git {' '.join(args[4:6] if args[:1] == ('-c',) else args[:2])} in {checkout} failed: "
+            f"{said}{killed_git.space_note(said, checkout)}"
         )
     return done.stdout.strip()
 
@@ -77,7 +79,18 @@ def merge_in_checkout(checkout: Path, commit: str, message: str) -> str:
     if tree.returncode != 0:
         raise GitError(f"git merge-tree in {checkout} failed: {(tree.stderr or tree.stdout).strip()}")
     text = _run_hooks(checkout, git_dir, message)
-    merge = _out(checkout, "commit-tree", tree.stdout.split("\n")[0], "-p", old, "-p", commit, "-m", text)
+    merge = _out(
+        checkout,
+        *commit_args(checkout),
+        "commit-tree",
+        tree.stdout.split("\n")[0],
+        "-p",
+        old,
+        "-p",
+        commit,
+        "-m",
+        text,
+    )
     marker = git_dir / MARKER
     write_atomic(marker, f"{merge} {old} {commit}\n")
     checked_out = _git(checkout, "read-tree", "-m", "-u", old, merge)
