@@ -344,6 +344,28 @@ def check_sandbox(config: Config, which: Which = shutil.which) -> Check:
     return Check("sandbox", True, f"auto: UNSANDBOXED, {why}; {FIX_INSTALL}")
 
 
+# How an installed hub gets pytest for `hub eval` (the `eval` extra), or another interpreter for its tests.
+FIX_PYTEST = (
+    "install the hub with its eval needs (`pipx install --force 'agent-hub[eval]'`, or `pipx inject "
+    "agent-hub pytest`; in a venv `pip install 'agent-hub[eval]'`), or give `hub eval --python` an "
+    "interpreter that has pytest"
+)
+
+
+def check_test_runner(python: str) -> Check:
+    """Whether `python`, the interpreter `hub eval` runs the exercises' tests with, can import pytest."""
+    try:
+        done = subprocess.run(
+            [python, "-c", "import pytest"], capture_output=True, text=True, timeout=60, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return Check("test runner", False, f"{python} cannot be run: {exc}", FIX_PYTEST)
+    if done.returncode != 0:
+        said = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        return Check("test runner", False, f"{python} cannot import pytest ({said})", FIX_PYTEST)
+    return Check("test runner", True, f"pytest under {python}")
+
+
 def check_ast_grep(which: Which = shutil.which) -> Check:
     fix = "pip install ast-grep-cli (an agent-hub dependency: reinstalling agent-hub brings it back)"
     path = find_ast_grep(which)

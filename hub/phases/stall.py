@@ -173,7 +173,9 @@ def model_unavailable(run: Run, worker: Worker, model: str, role: str) -> Trip |
 
     try:
         with live_call(run.phase, model, run.ctx.handoff.task_dir / CALL_FILE) as call:
-            health = wait_for_server(run, probe, call, first_contact=never_answered(run))
+            health = wait_for_server(
+                run, probe, call, first_contact=never_answered(run), during="health check"
+            )
     except WorkerUnavailable as exc:
         return server_unavailable(model, str(exc), backend)
     if health.ok and not health.missing:
