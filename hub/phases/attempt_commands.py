@@ -49,6 +49,7 @@ def run_acceptance_command(run: Run, command: str, jail: Jail | None, kind: str 
         min(config.acceptance_timeout_seconds, left if left is not None else float("inf")),
         jail,
         run.ctx.handoff.sandbox_pid,
+        crash_at=f"acceptance:{'running' if kind == 'command' else kind}",
     )
     restored = restore_outside_allowed(run, command)
     if restored:
