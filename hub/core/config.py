@@ -268,6 +268,13 @@ def load_config(
     return _from_raw(raw, repo_root, handoff_dir, env, str(path))
 
 
+def config_from_raw(raw: dict[str, Any], path: Path, env: Mapping[str, str] | None = None) -> Config:
+    """The Config a repository would read from `raw` as its hub.yaml (`path` names it in errors): `hub
+    eval` checks the configuration under test before it makes the repository it goes into."""
+    check(raw, path)
+    return _from_raw(raw, path.parent, None, os.environ if env is None else env, str(path))
+
+
 def check(raw: Any, path: Path) -> None:
     """Raise one ConfigError naming every problem in hub.yaml (line, key path, expected form)."""
     problems = config_schema.validate(raw)

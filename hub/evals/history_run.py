@@ -22,7 +22,6 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 import yaml
 
@@ -43,6 +42,7 @@ from hub.evals.runner import (
     require_new_workdir,
     role_models,
     run_tests,
+    with_read_path,
 )
 from hub.state.machine import MERGED
 
@@ -190,16 +190,6 @@ def environment(repo: Path, workdir: Path, python: str | None) -> tuple[str, Pat
             hint="give an interpreter that has its dependencies with --python",
         ) from None
     return str(venv_python(venv)), venv
-
-
-def with_read_path(sandbox: Any, folder: Path) -> dict[str, Any]:
-    """hub.yaml's `sandbox:` (a mode or a mapping) with `folder` among its read paths."""
-    data: dict[str, Any] = dict(sandbox) if isinstance(sandbox, dict) else {}
-    if isinstance(sandbox, str):
-        data["mode"] = sandbox
-    paths = data.get("read_paths")
-    data["read_paths"] = [*(paths if isinstance(paths, list) else []), str(folder)]
-    return data
 
 
 def new_args(task: HistoryTask, repo: Path, name_files: bool) -> list[str]:

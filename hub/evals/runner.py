@@ -66,7 +66,7 @@ class EvalSettings:
     workdir: Path  # a new folder: the eval repository and the report go here
     judge: str = "approve"  # "approve" (APPROVE) or "config": the judge hub.yaml configures
     parallel_tasks: int | None = None  # limits.parallel_tasks for this run (None: the file's)
-    python: str = sys.executable  # runs the acceptance tests (needs pytest)
+    python: str = sys.executable  # runs the acceptance tests (needs pytest; `hub eval --python`)
     mode: str | None = None  # roles.implementer.mode for this run: edit or agent (None: the file's)
     hide_files: bool = False  # the tasks name the exercise's folder, not its files (HIDDEN_REQUIREMENT)
 
@@ -143,12 +143,26 @@ def eval_config(settings: EvalSettings) -> dict[str, Any]:
         data["judge"] = {"command": APPROVE, "backend": None}
     if settings.parallel_tasks is not None:
         data.setdefault("limits", {})["parallel_tasks"] = settings.parallel_tasks
+    if settings.python != sys.executable:
+        # An interpreter of the person's choosing (--python): its environment is not the hub's, which
+        # the sandbox mounts, so it is given as a read path (a venv: the folder above its bin/).
+        data["sandbox"] = with_read_path(data.get("sandbox"), Path(settings.python).parent.parent)
     if settings.mode is not None:
         roles = _mapping(data.get("roles"))
         data["roles"] = {
             **roles,
             "implementer": {**_mapping(roles.get("implementer")), "mode": settings.mode},
         }
+    return data
+
+
+def with_read_path(sandbox: Any, folder: Path) -> dict[str, Any]:
+    """hub.yaml's `sandbox:` (a mode or a mapping) with `folder` among its read paths."""
+    data: dict[str, Any] = dict(sandbox) if isinstance(sandbox, dict) else {}
+    if isinstance(sandbox, str):
+        data["mode"] = sandbox
+    paths = data.get("read_paths")
+    data["read_paths"] = [*(paths if isinstance(paths, list) else []), str(folder)]
     return data
 
 
@@ -280,7 +294,9 @@ class Hub:
         return fresh
 
     def phase_seconds(self) -> dict[str, float]:
-        """Seconds per task spent in phases, from the canonical `phase` log lines."""
+        """Seconds per task spent in phases, from the canonical `phase` log lines, less the waits for a
+        model server outside a model call (`server.waited`: a health check's; a call's wait is in its
+        record's seconds, the model's time), which are not the hub's own time."""
         totals: dict[str, float] = {}
         if not self.log_file.exists():
             return totals
@@ -289,8 +305,15 @@ class Hub:
                 entry = json.loads(line)
             except ValueError:
                 continue
-            if isinstance(entry, dict) and entry.get("event") == "phase" and entry.get("task"):
-                totals[entry["task"]] = totals.get(entry["task"], 0.0) + float(entry.get("seconds") or 0.0)
+            if not isinstance(entry, dict) or not entry.get("task"):
+                continue
+            if entry.get("event") == "phase":
+                seconds = float(entry.get("seconds") or 0.0)
+            elif entry.get("event") == "server.waited" and entry.get("during") != "model call":
+                seconds = -float(entry.get("seconds") or 0.0)
+            else:
+                continue
+            totals[entry["task"]] = totals.get(entry["task"], 0.0) + seconds
         return totals
 
 
@@ -356,7 +379,7 @@ def collect(hub: Hub, task_id: str, name: str, check: Callable[[Path], bool], ph
     records = [json.loads(p.read_text(encoding="utf-8")) for p in sorted((folder / "runs").glob("*.json"))]
     calls = [r for r in records if r.get("kind") == "model-call"]
     turns = [r for r in records if r.get("kind") == "agent-turn"]
-    commands = [r for r in records if r.get("kind") == "command"]
+    commands = [r for r in records if r.get("kind") in ("command", "preflight")]
     model_seconds = sum(float(r.get("call_seconds") or r.get("seconds") or 0.0) for r in calls)
     command_seconds = sum(float(r.get("seconds") or 0.0) for r in commands)
     tests_pass = None

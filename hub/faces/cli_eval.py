@@ -9,11 +9,15 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from hub.core.errors import SuiteInvalid
 from hub.faces.cli_common import emit, json_option
+
+if TYPE_CHECKING:
+    from hub.evals.runner import EvalSettings
 
 
 def default_workdir() -> Path:
@@ -47,7 +51,9 @@ def default_workdir() -> Path:
 @click.option(
     "--python",
     "python",
-    help="--history: an interpreter with the repository's dependencies and pytest (default: a new venv).",
+    help="The interpreter the tests run with; it needs pytest (default: the hub's own, which has it "
+    "with `pipx install 'agent-hub[eval]'`). --history: one with the repository's dependencies "
+    "and pytest (default: a new venv).",
 )
 @click.option("--only", "only", multiple=True, help="Run this exercise only (repeat).")
 @click.option(
@@ -108,11 +114,20 @@ def eval_(
     as_json: bool,
 ) -> None:
     """Run a suite of exercises (exercism's practice layout), or a repository's commits (--history),
-    through every phase and report the results."""
-    import json  # here, not at the top: `hub --help` imports this module and needs no json
+    through every phase and report the results.
 
+    Before the first task it checks that the roles' model servers answer and have their models (as
+    `hub doctor` does) and that the tests' interpreter can import pytest; if not, it says what is
+    missing and how to get it, exits 2 and creates nothing. pytest comes with the hub's eval needs
+    (`pipx install 'agent-hub[eval]'`, or `pipx inject agent-hub pytest`), or --python names another
+    interpreter."""
+    import json  # here, not at the top: `hub --help` imports this module and needs no json
+    from dataclasses import replace
+
+    from hub.evals.history_run import interpreter
     from hub.evals.runner import EvalSettings, run_eval
     from hub.evals.suite import load_suite
+    from hub.phases.live import watch_calls
 
     if (suite is None) == (history_repo is None):
         raise click.UsageError("give a SUITE folder or --history REPO, one of the two")
@@ -125,6 +140,9 @@ def eval_(
     settings = EvalSettings(
         config_file.resolve(), folder, judge=judge, parallel_tasks=jobs, mode=mode, hide_files=hide_files
     )
+    if history_repo is None and python is not None:
+        settings = replace(settings, python=interpreter(python) or python)
+    preflight(settings, test_runner=history_repo is None)
     started = time.monotonic()
 
     def progress(line: str) -> None:
@@ -143,12 +161,33 @@ def eval_(
             name_files=name_files,
             python=python,
         )
-        report = run_history(settings, chosen, progress)
+        with watch_calls(folder / "repo" / "_handoff" / "tasks"):
+            report = run_history(settings, chosen, progress)
     else:
-        report = run_eval(exercises, settings, progress)
+        with watch_calls(folder / "repo" / "_handoff" / "tasks"):
+            report = run_eval(exercises, settings, progress)
     folder.mkdir(parents=True, exist_ok=True)
     doc = report.to_json()
     (folder / "report.json").write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
     (folder / "report.md").write_text(report.to_markdown(), encoding="utf-8")
     progress(f"report: {folder / 'report.md'}")
     emit(doc, as_json, report.to_markdown())
+
+
+def preflight(settings: EvalSettings, test_runner: bool) -> None:
+    """What `hub eval` needs before its first task: the roles' model servers answering with their
+    models (`hub doctor`'s checks) and, for a suite, an interpreter for the tests that has pytest.
+    SuiteInvalid (exit 2) naming each gap and its fix, before anything is created."""
+    from hub.core.config import config_from_raw
+    from hub.evals.runner import eval_config
+    from hub.faces.doctor import check_model_servers, check_test_runner
+
+    config = config_from_raw(eval_config(settings), settings.config_file)
+    checks = check_model_servers(config) + ([check_test_runner(settings.python)] if test_runner else [])
+    failed = [c for c in checks if not c.ok]
+    if failed:
+        raise SuiteInvalid(
+            "hub eval cannot start, nothing was created: "
+            + "; ".join(f"{c.name}: {c.detail}" for c in failed),
+            hint="; ".join(dict.fromkeys(c.hint for c in failed if c.hint)),
+        )

@@ -10,8 +10,10 @@ Ollama is checked only when a role's backend reaches its models there.
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 from collections.abc import Callable, Mapping
@@ -23,6 +25,7 @@ from hub.core import backends
 from hub.core.config import CONFIG_FILE, Config, RoleConfig, load_config, mistyped_env
 from hub.core.errors import ConfigError, HubError
 from hub.phases.context import Context
+from hub.repo import identity
 from hub.repo.workspace import problems
 from hub.review.rules import find_ast_grep
 from hub.safety.limits import cgroup_v2_delegated
@@ -149,10 +152,19 @@ def run_doctor(config: Config, which: Which = shutil.which, make: WorkerFactory 
     """The machine's checks, in the order a person would fix them."""
     checks = [
         check_git(which),
+        check_git_identity(config.repo_root),
+        *check_task_commands(config, which),
         check_ast_grep(which),
         check_sandbox(config, which),
-        *check_ollama_servers(config),
+        *check_model_servers(config, make),
     ]
+    return checks + check_mcp_servers(config)
+
+
+def check_model_servers(config: Config, make: WorkerFactory | None = None) -> list[Check]:
+    """Whether the roles' model servers answer and have their models (`hub eval` checks the same before
+    its first task)."""
+    checks = check_ollama_servers(config)
     for group in list_worker_models(config, make=make):
         if group.server_started is not None:
             checks.append(_server_check(group))
@@ -164,7 +176,7 @@ def run_doctor(config: Config, which: Which = shutil.which, make: WorkerFactory 
             checks.append(_unreached_check(config, group))
             continue
         checks.extend(_model_check(group, model) for model in group.configured)
-    return checks + check_mcp_servers(config)
+    return checks
 
 
 def check_notify(ctx: Context, pause: float | None = None) -> list[Check]:
@@ -253,6 +265,81 @@ def check_git(which: Which = shutil.which) -> Check:
     return Check("git", True, version, "")
 
 
+def check_git_identity(repo: Path) -> Check:
+    """Who the hub's commits are by (hub.repo.identity): the user's name and email where git has them in
+    the repository; what it lacks is the hub's own, which passes (the hub's commits never need it) but
+    says how to set it, since the person's own commits (a conflict resolved by hand) do."""
+    found = identity.resolved(repo)
+    if found.complete:
+        return Check("git identity", True, f"{found.name} <{found.email}> (the hub's commits carry it)")
+    missing = " and ".join(
+        k for k, ok in (("user.name", found.name_set), ("user.email", found.email_set)) if not ok
+    )
+    return Check(
+        "git identity",
+        True,
+        f"{missing} {'are' if ' and ' in missing else 'is'} not set: the hub commits as {found.name} "
+        f"<{found.email}>; your own commits will fail until you run `git config --global user.name "
+        '"Your Name"` and `git config --global user.email you@example.com`',
+    )
+
+
+def check_task_commands(config: Config, which: Which = shutil.which) -> list[Check]:
+    """The acceptance commands of the tasks in flight: each one's program found (on PATH, or a path in
+    the repository), as the task will need it; a failed one names the command. Only read: a contract
+    that cannot be read is `hub status`'s to report."""
+    missing: dict[str, tuple[str, list[str]]] = {}  # program: (the first command naming it, its tasks)
+    for path in sorted((config.handoff_dir / "tasks").glob("*/TASK_CONTRACT.json")):
+        try:
+            spec = json.loads(path.read_text(encoding="utf-8")).get("specification") or {}
+        except (OSError, ValueError, AttributeError):
+            continue
+        for command in spec.get("acceptance_commands") or []:
+            program = first_program(str(command))
+            if program is None or _runnable(program, config.repo_root, which):
+                continue
+            tasks = missing.setdefault(program, (str(command), []))[1]
+            if path.parent.name not in tasks:
+                tasks.append(path.parent.name)
+    return [
+        Check(
+            f"acceptance command of {', '.join(tasks)}",
+            False,
+            f"`{command}`: {program} is not found (the task halts command_cannot_run before any model call)",
+            f"install {program} or put it on PATH (no `python` on Debian/Ubuntu: "
+            "`apt install python-is-python3`, or a new task whose command says `python3`)",
+        )
+        for program, (command, tasks) in missing.items()
+    ]
+
+
+# The shell's own words: nothing to find on PATH.
+_SHELL_WORDS = frozenset(
+    "cd test [ true false exit export set unset source . eval exec if for while case { ( ! command".split()  # noqa: SIM905
+)
+
+
+def first_program(command: str) -> str | None:
+    """The program a shell line starts with (after `VAR=value` assignments), or None when the shell runs
+    it itself or the line cannot be read."""
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return None
+    for word in words:
+        if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", word):
+            continue
+        return None if word in _SHELL_WORDS or "$" in word else word
+    return None
+
+
+def _runnable(program: str, repo: Path, which: Which) -> bool:
+    if "/" not in program:
+        return which(program) is not None
+    path = Path(program) if Path(program).is_absolute() else repo / program
+    return path.is_file() and os.access(path, os.X_OK)
+
+
 # `git merge-tree --write-tree` (2.38) builds the merge into the base without the user's checkout.
 GIT_MINIMUM = (2, 38)
 
@@ -293,6 +380,28 @@ def check_sandbox(config: Config, which: Which = shutil.which) -> Check:
             "sandbox", False, f"required, but {why}: every task with commands will halt", FIX_INSTALL
         )
     return Check("sandbox", True, f"auto: UNSANDBOXED, {why}; {FIX_INSTALL}")
+
+
+# How an installed hub gets pytest for `hub eval` (the `eval` extra), or another interpreter for its tests.
+FIX_PYTEST = (
+    "install the hub with its eval needs (`pipx install --force 'agent-hub[eval]'`, or `pipx inject "
+    "agent-hub pytest`; in a venv `pip install 'agent-hub[eval]'`), or give `hub eval --python` an "
+    "interpreter that has pytest"
+)
+
+
+def check_test_runner(python: str) -> Check:
+    """Whether `python`, the interpreter `hub eval` runs the exercises' tests with, can import pytest."""
+    try:
+        done = subprocess.run(
+            [python, "-c", "import pytest"], capture_output=True, text=True, timeout=60, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return Check("test runner", False, f"{python} cannot be run: {exc}", FIX_PYTEST)
+    if done.returncode != 0:
+        said = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        return Check("test runner", False, f"{python} cannot import pytest ({said})", FIX_PYTEST)
+    return Check("test runner", True, f"pytest under {python}")
 
 
 def check_ast_grep(which: Which = shutil.which) -> Check:

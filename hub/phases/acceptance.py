@@ -94,7 +94,12 @@ class CommandResult:
 
 
 def run_command(
-    command: str, cwd: Path, timeout: float, jail: Jail | None = None, pidfile: Path | None = None
+    command: str,
+    cwd: Path,
+    timeout: float,
+    jail: Jail | None = None,
+    pidfile: Path | None = None,
+    crash_at: str = "acceptance:running",
 ) -> CommandResult:
     """Run one shell command (in `jail` when given); on timeout kill its whole process group, so no child
     outlives it. In the sandbox the command also has a PID namespace of its own: killing bwrap ends
@@ -102,11 +107,12 @@ def run_command(
     it (past one: killed, what it wrote removed, a `resource_limit` failure). `pidfile` records the
     sandbox's init (unsandboxed: the command's group) while it runs, for the task's next phase to end
     should the hub be killed meanwhile (hub.repo.leftovers): bwrap arms its die-with-parent only after it
-    has forked, and unsandboxed nothing dies with the hub. What it printed comes back redacted."""
+    has forked, and unsandboxed nothing dies with the hub. What it printed comes back redacted.
+    `crash_at` names its crash point (hub.core.faults) while it runs."""
     started = time.perf_counter()
     report = _ReportPipe()
     try:
-        result = _run(command, cwd, timeout, jail, pidfile, report)
+        result = _run(command, cwd, timeout, jail, pidfile, report, crash_at)
         if result.ok:
             result = _verdict(command, result, report.documents(), _runs_pytest(command, cwd))
     finally:
@@ -127,6 +133,7 @@ def _run(
     jail: Jail | None,
     pidfile: Path | None,
     report: _ReportPipe,
+    crash_at: str,
 ) -> CommandResult:
     sandboxed = jail is not None and jail.sandboxed
     # bwrap writes to --info-fd once the sandbox stands (its die-with-parent armed) and closes it: until
@@ -174,7 +181,7 @@ def _run(
         else:
             # Unsandboxed, the command's process group is what a later phase can still end.
             child.remember(pidfile)
-        crash_point("acceptance:running")
+        crash_point(crash_at)
         assert child.proc.stdout is not None and child.proc.stderr is not None
         readers = [_Tail(child.proc.stdout), _Tail(child.proc.stderr)]
         with child.clock(timeout):

@@ -37,8 +37,9 @@ def clean_state(run: Run, written: Iterable[str]) -> None:
         log.debug("acceptance.cleaned", task=run.task_id, paths=cleaned[:50])
 
 
-def run_acceptance_command(run: Run, command: str, jail: Jail | None) -> CommandResult:
-    """One command, recorded; the model is told what of its changes outside the allowed paths was undone."""
+def run_acceptance_command(run: Run, command: str, jail: Jail | None, kind: str = "command") -> CommandResult:
+    """One command, recorded as `kind`; the model is told what of its changes outside the allowed paths
+    was undone."""
     config = run.ctx.config
     # PhaseTimeout (a phase_timeout stall) when the attempt's clock is spent: no command starts.
     left = run.remaining(f"the acceptance command `{command}`")
@@ -48,12 +49,13 @@ def run_acceptance_command(run: Run, command: str, jail: Jail | None) -> Command
         min(config.acceptance_timeout_seconds, left if left is not None else float("inf")),
         jail,
         run.ctx.handoff.sandbox_pid,
+        crash_at=f"acceptance:{'running' if kind == 'command' else kind}",
     )
     restored = restore_outside_allowed(run, command)
     if restored:
         note = prompt_parts.fragment(config.trust_root, "command_restored", paths=listed(restored, 20))
         result = replace(result, stderr=result.stderr + "\n" + note)
-    record_command(run, command, result, jail, restored)
+    record_command(run, command, result, jail, restored, kind)
     return result
 
 

@@ -41,13 +41,19 @@ def record_edits(run: Run, parsed: ParseResult, result: ApplyResult) -> None:
 
 
 def record_command(
-    run: Run, command: str, result: CommandResult, jail: Jail | None, restored: list[str]
+    run: Run,
+    command: str,
+    result: CommandResult,
+    jail: Jail | None,
+    restored: list[str],
+    kind: str = "command",
 ) -> None:
-    """One acceptance command's run: its output's tails, its exit, its sandbox, what was undone after it."""
+    """One acceptance command's run: its output's tails, its exit, its sandbox, what was undone after it
+    (`kind` "preflight": its run on the base before the model, hub.phases.attempt_preflight)."""
     write_record(
         run.ctx.handoff,
         run.task_id,
-        "command",
+        kind,
         {
             "command": command,
             "exit_code": result.exit_code,

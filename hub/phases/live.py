@@ -24,7 +24,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from hub.core.atomic import write_atomic
 from hub.core.log import on_terminal
@@ -113,13 +113,31 @@ def read_call(path: Path) -> dict[str, Any] | None:
     return call if isinstance(call, dict) else None
 
 
+class Shown(Protocol):
+    """What the screen draws a line of: a call of this process (`Call`) or another's (`_FileCall`)."""
+
+    def line(self, now: float | None = None) -> str: ...
+
+
+class _FileCall:
+    """A call another process runs, as its `.call.json` says (`hub eval` shows its `hub next`'s)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.last = read_call(path) or {}
+
+    def line(self, now: float | None = None) -> str:
+        self.last = read_call(self.path) or self.last  # gone or half-written: the last one read stands
+        return f"{self.path.parent.name}: {call_line(self.last)}"
+
+
 class _Screen:
     """The one rich Live of the process, showing a line per call in flight (phases of several tasks
     run in threads at once; rich allows one live display at a time)."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.calls: list[Call] = []
+        self.calls: list[Shown] = []
         self.live: Any = None
 
     def __rich__(self) -> Any:
@@ -129,7 +147,7 @@ class _Screen:
             now = time.monotonic()
             return Text("\n".join(call.line(now) for call in self.calls), style="dim")
 
-    def add(self, call: Call) -> None:
+    def add(self, call: Shown) -> None:
         with self.lock:
             self.calls.append(call)
             if self.live is not None:
@@ -146,7 +164,7 @@ class _Screen:
             )
         self.live.start()
 
-    def remove(self, call: Call) -> None:
+    def remove(self, call: Shown) -> None:
         with self.lock:
             self.calls.remove(call)
             live = self.live if not self.calls else None
@@ -174,3 +192,34 @@ def live_call(role: str, model: str, path: Path | None) -> Iterator[Call]:
             _SCREEN.remove(call)
         if path is not None:
             path.unlink(missing_ok=True)
+
+
+@contextmanager
+def watch_calls(tasks: Path, every: float = 0.5) -> Iterator[None]:
+    """While the block runs, on a terminal, a line for each call in flight in another process, read
+    from the `.call.json` of each task folder under `tasks` (`hub eval`: its `hub next` runs with its
+    stderr in a log file, so it draws nothing itself). Off a terminal, nothing."""
+    if not on_terminal():
+        yield
+        return
+    stop = threading.Event()
+    shown: dict[Path, _FileCall] = {}
+
+    def poll() -> None:
+        while not stop.wait(every):
+            found = set(tasks.glob(f"*/{CALL_FILE}"))
+            for path in found - shown.keys():
+                shown[path] = _FileCall(path)
+                _SCREEN.add(shown[path])
+            for path in shown.keys() - found:
+                _SCREEN.remove(shown.pop(path))
+
+    watcher = threading.Thread(target=poll, name="hub-watch-calls", daemon=True)
+    watcher.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        watcher.join()
+        for call in shown.values():
+            _SCREEN.remove(call)

@@ -89,15 +89,23 @@ def never_answered(run: Run) -> bool:
 
 
 def wait_for_server(
-    run: Run, call: Callable[[], T], live: Call | None = None, first_contact: bool = False
+    run: Run,
+    call: Callable[[], T],
+    live: Call | None = None,
+    first_contact: bool = False,
+    during: str = "model call",
 ) -> T:
     """`call()`, an unreachable, restarting or failing model server waited out with back-off for up
     to limits.server_wait_minutes; the wait is in the contract (`hub status`) while it lasts. With
     `first_contact` (the health check of a task no server has answered yet), a server that cannot be
     reached is said so at once, with what to do, and waited for less long; a call that reached the
-    server and waits in its queue is never one."""
+    server and waits in its queue is never one. A wait, once over, is one `server.waited` line with
+    its seconds and `during` (what waited: `hub eval` counts no wait as the hub's own time)."""
+    since: list[float] = []  # when the outage began, on run.ctx.monotonic
 
     def on_wait(wait: Wait | None) -> None:
+        if wait is not None and not since:
+            since.append(wait.since)
         if wait is not None and wait.attempts == 1 and wait.first_contact:
             log.warning("server.not_reached", task=run.task_id, phase=run.phase, fix=not_reached(wait))
         if live is not None:
@@ -122,14 +130,19 @@ def wait_for_server(
             log.warning("server.wait", task=run.task_id, phase=run.phase, **waiting)
         run.save()
 
-    return wait_out(
-        call,
-        limit_seconds=run.ctx.config.server_wait_minutes * 60,
-        on_wait=on_wait,
-        sleep=run.ctx.sleep,
-        clock=run.ctx.monotonic,
-        first_contact=first_contact,
-    )
+    try:
+        return wait_out(
+            call,
+            limit_seconds=run.ctx.config.server_wait_minutes * 60,
+            on_wait=on_wait,
+            sleep=run.ctx.sleep,
+            clock=run.ctx.monotonic,
+            first_contact=first_contact,
+        )
+    finally:
+        if since:
+            waited = round(run.ctx.monotonic() - since[0], 3)
+            log.info("server.waited", task=run.task_id, phase=run.phase, during=during, seconds=waited)
 
 
 def not_reached(wait: Wait) -> str:

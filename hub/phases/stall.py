@@ -176,7 +176,9 @@ def model_unavailable(run: Run, worker: Worker, model: str, role: str) -> Trip |
     try:
         # Named by its role, as the model calls after it are: the live line and `hub status` show one name.
         with live_call(role, model, run.ctx.handoff.task_dir / CALL_FILE) as call:
-            health = wait_for_server(run, probe, call, first_contact=never_answered(run))
+            health = wait_for_server(
+                run, probe, call, first_contact=never_answered(run), during="health check"
+            )
     except WorkerUnavailable as exc:
         return server_unavailable(model, str(exc), backend)
     if health.ok and not health.missing:

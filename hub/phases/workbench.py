@@ -24,6 +24,7 @@ from hub.phases.acceptance import CommandResult, jail_for
 from hub.phases.attempt_commands import acceptance_stall, clean_state, run_acceptance_command
 from hub.phases.attempt_commit import commit_attempt
 from hub.phases.attempt_policy import policy_for
+from hub.phases.attempt_preflight import preflight
 from hub.phases.attempt_records import record_edits
 from hub.phases.model_calls import generate
 from hub.phases.outcome import Outcome
@@ -107,14 +108,17 @@ class Workbench:
 
     def _preflight(self, worker: Worker) -> None:
         """What must hold before the model is called: a jail for the acceptance commands (under `sandbox:
-        required` nothing runs unsandboxed) and a server that has the model; else a halt."""
+        required` nothing runs unsandboxed), commands that can run on the base (`attempt_preflight`) and
+        a server that has the model; else a halt."""
         if self.commands:
             try:
                 self.jail = jail_for(self.config, self.run.worktree)
             except SandboxUnavailable as exc:
                 raise Failed(Trip(Trigger.SANDBOX_UNAVAILABLE, str(exc), hint=exc.hint)) from exc
             self.run.task.set_sandbox(self.jail.why)
-        trip = model_unavailable(self.run, worker, self.model, "implementer")
+        trip = preflight(self.run, self.commands, self.jail) or model_unavailable(
+            self.run, worker, self.model, "implementer"
+        )
         if trip:
             raise Failed(trip)
 

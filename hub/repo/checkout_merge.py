@@ -31,6 +31,7 @@ from hub.core.errors import GitError
 from hub.core.log import get_logger
 from hub.repo import killed_git
 from hub.repo.gitops import MergeRefused, your_checkout
+from hub.repo.identity import commit_args
 
 log = get_logger(__name__)
 
@@ -74,7 +75,8 @@ def _out(checkout: Path, *args: str) -> str:
     if done.returncode != 0:
         said = done.stderr.strip()
         raise GitError(
-            f"git {' '.join(args[:2])} in {checkout} failed: {said}{killed_git.space_note(said, checkout)}"
+            f"git {' '.join(args[4:6] if args[:1] == ('-c',) else args[:2])} in {checkout} failed: "
+            f"{said}{killed_git.space_note(said, checkout)}"
         )
     return done.stdout.strip()
 
@@ -134,7 +136,18 @@ def _merge_once(checkout: Path, commit: str, message: str, sleep: Sleep) -> str:
     if tree.returncode != 0:
         raise GitError(f"git merge-tree in {checkout} failed: {(tree.stderr or tree.stdout).strip()}")
     text = _run_hooks(checkout, git_dir, message)
-    merge = _out(checkout, "commit-tree", tree.stdout.split("\n")[0], "-p", old, "-p", commit, "-m", text)
+    merge = _out(
+        checkout,
+        *commit_args(checkout),
+        "commit-tree",
+        tree.stdout.split("\n")[0],
+        "-p",
+        old,
+        "-p",
+        commit,
+        "-m",
+        text,
+    )
     # As `git status` does: a file only touched (an editor, a formatter, `touch`) has a new mtime and the
     # same content; without this, read-tree takes it for a local change and the merge waits forever.
     refreshed = _git(checkout, "update-index", "-q", "--refresh")

@@ -18,6 +18,7 @@ from hub.core.files import read_capped
 from hub.core.log import get_logger
 from hub.core.relpaths import first_match, refusal
 from hub.repo.git_bin import open_repo as open_repo  # re-exported: its callers name gitops
+from hub.repo.identity import commit_args
 from hub.repo.tree import remove_untracked
 
 if TYPE_CHECKING:
@@ -48,12 +49,13 @@ class DiffStats:
     per_file: tuple[tuple[str, int, int], ...] = ()
 
 
-def run(repo: Repo, *args: str) -> str:
-    """`git <args>` in the repository; its output, or GitError naming the command and what git said."""
+def run(repo: Repo, *args: str, as_hub: bool = False) -> str:
+    """`git <args>` in the repository (`as_hub`: one that commits, given `commit_args`' identity); its
+    output, or GitError naming the command and what git said."""
     import git
 
     try:
-        return str(repo.git.execute(["git", *args]))
+        return str(repo.git.execute(["git", *(commit_args(Path(repo.working_dir)) if as_hub else []), *args]))
     except git.GitCommandError as exc:
         detail = (exc.stderr or exc.stdout or "").strip().removeprefix("stderr: ").strip("'\n ")
         raise GitError(f"git {' '.join(args[:2])} failed: {detail}") from None
@@ -222,7 +224,7 @@ def checkpoint(
     if not run(repo, "diff", "--cached", "--name-only").strip():
         return None
     text = message if isinstance(message, str) else message(changed)
-    run(repo, "commit", "-q", "--no-verify", "-m", text, "--", *changed)
+    run(repo, "commit", "-q", "--no-verify", "-m", text, "--", *changed, as_hub=True)
     sha = head_commit(repo)
     log.debug("git.checkpoint", commit=sha[:12], files=len(changed))
     return sha
@@ -309,7 +311,7 @@ def stash(repo: Repo, name: str) -> str | None:
     message = f"hub: {name}"
     with FileLock(str(common_dir(repo) / "hub-stash.lock"), timeout=MERGE_LOCK_SECONDS, is_singleton=False):
         _adopt_stashes(repo)
-        run(repo, "stash", "push", "--include-untracked", "-m", message)
+        run(repo, "stash", "push", "--include-untracked", "-m", message, as_hub=True)
         made = run(repo, "rev-parse", "refs/stash")
         run(repo, "update-ref", ref, made)
         if run(repo, "rev-parse", "stash@{0}") == made:
@@ -587,6 +589,6 @@ def merge_without_checkout(repo: Repo, base_branch: str, commit: str, message: s
     commit from commit-tree, and the branch moved only if nobody moved it meanwhile."""
     old = commit_of(repo, base_branch)
     tree = run(repo, "merge-tree", "--write-tree", "--no-messages", old, commit).splitlines()[0]
-    merge = run(repo, "commit-tree", tree, "-p", old, "-p", commit, "-m", message)
+    merge = run(repo, "commit-tree", tree, "-p", old, "-p", commit, "-m", message, as_hub=True)
     run(repo, "update-ref", "-m", message, f"refs/heads/{base_branch}", merge, old)
     return merge

@@ -41,6 +41,9 @@ class Trigger(StrEnum):
     CONTEXT_OVERFLOW = "context_overflow"
     MCP_UNAVAILABLE = "mcp_unavailable"
     SANDBOX_UNAVAILABLE = "sandbox_unavailable"
+    # An acceptance command that cannot run on the base (not found, not executable, no test runner): the
+    # person's to fix, found before any model call (hub.phases.attempt_preflight).
+    COMMAND_CANNOT_RUN = "command_cannot_run"
     # Git and the file system.
     GIT_ERROR = "git_error"
     OS_ERROR = "os_error"

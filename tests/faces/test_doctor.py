@@ -16,7 +16,9 @@ from hub.faces.doctor import (
     Check,
     check_ast_grep,
     check_git,
+    check_git_identity,
     check_ollama,
+    check_task_commands,
     list_worker_models,
     render_checks,
     render_models,
@@ -362,3 +364,34 @@ def test_hub_doctor_fails_a_mistyped_hub_variable_and_every_command_warns_of_it(
     assert "did you mean HUB_IMPLEMENTER_MODEL?" in done.stdout
     warnings = [json.loads(line) for line in other.stderr.splitlines() if "config.mistyped_env" in line]
     assert [w["variable"] for w in warnings] == ["HUB_IMPLEMENTOR_MODEL"], other.stderr
+
+
+def test_an_acceptance_command_whose_program_is_not_found_fails_naming_it_and_its_tasks(
+    tmp_path: Path,
+) -> None:
+    commands = {
+        "demo-1": ["PYTHONDONTWRITEBYTECODE=1 python -m pytest -q", "make test"],
+        "demo-2": ["python -m pytest -q", "cd sub && ./missing.sh", "./run.sh"],
+    }
+    for task_id, listed in commands.items():
+        folder = tmp_path / "_handoff" / "tasks" / task_id
+        folder.mkdir(parents=True)
+        contract = {"specification": {"acceptance_commands": listed}}
+        (folder / "TASK_CONTRACT.json").write_text(json.dumps(contract), encoding="utf-8")
+    (tmp_path / "run.sh").write_text("#!/bin/sh\n", encoding="utf-8")
+    (tmp_path / "run.sh").chmod(0o755)
+
+    checks = check_task_commands(
+        config(tmp_path), which=lambda name: "/usr/bin/make" if name == "make" else None
+    )
+
+    assert [(c.name, c.ok) for c in checks] == [("acceptance command of demo-1, demo-2", False)]
+    assert "`python -m pytest -q`" not in checks[0].detail  # the first spelling found names it
+    assert "python is not found" in checks[0].detail
+    assert "python-is-python3" in checks[0].hint
+
+
+def test_the_git_identity_check_names_who_the_hubs_commits_are_by(git_repo: Path) -> None:
+    check = check_git_identity(git_repo)
+
+    assert check.ok and check.detail.startswith("Hub Test <hub-test@example.invalid>")

@@ -792,3 +792,22 @@ def budget_estimate(body: dict[str, Any]) -> int:
     messages = body["messages"]
     system = next((m["content"] for m in messages if m["role"] == "system"), None)
     return budget.prompt_tokens(messages[-1]["content"], system)
+
+
+def test_a_wait_for_the_server_is_logged_once_with_its_seconds_and_what_waited(pipe: Pipeline) -> None:
+    pipe.start()
+    pipe.fake.script(IMPL, whole_file("src/app.py", GREET_FIXED))
+    pipe.fake.stop()
+
+    def restart_on_second_pause(n: int) -> None:
+        if n == 2:
+            pipe.fake.start()
+
+    pipe.on_pause = restart_on_second_pause
+    with capture_logs() as logs:
+        outcome = pipe.implement()
+
+    assert outcome.to_state == "pending_local_review"
+    # The health check waited (1 s, then 2 s on the simulated clock): `hub eval` keeps it out of the hub's time.
+    waited = [(e["during"], e["seconds"]) for e in logs if e["event"] == "server.waited"]
+    assert waited == [("health check", 3.0)]

@@ -71,4 +71,4 @@ def test_the_check_sees_a_trigger_spelled_in_a_trip_an_assignment_and_a_set() ->
 def test_trigger_values_are_the_strings_contracts_on_disk_hold() -> None:
     assert Trigger.SERVER_UNAVAILABLE == "server_unavailable"
     assert f"{Trigger.HASH_LOOP}" == "hash_loop"
-    assert len({t.value for t in Trigger}) == len(Trigger) == 26
+    assert len({t.value for t in Trigger}) == len(Trigger) == 27
