@@ -153,19 +153,21 @@ def test_a_run_records_its_model_call_diff_and_command_and_hub_log_lists_them(
 
     assert KEY in fake.chat_requests(model)[0]["messages"][-1]["content"]  # the model did see the file
     runs = git_repo / "_handoff" / "tasks" / task_id / "runs"
+    # The acceptance command is tried once on the base before the model is called (issue 36).
     assert sorted(p.name for p in runs.iterdir()) == [
-        "001-model-call.json",
-        "002-diff.json",
-        "003-command.json",
+        "001-preflight.json",
+        "002-model-call.json",
+        "003-diff.json",
+        "004-command.json",
     ]
     assert all(KEY not in p.read_text(encoding="utf-8") for p in runs.iterdir())
-    call = json.loads((runs / "001-model-call.json").read_text(encoding="utf-8"))
+    call = json.loads((runs / "002-model-call.json").read_text(encoding="utf-8"))
     assert call["model"] == model and call["role"] == "implementer" and call["outcome"] == "ok"
     assert f'API_KEY = "{REDACTED}"' in call["prompt"]
     assert call["prompt_tokens"] > 0 and call["completion_tokens"] > 0
-    diff = json.loads((runs / "002-diff.json").read_text(encoding="utf-8"))
+    diff = json.loads((runs / "003-diff.json").read_text(encoding="utf-8"))
     assert diff["path"] == "src/app.py" and '+    return "hello, " + name' in diff["diff"]
-    command = json.loads((runs / "003-command.json").read_text(encoding="utf-8"))
+    command = json.loads((runs / "004-command.json").read_text(encoding="utf-8"))
     assert (command["command"], command["exit_code"], command["stdout"]) == (
         "echo acceptance-ran",
         0,
