@@ -60,8 +60,9 @@ def test_an_absurd_clock_in_the_contract_is_refused_without_a_traceback(
 
     done = hub("status")
 
-    assert done.returncode == 1
-    assert "$.limits.timeout_minutes.judge" in done.stderr
+    # The task is shown damaged, naming the field, and `hub status` goes on for the others (issue 35).
+    assert done.returncode == 0, done.stderr
+    assert "damaged" in done.stdout and "$.limits.timeout_minutes.judge" in done.stdout
     no_traceback(done)
     assert path.read_bytes() == before
 
@@ -72,8 +73,8 @@ def test_a_contract_that_is_not_utf8_is_a_clear_error(hub: Any, git_repo: Path) 
 
     done = hub("status")
 
-    assert done.returncode == 1
-    assert "not UTF-8 text" in done.stderr
+    assert done.returncode == 0, done.stderr
+    assert "damaged" in done.stdout and "not UTF-8 text" in done.stdout
     no_traceback(done)
 
 

@@ -70,15 +70,7 @@ def run_history(
     with the commits that made no task. SuiteInvalid (exit 2) for a repository that is none, a history
     without a candidate or without a task, or an environment that cannot be made."""
     started = time.monotonic()
-    source = chosen.repo.resolve()
-    require_git_repo(source)
-    if settings.workdir.resolve().is_relative_to(source):
-        raise SuiteInvalid(
-            f"{settings.workdir}: inside {source}; `hub eval --history` leaves the repository it reads "
-            "untouched, so its --workdir must lie outside it"
-        )
-    require_new_workdir(settings.workdir)
-    python = interpreter(chosen.python)
+    source, python = check_inputs(settings, chosen)
     workdir = settings.workdir
     repo = workdir / "repo"
     clone(source, repo)
@@ -145,6 +137,21 @@ def run_history(
         history=True,
         skipped=skipped,
     )
+
+
+def check_inputs(settings: EvalSettings, chosen: HistorySettings) -> tuple[Path, str | None]:
+    """The repository (resolved) and the interpreter `--history` was given, or SuiteInvalid (exit 2)
+    for a folder that is no repository, a workdir inside it or taken, or no such interpreter: what the
+    person typed, checked before anything else (`hub eval` checks the model servers after it)."""
+    source = chosen.repo.resolve()
+    require_git_repo(source)
+    if settings.workdir.resolve().is_relative_to(source):
+        raise SuiteInvalid(
+            f"{settings.workdir}: inside {source}; `hub eval --history` leaves the repository it reads "
+            "untouched, so its --workdir must lie outside it"
+        )
+    require_new_workdir(settings.workdir)
+    return source, interpreter(chosen.python)
 
 
 def require_git_repo(path: Path) -> None:

@@ -146,7 +146,7 @@ def eval_config(settings: EvalSettings) -> dict[str, Any]:
     if settings.python != sys.executable:
         # An interpreter of the person's choosing (--python): its environment is not the hub's, which
         # the sandbox mounts, so it is given as a read path (a venv: the folder above its bin/).
-        data["sandbox"] = with_read_path(data.get("sandbox"), Path(settings.python).parent.parent)
+        data = {**data, "sandbox": with_read_path(data.get("sandbox"), Path(settings.python).parent.parent)}
     if settings.mode is not None:
         roles = _mapping(data.get("roles"))
         data["roles"] = {

@@ -142,14 +142,8 @@ def eval_(
     )
     if history_repo is None and python is not None:
         settings = replace(settings, python=interpreter(python) or python)
-    preflight(settings, test_runner=history_repo is None)
-    started = time.monotonic()
-
-    def progress(line: str) -> None:
-        click.echo(f"[{time.monotonic() - started:7.1f}s] {line}", err=True)
-
     if history_repo is not None:
-        from hub.evals.history_run import HistorySettings, run_history
+        from hub.evals.history_run import HistorySettings, check_inputs, run_history
 
         chosen = HistorySettings(
             history_repo,
@@ -161,6 +155,14 @@ def eval_(
             name_files=name_files,
             python=python,
         )
+        check_inputs(settings, chosen)  # a mistyped path is named before any server is asked
+    preflight(settings, test_runner=history_repo is None)
+    started = time.monotonic()
+
+    def progress(line: str) -> None:
+        click.echo(f"[{time.monotonic() - started:7.1f}s] {line}", err=True)
+
+    if history_repo is not None:
         with watch_calls(folder / "repo" / "_handoff" / "tasks"):
             report = run_history(settings, chosen, progress)
     else:

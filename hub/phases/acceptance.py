@@ -304,8 +304,12 @@ class _ReportPipe:
         return f"{before} --junitxml=/dev/fd/{self.write_fd}".strip()
 
     def started(self) -> None:
-        with contextlib.suppress(OSError):
-            os.close(self.write_fd)
+        """The hub's copy of the writing end closed, once: a second close of the same number would close
+        whatever another thread (a concurrent task) has opened under it since (EBADF there)."""
+        fd, self.write_fd = self.write_fd, -1
+        if fd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
     def _drain(self) -> None:
         with os.fdopen(self.read_fd, "rb") as stream:

@@ -290,7 +290,10 @@ def damage_line(ctx: Context, error: ContractInvalid | None) -> str:
 
 
 def _damage(ctx: Context, error: ContractInvalid | None) -> str:
-    return f"{error.file}: {error.problem}" if error else f"{ctx.handoff.contract} is missing"
+    if error is None:
+        return f"{ctx.handoff.contract} is missing"
+    where = f"{error.json_path}: " if error.json_path not in ("", "$") else ""
+    return f"{error.file}: {where}{error.problem}"
 
 
 def _damage_fix(ctx: Context) -> str:

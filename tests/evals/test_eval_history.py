@@ -203,7 +203,7 @@ def test_a_workdir_inside_the_repository_or_a_missing_interpreter_is_refused(tmp
     assert state_of(repo) == before and not (tmp_path / "w").exists()
 
 
-def test_a_history_without_a_candidate_is_refused_naming_why(tmp_path: Path) -> None:
+def test_a_history_without_a_candidate_is_refused_naming_why(tmp_path: Path, fake: FakeOllama) -> None:
     repo = tmp_path / "proj"
     repo.mkdir()
     git(repo, "init", "-q", "-b", "main")
@@ -211,7 +211,7 @@ def test_a_history_without_a_candidate_is_refused_naming_why(tmp_path: Path) -> 
     git(repo, "config", "user.email", "dev@example.com")
     commit(repo, "Start", {"pkg/calc.py": CALC})
     commit(repo, "Docs", {"README.md": "pkg\n"})
-    (tmp_path / "hub.yaml").write_text("project: x\n", encoding="utf-8")
+    config(tmp_path, fake)  # servers that answer: `hub eval` checks them before it walks the history
     before = state_of(repo)
     done = hub_eval(tmp_path, "--history", str(repo), "--workdir", str(tmp_path / "w"))
     assert done.returncode == 2, done.stderr
@@ -220,7 +220,7 @@ def test_a_history_without_a_candidate_is_refused_naming_why(tmp_path: Path) -> 
     assert state_of(repo) == before
 
 
-def test_an_environment_pip_cannot_install_is_refused_naming_pip(tmp_path: Path) -> None:
+def test_an_environment_pip_cannot_install_is_refused_naming_pip(tmp_path: Path, fake: FakeOllama) -> None:
     repo = project(tmp_path)
     (repo / "pyproject.toml").write_text(
         '[project]\nname = "pkg"\nversion = "0"\ndependencies = ["no-such-package-hub-eval"]\n',
@@ -228,7 +228,7 @@ def test_an_environment_pip_cannot_install_is_refused_naming_pip(tmp_path: Path)
     )
     git(repo, "add", "-A")
     git(repo, "commit", "-qm", "Packaging")
-    (tmp_path / "hub.yaml").write_text("project: x\n", encoding="utf-8")
+    config(tmp_path, fake)
     before = state_of(repo)
     # Offline: pip may look at no index, so the dependency cannot be found.
     done = hub_eval(

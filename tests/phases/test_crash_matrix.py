@@ -296,8 +296,9 @@ def test_a_tasks_stash_a_kill_left_in_the_users_stash_list_is_moved_to_the_hubs_
 
     hub_next_alone_until_merged(pipe, ids)
 
+    # Moved out of the user's stash list, then, the task merged, dropped with its refs (issue 36).
     assert git(pipe.repo, "stash", "list") == ""
-    assert git(pipe.repo, "for-each-ref", "refs/hub/stashes")
+    assert git(pipe.repo, "for-each-ref", "refs/hub/stashes") == ""
     assert_merged_and_untouched(pipe)
 
 

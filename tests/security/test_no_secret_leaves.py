@@ -121,7 +121,10 @@ def test_no_planted_secret_reaches_the_model_server_or_the_handoff_folder(
     # The attack ran and its output reached the prompt: redacted, not absent.
     # The attack ran and its output reached the prompt and the records: redacted, not absent.
     assert "[REDACTED:" in prompts and "[REDACTED:" in handoff, prompts[-3000:]
-    assert "remote.origin.url=" in prompts and "service = [REDACTED:" in prompts
+    # `git config --list` inside the sandbox no longer shows the remote at all: the sandbox's git config
+    # holds core.* and extensions.* only (issue 38); the .gitconfig read from the home folder is redacted.
+    assert "remote.origin.url=" not in prompts and "core.bare=false" in prompts
+    assert "service = [REDACTED:" in prompts
     assert leaks(prompts) == [] and leaks(handoff) == []
 
 
@@ -140,7 +143,8 @@ def test_a_change_carrying_the_users_secrets_halts_before_any_prompt_or_review_r
     assert outcome.to_state == "erik_consultation"
     halt = ctx.handoff.halt_report.read_text(encoding="utf-8")
     assert (
-        "secret_in_change" in halt and "credential in config" in halt and ".env value SERVICE_API_KEY" in halt
+        # No "credential in config": `git remote -v` in the sandbox shows no remote any more (issue 38).
+        "secret_in_change" in halt and ".env value SERVICE_API_KEY" in halt
     )
     assert reviewer_prompts == [] and not ctx.handoff.review_request.exists()
     assert leaks(handoff_text(ground)) == []
@@ -188,6 +192,14 @@ def test_what_the_judge_command_prints_is_redacted_in_its_record_and_halt(
 
 def token(n: int = 40) -> str:
     return "".join(secrets.choice(string.ascii_letters + string.digits) for _ in range(n))
+
+
+def test_no_random_key_passes_for_a_name_made_of_words() -> None:
+    from hub.core.redaction import _worded
+
+    # A random key of letters and digits is never taken for a code name (once 5.4% of them were).
+    assert not any(_worded(token()) for _ in range(5000))
+    assert _worded("SumOfMultiplesTest.test_multiples_of_3_or_5")
 
 
 def test_each_kind_of_secret_becomes_a_marker_naming_its_kind(ground: Any) -> None:
