@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import shlex
 import subprocess
 from collections.abc import Mapping
 from pathlib import Path
@@ -33,3 +35,27 @@ def commit_repo(path: Path, files: Mapping[str, str]) -> Path:
     git(path, "add", "-A")
     git(path, "commit", "-q", "-m", "initial")
     return path
+
+
+# A hub on FakeOllama whose every verdict passes: the models' names, their answers, and a judge command.
+IMPL = "impl-model"
+REV = "rev-model"
+PASS_REVIEW = '{"passed": true, "critical": false, "issues": []}'
+JUDGE_PASS = json.dumps({"verdict": "PASS", "summary": "ok", "blocking_issues": []})
+
+
+def passing_hub_yaml(project: str) -> str:
+    """hub.yaml for IMPL and REV on Ollama (FakeOllama), a judge command that prints PASS, two tasks at once."""
+    judge = json.dumps(f"echo {shlex.quote(JUDGE_PASS)}")
+    return (
+        f"project: {project}\n"
+        "roles:\n"
+        f"  implementer: {{model: {IMPL}, backend: ollama}}\n"
+        f"  local_reviewer: {{model: {REV}, backend: ollama}}\n"
+        "models:\n"
+        f"  {IMPL}: {{num_ctx: 8192}}\n"
+        "judge:\n"
+        f"  command: {judge}\n"
+        "limits:\n"
+        "  parallel_tasks: 2\n"
+    )

@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import os
 import random
-import shlex
 import subprocess
 import tempfile
 import threading
@@ -26,26 +25,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from _repo import commit_repo, git
+from _repo import IMPL, PASS_REVIEW, REV, commit_repo, git, passing_hub_yaml
 
 from hub.testing import FakeOllama
 
-IMPL = "impl-model"
-REV = "rev-model"
-PASS_REVIEW = '{"passed": true, "critical": false, "issues": []}'
-JUDGE_PASS = json.dumps({"verdict": "PASS", "summary": "ok", "blocking_issues": []})
-HUB_YAML = """\
-project: beside
-roles:
-  implementer: {{model: {impl}, backend: ollama}}
-  local_reviewer: {{model: {rev}, backend: ollama}}
-models:
-  {impl}: {{num_ctx: 8192}}
-judge:
-  command: {judge}
-limits:
-  parallel_tasks: 2
-"""
 USER_EDIT = "# beside\n\nthe user's own unsaved edit\n"
 USER_UNTRACKED = "the user's untracked notes\n"
 # How long `hub next` is run again and again per rate before what is not merged counts as waiting.
@@ -130,12 +113,11 @@ class User:
 
 
 def make_repo(folder: Path, tasks: int) -> Path:
-    judge = json.dumps(f"echo {shlex.quote(JUDGE_PASS)}")
     files = {
         **task_files(tasks),
         "README.md": "# beside\n",
         "user/log.md": "# the user's log\n",
-        "hub.yaml": HUB_YAML.format(impl=IMPL, rev=REV, judge=judge),
+        "hub.yaml": passing_hub_yaml("beside"),
     }
     repo = commit_repo(folder / "repo", files)
     (repo / "README.md").write_text(USER_EDIT, encoding="utf-8")

@@ -30,7 +30,6 @@ import argparse
 import json
 import os
 import random
-import shlex
 import shutil
 import signal
 import statistics
@@ -47,28 +46,12 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from _repo import commit_repo, git  # noqa: E402  (bench/, beside this script)
+from _repo import IMPL, PASS_REVIEW, REV, commit_repo, git, passing_hub_yaml  # noqa: E402  (bench/, beside this script)
 
 from hub.testing import FakeOllama  # noqa: E402  (the checkout, not an installed copy)
 
-IMPL = "impl-model"
-REV = "rev-model"
 FILES = {"src/app.py": 'def greet(name):\n    return "hello " + name\n', "src/other.py": "X = 1\n"}
 FIXED = {"src/app.py": 'def greet(name):\n    return "hello, " + name\n', "src/other.py": "X = 2\n"}
-PASS_REVIEW = '{"passed": true, "critical": false, "issues": []}'
-JUDGE_PASS = json.dumps({"verdict": "PASS", "summary": "ok", "blocking_issues": []})
-HUB_YAML = """\
-project: kills
-roles:
-  implementer: {{model: {impl}, backend: ollama}}
-  local_reviewer: {{model: {rev}, backend: ollama}}
-models:
-  {impl}: {{num_ctx: 8192}}
-judge:
-  command: {judge}
-limits:
-  parallel_tasks: 2
-"""
 # Sleeps while git holds the locks of a ref update (the "prepared" state): every branch, checkpoint,
 # merge and branch deletion the hub does is slowed, widening the windows a kill can land in.
 SLOW_HOOK = '#!/bin/sh\n[ "$1" = prepared ] && sleep 0.3\nexit 0\n'
@@ -105,8 +88,7 @@ def answer(body: dict[str, Any]) -> str:
 
 
 def make_repo(folder: Path, slowed: bool) -> Path:
-    judge = json.dumps(f"echo {shlex.quote(JUDGE_PASS)}")
-    files = {**FILES, "README.md": "# kills\n", "hub.yaml": HUB_YAML.format(impl=IMPL, rev=REV, judge=judge)}
+    files = {**FILES, "README.md": "# kills\n", "hub.yaml": passing_hub_yaml("kills")}
     repo = commit_repo(folder / "repo", files)
     if slowed:
         hook = repo / ".git" / "hooks" / "reference-transaction"
