@@ -21,6 +21,7 @@ folders and binary kinds of file are left out; a file over `max_file_bytes` is l
 
 from __future__ import annotations
 
+import hashlib
 import math
 import os
 import stat
@@ -170,19 +171,21 @@ def _file_tags(base: Path, rel: str, cache: TagCache, cap: int) -> tuple[bool, T
         return False, None
     if code.language_for(rel) is None or info.st_size > cap:
         return True, None
-    found, cached = cache.get(rel, info.st_size, info.st_mtime_ns)
-    if found:
-        return True, cached
     data = _read(full, info, cap)
     if data is None:
         return False, None
+    # By content, never by size and mtime: the worktree is the model's code's to write.
+    digest = hashlib.sha256(data).hexdigest()
+    found, cached = cache.get(rel, digest)
+    if found:
+        return True, cached
     result: Tags | None = None
     if len(data) <= cap and b"\0" not in data[:8192]:
         try:
             result = file_tags(rel, data.decode("utf-8-sig"))
         except UnicodeDecodeError:
             log.debug("repomap.not_utf8", path=rel)
-    cache.put(rel, info.st_size, info.st_mtime_ns, result)
+    cache.put(rel, digest, result)
     return True, result
 
 

@@ -7,8 +7,11 @@ for. References are the names a file uses where a name points at another file's 
 attributes, imported names, base classes, types), counted, without the names its own definitions
 declare. Words are the words of the whole text, comments and docstrings too.
 
-`TagCache` keeps them in one JSON file in a folder the caller chooses, keyed by a file's size and
-modification time, so a map built again reads and parses only the files that changed.
+`TagCache` keeps them in one JSON file in a folder the caller chooses, keyed by a file's path and the
+SHA-256 of its bytes, so a map built again parses only the files whose content changed. Not by size and
+mtime: the map is built over a task's worktree, which the model's code writes (it can set any mtime), and
+the cache is shared by every task of the repository; tags looked up by content are the ones parsing that
+content gives, whoever wrote the file.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ if TYPE_CHECKING:
 log = get_logger(__name__)
 
 # Bump when what `file_tags` returns changes shape or meaning: older cache files are then ignored.
-TAGS_VERSION = 2
+TAGS_VERSION = 3
 CACHE_NAME = "repomap-tags.json"
 SIGNATURE_CHARS = 160
 _WORD = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+")
@@ -219,8 +222,8 @@ def _reference_query(language: str) -> Any:
 
 
 class TagCache:
-    """Tags of files by (path, size, mtime_ns), loaded from and saved to one JSON file. A cache that is
-    missing, unreadable or of another TAGS_VERSION starts empty: it only ever saves work."""
+    """Tags of files by (path, SHA-256 of the content), loaded from and saved to one JSON file. A cache
+    that is missing, unreadable or of another TAGS_VERSION starts empty: it only ever saves work."""
 
     def __init__(self, folder: Path | None) -> None:
         self.path = folder / CACHE_NAME if folder is not None else None
@@ -239,10 +242,11 @@ class TagCache:
             entries = document.get("files")
             self._entries = entries if isinstance(entries, dict) else {}
 
-    def get(self, rel: str, size: int, mtime_ns: int) -> tuple[bool, Tags | None]:
-        """(found, tags): tags None when the file was found to hold no readable text."""
+    def get(self, rel: str, digest: str) -> tuple[bool, Tags | None]:
+        """(found, tags) of `rel` holding the content whose SHA-256 is `digest`: tags None when it was
+        found to hold no readable text."""
         entry = self._entries.get(rel)
-        if not isinstance(entry, dict) or entry.get("size") != size or entry.get("mtime_ns") != mtime_ns:
+        if not isinstance(entry, dict) or entry.get("sha256") != digest:
             return False, None
         try:
             tags = _tags_from_json(entry["tags"])
@@ -251,8 +255,8 @@ class TagCache:
         self.hits += 1
         return True, tags
 
-    def put(self, rel: str, size: int, mtime_ns: int, tags: Tags | None) -> None:
-        self._entries[rel] = {"size": size, "mtime_ns": mtime_ns, "tags": _tags_to_json(tags)}
+    def put(self, rel: str, digest: str, tags: Tags | None) -> None:
+        self._entries[rel] = {"sha256": digest, "tags": _tags_to_json(tags)}
         self._dirty = True
 
     def save(self, keep: set[str]) -> None:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -279,6 +281,28 @@ def test_the_cache_is_written_and_a_changed_file_is_read_again(
     )
     result = build_map(root, files, words="", budget_tokens=10_000, cache_dir=cache)
     assert "def fresh_one()" in result.text
+
+
+def test_a_file_rewritten_with_its_old_size_and_mtime_is_parsed_again(
+    package: tuple[Path, list[str]], tmp_path: Path
+) -> None:
+    # The map is built over a task's worktree, which the model's code writes and whose mtimes it can set:
+    # the cache, shared by the repository's tasks, must answer for the content, never for (size, mtime).
+    root, files = package
+    cache = tmp_path / "cache"
+    leaf = root / "pkg" / "leaf.py"
+    before = leaf.stat()
+    build_map(root, files, words="", budget_tokens=10_000, cache_dir=cache)
+    forged = "def lonely_hacker():\n    return 1\n"
+    assert len(forged.encode()) == before.st_size
+    leaf.write_text(forged, encoding="utf-8")
+    os.utime(leaf, ns=(before.st_atime_ns, before.st_mtime_ns))
+
+    result = build_map(root, files, words="", budget_tokens=10_000, cache_dir=cache)
+
+    assert "def lonely_hacker()" in result.text and "lonely_helper" not in result.text
+    stored = json.loads((cache / CACHE_NAME).read_text(encoding="utf-8"))["files"]["pkg/leaf.py"]
+    assert stored["sha256"] == hashlib.sha256(forged.encode()).hexdigest()
 
 
 def test_a_corrupt_cache_is_ignored(package: tuple[Path, list[str]], tmp_path: Path) -> None:
