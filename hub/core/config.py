@@ -142,6 +142,7 @@ class Config(NamedTuple):
     # search or an IDE opened on the user's checkout does not walk (see `worktrees_root`).
     worktrees_dir: Path | None = None
     keep_branches: bool = default("keep_branches")
+    edit_map: bool = default("edit_map")
     parallel_tasks: int = default("limits.parallel_tasks")
     # The model servers and how many generations each runs at once (Ollama's OLLAMA_NUM_PARALLEL).
     # Empty: `ollama_host` alone, with `ollama_slots`.
@@ -439,6 +440,7 @@ def _from_raw(
         ollama_keep_alive=given(raw, "ollama.keep_alive", absent=True),
         worktrees_dir=_worktrees_dir(raw.get("worktrees_dir"), repo_root, source),
         keep_branches=_bool(given(raw, "keep_branches", absent=True), "keep_branches", source),
+        edit_map=_bool(given(raw, "edit_map", absent=True), "edit_map", source),
         parallel_tasks=_env_int(env, "HUB_PARALLEL_TASKS")
         or _positive_int(given(raw, "limits.parallel_tasks", absent=True), "limits.parallel_tasks", source),
         agent=agent_settings(section("agent")),

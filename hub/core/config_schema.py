@@ -435,6 +435,9 @@ SCHEMA = Map(
         ),
         "worktrees_dir": Str(),
         "keep_branches": Bool().declared(False, "keep `task/<task_id>` after its merge"),
+        "edit_map": Bool().declared(
+            True, "edit mode shows a task's named files with the map of the files linked to them (if any)"
+        ),
         # Issue 11: where acceptance commands run (hub/safety/sandbox.py); `off` reads as false in YAML.
         "sandbox": AnyOf(
             (

@@ -37,6 +37,7 @@ from hub.core.redaction import user_secrets
 from hub.core.templates import fragment, render
 from hub.phases.acceptance import CommandResult
 from hub.phases.attempt_commands import failures
+from hub.phases.attempt_files import map_cache
 from hub.phases.attempt_prompt import agent_prompt, named_files
 from hub.phases.attempt_records import record_turn
 from hub.phases.stall import Failed, Stall
@@ -173,6 +174,7 @@ class AgentAttempt:
                 words=words,
                 budget_tokens=min(num_ctx // MAP_SHARE, MAP_MAX_TOKENS),
                 pinned=named_files(contract),
+                cache_dir=map_cache(self.run_),
                 count_tokens=budget.estimate_tokens,
             )
         except GitError as exc:

@@ -12,12 +12,17 @@ import re
 from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING
 
+from hub.core.errors import GitError
 from hub.core.log import get_logger
+from hub.core.redaction import user_secrets
 from hub.core.relpaths import behaviour_file, first_match
 from hub.edits.policy import control_file_refusal
 from hub.phases import prompt_parts
-from hub.phases.attempt_prompt import feedback_section, task_fields
+from hub.phases.attempt_prompt import build_prompt, feedback_section, named_files, task_fields
+from hub.phases.attempt_refind import Refind, pins, refind_from, told
+from hub.phases.attempt_refind import words as refind_words
 from hub.phases.stall import Failed, Stall, empty_answer
+from hub.repo import gitops
 from hub.safety.trust import control_paths
 from hub.state.provenance import write_record
 from hub.state.schema import path_problem
@@ -25,8 +30,11 @@ from hub.workers import budget
 from hub.workers.bridge import request_for
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
+    from hub.phases.run import Run
     from hub.phases.workbench import Workbench
-    from hub.state.contract import FoundFiles
+    from hub.state.contract import FoundFiles, StallRecord
     from hub.workers.base import Worker
 
 # At most this many files are taken from an answer: a small model's prompt must still hold them whole.
@@ -36,6 +44,10 @@ MAX_FOUND_FILES = 4
 # repository, and is what a real run should measure against an eighth.
 MAP_SHARE = 0.25
 PURPOSE = "find-files"
+# The most of edit mode's map beside a task's named files (named_map), as agent mode's (aider's default).
+MAP_MAX_TOKENS = 1024
+# The map's tag cache, in the repository's common git folder (see map_cache).
+MAP_CACHE = "hub-repomap"
 
 # A list marker before a path: "- ", "* ", "1. ", "2) ".
 _MARKER = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
@@ -50,10 +62,11 @@ def needs_files(bench: Workbench) -> bool:
     return bool(spec.get("find_files")) and not spec.get("source_files")
 
 
-def find_files(bench: Workbench, worker: Worker) -> list[str]:
+def find_files(bench: Workbench, worker: Worker, again: StallRecord | None = None) -> list[str]:
     """Ask the model for the files the task needs, from the repository map; record them on the contract
     (they become its source files, and those it may write its allowed paths) and in provenance. A
-    `files_not_found` stall strike when the answer names none the hub can take."""
+    `files_not_found` stall strike when the answer names none the hub can take. `again`: the stall of
+    the attempt whose choice failed (attempt_refind.py): the model is told, the map ranked by it."""
     from hub.review.repomap import build_map, tracked_files  # tree-sitter: only when a map is made
 
     run, config = bench.run, bench.config
@@ -66,20 +79,28 @@ def find_files(bench: Workbench, worker: Worker) -> list[str]:
     # answers, and shown whole (80,000 characters) it pushed the prompt past the window. What the change
     # may not touch counts for the ranking, through what it uses, but is not offered.
     hidden = [f for f in repository if first_match(f, forbidden) is not None]
-    base = prompt_parts.render(root, "find_files", **_fields(bench), map="")
+    refind = None
+    if again is not None:
+        found_before = bench.contract["handoff_data"].get("found_files")
+        chosen_before = found_before["files"] if found_before else []
+        refind = refind_from(again, chosen_before, repository, run.worktree)
+    fields = _fields(bench, refind)
+    base = prompt_parts.render(root, "find_files", **fields, map="")
     request = request_for(config, "implementer", base)
     fit = budget.plan(base, None, request.num_ctx, request.num_predict, scale=request.token_scale)
     room = min(int(fit.num_ctx * MAP_SHARE), fit.prompt_room - fit.prompt_tokens)
-    words = _words(bench)
+    words = _words(bench) + ("\n" + refind_words(refind) if refind else "")
     repo_map = build_map(
         run.worktree,
         repository,
         words=words,
         budget_tokens=max(room, 0),
+        pinned=pins(refind) if refind else (),
         hidden=hidden,
+        cache_dir=map_cache(run),
         count_tokens=lambda text: budget.estimate_tokens(text, request.token_scale),
     )
-    prompt = prompt_parts.render(root, "find_files", **_fields(bench), map=repo_map.text or "(empty)")
+    prompt = prompt_parts.render(root, "find_files", **fields, map=repo_map.text or "(empty)")
     generation = bench.generate(worker, request_for(config, "implementer", prompt), PURPOSE, first=True)
     if not generation.text.strip():
         raise Failed(Stall("files_not_found", empty_answer(generation)))
@@ -103,7 +124,12 @@ def find_files(bench: Workbench, worker: Worker) -> list[str]:
         run.ctx.handoff,
         run.task_id,
         "files-found",
-        {**found, "map_budget_tokens": room, "outcome": "found" if allowed else "refused"},
+        {
+            **found,
+            "map_budget_tokens": room,
+            "outcome": "found" if allowed else "refused",
+            **({"again_after": refind.reason, "pinned": pins(refind)} if refind else {}),
+        },
         run.now,
     )
     log.debug(
@@ -114,6 +140,61 @@ def find_files(bench: Workbench, worker: Worker) -> list[str]:
     run.task.set_found_files(found, allowed)
     run.save()
     return chosen
+
+
+def named_map(bench: Workbench) -> str:
+    """Edit mode's map for a task that names its files (`edit_map`, on by default): the files linked to
+    them (what they use, what uses them; `repomap.linked`), ranked for the task, the named files pinned
+    but not shown (the prompt holds them whole), as agent mode's map is sized: an eighth of the window,
+    at most MAP_MAX_TOKENS, and never more than the prompt leaves. "" when nothing is linked to them:
+    an exercise's stub and its test gain nothing from a map, and a small model's prompt only grows
+    (measured on hub eval's layout, docs/ARCHITECTURE.md)."""
+    run, config = bench.run, bench.config
+    named = named_files(bench.contract)
+    if not config.edit_map or bench.contract["specification"].get("find_files") or not named:
+        return ""
+    from hub.review.repomap import build_map, tracked_files  # tree-sitter: only when a map is made
+
+    control = control_paths(config)
+    try:
+        repository = [f for f in tracked_files(run.worktree) if control_file_refusal(f, control) is None]
+    except GitError as exc:
+        log.warning("implement.no_map", task=run.task_id, error=str(exc))
+        return ""
+    forbidden = bench.contract["constraints"]["forbidden_paths"]
+    hidden = [*named, *(f for f in repository if first_match(f, forbidden) is not None)]
+    system = prompt_parts.template(config.trust_root, "implementer_system").strip()
+    request = request_for(config, "implementer", build_prompt(run), system)
+    fit = budget.plan(request.prompt, system, request.num_ctx, request.num_predict, scale=request.token_scale)
+    frame = budget.estimate_tokens(prompt_parts.fragment(config.trust_root, "implementer_map", map=""))
+    room = min(fit.num_ctx // 8, MAP_MAX_TOKENS, fit.prompt_room - fit.prompt_tokens - frame)
+    if room <= 0:
+        return ""
+    repo_map = build_map(
+        run.worktree,
+        repository,
+        words=_words(bench),
+        budget_tokens=room,
+        pinned=named,
+        hidden=hidden,
+        linked_only=True,
+        cache_dir=map_cache(run),
+        count_tokens=lambda text: budget.estimate_tokens(text, request.token_scale),
+    )
+    log.info("implement.named_map", task=run.task_id, files=len(repo_map.files), tokens=repo_map.tokens)
+    if not repo_map.files:
+        return ""
+    shown = prompt_parts.fragment(config.trust_root, "implementer_map", map=repo_map.text.rstrip())
+    # Signatures carry default values: the user's own secrets in them are replaced (issue 28).
+    return "\n\n" + user_secrets(config, run.worktree).redact_known(shown)
+
+
+def map_cache(run: Run) -> Path:
+    """Where the phases keep the repository map's tag cache, shared by every task of the repository (a
+    task's worktree is a fresh checkout: most of its files were parsed for an earlier one): the common
+    git folder, which a sandboxed command never sees (an empty tmpfs there, hub.safety.git_view) and no
+    agent tool lists, unlike the worktree the model's code writes."""
+    return gitops.common_dir(run.user_repo) / MAP_CACHE
 
 
 def parse_files(
@@ -169,8 +250,9 @@ def _words(bench: Workbench) -> str:
     return "\n".join([*parts, *spec.get("acceptance_commands", [])])
 
 
-def _fields(bench: Workbench) -> dict[str, str]:
-    fields = task_fields(bench.contract, feedback_section(bench.run), "")
+def _fields(bench: Workbench, refind: Refind | None = None) -> dict[str, str]:
+    feedback = told(bench.config.trust_root, refind) if refind else feedback_section(bench.run)
+    fields = task_fields(bench.contract, feedback, "")
     return {
         "task_id": fields["task_id"],
         "title": fields["title"],

@@ -42,10 +42,11 @@ def named_files(contract: Contract) -> list[str]:
     return list(dict.fromkeys(p for p in [spec.get("target_file"), *spec.get("source_files", [])] if p))
 
 
-def build_prompt(run: Run, outlines: bool = False) -> str:
+def build_prompt(run: Run, outlines: bool = False, repo_map: str = "") -> str:
     """The implementer's prompt in edit mode; with `outlines`, the files other than the target as
     outlines only (for a task whose files the hub found, the first the model chose stands for the
-    target: outlines of every file leave the model nothing to edit)."""
+    target: outlines of every file leave the model nothing to edit); `repo_map` after the files
+    (attempt_files.named_map)."""
     contract = run.contract
     spec = contract["specification"]
     # The task's files as the task sees them: its worktree (before setup-task, the user's checkout).
@@ -66,6 +67,7 @@ def build_prompt(run: Run, outlines: bool = False) -> str:
                 for p in paths
             )
             or "(no files named in the contract)",
+            repo_map=repo_map,
             example_path=example,
             example_lang=language_for(example) or "",
         )

@@ -24,8 +24,9 @@ from hub.edits.answer import apply_answer, check_reply, not_made_good, unapplied
 from hub.edits.feedback import answer_feedback, output_truncated
 from hub.phases import prompt_parts
 from hub.phases.attempt_commands import failures
-from hub.phases.attempt_files import find_files, needs_files
+from hub.phases.attempt_files import find_files, named_map, needs_files
 from hub.phases.attempt_prompt import build_prompt
+from hub.phases.attempt_refind import other_files, refind_due
 from hub.phases.outcome import Outcome
 from hub.phases.run import Run
 from hub.phases.session import pre_phase_trip, require_setup, running
@@ -42,7 +43,7 @@ if TYPE_CHECKING:
     from hub.edits.edit import ParseResult
     from hub.phases.acceptance import CommandResult
     from hub.phases.context import Context
-    from hub.state.contract import Contract
+    from hub.state.contract import Contract, StallRecord
     from hub.workers.base import Generation, Worker
 
     # What an answer became: how it parsed, and what was written, refused or failed.
@@ -98,11 +99,16 @@ class EditAttempt:
         self.system = prompt_parts.template(self.config.trust_root, "implementer_system").strip()
         self.outlines = False  # the prompt shows the files other than the target as outlines
         self.same = False  # the last answer changed nothing: the same code, failing the same way
+        self.repo_map = ""  # the map beside a task's named files (attempt_files.named_map)
 
     def run(self) -> list[CommandResult]:
         if needs_files(self.bench):
             # A task that named no file: the model picks them from the repository map first.
             find_files(self.bench, self.worker)
+        elif (again := refind_due(self.bench)) is not None:
+            self._find_again(again)
+        else:
+            self.repo_map = named_map(self.bench)
         prompt, generation = self._first_call()
         answer = self._apply(generation, feedback_due=True)
         feedback = answer_feedback(*answer, self.config.trust_root)
@@ -110,16 +116,27 @@ class EditAttempt:
             self._feedback_round(prompt + "\n\n" + feedback, answer)
         return self.bench.acceptance(self.reflect)
 
+    def _find_again(self, again: StallRecord) -> None:
+        """The files chosen once more after an attempt whose choice failed (attempt_refind.py); an answer
+        naming none the hub can take keeps the last choice: the retry still has files to edit."""
+        try:
+            find_files(self.bench, self.worker, again)
+        except Failed as exc:
+            if not isinstance(exc.failure, Stall) or exc.failure.reason != "files_not_found":
+                raise
+            log.warning("implement.refind_kept", task=self.run_.task_id, detail=exc.failure.detail)
+
     def _first_call(self) -> tuple[str, Generation]:
         """The prompt the model answered, and its answer. A prompt that does not fit is retried smaller,
         never unchanged: the files other than the target as outlines."""
-        prompt = build_prompt(self.run_)
+        prompt = build_prompt(self.run_, repo_map=self.repo_map)
         try:
             return prompt, self._call(prompt, "implement")
         except ContextOverflow as exc:
             smaller = build_prompt(self.run_, outlines=True)
             if smaller == prompt:
                 raise
+            self.repo_map = ""  # the map goes before any file does
             log.warning("implement.outlines", task=self.run_.task_id, reason=str(exc))
             self.outlines = True
             while True:
@@ -205,6 +222,8 @@ class EditAttempt:
         applied_before = self.bench.applied_any
         self.bench.wrote(parsed, result)
         if not parsed.edits and not parsed.truncated:
+            if not applied_before:
+                self._wrong_files(text, None)
             why = "; ".join(parsed.problems) or "no file path followed by a fenced code block was found"
             raise Failed(Stall("malformed_output", why))
         if not result.changed_files and not applied_before:
@@ -215,9 +234,22 @@ class EditAttempt:
                 parts.append(f"{', '.join(result.unchanged)}: the new content is the same as the old")
             if parsed.truncated:
                 raise Failed(Stall("output_truncated", "; ".join(parsed.problems) or output_truncated(root)))
+            self._wrong_files(text, result)
             why = "no edit could be applied: " + ("; ".join(parts) or "nothing parsed")
             raise Failed(Stall("malformed_output", why))
         return parsed, result
+
+    def _wrong_files(self, text: str, result: ApplyResult | None) -> None:
+        """A `wrong_files` stall for an answer that wrote nothing and went for other files than the ones
+        the hub chose for it: the retry chooses them again (attempt_refind.py)."""
+        others = other_files(self.bench, text, result)
+        if others:
+            given = ", ".join(self.run_.contract["constraints"]["allowed_paths"])
+            verb = "changed" if result is not None else "asked for"
+            detail = (
+                f"the answer {verb} only files it was not given ({', '.join(others)}); it was given {given}"
+            )
+            raise Failed(Stall("wrong_files", detail))
 
     def reflect(self, failed: list[CommandResult], reflection: int) -> Reflected:
         """An answer to the failing acceptance commands."""
@@ -228,7 +260,7 @@ class EditAttempt:
         reflect = prompt_parts.render(
             root,
             "reflection",
-            prompt=build_prompt(self.run_, outlines=self.outlines),
+            prompt=build_prompt(self.run_, outlines=self.outlines, repo_map=self.repo_map),
             feedback=failures(failed),
         )
         if self.same:

@@ -58,6 +58,9 @@ ADVICE = {
     "files_not_found": "The task names no file, and the model's answer to the repository map named none the "
     "hub could take (the reasons are above; the map and the answer are the find-files records in "
     "_handoff/tasks/<task>/runs/). Name the file to change (`hub new --target FILE`), or use a stronger model.",
+    "wrong_files": "The task names no file, and the model's answer went for other files than those it chose "
+    "from the repository map (named above): the retry asks it again for the files. Name the file to change "
+    "(`hub new --target FILE`), or use a stronger model.",
     "tests_failed": "The acceptance commands still fail after the model's reflections. Read the command output "
     "above; the requirement may be ambiguous, or the task too big for this model.",
     "server_error": "The model server answered, but broken, several times in a row: its message is above (an "

@@ -34,7 +34,7 @@ from pathlib import Path
 from hub.core.errors import GitError
 from hub.core.log import get_logger
 from hub.review import code
-from hub.review.ranking import Ranking, Terms, rank
+from hub.review.ranking import Ranking, Terms, is_test, rank
 from hub.review.tags import Definition, TagCache, Tags, file_tags
 
 log = get_logger(__name__)
@@ -100,10 +100,12 @@ def build_map(
     cache_dir: Path | None = None,
     count_tokens: Callable[[str], int] = estimate_tokens,
     max_file_bytes: int = MAX_FILE_BYTES,
+    linked_only: bool = False,
 ) -> RepoMap:
     """The map of `files` (repository-relative, e.g. `tracked_files(root)`) for a task described by
     `words`, at most `budget_tokens` by `count_tokens`. `pinned` files come first; `hidden` ones count
-    for the ranking (what they use) but are not shown; `cache_dir` keeps the files' tags between calls."""
+    for the ranking (what they use) but are not shown; `cache_dir` keeps the files' tags between calls;
+    `linked_only` shows only the files `linked` to the pinned ones."""
     started = time.perf_counter()
     base = Path(os.path.realpath(root))
     pins = list(dict.fromkeys(p for p in map(clean_path, pinned) if p is not None))
@@ -116,7 +118,10 @@ def build_map(
             tags[rel] = found
     cache.save(keep=set(tags))
     pins = [p for p in pins if p in tags]
-    ranking = without(rank(tags, Terms.of(words), pins), {p for p in map(clean_path, hidden) if p})
+    unseen = {p for p in map(clean_path, hidden) if p}
+    if linked_only:
+        unseen |= set(tags) - linked(tags, pins)
+    ranking = without(rank(tags, Terms.of(words), pins), unseen)
     text, shown = fit(ranking, tags, budget_tokens, count_tokens)
     tokens = count_tokens(text)
     log.debug(
@@ -131,6 +136,30 @@ def build_map(
         seconds=round(time.perf_counter() - started, 3),
     )
     return RepoMap(text=text, files=tuple(shown), tokens=tokens, ranked=ranking.files)
+
+
+def linked(tags: Mapping[str, Tags | None], pinned: Sequence[str]) -> set[str]:
+    """The pinned files and the files that define a name one of them uses, or use a name one of them
+    defines; test files only when pinned (a test uses what it tests, and tells little about the code
+    around it). Dunder and short names link nothing: every class has an `__init__`."""
+
+    def names(found: Tags | None) -> set[str]:
+        return {d.name for d in _shown_definitions(found) if len(d.name) > 2 and not d.name.startswith("__")}
+
+    defines: dict[str, set[str]] = {}
+    for rel, found in tags.items():
+        for name in names(found):
+            defines.setdefault(name, set()).add(rel)
+    keep = set(pinned)
+    theirs = set().union(*(names(tags[p]) for p in pinned)) if pinned else set()
+    for pin in pinned:
+        found = tags[pin]
+        used = found.references if found is not None else {}
+        keep.update(rel for name in used for rel in defines.get(name, ()) if not is_test(rel))
+    for rel, found in tags.items():
+        if found is not None and not is_test(rel) and theirs.intersection(found.references):
+            keep.add(rel)
+    return keep
 
 
 def without(ranking: Ranking, hidden: set[str]) -> Ranking:

@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from hub.phases.attempt_files import MAX_FOUND_FILES, parse_files
+from hub.phases.attempt_files import MAP_CACHE, MAX_FOUND_FILES, parse_files
+from hub.review.tags import CACHE_NAME
 from hub.safety.trust import CONTROL_FILES
 
 from .conftest import APP_PY, GREET_FIXED, IMPL, PASS_REVIEW, REV, Pipeline, git, whole_file
@@ -74,6 +75,22 @@ def test_the_files_found_are_kept_for_the_next_attempt_without_asking_again(pipe
 
     assert [r["purpose"] for r in pipe.records("model-call")] == ["find-files", "implement", "implement"]
     assert pipe.read("src/app.py") == GREET_FIXED
+
+
+def test_the_maps_tags_are_kept_in_the_repositorys_git_folder_for_every_task_never_in_the_worktree(
+    pipe: Pipeline,
+) -> None:
+    pipe.fake.script(IMPL, "src/app.py\n", whole_file("src/app.py", GREET_FIXED))
+    start_unnamed(pipe)
+
+    pipe.implement()
+
+    # The common git folder: a sandboxed command sees an empty tmpfs there, an agent tool nothing.
+    cache = pipe.repo / ".git" / MAP_CACHE / CACHE_NAME
+    stored = json.loads(cache.read_text(encoding="utf-8"))["files"]
+    assert {"src/app.py", "src/calc.py", "src/shapes.py"} <= set(stored)
+    assert all(len(entry["sha256"]) == 64 for entry in stored.values())
+    assert not list(pipe.worktree.rglob(CACHE_NAME))
 
 
 @pytest.mark.parametrize(

@@ -57,6 +57,10 @@ PACKAGED = (
     "agent_advice_search",
     "agent_advice_other",
     "find_files",
+    "find_files_again",
+    "find_files_tests_failed",
+    "find_files_wrong_files",
+    "implementer_map",
 )
 PLACEHOLDER = re.compile(r"\$\{\w+\}")
 

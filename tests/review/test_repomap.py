@@ -305,6 +305,19 @@ def test_a_file_rewritten_with_its_old_size_and_mtime_is_parsed_again(
     assert stored["sha256"] == hashlib.sha256(forged.encode()).hexdigest()
 
 
+def test_linked_only_shows_the_pinned_files_and_what_they_use_or_what_uses_them(
+    package: tuple[Path, list[str]],
+) -> None:
+    root, files = package
+    calc = build_map(root, files, words="", budget_tokens=10_000, pinned=["pkg/calc.py"], linked_only=True)
+    # calc uses util's normalize; nothing uses calc but its test, and a test is what it tests.
+    assert set(calc.files) == {"pkg/calc.py", "pkg/util.py"}
+    util = build_map(root, files, words="", budget_tokens=10_000, pinned=["pkg/util.py"], linked_only=True)
+    assert set(util.files) == {"pkg/util.py", "pkg/calc.py", "pkg/shapes.py", "pkg/report.py"}
+    leaf = build_map(root, files, words="", budget_tokens=10_000, pinned=["pkg/leaf.py"], linked_only=True)
+    assert leaf.files == ("pkg/leaf.py",)
+
+
 def test_a_corrupt_cache_is_ignored(package: tuple[Path, list[str]], tmp_path: Path) -> None:
     root, files = package
     cache = tmp_path / "cache"
