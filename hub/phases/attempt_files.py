@@ -4,7 +4,8 @@ takes only files the map was made from, never a guess, and from then on shows th
 task's named files. What they may write follows from the policy: the chosen files, less the forbidden
 ones (the acceptance tests of `hub eval`), the files that change how git, CI or agents behave (a person
 must name those) and the hub's control files (never on the map). No file is created this way: a task
-that must create one names it (`--target FILE --new-file`)."""
+that must create one names it (`--target FILE --new-file`). Here too: edit mode's map beside a task's
+named files (`named_map`), and where the phases' maps keep their tags (`map_cache`)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,6 @@ from typing import TYPE_CHECKING
 
 from hub.core.errors import GitError
 from hub.core.log import get_logger
-from hub.core.redaction import user_secrets
 from hub.core.relpaths import behaviour_file, first_match
 from hub.edits.policy import control_file_refusal
 from hub.phases import prompt_parts
@@ -184,9 +184,8 @@ def named_map(bench: Workbench) -> str:
     log.info("implement.named_map", task=run.task_id, files=len(repo_map.files), tokens=repo_map.tokens)
     if not repo_map.files:
         return ""
-    shown = prompt_parts.fragment(config.trust_root, "implementer_map", map=repo_map.text.rstrip())
-    # Signatures carry default values: the user's own secrets in them are replaced (issue 28).
-    return "\n\n" + user_secrets(config, run.worktree).redact_known(shown)
+    # Signatures carry default values: build_prompt replaces the user's own secrets in all of its text.
+    return "\n\n" + prompt_parts.fragment(config.trust_root, "implementer_map", map=repo_map.text.rstrip())
 
 
 def map_cache(run: Run) -> Path:
