@@ -55,3 +55,24 @@ def test_edit_map_false_shows_no_map(pipe: Pipeline) -> None:
     assert pipe.implement().to_state == "pending_local_review"
 
     assert HEADING not in pipe.prompts()[0]
+
+
+def test_the_users_secret_in_a_signature_on_the_map_is_redacted(pipe: Pipeline) -> None:
+    secret = "sk-live-4f9a8b7c6d5e4f3a2b1c"
+    (pipe.repo / ".env").write_text(f"SERVICE_TOKEN={secret}\n", encoding="utf-8")
+    uses_client = 'from client import connect\n\n\ndef greet(name):\n    return "hello " + connect(name)\n'
+    pipe.commit(
+        "a client",
+        {
+            ".gitignore": ".env\n",
+            "src/app.py": uses_client,
+            "src/client.py": f"def connect(name, token='{secret}'):\n    return name\n",
+        },
+    )
+    pipe.fake.script(IMPL, whole_file("src/app.py", uses_client.replace('"hello "', '"hello, "')))
+    pipe.start()
+
+    assert pipe.implement().to_state == "pending_local_review"
+
+    shown = the_map(pipe.prompts()[0])
+    assert "def connect(name, token=" in shown and secret not in shown
