@@ -435,8 +435,9 @@ SCHEMA = Map(
         ),
         "worktrees_dir": Str(),
         "keep_branches": Bool().declared(False, "keep `task/<task_id>` after its merge"),
+        # Off until a real model's replies with and without it are measured (issue 34): the prompt grows.
         "edit_map": Bool().declared(
-            True, "edit mode shows a task's named files with the map of the files linked to them (if any)"
+            False, "edit mode shows a task's named files with the map of the files linked to them (if any)"
         ),
         # Issue 11: where acceptance commands run (hub/safety/sandbox.py); `off` reads as false in YAML.
         "sandbox": AnyOf(

@@ -143,7 +143,7 @@ def find_files(bench: Workbench, worker: Worker, again: StallRecord | None = Non
 
 
 def named_map(bench: Workbench) -> str:
-    """Edit mode's map for a task that names its files (`edit_map`, on by default): the files linked to
+    """Edit mode's map for a task that names its files (`edit_map`, off by default until measured): the files linked to
     them (what they use, what uses them; `repomap.linked`), ranked for the task, the named files pinned
     but not shown (the prompt holds them whole), as agent mode's map is sized: an eighth of the window,
     at most MAP_MAX_TOKENS, and never more than the prompt leaves. "" when nothing is linked to them:

@@ -1,6 +1,6 @@
 """Edit mode's map beside a task's named files (issue 34): the files linked to them, after their text;
 nothing for a stub and its test alone (hub eval's exercism layout, where a map only grows the prompt), and
-nothing when `edit_map: false`. In-process against a FakeOllama, in a real repository."""
+nothing by default (`edit_map` is off until measured on real replies). In-process against a FakeOllama, in a real repository."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ def the_map(prompt: str) -> str:
 
 
 def test_a_task_naming_its_file_is_shown_the_files_linked_to_it_after_its_text(pipe: Pipeline) -> None:
+    pipe.configure(extra_yaml="edit_map: true\n")
     pipe.commit("linked modules", LINKED)
     pipe.fake.script(IMPL, whole_file("src/app.py", FIXED))
     pipe.start()
@@ -37,6 +38,7 @@ def test_a_task_naming_its_file_is_shown_the_files_linked_to_it_after_its_text(p
 
 
 def test_a_stub_and_its_test_alone_get_no_map(pipe: Pipeline) -> None:
+    pipe.configure(extra_yaml="edit_map: true\n")
     pipe.commit("the stub's test", {"tests/test_app.py": LINKED["tests/test_app.py"]})
     pipe.fake.script(IMPL, whole_file("src/app.py", GREET_FIXED))
     pipe.start()
@@ -46,8 +48,7 @@ def test_a_stub_and_its_test_alone_get_no_map(pipe: Pipeline) -> None:
     assert HEADING not in pipe.prompts()[0]
 
 
-def test_edit_map_false_shows_no_map(pipe: Pipeline) -> None:
-    pipe.configure(extra_yaml="edit_map: false\n")
+def test_by_default_a_task_naming_its_file_gets_no_map(pipe: Pipeline) -> None:
     pipe.commit("linked modules", LINKED)
     pipe.fake.script(IMPL, whole_file("src/app.py", FIXED))
     pipe.start()
@@ -58,6 +59,7 @@ def test_edit_map_false_shows_no_map(pipe: Pipeline) -> None:
 
 
 def test_the_users_secret_in_a_signature_on_the_map_is_redacted(pipe: Pipeline) -> None:
+    pipe.configure(extra_yaml="edit_map: true\n")
     secret = "sk-live-4f9a8b7c6d5e4f3a2b1c"
     (pipe.repo / ".env").write_text(f"SERVICE_TOKEN={secret}\n", encoding="utf-8")
     uses_client = 'from client import connect\n\n\ndef greet(name):\n    return "hello " + connect(name)\n'
