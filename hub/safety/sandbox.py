@@ -56,6 +56,7 @@ from hub.core.errors import HubError
 from hub.core.log import get_logger
 from hub.core.redaction import Redactor
 from hub.core.sandbox_config import SandboxLimits, SandboxMode, SandboxSettings
+from hub.safety.cgroup import Delegation, take
 from hub.safety.git_view import git_folders, git_view
 from hub.safety.limits import prlimit_argv, rlimits
 
@@ -153,6 +154,8 @@ class Jail:
     preexec: Callable[[], None] | None = None
     # Where bwrap stands in `prefix` (after prlimit's arguments): its options follow it.
     bwrap_at: int = 0
+    # Where each command gets a cgroup of its own (hub.safety.cgroup); None: memory and processes polled.
+    cgroup: Path | None = None
 
     def argv(
         self, command: str, cwd: Path, info_fd: int | None = None, args_fd: int | None = None
@@ -293,10 +296,12 @@ def prepare(
     which: Which = shutil.which,
     hidden: Sequence[str] = (),
     tmp_size: int | None = None,
+    cgroups: Delegation | None = None,
 ) -> Jail:
     """The jail commands in `writable_root` run in. `protected` are paths inside the writable root that
     stay read-only (git metadata and the hub's control files); `hidden`, paths covered besides the
-    credentials and socket files. Raises SandboxUnavailable for `required`."""
+    credentials and socket files; `cgroups`, where commands get cgroups (default: `cgroup.take()`).
+    Raises SandboxUnavailable for `required`."""
     env = os.environ if env is None else env
     protected = tuple(protected)
     if settings.mode == SandboxMode.OFF:
@@ -349,6 +354,7 @@ def prepare(
         settings.limits,
         preexec=None if prlimit else rlimits(settings.limits),
         bwrap_at=len(limited),
+        cgroup=(cgroups or take()).base,
     )
 
 
