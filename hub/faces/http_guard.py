@@ -137,9 +137,6 @@ class Connections:
         if not same:
             del self.by_peer[peer]
 
-    def open(self) -> int:
-        return len(self.every)
-
     def _report(self, peer: str) -> None:
         now = self.clock()
         if self.logged_at is None or now - self.logged_at >= LOG_EVERY_SECONDS:
