@@ -1,5 +1,6 @@
 """The side doors of issue 38, each class counted (bench_security.py prints them): limit escapes, forged
-passes, test edits, tool files under a broad policy, encoded tokens, and the socket scan's cost.
+passes, test edits, tool files under a broad policy, encoded tokens, the socket scan's cost, and MCP over
+HTTP with 1,024 connections held (clients served with the caps and without).
 
 Every probe runs the hub's own code on a checkout outside /tmp: commands through `run_command` in the real
 sandbox, edits through `apply_edits` and the one path matcher, text through the redactor. Goal: 0 of each.
@@ -8,6 +9,7 @@ sandbox, edits through `apply_edits` and the one path matcher, text through the 
 from __future__ import annotations
 
 import base64
+import contextlib
 import shlex
 import statistics
 import subprocess
@@ -176,9 +178,73 @@ def scan_cost(checkout: Path, runs: int) -> dict[str, float]:
     return {"first_ms": first, "median_ms": statistics.median(times)}
 
 
+def _initialize(url: str, source: str) -> bool:
+    """An MCP client's first call from a fresh connection at `source`, answered 200 within 10 s?"""
+    import httpx
+
+    body = {
+        "jsonrpc": "2.0", "id": 0, "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "b", "version": "0"}},
+    }  # fmt: skip
+    headers = {"Accept": "application/json, text/event-stream", "Connection": "close"}
+    try:
+        with httpx.Client(transport=httpx.HTTPTransport(local_address=source), timeout=10) as http:
+            return http.post(url, json=body, headers=headers).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def connection_flood(checkout: Path, held: int = 1024, caps: tuple[str, ...] = ()) -> dict[str, Any]:
+    """`hub mcp serve --transport http` at the usual descriptor limit (1,024), one client holding `held`
+    idle connections: are two MCP clients (the same address, another one) still served?"""
+    import resource
+    import socket
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, held + 256)), hard))
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    argv = [sys.executable, "-m", "hub", "--repo", str(checkout), "mcp", "serve", "--transport", "http"]
+    server = subprocess.Popen(
+        [*argv, "--port", str(port), "--idle-timeout", "120", *caps],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (1024, hard)),
+    )  # fmt: skip
+    conns: list[socket.socket] = []
+    try:
+        assert server.stderr is not None
+        for line in server.stderr:
+            if "Uvicorn running on" in line:
+                break
+        for _ in range(held):
+            with contextlib.suppress(OSError):
+                conns.append(socket.create_connection(("127.0.0.1", port), timeout=10))
+        url = f"http://127.0.0.1:{port}/mcp"
+        served = [_initialize(url, source) for source in ("127.0.0.1", "127.0.0.2")]
+        return {
+            "held": len(conns),
+            "served": sum(served),
+            "clients": len(served),
+            "alive": server.poll() is None,
+        }
+    finally:
+        for conn in conns:
+            conn.close()
+        server.terminate()
+        server.wait(timeout=30)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
 def side_doors(checkout: Path, token: str, evals: Path, scratch: Path, runs: int) -> dict[str, Any]:
     scratch.mkdir(parents=True, exist_ok=True)
     return {
+        "connection_flood": {
+            "uncapped": connection_flood(
+                checkout, caps=("--max-per-client", "9999", "--max-connections", "9999")
+            ),
+            "capped": connection_flood(checkout),
+        },
         "scan_cost": scan_cost(checkout, runs),
         "limit_escapes": limit_escapes(checkout),
         "forged_passes": forged_passes(checkout),
@@ -190,6 +256,11 @@ def side_doors(checkout: Path, token: str, evals: Path, scratch: Path, runs: int
 
 
 def print_side_doors(found: dict[str, Any]) -> None:
+    for how, flood in found["connection_flood"].items():
+        print(
+            f"MCP over HTTP, {flood['held']} connections held ({how}): {flood['served']} of {flood['clients']} "
+            f"clients served, server {'alive' if flood['alive'] else 'DEAD'}"
+        )
     cost = found["scan_cost"]
     print(
         f"\nprepare (mounts, socket scan): first {cost['first_ms']:.1f} ms, then median {cost['median_ms']:.1f} ms"

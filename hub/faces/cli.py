@@ -387,15 +387,36 @@ def mcp() -> None:
     show_default=True,
     help="Close an HTTP connection that sends no complete request for this long (seconds).",
 )
+@click.option(
+    "--max-per-client",
+    type=click.IntRange(min=1),
+    default=64,
+    show_default=True,
+    help="HTTP connections open from one address; past it the oldest idle one is closed.",
+)
+@click.option(
+    "--max-connections",
+    type=click.IntRange(min=1),
+    help="HTTP connections open in all (default: 1024, or less to keep an eighth of `ulimit -n` free).",
+)
 @pass_state
 def mcp_serve(
-    state: State, transport: str, host: str, port: int, token: str | None, idle_timeout: float
+    state: State,
+    transport: str,
+    host: str,
+    port: int,
+    token: str | None,
+    idle_timeout: float,
+    max_per_client: int,
+    max_connections: int | None,
 ) -> None:
     """Serve the hub's tools over MCP: stdio for a client that spawns it, or streamable HTTP at /mcp."""
     from hub.faces.mcp_server import serve
 
     state.context()  # refuse to serve a repository the tools could not work in
-    serve(state.repo, state.handoff, transport, host, port, token, idle_timeout)
+    serve(
+        state.repo, state.handoff, transport, host, port, token, idle_timeout, max_per_client, max_connections
+    )
 
 
 @cli.command()

@@ -28,7 +28,7 @@ from hub.phases.context import Context
 from hub.repo import identity
 from hub.repo.workspace import problems
 from hub.review.rules import find_ast_grep
-from hub.safety.limits import cgroup_v2_delegated
+from hub.safety.cgroup import delegation
 from hub.safety.sandbox import (
     FIX_INSTALL,
     SYSTEM,
@@ -573,13 +573,7 @@ def kernel_limits(which: Which = shutil.which) -> list[tuple[str, bool, str]]:
     bwrap, _ = availability(which)
     userns = bwrap is not None and refuses_userns(bwrap)
     sized = bwrap is not None and sizes_tmpfs(bwrap)
-    cgroup = (
-        "polled by the hub (resident memory, memfds, processes in the sandbox, a few times a second); a "
-        "cgroup v2 with the memory and pids controllers is delegated here, but the hub does not use one yet"
-        if cgroup_v2_delegated()
-        else "polled by the hub (resident memory, memfds, processes in the sandbox, a few times a second): "
-        "no cgroup v2 with the memory and pids controllers is delegated to this user"
-    )
+    found = delegation()
     return [
         (
             "nested user namespaces",
@@ -595,6 +589,7 @@ def kernel_limits(which: Which = shutil.which) -> list[tuple[str, bool, str]]:
             if sized
             else "unsized: bwrap older than 0.8.0",
         ),
-        ("file size", True, "RLIMIT_FSIZE (sandbox.limits.disk_mb per file); the total written is polled"),
-        ("memory and processes", False, cgroup),
+        ("file size", True, "RLIMIT_FSIZE (sandbox.limits.disk_mb per file)"),
+        ("bytes written in all", False, "a walk of the files the command changed, every second: no quota"),
+        ("memory and processes", found.base is not None, found.said()),
     ]

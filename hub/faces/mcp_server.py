@@ -177,16 +177,26 @@ def serve(
     port: int = DEFAULT_HTTP_PORT,
     token: str | None = None,
     idle_seconds: float = 30.0,
+    max_per_client: int = 64,
+    max_connections: int | None = None,
 ) -> None:
     """Serve until stdin closes (stdio) or the process is stopped (http). The phases the tools run, for
-    as long as this serves, share their MCP worker servers: each is spawned once, not per phase."""
+    as long as this serves, share their MCP worker servers: each is spawned once, not per phase. Over
+    HTTP, at most `max_per_client` connections from one address and `max_connections` in all (default:
+    head-room below the descriptor limit; hub.faces.http_guard)."""
     config = load_config(repo_root, handoff_dir)
     if transport not in ("stdio", "http"):
         raise ConfigError(f"unknown transport '{transport}' (stdio or http)")
     workers = WorkerPool()
     try:
         _serve(
-            build_server(repo_root, handoff_dir, workers), config, transport, host, port, token, idle_seconds
+            build_server(repo_root, handoff_dir, workers),
+            config,
+            transport,
+            host,
+            port,
+            token,
+            (idle_seconds, max_per_client, max_connections),
         )
     finally:
         workers.close()
@@ -199,7 +209,7 @@ def _serve(
     host: str,
     port: int,
     token: str | None,
-    idle_seconds: float = 30.0,
+    guard: tuple[float, int, int | None] = (30.0, 64, None),
 ) -> None:
     if transport == "stdio":
         log.info("mcp.serve", transport="stdio", repo=str(config.repo_root))
@@ -228,4 +238,4 @@ def _serve(
             loop="asyncio",
         )
     )
-    asyncio.run(http_guard.serve(server_, idle_seconds))
+    asyncio.run(http_guard.serve(server_, *guard))

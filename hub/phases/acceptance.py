@@ -1,5 +1,6 @@
 """Running the contract's acceptance commands: in the sandbox (`hub.safety.sandbox`), each in its own process
-group, with a timeout that kills the whole tree, within `sandbox.limits` (`hub.safety.limits`).
+group, with a timeout that kills the whole tree, within `sandbox.limits` (`hub.safety.limits`; memory and
+processes bounded by the kernel where a cgroup v2 is delegated, `hub.safety.cgroup`).
 
 What a command prints is kept to its tail and passed through the secret redactor (`hub.core.redaction`)
 before anything else sees it: it goes into prompts, records, halts and REVIEW_REQUEST.md.
@@ -36,6 +37,7 @@ from hub.core.files import read_text_capped
 from hub.core.log import get_logger
 from hub.core.redaction import Redactor, redactor, user_secrets
 from hub.repo.child import PIPE, Child
+from hub.safety.cgroup import CommandGroup, command_group
 from hub.safety.limits import XFSZ_EXITS, Watch, remove_written
 from hub.safety.sandbox import Jail, absent, prepare, remove_created
 from hub.safety.trust import control_paths
@@ -111,12 +113,16 @@ def run_command(
     `crash_at` names its crash point (hub.core.faults) while it runs."""
     started = time.perf_counter()
     report = _ReportPipe()
+    sandboxed = jail is not None and jail.sandboxed
+    group = command_group(jail.cgroup, jail.limits) if jail and sandboxed and jail.cgroup else None
     try:
-        result = _run(command, cwd, timeout, jail, pidfile, report, crash_at)
+        result = _run(command, cwd, timeout, jail, pidfile, report, crash_at, group)
         if result.ok:
             result = _verdict(command, result, report.documents(), _runs_pytest(command, cwd))
     finally:
         report.close()
+        if group is not None:
+            group.remove()
     secrets = (jail.redactor if jail else None) or redactor(folders=[cwd, Path.home()])
     return replace(
         result,
@@ -134,6 +140,7 @@ def _run(
     pidfile: Path | None,
     report: _ReportPipe,
     crash_at: str,
+    group: CommandGroup | None = None,
 ) -> CommandResult:
     sandboxed = jail is not None and jail.sandboxed
     # bwrap writes to --info-fd once the sandbox stands (its die-with-parent armed) and closes it: until
@@ -149,6 +156,8 @@ def _run(
         os.write(args_fd, jail.options())
         os.lseek(args_fd, 0, os.SEEK_SET)
         argv = jail.argv(command, cwd, info_fd=info_write, args_fd=args_fd)
+        if group is not None:
+            argv = group.wrap(argv)
     elif jail:
         argv = jail.argv(command, cwd)
     env = {**(env if env is not None else os.environ), "PYTEST_ADDOPTS": report.addopts(env)}
@@ -177,7 +186,8 @@ def _run(
                 init = _init_pid(info.read())
             if init is not None:
                 child.remember(pidfile, init, group=False)
-                watch = Watch(jail.limits, init, cwd.resolve(), child.end)
+                # With a cgroup the kernel bounds memory and processes: the watch walks the disk alone.
+                watch = Watch(jail.limits, init, cwd.resolve(), child.end, kernel=group is not None)
         else:
             # Unsandboxed, the command's process group is what a later phase can still end.
             child.remember(pidfile)
@@ -193,9 +203,10 @@ def _run(
         child.end()
         stdout, stderr = (reader.text() for reader in readers)
     failure = None
-    if watch is not None and (watch.exceeded or exit_code in XFSZ_EXITS):
+    stopped = group.stopped() if group is not None else None
+    if watch is not None and (watch.exceeded or stopped or exit_code in XFSZ_EXITS):
         assert jail is not None
-        past = watch.exceeded or f"a file of {jail.limits.disk_mb} MiB (sandbox.limits.disk_mb)"
+        past = watch.exceeded or stopped or f"a file of {jail.limits.disk_mb} MiB (sandbox.limits.disk_mb)"
         failure = f"resource_limit: {past}"
         removed = remove_written(cwd.resolve(), watch.started)
         stderr += f"\nhub: the command was ended: {failure}; {len(removed)} files it wrote were removed"

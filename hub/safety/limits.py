@@ -1,7 +1,8 @@
 """Bounds on one sandboxed command (issue 28): processes, memory, bytes written (`sandbox.limits`).
 
 bwrap has no resource limits of its own, and cgroups need a delegated hierarchy most machines do not
-give an unprivileged user. So two layers:
+give an unprivileged user (where one is, `hub.safety.cgroup` bounds memory and processes and the watch
+walks the disk alone). So two layers:
 
 - rlimits set before bwrap starts (`prlimit --` in front of it), inherited by everything it runs: RLIMIT_FSIZE (no
   file grows past `disk_mb`: the writer gets SIGXFSZ), RLIMIT_DATA (no process maps more than four
@@ -84,10 +85,14 @@ def _own_processes() -> int:
 
 class Watch:
     """Polls one running sandbox (its init's host pid) against `limits`; `kill` ends it past one.
-    `exceeded` then says which, in a sentence."""
+    `exceeded` then says which, in a sentence. With `kernel`, the disk alone."""
 
-    def __init__(self, limits: SandboxLimits, init_pid: int, root: Path, kill: Callable[[], None]) -> None:
+    def __init__(
+        self, limits: SandboxLimits, init_pid: int, root: Path, kill: Callable[[], None], kernel: bool = False
+    ) -> None:
         self.limits = limits
+        # The kernel bounds the command's memory and processes (its cgroup): only the disk is walked.
+        self.kernel = kernel
         self.root = root
         self.kill = kill
         self.started = time.time_ns()
@@ -121,6 +126,8 @@ class Watch:
                 return
 
     def _check(self, disk: bool) -> str | None:
+        if self.kernel:
+            return self.check_disk() if disk else None
         pids = self._pids()
         if len(pids) > self.limits.processes:
             return f"more than {self.limits.processes} processes (sandbox.limits.processes)"
@@ -236,16 +243,3 @@ def remove_written(root: Path, since_ns: int) -> list[str]:
                 path.unlink()
                 removed.append(rel)
     return sorted(removed)
-
-
-def cgroup_v2_delegated() -> bool:
-    """Whether this process's cgroup v2 is one it may split, with the memory and pids controllers (where a
-    command's memory, memfd and tmpfs pages too, and processes could be bounded by the kernel)."""
-    try:
-        lines = Path("/proc/self/cgroup").read_text(encoding="utf-8").splitlines()
-        line = next((x for x in lines if x.startswith("0::")), "")
-        folder = Path("/sys/fs/cgroup") / line[3:].lstrip("/")
-        controllers = (folder / "cgroup.controllers").read_text(encoding="ascii").split()
-    except OSError:
-        return False
-    return bool(line) and {"memory", "pids"} <= set(controllers) and os.access(folder, os.W_OK)

@@ -56,6 +56,7 @@ from hub.core.errors import HubError
 from hub.core.log import get_logger
 from hub.core.redaction import Redactor
 from hub.core.sandbox_config import SandboxLimits, SandboxMode, SandboxSettings
+from hub.safety.cgroup import Delegation, take
 from hub.safety.git_view import git_folders, git_view
 from hub.safety.limits import prlimit_argv, rlimits
 
@@ -153,6 +154,8 @@ class Jail:
     preexec: Callable[[], None] | None = None
     # Where bwrap stands in `prefix` (after prlimit's arguments): its options follow it.
     bwrap_at: int = 0
+    # Where each command gets a cgroup of its own (hub.safety.cgroup); None: memory and processes polled.
+    cgroup: Path | None = None
 
     def argv(
         self, command: str, cwd: Path, info_fd: int | None = None, args_fd: int | None = None
@@ -293,10 +296,12 @@ def prepare(
     which: Which = shutil.which,
     hidden: Sequence[str] = (),
     tmp_size: int | None = None,
+    cgroups: Delegation | None = None,
 ) -> Jail:
     """The jail commands in `writable_root` run in. `protected` are paths inside the writable root that
     stay read-only (git metadata and the hub's control files); `hidden`, paths covered besides the
-    credentials and socket files. Raises SandboxUnavailable for `required`."""
+    credentials and socket files; `cgroups`, where commands get cgroups (default: `cgroup.take()`).
+    Raises SandboxUnavailable for `required`."""
     env = os.environ if env is None else env
     protected = tuple(protected)
     if settings.mode == SandboxMode.OFF:
@@ -324,7 +329,8 @@ def prepare(
     # Jail.preexec sets them in the child).
     prlimit = which("prlimit")
     limited = prlimit_argv(prlimit, settings.limits) if prlimit else []
-    prefix = [*limited, bwrap, *_mounts(root, protected, settings, env, hidden, size)]
+    seen = view(root, settings, env)
+    prefix = [*limited, bwrap, *_mounts(root, protected, settings, env, hidden, size, seen)]
     prefix += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--die-with-parent", "--new-session"]
     # The root bwrap builds is a tmpfs of its own: writable, it held any amount of memory uncounted.
     prefix += ["--remount-ro", "/"]
@@ -344,10 +350,11 @@ def prepare(
         tuple(prefix),
         child_env(env, SANDBOX_HOME),
         protected,
-        view(root, settings, env),
+        seen,
         settings.limits,
         preexec=None if prlimit else rlimits(settings.limits),
         bwrap_at=len(limited),
+        cgroup=(cgroups or take()).base,
     )
 
 
@@ -455,18 +462,14 @@ def _venv_base(prefix: Path) -> Path | None:
 def _outermost(paths: Iterable[Path], skip: Sequence[str]) -> tuple[Path, ...]:
     """The existing folders (resolved) of `paths` not inside another of them nor inside a system folder,
     outermost first, each once."""
-    systems = [Path(s).resolve() for s in skip]
-    found: set[Path] = set()
+    systems = [os.path.realpath(s) for s in skip]
+    found: set[str] = set()
     for path in paths:
-        with contextlib.suppress(OSError):
-            resolved = path.resolve()
-            if (
-                resolved.exists()
-                and resolved != Path("/")
-                and not any(resolved.is_relative_to(s) for s in systems)
-            ):
-                found.add(resolved)
-    outer = [p for p in found if not any(p != q and p.is_relative_to(q) for q in found)]
+        resolved = os.path.realpath(path)
+        # Strings, not Path.is_relative_to: pairs of folders, before each command.
+        if os.path.exists(resolved) and resolved != "/" and not any(_inside(resolved, s) for s in systems):
+            found.add(resolved)
+    outer = [Path(p) for p in found if not any(p != q and _inside(p, q) for q in found)]
     return tuple(sorted(outer, key=lambda p: (len(p.parts), str(p))))
 
 
@@ -477,6 +480,7 @@ def _mounts(
     env: Mapping[str, str],
     hidden: Sequence[str],
     tmp_size: int | None = None,
+    seen: View | None = None,
 ) -> list[str]:
     sized = ["--size", str(tmp_size)] if tmp_size else []
     args: list[str] = []
@@ -490,7 +494,7 @@ def _mounts(
     args += ["--dev", "/dev", "--proc", "/proc", *sized, "--tmpfs", "/tmp"]
     # /dev is a tmpfs of its own, writable by the command: read-only but for a capped /dev/shm.
     args += [*sized, "--tmpfs", "/dev/shm", "--remount-ro", "/dev"]
-    seen = view(root, settings, env)
+    seen = seen or view(root, settings, env)
     for path in seen.read:
         args += ["--ro-bind", str(path), str(path)]
     git = git_view(root, sized)
@@ -515,7 +519,7 @@ def _mounts(
     pinned = _parents_inside(root, read_only)
     for path in sorted([*pinned, *read_only], key=lambda p: len(p.parts)):
         args += ["--bind" if path in pinned else "--ro-bind", str(path), str(path)]
-    shown = (*seen.read, *seen.write, *(Path(s) for s in SYSTEM))
+    shown = tuple(str(p) for p in (*seen.read, *seen.write, *SYSTEM))
     # No socket file anywhere the command sees: neither a read-only mount nor --unshare-net stops
     # connect() on one, and a user daemon's socket may sit in a toolchain folder or the checkout.
     gits: tuple[Path, ...] = git.shown if git is not None else ()
@@ -527,15 +531,18 @@ def _mounts(
         args += _hide(Path(name), shown)
     # The account's own home too, should HOME point elsewhere.
     owner = Path(pwd.getpwuid(os.getuid()).pw_dir).resolve()
+    bases = {_home(env), root, owner}
     for name in CREDENTIALS:
-        for base in {_home(env), root, owner}:
+        for base in bases:
             args += _hide(base / name, shown)
     return args
 
 
-def _hide(path: Path, shown: Sequence[Path]) -> list[str]:
+def _hide(path: Path, shown: Sequence[str]) -> list[str]:
     """The arguments that cover `path`, when it exists inside something the command sees."""
-    if not any(path.is_relative_to(p) for p in shown):
+    # Strings, not Path.is_relative_to: ~80 paths against every folder shown, before each command.
+    text = str(path)
+    if not any(_inside(text, folder) for folder in shown):
         return []
     if path.is_dir() and not path.is_symlink():
         return ["--tmpfs", str(path)]

@@ -12,10 +12,12 @@ from pathlib import Path
 from typing import Any
 
 from hub.core.config import load_config
+from hub.core.sandbox_config import SandboxLimits
 from hub.faces.doctor import check_sandbox
 from hub.phases.acceptance import CommandResult, jail_for, run_command
 from hub.repo import gitops, untrusted
-from hub.safety.limits import cgroup_v2_delegated
+from hub.safety.cgroup import delegation, take
+from hub.safety.sandbox import prepare
 
 PY = shlex.quote(sys.executable)
 
@@ -90,13 +92,54 @@ def test_doctor_says_which_limits_the_kernel_enforces_and_never_claims_one_it_do
 
     assert "nested user namespaces: enforced by the kernel" in detail
     assert "/tmp and /dev/shm: enforced by the kernel" in detail
-    # The hub does not put commands in a cgroup: memory and processes are polled wherever it runs.
-    assert "memory and processes: NOT enforced by the kernel, polled by the hub" in detail
-    delegated = "is delegated here, but the hub does not use one yet"
-    assert (delegated in detail) == cgroup_v2_delegated()
+    assert "bytes written in all: NOT enforced by the kernel, a walk of the files" in detail
+    # Memory and processes: a cgroup where one is delegated, else polled, and said so with the reason.
+    found = delegation()
+    if found.base is None:
+        assert "memory and processes: NOT enforced by the kernel, polled by the hub" in detail
+        assert found.why in detail
+    else:
+        assert "memory and processes: enforced by the kernel, each command in a cgroup" in detail
 
 
 def test_readme_says_where_the_limits_are_only_polled() -> None:
     readme = " ".join((Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8").split())
 
     assert "not enforced by the kernel" in readme and "--disable-userns" in readme
+
+
+def test_with_a_delegated_cgroup_each_command_runs_in_its_own_and_the_kernels_verdict_fails_it(
+    ground: Any,
+) -> None:
+    # A folder tree of the cgroup file system's shape, where the command can write what the kernel would
+    # (no kernel on this machine enforces it: no cgroup v2 here is delegated with memory and pids).
+    fs = ground.checkout / "cgroupfs"
+    scope = fs / "hub.scope"
+    scope.mkdir(parents=True)
+    (scope / "cgroup.controllers").write_text("memory pids\n", encoding="ascii")
+    (scope / "cgroup.procs").write_text("4242\n", encoding="ascii")
+    (scope / "cgroup.subtree_control").write_text("", encoding="ascii")
+    cgroups = take(fs, "0::/hub.scope\n", 4242)
+    (ground.checkout / "hub.yaml").write_text("project: p\n", encoding="utf-8")
+    jail = prepare(
+        load_config(ground.checkout).sandbox._replace(limits=SandboxLimits(processes=40, memory_mb=64)),
+        ground.checkout,
+        [ground.checkout / ".git"],
+        cgroups=cgroups,
+    )
+    oom = "for d in cgroupfs/hub.scope/cmd-*; do printf 'oom 1\\noom_kill 1\\n' > $d/memory.events; done"
+
+    fine = run_command("echo fine", ground.checkout, 60, jail)
+    killed = run_command(oom, ground.checkout, 60, jail)
+
+    assert fine.ok, fine.stderr
+    made = sorted(scope.glob("cmd-*"))
+    assert len(made) == 2
+    assert (made[0] / "memory.max").read_text(encoding="ascii") == str(64 * 1024 * 1024)
+    assert (made[0] / "pids.max").read_text(encoding="ascii") == "40"
+    assert (made[0] / "cgroup.procs").read_text(encoding="ascii").strip().isdigit()
+    assert not killed.ok
+    assert killed.failure == (
+        "resource_limit: more than 64 MiB of memory (sandbox.limits.memory_mb): the kernel ended it "
+        "(cgroup memory.max)"
+    )
