@@ -56,7 +56,7 @@ from hub.core.errors import HubError
 from hub.core.log import get_logger
 from hub.core.redaction import Redactor
 from hub.core.sandbox_config import SandboxLimits, SandboxMode, SandboxSettings
-from hub.safety.git_view import git_folders, git_view
+from hub.safety.git_view import git_folders, git_view, objects_updater
 from hub.safety.limits import prlimit_argv, rlimits
 
 Which = Callable[[str], str | None]
@@ -153,6 +153,8 @@ class Jail:
     preexec: Callable[[], None] | None = None
     # Where bwrap stands in `prefix` (after prlimit's arguments): its options follow it.
     bwrap_at: int = 0
+    # Brings the worktree's git object store up to date: HEAD moves at each checkpoint, within a phase.
+    git_objects: Callable[[], object] | None = None
 
     def argv(
         self, command: str, cwd: Path, info_fd: int | None = None, args_fd: int | None = None
@@ -162,6 +164,8 @@ class Jail:
         /proc/1/cmdline showed the command every host path the mounts name (issue 38)."""
         if not self.sandboxed:
             return ["/bin/sh", "-c", command]
+        if self.git_objects is not None:
+            self.git_objects()
         info = ["--info-fd", str(info_fd)] if info_fd is not None else []
         run = ["--chdir", str(cwd), "--", "/bin/sh", "-c", command]
         if args_fd is not None:
@@ -348,6 +352,7 @@ def prepare(
         settings.limits,
         preexec=None if prlimit else rlimits(settings.limits),
         bwrap_at=len(limited),
+        git_objects=objects_updater(root),
     )
 
 
