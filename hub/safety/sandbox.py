@@ -8,8 +8,8 @@ whole-disk read-only view and sandbox-runtime's deny-list):
 - the *writable root* (the task's worktree), the one writable place besides `sandbox.writable_paths`;
 - read-only, what its commands need to run: each `PATH` entry with the prefix it belongs to (a venv and
   its base interpreter, `~/.pyenv`, `~/.nvm/versions/node/v20`, `~/.cargo`), the hub's own interpreter,
-  the part of the git metadata the worktree's commands need (`hub.safety.git_view`: objects, the task's
-  own ref, a config without remotes or credentials; no stash, no other worktree), and
+  the part of the git metadata the worktree's commands need (`hub.safety.git_view`: the task's own
+  objects and ref, a config without remotes or credentials; no stash, no other worktree), and
   `sandbox.read_paths`. Nothing else of the home folder or of the user's checkout is there: not
   `~/.gitconfig`, `~/.bash_history`, the checkout's `.env`. A relative `PATH` entry (`.`, `bin`) is never
   a toolchain (it would name the hub's working folder, the checkout), nor is a folder inside the
