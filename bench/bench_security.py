@@ -271,13 +271,15 @@ def git_readable(checkout: Path) -> list[str]:
         f"cat {common}/config; git config --list; git stash list; git stash show -p --include-untracked; "
         f"cat {common}/refs/stash {common}/logs/refs/stash; git log --all -p; git show private:notes.txt; "
         f"cat {common}/hub-worktrees/other/secret.txt; grep -r PLANTED {common} 2>/dev/null; "
-        f"git cat-file --batch-all-objects --batch; git fsck --unreachable --no-reflogs; "
-        f"{shlex.quote(sys.executable)} walk_probe.py {common}/objects"
+        # The object dumps are long, and a command's output is kept to its tail: only the finds come out.
+        "{ git cat-file --batch-all-objects --batch; git fsck --unreachable --no-reflogs; "
+        f"{shlex.quote(sys.executable)} walk_probe.py {common}/objects; }} 2>&1 | grep -a -o 'PLANTED-[A-Za-z0-9-]*' | tr - ' '"
     )
     (worktree / "walk_probe.py").write_text(RAW_WALK, encoding="utf-8")
     try:
         result = run_command(command, worktree, 60, jail)
-        return [v for v in GIT_PLANTED.values() if v in result.stdout + result.stderr]
+        out = result.stdout + result.stderr  # the object finds come in words: whole, the redactor hid them
+        return [v for v in GIT_PLANTED.values() if v in out or v.replace("-", " ") in out]
     finally:
         git(checkout, "worktree", "remove", "--force", str(worktree))
 

@@ -90,23 +90,26 @@ def test_a_raw_walk_of_the_sandboxs_objects_finds_no_stash_branch_other_task_or_
     _git(worktree, "add", "src/app.py")  # staged, not committed: `git diff --cached` needs its blob
     walk = worktree / "walk_probe.py"
     walk.write_text(RAW_WALK, encoding="utf-8")
-    command = (
-        "git status --short; git diff; git diff --cached; git log --oneline; git log -1 --format=%s; "
-        "echo VIEW-DONE; "
-        "git cat-file --batch-all-objects --batch; git stash list; git stash show -p --include-untracked; "
+    view = "git status --short; git diff; git diff --cached; git log --oneline; git log -1 --format=%s; echo DONE"
+    # What the probe prints is kept to its tail: only what matters of it comes out of the sandbox, in
+    # words (whole, the redactor would hide a find, and redaction is not what keeps these out).
+    probe = (
+        "{ git cat-file --batch-all-objects --batch; git stash list; git stash show -p --include-untracked; "
         "git log --all -p; git fsck --lost-found --unreachable --no-reflogs; "
-        f"{sys.executable} {walk} {common}/objects; echo DONE"
+        f"{sys.executable} {walk} {common}/objects; }} 2>&1 "
+        "| grep -a -o -E 'OBJSECRET-[A-Za-z0-9-]+|RAW-WALK-DONE [0-9]+' | sort -u | tr - ' '; echo DONE"
     )
 
-    result = run_command(command, worktree, 120, jail)
-    out = result.stdout + result.stderr
+    seen = run_command(view, worktree, 120, jail)
+    probed = run_command(probe, worktree, 120, jail)
 
-    assert "DONE" in result.stdout and "RAW-WALK-DONE" in result.stdout, out
-    assert [secret for secret in SECRETS if secret in out] == []
-    view = result.stdout.split("VIEW-DONE")[0]
+    found = probed.stdout + probed.stderr
+    assert "DONE" in probed.stdout and "RAW WALK DONE" in probed.stdout, found
+    assert [secret for secret in SECRETS if secret.replace("-", " ") in found or secret in found] == []
     # What the task's own commands need still works: its change, its own commit, its base.
-    assert "fatal" not in result.stderr.split("VIEW-DONE")[0] and "error" not in view, out
-    assert "M  src/app.py" in view and '+    return "hey " + name' in view
-    assert "task's own change" in view and "initial" in view
+    assert seen.ok and "DONE" in seen.stdout, seen.stdout + seen.stderr
+    assert "fatal" not in seen.stderr and "error" not in seen.stdout, seen.stdout + seen.stderr
+    assert "M  src/app.py" in seen.stdout and '+    return "hey " + name' in seen.stdout
+    assert "task's own change" in seen.stdout and "initial" in seen.stdout
     # The user's stash is as it was.
     assert "wip" in _git(checkout, "stash", "list")
