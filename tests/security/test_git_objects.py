@@ -70,6 +70,7 @@ def planted_objects(checkout: Path) -> Path:
     _git(other, "commit", "-q", "-m", "other task's work")
     worktree = checkout / ".git" / "hub-worktrees" / "t1"
     _git(checkout, "worktree", "add", "-q", "-b", "hub/t1", str(worktree))
+    _git(checkout, "update-server-info")  # info/refs: every ref's name, for dumb HTTP
     return worktree
 
 
@@ -90,7 +91,10 @@ def test_a_raw_walk_of_the_sandboxs_objects_finds_no_stash_branch_other_task_or_
     _git(worktree, "add", "src/app.py")  # staged, not committed: `git diff --cached` needs its blob
     walk = worktree / "walk_probe.py"
     walk.write_text(RAW_WALK, encoding="utf-8")
-    view = "git status --short; git diff; git diff --cached; git log --oneline; git log -1 --format=%s; echo DONE"
+    view = (
+        "git status --short; git diff; git diff --cached; git log --oneline; git log -1 --format=%s; "
+        f"cat {common}/info/refs {common}/objects/info/packs; echo DONE"
+    )
     # What the probe prints is kept to its tail: only what matters of it comes out of the sandbox, in
     # words (whole, the redactor would hide a find, and redaction is not what keeps these out).
     probe = (
@@ -111,5 +115,6 @@ def test_a_raw_walk_of_the_sandboxs_objects_finds_no_stash_branch_other_task_or_
     assert "fatal" not in seen.stderr and "error" not in seen.stdout, seen.stdout + seen.stderr
     assert "M  src/app.py" in seen.stdout and '+    return "hey " + name' in seen.stdout
     assert "task's own change" in seen.stdout and "initial" in seen.stdout
+    assert "private" not in seen.stdout and "hub/other" not in seen.stdout and "stash" not in seen.stdout
     # The user's stash is as it was.
     assert "wip" in _git(checkout, "stash", "list")
