@@ -44,8 +44,8 @@ NO_OBJECT = "0" * 40
 
 def task_objects(root: Path, common: Path, gitdir: Path, own: Path) -> tuple[Path, Path]:
     """(the objects folder, the shallow file) the sandbox of the worktree at `root` sees, brought up to
-    date with its HEAD and index. Never the user's own objects: if the store cannot be built it stays
-    as it was (possibly empty), and git inside the sandbox then misses objects rather than reads others."""
+    date with its HEAD and index. Never the user's own objects: if the store cannot be brought up to
+    date, git inside the sandbox misses objects rather than reads others'."""
     store, shallow = own / STORE, own / SHALLOW
     (store / "pack").mkdir(parents=True, exist_ok=True)
     if not shallow.exists():
@@ -157,22 +157,18 @@ def _new_commits(root: Path, head: str, last: str, known: set[str]) -> list[str]
 
 
 def _rebuild(root: Path, own: Path, key: dict[str, str]) -> None:
-    """A fresh store: HEAD's commit and whole tree (the shallow boundary) and the staged blobs."""
+    """A fresh store: HEAD's commit and whole tree (the shallow boundary) and the staged blobs. What
+    the store held goes first, so a failed build leaves it empty, never with another worktree's."""
+    store = own / STORE
+    old = own / f"{STORE}.old-{os.getpid()}"
+    (own / STATE).unlink(missing_ok=True)
+    with contextlib.suppress(FileNotFoundError):
+        store.rename(old)
+    shutil.rmtree(old, ignore_errors=True)
+    (store / "pack").mkdir(parents=True)
     head = key["head"]
-    fresh = own / f"{STORE}.new-{os.getpid()}"
-    shutil.rmtree(fresh, ignore_errors=True)
-    (fresh / "pack").mkdir(parents=True)
-    try:
-        _pack(root, fresh, ["--no-walk", head, *_staged_blobs(root)])
-        old = own / f"{STORE}.old-{os.getpid()}"
-        shutil.rmtree(old, ignore_errors=True)
-        with contextlib.suppress(FileNotFoundError):
-            (own / STORE).rename(old)
-        fresh.rename(own / STORE)
-        shutil.rmtree(old, ignore_errors=True)
-    finally:
-        shutil.rmtree(fresh, ignore_errors=True)
     write_atomic(own / SHALLOW, f"{head}\n")
+    _pack(root, store, ["--no-walk", head, *_staged_blobs(root)])
     _write_state(own, key, [head])
     log.debug("sandbox.git_objects_built", worktree=str(root), head=head[:12])
 
