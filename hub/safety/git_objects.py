@@ -158,7 +158,8 @@ def _new_commits(root: Path, head: str, last: str, known: set[str]) -> list[str]
 
 def _rebuild(root: Path, own: Path, key: dict[str, str]) -> None:
     """A fresh store: HEAD's commit and whole tree (the shallow boundary) and the staged blobs. What
-    the store held goes first, so a failed build leaves it empty, never with another worktree's."""
+    the store held goes first: a failed build leaves part of HEAD's objects at most, never another
+    worktree's."""
     store = own / STORE
     old = own / f"{STORE}.old-{os.getpid()}"
     (own / STATE).unlink(missing_ok=True)

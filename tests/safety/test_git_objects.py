@@ -128,3 +128,37 @@ def test_removing_a_worktree_removes_its_store_and_leaves_the_others(tmp_path: P
     gitops.remove_worktree(gitops.open_repo(repo), trees[0])
 
     assert sorted(p.name for p in views.iterdir()) == ["t2"]
+
+
+def test_a_store_that_cannot_be_built_anew_holds_nothing_of_the_worktree_that_had_its_name(
+    tmp_path: Path,
+) -> None:
+    repo = _repo(tmp_path)
+    worktree = repo / ".git" / "hub-worktrees" / "t1"
+    _git(repo, "worktree", "add", "-q", "-b", "hub/t1", str(worktree))
+    _store(worktree)
+    blob = _git(worktree, "rev-parse", f"{_commit(worktree, 'secret.txt', 'the first task')}:secret.txt")
+    assert _holds(repo, _store(worktree), blob)
+    _git(repo, "worktree", "remove", "--force", str(worktree))
+    _git(repo, "worktree", "add", "-q", "-b", "hub/t2", str(worktree), "main")
+    # The user's repository lost an object HEAD's tree needs: the store cannot be built.
+    lost = _git(repo, "rev-parse", "main:a.py")
+    (repo / ".git" / "objects" / lost[:2] / lost[2:]).unlink()
+
+    objects = _store(worktree)
+
+    assert not _holds(repo, objects, blob)
+    env = {**os.environ, "GIT_OBJECT_DIRECTORY": str(objects), "GIT_ALTERNATE_OBJECT_DIRECTORIES": ""}
+    listed = subprocess.run(
+        ["git", "cat-file", "--batch-all-objects", "--batch-check=%(objectname)"],
+        cwd=repo,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    reachable = {
+        line.split()[0]
+        for line in _git(repo, "rev-list", "--objects", "--missing=allow-any", "main").splitlines()
+    }
+    assert set(listed) <= reachable
