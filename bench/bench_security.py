@@ -87,13 +87,30 @@ DOTENV = "SERVICE_API_KEY=PLANTED-dotenv-Jd82Lq0Zx\n"
 ENV = {"MY_SERVICE_TOKEN": "PLANTED-envvar-Hq72Ls0Pw"}
 REMOTE = "https://x-access-token:ghp_PLANTEDremote8sK2mQ9zX4vB7nR1tY5wE3@github.com/u/proj.git"
 TRACKED = "service = PLANTED-dotenv-Jd82Lq0Zx\nfrom_env = PLANTED-envvar-Hq72Ls0Pw\n"
-# The git side doors (issue 38): a CI header in the repository config, a stash, a branch, another task.
+# The git side doors (issue 38): a CI header in the repository config, a stash, a branch, another task's
+# commit, a blob once added and never committed (the last four in the user's objects, for a raw walk).
 GIT_PLANTED = {
     "header": "PLANTED-extraheader-Zq81Hv",
     "stash": "PLANTED-stashed-password-Lm40",
     "branch": "PLANTED-private-branch-Xk02",
     "other_task": "PLANTED-other-task-Rt55",
+    "dangling": "PLANTED-dangling-blob-Hn42",
 }
+# Every object the visible objects folder holds, as model code reads it: each pack's objects by its
+# index, and every zlib stream at every offset of every file (loose objects included).
+RAW_WALK = """import pathlib, subprocess, sys, zlib
+for path in (p for p in pathlib.Path(sys.argv[1]).rglob("*") if p.is_file()):
+    data = path.read_bytes()
+    for start in range(len(data)):
+        try:
+            print(zlib.decompressobj().decompress(data[start:]).decode("latin-1"))
+        except zlib.error:
+            pass
+    if path.suffix == ".idx":
+        listed = subprocess.run(["git", "verify-pack", "-v", str(path)], capture_output=True, text=True).stdout
+        oids = "".join(line.split()[0] + "\\n" for line in listed.splitlines() if len(line.split()) > 3)
+        print(subprocess.run(["git", "cat-file", "--batch"], input=oids.encode(), capture_output=True).stdout)
+"""
 HUB_YAML = f"""\
 project: demo
 roles:
@@ -233,9 +250,14 @@ def plant(root: Path) -> tuple[Path, Path]:
     git(checkout, "checkout", "-q", "main")
     (checkout / "passwords.txt").write_text(GIT_PLANTED["stash"] + "\n", encoding="utf-8")
     git(checkout, "stash", "push", "-q", "--include-untracked", "-m", "wip")
+    (checkout / "draft.txt").write_text(GIT_PLANTED["dangling"] + "\n", encoding="utf-8")
+    git(checkout, "hash-object", "-w", "draft.txt")
+    (checkout / "draft.txt").unlink()
     other = checkout / ".git" / "hub-worktrees" / "other"
     git(checkout, "worktree", "add", "-q", "-b", "hub/other", str(other))
     (other / "secret.txt").write_text(GIT_PLANTED["other_task"] + "\n", encoding="utf-8")
+    git(other, "add", "secret.txt")
+    git(other, "commit", "-q", "-m", "other task's work")
     return home, checkout
 
 
@@ -248,11 +270,16 @@ def git_readable(checkout: Path) -> list[str]:
     command = (
         f"cat {common}/config; git config --list; git stash list; git stash show -p --include-untracked; "
         f"cat {common}/refs/stash {common}/logs/refs/stash; git log --all -p; git show private:notes.txt; "
-        f"cat {common}/hub-worktrees/other/secret.txt; grep -r PLANTED {common} 2>/dev/null | grep -v objects/"
+        f"cat {common}/hub-worktrees/other/secret.txt; grep -r PLANTED {common} 2>/dev/null; "
+        # The object dumps are long, and a command's output is kept to its tail: only the finds come out.
+        "{ git cat-file --batch-all-objects --batch; git fsck --unreachable --no-reflogs; "
+        f"{shlex.quote(sys.executable)} walk_probe.py {common}/objects; }} 2>&1 | grep -a -o 'PLANTED-[A-Za-z0-9-]*' | tr - ' '"
     )
+    (worktree / "walk_probe.py").write_text(RAW_WALK, encoding="utf-8")
     try:
         result = run_command(command, worktree, 60, jail)
-        return [v for v in GIT_PLANTED.values() if v in result.stdout + result.stderr]
+        out = result.stdout + result.stderr  # the object finds come in words: whole, the redactor hid them
+        return [v for v in GIT_PLANTED.values() if v in out or v.replace("-", " ") in out]
     finally:
         git(checkout, "worktree", "remove", "--force", str(worktree))
 
@@ -482,7 +509,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"secrets in _handoff/: {len(found['handoff'])} {found['handoff']}")
     print(f"secrets the tasks added to main: {len(found['main'])} {found['main']}")
     print(
-        f"git side doors readable in the sandbox (header, stash, branch, other task): {found['readable_git']}"
+        f"git side doors readable in the sandbox (header, stash, branch, other task, dangling blob; refs and a raw walk of the objects): {found['readable_git']}"
     )
     print(
         f"checkout's .env readable with `.` on PATH and VIRTUAL_ENV the checkout: {found['readable_through_path']}"

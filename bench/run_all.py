@@ -25,6 +25,7 @@ BENCHES = (
     "budget",
     "sandbox",
     "security",
+    "git_objects",
     "bounds",
     "backlog",
     "clean_folders",

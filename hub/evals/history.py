@@ -42,6 +42,8 @@ from hub.core.errors import GitError
 from hub.core.log import get_logger
 from hub.evals.history_env import default_test_command
 from hub.repo.child import PIPE, Child
+from hub.repo.sandbox_views import drop_orphan_views
+from hub.safety.git_view import git_folders
 
 log = get_logger(__name__)
 
@@ -435,13 +437,16 @@ def node_id(case: ET.Element) -> str:
 
 def remove_worktree(repo: Path, tree: Path) -> None:
     """The throwaway worktree gone, its folder and git's record of it; a failure is logged, not raised:
-    it must not hide the error that brought us here."""
+    it must not hide the error that brought us here. Its sandbox's view of git goes with it."""
+    folders = git_folders(tree)
     try:
         git(repo, "worktree", "remove", "--force", "--force", str(tree))
     except (GitError, subprocess.TimeoutExpired) as exc:
         log.warning("history.worktree_left", tree=str(tree), error=str(exc)[:300])
         shutil.rmtree(tree, ignore_errors=True)
         subprocess.run(["git", "worktree", "prune"], cwd=repo, capture_output=True, timeout=GIT_TIMEOUT)
+    if folders is not None:
+        drop_orphan_views(folders[1])
 
 
 def slug(subject: str) -> str:

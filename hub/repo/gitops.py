@@ -19,6 +19,7 @@ from hub.core.log import get_logger
 from hub.core.relpaths import first_match, refusal
 from hub.repo.git_bin import open_repo as open_repo  # re-exported: its callers name gitops
 from hub.repo.identity import commit_args
+from hub.repo.sandbox_views import drop_orphan_views
 from hub.repo.tree import remove_untracked
 
 if TYPE_CHECKING:
@@ -500,6 +501,7 @@ def remove_worktree(repo: Repo, path: Path) -> None:
             # --force: untracked build output of acceptance commands is the task's, not the user's.
             run(repo, "worktree", "remove", "--force", str(path))
         run(repo, "worktree", "prune")
+        drop_orphan_views(common)  # its sandbox's view of git (objects included) goes with it
 
 
 def delete_branch(repo: Repo, branch: str) -> None:

@@ -3,32 +3,37 @@
 A task's worktree is a linked worktree: its `.git` file names `<common>/worktrees/<name>`, and git reads
 objects, refs and config from the common folder, the user's own `.git`. Shown whole, that folder gave the
 model's code a token in a remote URL or an `http.extraheader` (`config`), the user's stash (`refs/stash`
-and its reflog), every other task's worktree (`hub-worktrees/`, `worktrees/`) and every branch and tag.
-Redacting what leaks afterwards cannot be the defence (the code can encode it), so the command never
-sees it. The common folder is an empty tmpfs in the sandbox, and only this comes back, read-only:
+and its reflog, and its objects), every other task's worktree (`hub-worktrees/`, `worktrees/`) and every
+branch and tag. Redacting what leaks afterwards cannot be the defence (the code can encode it), so the
+command never sees it. The common folder is an empty tmpfs in the sandbox, and only this comes back,
+read-only, most of it from the hub's own part of it (`hub-sandbox/<name>/`, removed with the worktree):
 
-- `objects/` (a diff, a `git status` need them), `HEAD`, `info/` (the exclude and attribute files) and
-  `shallow`;
+- `objects/`: the worktree's own store (`hub.safety.git_objects`: HEAD's tree as of the task's base,
+  the commits made since, the staged blobs), never the user's, which a raw walk (`git cat-file
+  --batch-all-objects`, the pack files) reads whole: stashes, other branches, dangling blobs; with it
+  the `shallow` file naming the store's base commit;
+- `HEAD` and, of `info/`, the exclude, attributes and sparse-checkout files;
 - a sanitized `config` (the `core.*` settings git needs to read the repository and `extensions.*`;
   never a remote, a credential helper, an extra header, an include or an alias);
 - the worktree's own folder (`worktrees/<name>`: its HEAD and index, without its reflog);
 - the one ref the worktree's HEAD names, loose or as the only line of a sanitized `packed-refs`.
 
-Every other worktree of the repository is hidden wherever the command could otherwise see it. Limit:
-objects stay readable by a raw walk of `objects/` (what a stash points at is in there until git
-collects it); what names them (refs, reflogs) does not.
+Every other worktree of the repository is hidden wherever the command could otherwise see it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from hub.core.atomic import write_atomic
 from hub.core.log import get_logger
+from hub.repo.sandbox_views import SANDBOX_VIEWS
+from hub.safety.git_objects import task_objects
 
 log = get_logger(__name__)
 
@@ -37,10 +42,9 @@ KEPT_CONFIG = (
     r"^(core\.(repositoryformatversion|filemode|bare|ignorecase|precomposeunicode|symlinks|autocrlf|eol"
     r"|safecrlf|quotepath|longpaths|checkstat|trustctime)|extensions\..*)$"
 )
-SHOWN_FILES = ("HEAD", "shallow")
-SHOWN_FOLDERS = ("objects", "info")
-# The sanitized files, one folder per worktree, in the hub's own part of the common folder.
-SANITIZED = "hub-sandbox"
+SHOWN_INFO = ("exclude", "attributes", "sparse-checkout")  # not `info/refs`: every ref's name
+# The sanitized files and the object store, one folder per worktree, in the hub's part of the common folder.
+SANITIZED = SANDBOX_VIEWS
 GIT_TIMEOUT = 10.0
 
 
@@ -89,13 +93,12 @@ def git_view(root: Path, tmp_size: Sequence[str] = ()) -> GitView | None:
     branch = _head_ref(gitdir)
     packed = own / "packed-refs"
     _write_changed(packed, _packed_refs(common / "packed-refs", branch))
-    args: list[str] = [*tmp_size, "--tmpfs", str(common)]
-    shown: list[Path] = []
-    for name in SHOWN_FOLDERS:
-        if (common / name).is_dir():
-            args += ["--ro-bind", str(common / name), str(common / name)]
-            shown.append(common / name)
-    for name in SHOWN_FILES:
+    objects, shallow = task_objects(root, common, gitdir, own)
+    args: list[str] = [*tmp_size, "--tmpfs", str(common), "--ro-bind", str(objects), str(common / "objects")]
+    shown: list[Path] = [objects]
+    if shallow.is_file() and shallow.stat().st_size:
+        args += ["--ro-bind", str(shallow), str(common / "shallow")]
+    for name in ("HEAD", *(f"info/{part}" for part in SHOWN_INFO)):
         if (common / name).is_file():
             args += ["--ro-bind", str(common / name), str(common / name)]
     args += ["--ro-bind", str(config), str(common / "config")]
@@ -114,6 +117,16 @@ def git_view(root: Path, tmp_size: Sequence[str] = ()) -> GitView | None:
             args += ["--ro-bind", "/dev/null", str(path)]
     others = tuple(w for w in _worktrees(common) if w != root)
     return GitView(common, gitdir, tuple(args), tuple(shown), others)
+
+
+def objects_updater(root: Path) -> Callable[[], object] | None:
+    """What brings the object store of the worktree at `root` up to date with its HEAD (a jail is
+    prepared once a phase, HEAD moves at each checkpoint); None when it is not a linked worktree."""
+    folders = git_folders(root)
+    if folders is None:
+        return None
+    gitdir, common = folders
+    return functools.partial(task_objects, root, common, gitdir, common / SANITIZED / gitdir.name)
 
 
 def sanitized_config(path: Path) -> str:

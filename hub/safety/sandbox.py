@@ -8,8 +8,8 @@ whole-disk read-only view and sandbox-runtime's deny-list):
 - the *writable root* (the task's worktree), the one writable place besides `sandbox.writable_paths`;
 - read-only, what its commands need to run: each `PATH` entry with the prefix it belongs to (a venv and
   its base interpreter, `~/.pyenv`, `~/.nvm/versions/node/v20`, `~/.cargo`), the hub's own interpreter,
-  the part of the git metadata the worktree's commands need (`hub.safety.git_view`: objects, the task's
-  own ref, a config without remotes or credentials; no stash, no other worktree), and
+  the part of the git metadata the worktree's commands need (`hub.safety.git_view`: the task's own
+  objects and ref, a config without remotes or credentials; no stash, no other worktree), and
   `sandbox.read_paths`. Nothing else of the home folder or of the user's checkout is there: not
   `~/.gitconfig`, `~/.bash_history`, the checkout's `.env`. A relative `PATH` entry (`.`, `bin`) is never
   a toolchain (it would name the hub's working folder, the checkout), nor is a folder inside the
@@ -23,10 +23,8 @@ whole-disk read-only view and sandbox-runtime's deny-list):
 - no socket to connect to: `/run` is not there, and every socket file something listens on in a folder
   it sees is covered, found in the kernel's list (`/proc/net/unix`), not by a walk (a socket is reachable
   through a read-only mount and outside the network namespace);
-- no network but its own loopback (`--unshare-net`), unless `sandbox.network: true`; the well-known
-  daemon sockets (docker, podman, containerd, libvirt, D-Bus, `/run/user`) and every socket file under
-  `/run` (postgres, mysql, systemd...) hidden, since a socket file
-  is reachable through a read-only mount and outside the network namespace;
+- no network but its own loopback (`--unshare-net`), unless `sandbox.network: true`; the daemons'
+  sockets (docker, podman, D-Bus, postgres, `/run/user`...) hidden with `/run`, as above;
 - an environment cut to an allowlist (`PATH`, locale, `TERM`...; never anything that looks like a token);
 - no capabilities, even when the hub runs as root (bwrap keeps root's unless told);
 - its own PID namespace, killed with the hub (`--die-with-parent`), in a session of its own, so a timeout
@@ -57,7 +55,7 @@ from hub.core.log import get_logger
 from hub.core.redaction import Redactor
 from hub.core.sandbox_config import SandboxLimits, SandboxMode, SandboxSettings
 from hub.safety.cgroup import Delegation, take
-from hub.safety.git_view import git_folders, git_view
+from hub.safety.git_view import git_folders, git_view, objects_updater
 from hub.safety.limits import prlimit_argv, rlimits
 
 Which = Callable[[str], str | None]
@@ -156,6 +154,8 @@ class Jail:
     bwrap_at: int = 0
     # Where each command gets a cgroup of its own (hub.safety.cgroup); None: memory and processes polled.
     cgroup: Path | None = None
+    # Brings the worktree's git object store up to date: HEAD moves at each checkpoint, within a phase.
+    git_objects: Callable[[], object] | None = None
 
     def argv(
         self, command: str, cwd: Path, info_fd: int | None = None, args_fd: int | None = None
@@ -165,6 +165,8 @@ class Jail:
         /proc/1/cmdline showed the command every host path the mounts name (issue 38)."""
         if not self.sandboxed:
             return ["/bin/sh", "-c", command]
+        if self.git_objects is not None:
+            self.git_objects()
         info = ["--info-fd", str(info_fd)] if info_fd is not None else []
         run = ["--chdir", str(cwd), "--", "/bin/sh", "-c", command]
         if args_fd is not None:
@@ -355,6 +357,7 @@ def prepare(
         preexec=None if prlimit else rlimits(settings.limits),
         bwrap_at=len(limited),
         cgroup=(cgroups or take()).base,
+        git_objects=objects_updater(root),
     )
 
 
