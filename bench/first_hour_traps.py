@@ -542,6 +542,7 @@ def item10(lab: Lab) -> list[Row]:
         (task_dir / "JUDGE_REPORT.json").write_text(json.dumps(bare), encoding="utf-8")
         done = lab.run(["hub", "report-judge"], repo)
         row("a FAIL verdict with no blocking issue", "hub report-judge", done, done.code != 0)
+        rows.append(retry_counted_as_cached(lab))
         broken = repo / "_handoff" / "tasks" / "broken-1" / "TASK_CONTRACT.json"
         broken.parent.mkdir()
         broken.write_text('{"task_id": "broken-1", "status": 7}', encoding="utf-8")
@@ -553,6 +554,25 @@ def item10(lab: Lab) -> list[Row]:
             "Add sub" in done.out and "broken-1" in done.out + done.err,
         )
     return rows
+
+
+def retry_counted_as_cached(lab: Lab) -> Row:
+    """A rework after a FAIL verdict, each phase a process of its own, against a server that counts
+    prompts as Ollama does (its prompt cache): no 'prompt truncated' warning."""
+    repo = lab.repo("cached")
+    issue = {"id": "B1", "severity": "major", "file": "calc.py", "line": 5, "description": "no docstring"}
+    verdict = json.dumps({"verdict": "FAIL", "summary": "no", "blocking_issues": [issue]})
+    documented = answer('def sub(a, b):\n    """a - b"""\n    return a - b\n')
+    with FakeOllama({MODEL: [SUB, PASS_REVIEW, documented, PASS_REVIEW]}, prompt_cache=True) as fake:
+        task(lab, repo, fake)
+        runs = nexts(lab, repo, fake, 3)
+        (task_dir,) = (repo / "_handoff" / "tasks").iterdir()
+        (task_dir / "JUDGE_REPORT.json").write_text(verdict, encoding="utf-8")
+        runs += nexts(lab, repo, fake, 3)
+    said = "".join(r.err for r in runs)
+    warned = said.count("worker.prompt_truncated")
+    return Row("10", "a rework's prompt cache hit (--prompt-cache)", "hub next x6", runs[-1].code,
+               round(sum(r.seconds for r in runs), 1), f"{warned} 'prompt truncated' warnings", "none", warned == 0)  # fmt: skip
 
 
 def main(argv: Sequence[str] | None = None) -> int:
