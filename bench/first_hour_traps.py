@@ -59,6 +59,12 @@ class Row:
     undo: str
     clear: bool
 
+    @classmethod
+    def of(
+        cls, item: str, trap: str, command: str, done: Done, clear: bool, undo: str = "none", first: str = ""
+    ) -> Row:
+        return cls(item, trap, command, done.code, done.seconds, first or done.first, undo, clear)
+
 
 @dataclass
 class Done:
@@ -75,6 +81,11 @@ class Done:
                 if line.strip() and not line.lstrip().startswith("{"):
                     return line.strip()[:160]
         return ""
+
+
+def together(runs: list[Done]) -> Done:
+    """Commands run one after the other, as one: the last one's exit code and output, their seconds."""
+    return Done(runs[-1].code, round(sum(r.seconds for r in runs), 1), runs[-1].out, runs[-1].err)
 
 
 def linked(venv_bin: Path, folder: Path) -> Path:
@@ -177,18 +188,8 @@ def item1(lab: Lab) -> list[Row]:
     for n in range(3):
         done = lab.run([pytest, "-q", "-p", "no:cacheprovider", *ITEM1_TESTS], lab.clone, timeout=900)
         last = done.out.strip().splitlines()[-1] if done.out.strip() else done.first
-        rows.append(
-            Row(
-                "1",
-                f"the issue's 3 tests under {lab.clone} (run {n + 1})",
-                "pytest -q <3 tests>",
-                done.code,
-                done.seconds,
-                last,
-                "none",
-                done.code == 0,
-            )
-        )
+        trap = f"the issue's 3 tests under {lab.clone} (run {n + 1})"
+        rows.append(Row.of("1", trap, "pytest -q <3 tests>", done, done.code == 0, first=last))
     return rows
 
 
@@ -209,15 +210,13 @@ def item2(lab: Lab, installed: Path | None) -> list[Row]:
         calls = len(fake.chat_requests(MODEL))
     text = done.out + done.err
     return [
-        Row(
+        Row.of(
             "2",
             "hub eval from a hub installed without pytest",
             "hub eval evals/python",
-            done.code,
-            done.seconds,
-            done.first,
-            "none" if calls == 0 else f"{calls} model calls spent",
+            done,
             done.code == 2 and "pytest" in text and calls == 0,
+            undo="none" if calls == 0 else f"{calls} model calls spent",
         )
     ]
 
@@ -231,25 +230,17 @@ def item3(lab: Lab) -> list[Row]:
     state = status(lab, repo)["tasks"][0]["status"]
     named = "user.name" in doctor.out + doctor.err or "identity" in doctor.out + doctor.err
     return [
-        Row(
-            "3",
-            "no git identity: hub doctor",
-            "hub doctor",
-            doctor.code,
-            doctor.seconds,
-            pick(doctor, "identity"),
-            "none",
-            named,
+        Row.of(
+            "3", "no git identity: hub doctor", "hub doctor", doctor, named, first=pick(doctor, "identity")
         ),
-        Row(
+        Row.of(
             "3",
             "no git identity: a whole task",
             "hub new; hub next x3",
-            runs[-1].code,
-            round(sum(r.seconds for r in runs), 1),
-            f"state {state}",
-            "none" if state == "pending_judge_review" else "yes",
+            together(runs),
             state == "pending_judge_review",
+            undo="none" if state == "pending_judge_review" else "yes",
+            first=f"state {state}",
         ),
     ]
 
@@ -262,15 +253,13 @@ def item4(lab: Lab) -> list[Row]:
         calls = len(fake.chat_requests(MODEL))
     halted = runs[-1]
     return [
-        Row(
+        Row.of(
             "4",
             "an acceptance command that cannot run (no `python`)",
             "hub next x2",
-            halted.code,
-            round(sum(r.seconds for r in runs), 1),
-            halted.first,
-            "none" if calls == 0 else f"{calls} model calls spent",
+            together(runs),
             calls == 0 and halted.code != 0,
+            undo="none" if calls == 0 else f"{calls} model calls spent",
         )
     ]
 
@@ -278,29 +267,18 @@ def item4(lab: Lab) -> list[Row]:
 def item5(lab: Lab, run_it: bool) -> list[Row]:
     if not run_it:
         return [
-            Row(
-                "5",
-                "the README's install routes",
-                "make install-check",
-                None,
-                0,
-                "not run (--install-check)",
-                "-",
-                False,
-            )
+            Row("5", "the README's install routes", "-", None, 0, "not run (--install-check)", "-", False)
         ]
     done = lab.run(["bash", "scripts/install_check.sh"], lab.clone, timeout=3600, TMPDIR=str(lab.work))
     routes = [ln for ln in done.out.splitlines() if "passed in" in ln]
     return [
-        Row(
+        Row.of(
             "5",
             "the README's install routes (no pipx)",
             "scripts/install_check.sh",
-            done.code,
-            done.seconds,
-            "; ".join(routes) or done.first,
-            "none",
+            done,
             done.code == 0,
+            first="; ".join(routes),
         )
     ]
 
@@ -345,15 +323,13 @@ def item6(lab: Lab) -> list[Row]:
                 "none: its steps merged it" if "return a - b" in main else "yes: its steps did not merge it"
             )
     return [
-        Row(
+        Row.of(
             "6",
             "a git_conflict halt at the merge",
             "hub next (finalize)",
-            halted.code,
-            round(sum(r.seconds for r in runs), 1),
-            halted.first,
-            undo,
+            together(runs),
             undo.startswith("none"),
+            undo=undo,
         )
     ]
 
@@ -364,15 +340,13 @@ def item7(lab: Lab) -> list[Row]:
         ["hub", "eval", str(lab.clone / "evals" / "python")], repo, OLLAMA_HOST="http://127.0.0.1:9"
     )
     return [
-        Row(
+        Row.of(
             "7",
             "hub eval with no model server",
             "hub eval evals/python",
-            done.code,
-            done.seconds,
-            done.first,
-            "none",
+            done,
             done.code == 2 and done.seconds < 60,
+            undo="none",
         )
     ]
 
@@ -422,15 +396,13 @@ def item8(lab: Lab) -> list[Row]:
         again = lab.run(["hub", "next"], repo, OLLAMA_HOST=fake.url)
     done = Done(proc.returncode, seconds, out, err)
     return [
-        Row(
+        Row.of(
             "8",
             "a first Ctrl-C with two tasks and one slot",
             "hub next; Ctrl-C",
-            done.code,
-            seconds,
-            done.first,
-            "none" if again.code in (0, 4) else f"yes (next run: {again.code})",
+            done,
             done.code == 130 and started_calls == 1,
+            undo="none" if again.code in (0, 4) else f"yes (next run: {again.code})",
         )
     ]
 
@@ -450,25 +422,16 @@ def item9(lab: Lab) -> list[Row]:
         subprocess.run(["git", "-C", str(repo), "commit", "-qm", "the real model"], check=True)
         doctor = lab.run(["hub", "doctor"], repo, OLLAMA_HOST="http://127.0.0.1:9")
     return [
-        Row(
+        Row.of(
             "9",
             "real_model.sh write-config, twice",
             "real_model.sh write-config hub.yaml (x2)",
-            second.code,
-            first.seconds + second.seconds,
-            second.first,
-            "none" if first.code == second.code == 0 else "yes",
+            together([first, second]),
             first.code == second.code == 0,
+            undo="none" if first.code == second.code == 0 else "yes",
         ),
-        Row(
-            "9",
-            "hub doctor with the written hub.yaml",
-            "hub doctor",
-            doctor.code,
-            doctor.seconds,
-            doctor.first,
-            "none",
-            doctor.code == 0,
+        Row.of(
+            "9", "hub doctor with the written hub.yaml", "hub doctor", doctor, doctor.code == 0, undo="none"
         ),
     ]
 
