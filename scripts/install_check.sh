@@ -35,9 +35,13 @@ for dot in .profile .bashrc; do  # a new user's home, as Debian and Ubuntu make 
     if [ -f "/etc/skel/$dot" ]; then cp "/etc/skel/$dot" "$work/home/"; fi
 done
 
+# `setsid -w`: an interactive shell (on_path's login shell; `pipx ensurepath`'s `bash -i -c 'echo $PATH'`)
+# takes the terminal's foreground; from a background job (`make install-check &`, a runner with a pty) it
+# was stopped by SIGTTIN and the check waited for good. In a session of its own it has no terminal to take.
 on_path() {  # $1 label, $2 folder the commands must come from: what a new login shell finds
     local found
-    found=$(env -i HOME="$work/home" TERM=dumb PATH=/usr/bin:/bin bash -lic 'command -v hub; command -v hub-standin' 2>/dev/null)
+    found=$(env -i HOME="$work/home" TERM=dumb PATH=/usr/bin:/bin setsid -w bash -lic \
+        'command -v hub; command -v hub-standin' 2>/dev/null </dev/null)
     if [ "$found" != "$(printf '%s\n%s' "$2/hub" "$2/hub-standin")" ]; then
         echo "install_check: $1: a new shell does not find hub and hub-standin in $2 (found: ${found:-nothing})" >&2
         exit 1
@@ -92,18 +96,26 @@ for _ in $(seq 100); do grep -q listening fake.out && break; sleep 0.1; done
 fake_url=$(sed -n 's/.*listening on //p' fake.out)
 [ -n "$fake_url" ] || { cat fake.out >&2; echo "install_check: FakeOllama did not start (make install first)" >&2; exit 1; }
 
+took() {  # $1 label: the seconds since the last route ended (its install, PATH check and task)
+    echo "== $1: passed in $((SECONDS - route_start)) s"
+    route_start=$SECONDS
+}
+
 quietly() {  # run an install quietly, but show its output and say which failed when it does
-    "$@" > "$work/install.log" 2>&1 || { cat "$work/install.log" >&2; echo "install_check: failed: $*" >&2; exit 1; }
+    "$@" </dev/null > "$work/install.log" 2>&1 || { cat "$work/install.log" >&2; echo "install_check: failed: $*" >&2; exit 1; }
 }
 
 export PIPX_HOME=$work/pipx PIPX_BIN_DIR=$work/pipx-bin PIPX_MAN_DIR=$work/pipx-man
+route_start=$SECONDS
 quietly "$pipx" install "$src"
-quietly env HOME="$work/home" SHELL=/bin/bash "$pipx_python" -m pipx ensurepath
+quietly env HOME="$work/home" SHELL=/bin/bash setsid -w "$pipx_python" -m pipx ensurepath
 on_path pipx "$work/pipx-bin"
 smoke pipx "$work/pipx-bin"
+took pipx
 quietly "$pipx" uninstall agent-hub
 quietly "$pipx" install "git+file://$src@$branch"
 smoke pipx-git "$work/pipx-bin"
+took pipx-git
 quietly "$pipx" uninstall agent-hub
 # Without pipx, README's three lines: a venv of its own, hub and hub-standin linked into ~/.local/bin.
 (
@@ -114,11 +126,13 @@ quietly "$pipx" uninstall agent-hub
 )
 on_path venv "$work/home/.local/bin"
 smoke venv "$work/home/.local/bin"
+took venv
 if [ -n "$uv" ]; then
     quietly env UV_TOOL_DIR="$work/uv-tools" UV_TOOL_BIN_DIR="$work/uv-bin" UV_CACHE_DIR="$work/uv-cache" \
         "$uv" tool install "$src"
     [ -x "$work/uv-bin/hub-standin" ] || { echo "install_check: uv: no hub-standin in $work/uv-bin" >&2; exit 1; }
     smoke uv "$work/uv-bin"
+    took uv
 else
     echo "== uv: not installed, skipped"
 fi

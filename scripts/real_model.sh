@@ -105,7 +105,8 @@ MARK="# Written by scripts/real_model.sh write-config"
 
 write_config() {
   local file="${1:-$CACHE/hub.real-model.yaml}"
-  if [ -e "$file" ] && [ "$(head -1 "$file")" != "$MARK" ]; then
+  # Its first line goes on with the model and port it was written for: the mark is a prefix of it.
+  if [ -e "$file" ] && [[ "$(head -1 "$file")" != "$MARK"* ]]; then
     echo "$file exists and is not one this script wrote: nothing written. Its roles need: backend: openai," >&2
     echo "model: $NAME, and openai: {base_url: http://127.0.0.1:$PORT/v1} (or pass another FILE)" >&2
     exit 1

@@ -74,3 +74,18 @@ def test_a_hub_yaml_the_script_did_not_write_is_left_as_it_was(tmp_path: Path) -
     assert "is not one this script wrote: nothing written" in done.stderr
     assert f"model: {NAME}" in done.stderr and "base_url: http://127.0.0.1:8089/v1" in done.stderr
     assert mine.read_text(encoding="utf-8") == "project: mine\n"
+
+
+def test_a_second_write_config_rewrites_the_file_the_first_wrote_with_no_server_running(
+    tmp_path: Path,
+) -> None:
+    # Port 9 (discard) has no server: writing the file must not need the model.
+    target = tmp_path / "hub.yaml"
+    first = write_config(tmp_path / "cache", 9, str(target))
+    second = write_config(tmp_path / "cache", 8090, str(target))
+
+    assert first.returncode == 0, first.stderr
+    assert second.returncode == 0, second.stderr
+    assert f"wrote {target}" in second.stdout
+    text = target.read_text(encoding="utf-8")
+    assert "base_url: http://127.0.0.1:8090/v1" in text and ":9/" not in text

@@ -17,7 +17,7 @@ from hub.state.contract import ServerWait, iso
 from hub.state.provenance import write_record
 from hub.workers import gpu_gate
 from hub.workers.base import ChatRequest, Generation, Worker
-from hub.workers.bridge import observe_call
+from hub.workers.bridge import observe_call, with_remembered_prefix
 from hub.workers.outage import Wait, wait_out
 
 log = get_logger(__name__)
@@ -37,7 +37,7 @@ def generate(run: Run, worker: Worker, role: str, request: ChatRequest, purpose:
     started = time.monotonic()
     try:
         with live_call(role, request.model, run.ctx.handoff.task_dir / CALL_FILE) as call:
-            request = replace(request, on_progress=call.progress)
+            request = replace(with_remembered_prefix(run.ctx.config, request), on_progress=call.progress)
             # Each try holds a model-server slot only while it calls: an outage is waited out without one.
             generation = wait_for_server(
                 run, lambda: _generate_in_slot(run, worker, role, request, call), call

@@ -44,9 +44,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port (printed at start)")
     parser.add_argument("--script", help="JSON or YAML: {models: {name: [reply, ...] | {repeat: reply}}}")
+    parser.add_argument(
+        "--prompt-cache",
+        action="store_true",
+        help="count in prompt_eval_count only what follows the start a prompt shares with the model's last "
+        "one, as Ollama's prompt cache does",
+    )
     args = parser.parse_args(argv)
 
-    fake = FakeOllama(host=args.host, port=args.port)
+    fake = FakeOllama(host=args.host, port=args.port, prompt_cache=args.prompt_cache)
     if args.script:
         try:
             with open(args.script, encoding="utf-8") as f:

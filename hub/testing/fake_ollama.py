@@ -28,15 +28,20 @@ class FakeOllama:
         tokenizer: ctxsim.TokenCounter | bool | None = True,
         gpu: SimulatedGPU | None = None,
         llama_cpp: bool = False,
+        prompt_cache: bool = False,
     ) -> None:
         self.host = host
         # llama.cpp server's own routes beside /v1, `POST /tokenize` (with the tokenizer) and `GET /slots`:
         # Ollama has neither, so off by default. With a simulated GPU, generations queue for its slots and
         # pay its load and generation times. A real tokenizer's count makes prompt_eval_count and the
         # context window behave like a real server's: by default Qwen2.5's when installed (True); False or
-        # no tokenizer installed: four characters a token, and no window.
+        # no tokenizer installed: four characters a token, and no window. With the prompt cache, a prompt's
+        # count leaves out the prefix it shares with the model's previous prompt, as Ollama's does.
         self.state = FakeState(
-            ctxsim.default_tokenizer() if tokenizer is True else (tokenizer or None), gpu, llama_cpp
+            ctxsim.default_tokenizer() if tokenizer is True else (tokenizer or None),
+            gpu,
+            llama_cpp,
+            prompt_cache=prompt_cache,
         )
         self.port = port
         self.url = f"http://{host}:{port}"

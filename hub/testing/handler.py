@@ -275,6 +275,9 @@ def _generate(h: Handler, fake: FakeState, path: str, body: dict[str, Any] | Non
     load_seconds = fake.load(model, body)
     fmt = kind(model, body, reply)
     window = _window(fake, model, body, fmt)
+    cached = fake.cached_prefix(model, fmt.prompt_text())
+    if cached:
+        fmt.cached = fake.tokenizer(cached) if fake.tokenizer is not None else len(cached) // 4
     with fake.generating():
         if fake.gpu is not None:
             options = body.get("options") if isinstance(body.get("options"), dict) else {}

@@ -20,6 +20,8 @@ from hub.testing.replies import RecordedRequest, Reply, Responder, as_reply
 from hub.testing.wire import same_model, tagged
 
 GENERATING_PATHS = ("/api/chat", "/api/generate", "/v1/chat/completions")
+# Ollama's OLLAMA_NUM_PARALLEL where memory allows: each slot keeps its last prompt's cache.
+CACHE_SLOTS = 4
 
 # model -> (num_ctx, last used (time.time()), keep_alive seconds: None keeps it for good)
 Loaded = tuple[int, float, float | None]
@@ -30,15 +32,27 @@ def is_load(path: str, body: dict[str, Any]) -> bool:
     return path == "/api/generate" and not body.get("prompt") and not body.get("images")
 
 
+def _shared_start(a: str, b: str) -> int:
+    """How many leading characters two texts share."""
+    return next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
+
+
 class FakeState:
     """The fake server's state, every method safe to call from any handler thread."""
 
     def __init__(
-        self, tokenizer: ctxsim.TokenCounter | None, gpu: SimulatedGPU | None, llama_cpp: bool
+        self,
+        tokenizer: ctxsim.TokenCounter | None,
+        gpu: SimulatedGPU | None,
+        llama_cpp: bool,
+        *,
+        prompt_cache: bool = False,
     ) -> None:
         self.tokenizer = tokenizer
         self.gpu = gpu
         self.llama_cpp = llama_cpp
+        self.prompt_cache = prompt_cache
+        self._recent_prompts: dict[str, list[str]] = {}  # per model, the slots' last prompts, oldest first
         self.requests: list[RecordedRequest] = []
         self.stopping = threading.Event()
         self._lock = threading.Lock()
@@ -103,6 +117,26 @@ class FakeState:
         except Exception as exc:
             # Shown to the client as a 500, so the test that scripted it fails with the reason.
             return Reply(status=500, error=f"FakeOllama: the responder for model '{model}' raised {exc!r}")
+
+    def cached_prefix(self, model: str, prompt: str) -> str:
+        """The longest start of `prompt` that one of the model's recent prompts began with too ("" without
+        the prompt cache); `prompt` is then remembered. Ollama's runner keeps each of its slots' last
+        prompt evaluated, copies the longest shared start into the slot it uses, and counts in
+        prompt_eval_count only what it evaluates past it."""
+        if not self.prompt_cache:
+            return ""
+        with self._lock:
+            kept = self._recent_prompts.setdefault(self._find(model) or model, [])
+            shared = [_shared_start(old, prompt) for old in kept]
+            most = max(shared, default=0)
+            # A slot whose prompt this one mostly repeats is reused; else the least recently used one.
+            reused = [i for i, n in enumerate(shared) if n and 2 * n > len(kept[i])]
+            if reused:
+                del kept[reused[-1]]
+            elif len(kept) >= CACHE_SLOTS:
+                del kept[0]
+            kept.append(prompt)
+        return prompt[:most]
 
     def settings(self, model: str) -> ctxsim.ModelSettings:
         with self._lock:

@@ -53,8 +53,10 @@ class Format:
         self.body = body
         self.reply = reply
         self.think_field = bool(reply.thinking) and (reply.thinking_field or bool(body.get("think")))
-        # Set by the server: what it read of the prompt (its window may have cut it), and the load time.
+        # Set by the server: what it read of the prompt (its window may have cut it), the tokens of it its
+        # prompt cache held (not counted, as Ollama counts), and the load time.
         self.evaluated: int | None = None
+        self.cached = 0
         self.load_seconds = 0.0
 
     @staticmethod
@@ -102,6 +104,8 @@ class Format:
             prompt = self.evaluated
         else:
             prompt = len(self.prompt_text()) // 4 + 1
+        if r.prompt_eval_count is None:
+            prompt = max(1, prompt - self.cached)
         streamed = sum(len(p) for _, p in self.pieces())
         return prompt, r.eval_count if r.eval_count is not None else streamed // 4 + 1
 

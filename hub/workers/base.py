@@ -44,6 +44,9 @@ class ChatRequest:
     total_timeout: float = 900.0
     load_timeout: float = 600.0  # loading the model, on its own clock before the first-token clock
     token_scale: float = 1.0  # the model's calibration of the token estimate (hub.workers.budget)
+    # Characters at the start of system + prompt that an earlier call (of this process or another) sent
+    # the model: the server may hold them cached and leave them out of its prompt count (budget.Calibration).
+    cached_chars: int = 0
     # The start of the answer, for the model to continue (a reply cut off at num_predict): sent as a
     # trailing assistant message, which Ollama's /api/chat continues instead of starting a new turn.
     prefill: str = ""

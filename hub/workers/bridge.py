@@ -321,6 +321,8 @@ class WorkerClient:
             options["num_predict"] = request.num_predict
         if request.max_chars is not None:
             options["max_chars"] = request.max_chars  # the hub's worker cuts the stream there
+        if request.cached_chars:
+            options["cached_chars"] = request.cached_chars
         args: dict[str, Any] = {"model": request.model, "prompt": request.prompt, "options": options}
         if request.tools:
             args["tools"] = list(request.tools)
@@ -537,10 +539,19 @@ def calibration_path(config: Config) -> Path:
     )
 
 
+def with_remembered_prefix(config: Config, request: ChatRequest) -> ChatRequest:
+    """Before a call: the request told how much of its prompt's start an earlier call (of any process)
+    sent the model, so the worker does not take the server's cache hit for a cut prompt."""
+    calibration = budget.Calibration.load(calibration_path(config))
+    shared = calibration.shared_prefix(request.model, (request.system or "") + full_prompt(request))
+    return replace(request, cached_chars=shared) if shared else request
+
+
 def observe_call(config: Config, request: ChatRequest, generation: Generation) -> Generation:
     """After a call: a cut flagged only because the server had cached a prefix of an earlier prompt
-    (its prompt_eval_count counts only what it evaluated) is no cut; a call the server counted and
-    read whole calibrates the model's token ratio; the prompt is remembered for the next process."""
+    (its prompt_eval_count counts only what it evaluated) is no cut (a worker that was not told
+    `cached_chars` flags it); a call the server counted and read whole calibrates the model's token
+    ratio; the prompt is remembered for the next process."""
     path = calibration_path(config)
     calibration = budget.Calibration.load(path)
     prompt = (request.system or "") + full_prompt(request)
@@ -548,12 +559,7 @@ def observe_call(config: Config, request: ChatRequest, generation: Generation) -
         shared = calibration.shared_prefix(request.model, prompt)
         if shared:
             estimate = estimated_prompt_tokens(request)
-            # The fingerprints' step and the chat template are uncertain: count them as cached too.
-            cached = (
-                budget.estimate_tokens(prompt[: shared + budget.PREFIX_STEP])
-                + budget.TEMPLATE_TOKENS
-                + 2 * budget.TEMPLATE_TOKENS_PER_MESSAGE
-            )
+            cached = budget.cached_tokens(prompt, shared)
             if not budget.truncated(generation.prompt_tokens, estimate, request.num_ctx, cached):
                 log.info("bridge.cached_prefix", model=request.model, cached_chars=shared)
                 generation = replace(generation, truncated=False)
@@ -579,4 +585,5 @@ __all__ = [
     "pick_dialect",
     "request_for",
     "same_model",
+    "with_remembered_prefix",
 ]

@@ -197,6 +197,19 @@ def truncated(count: int | None, estimate: int, num_ctx: int, cached_prefix_toke
     return count < TRUNCATION_SHARE * expected
 
 
+def cached_tokens(prompt: str, shared_chars: int) -> int:
+    """The estimate of the tokens a server may hold cached of `prompt`, whose first `shared_chars`
+    characters an earlier prompt began with too (0 for none). The fingerprints' step (`shared_chars` is a
+    multiple of it) and the chat template are uncertain: they count as cached too."""
+    if shared_chars <= 0:
+        return 0
+    return (
+        estimate_tokens(prompt[: shared_chars + PREFIX_STEP])
+        + TEMPLATE_TOKENS
+        + 2 * TEMPLATE_TOKENS_PER_MESSAGE
+    )
+
+
 def cut_window(count: int) -> int | None:
     """The window a server read `count` prompt tokens of, when the count is what a cut leaves (CUT_COUNTS):
     all of a 2^k window (older runners) or half of it and 3 (newer); None otherwise."""

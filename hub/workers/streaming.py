@@ -499,7 +499,11 @@ def _finish(
             hint="the server sent no token counts; the call's tokens are the hub's estimate",
         )
     uncalibrated = estimated_prompt_tokens(request)
-    truncated = budget.truncated(state.prompt_tokens, uncalibrated, fit.num_ctx, cached_prefix_tokens)
+    # What this process saw (`cached_prefix_tokens`) or the hub remembers (`request.cached_chars`, from any
+    # process) of a prefix the server may have cached: Ollama counts only the tokens it evaluates.
+    remembered = budget.cached_tokens((request.system or "") + full_prompt(request), request.cached_chars)
+    cached = max(cached_prefix_tokens, remembered)
+    truncated = budget.truncated(state.prompt_tokens, uncalibrated, fit.num_ctx, cached)
     if truncated:
         log.warning(
             "worker.prompt_truncated",

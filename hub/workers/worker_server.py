@@ -66,6 +66,11 @@ class RunOptions(BaseModel):
     load_timeout: float | None = Field(default=None, gt=0, description="ms (hub extension)")
     token_scale: float | None = Field(default=None, gt=0, description="the model's token calibration")
     max_chars: int | None = Field(default=None, gt=0, description="cut the answer past this (hub extension)")
+    cached_chars: int | None = Field(
+        default=None,
+        ge=0,
+        description="the prompt's start an earlier call sent, maybe cached (hub extension)",
+    )
 
 
 class Message(BaseModel):

@@ -94,6 +94,7 @@ OPTIONS: dict[str, Limit] = {
     "load_timeout": Limit(float, gt=0),
     "token_scale": Limit(float, gt=0),
     "max_chars": Limit(int, gt=0),  # limits.max_reply_chars: the stream is cut there (hub extension)
+    "cached_chars": Limit(int, ge=0),  # the prompt's start an earlier call sent (hub extension)
 }
 ROLES = ("system", "user", "assistant")
 # ollama_run's arguments, as the in-process worker lists them (the SDK publishes the same names).
@@ -184,6 +185,7 @@ def chat_request(model: str, prompt: str, options: dict[str, Any], system: str |
         load_timeout=seconds("load_timeout", defaults.load_timeout),
         token_scale=float(_pick(options.get("token_scale"), defaults.token_scale)),
         max_chars=int(options["max_chars"]) if isinstance(options.get("max_chars"), int) else None,
+        cached_chars=int(options["cached_chars"]) if isinstance(options.get("cached_chars"), int) else 0,
     )
 
 

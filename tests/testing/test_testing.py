@@ -414,3 +414,58 @@ def test_module_runs_standalone_prints_its_url_and_stops_on_sigterm(tmp_path: Pa
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
+
+
+def test_with_the_prompt_cache_a_prompt_counts_only_what_follows_the_start_an_earlier_one_shared() -> None:
+    files = "def f(x):\n    return x + 1\n" * 60
+    prompts = [
+        files + "attempt 1",
+        "an unrelated prompt",
+        files + "attempt 2 failed: fix it",
+        files + "attempt 1",
+    ]
+
+    def counts(fake: FakeOllama) -> list[int]:
+        fake.script("m", *["ok"] * len(prompts))
+        out = []
+        with httpx.Client(base_url=fake.url) as client:
+            for prompt in prompts:
+                body = {"model": "m", "messages": [{"role": "user", "content": prompt}], "stream": False}
+                out.append(int(client.post("/api/chat", json=body).json()["prompt_eval_count"]))
+        return out
+
+    with FakeOllama(prompt_cache=True) as cached, FakeOllama() as plain:
+        seen, whole = counts(cached), counts(plain)
+
+    # Ollama's prompt_eval_count: the files, evaluated once, are left out of the later prompts' counts,
+    # whichever prompt came between; without the cache every prompt counts whole.
+    assert whole[0] > 300 and whole[2] > 300
+    assert seen[0] == whole[0] and seen[1] == whole[1]
+    assert seen[2] < whole[2] - 300 and seen[3] < whole[3] - 300
+
+
+def test_the_stand_in_with_prompt_cache_counts_a_repeated_prompt_start_as_cached(tmp_path: Path) -> None:
+    script = tmp_path / "replies.json"
+    script.write_text(json.dumps({"models": {"m": {"repeat": "ok"}}}), encoding="utf-8")
+    command = [sys.executable, "-m", "hub.testing", "--port", "0", "--prompt-cache", "--script", str(script)]
+    prompt = "def f(x):\n    return x + 1\n" * 60
+    with subprocess.Popen(
+        command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    ) as proc:
+        try:
+            assert proc.stdout is not None
+            ready, _, _ = select.select([proc.stdout], [], [], 15)
+            assert ready, "no URL printed within 15 s"
+            url = proc.stdout.readline().strip().rsplit(" ", 1)[1]
+            with httpx.Client(base_url=url, timeout=5) as client:
+                counts = [
+                    client.post(
+                        "/api/chat", json=chat(stream=False, messages=[{"role": "user", "content": p}])
+                    ).json()["prompt_eval_count"]
+                    for p in (prompt + "first", prompt + "second")
+                ]
+        finally:
+            proc.kill()
+            proc.wait()
+
+    assert counts[1] < counts[0] // 4
