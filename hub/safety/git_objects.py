@@ -135,7 +135,7 @@ def _update(root: Path, own: Path, key: dict[str, str], state: dict[str, object]
         return
     staged = _staged_blobs(root)
     if new or staged:
-        _pack(root, own / STORE, [head, *staged, "--not", str(last)] if new else ["--no-walk", *staged])
+        _pack(root, own / STORE, [head, *staged, f"^{last}"] if new else staged, history=bool(new))
     _write_state(own, key, [*known, *new])
     log.debug("sandbox.git_objects_added", worktree=str(root), commits=len(new), staged=len(staged))
 
@@ -169,7 +169,7 @@ def _rebuild(root: Path, own: Path, key: dict[str, str]) -> None:
     (store / "pack").mkdir(parents=True)
     head = key["head"]
     write_atomic(own / SHALLOW, f"{head}\n")
-    _pack(root, store, ["--no-walk", head, *_staged_blobs(root)])
+    _pack(root, store, [head, *_staged_blobs(root)], history=False)
     _write_state(own, key, [head])
     log.debug("sandbox.git_objects_built", worktree=str(root), head=head[:12])
 
@@ -179,19 +179,34 @@ def _staged_blobs(root: Path) -> list[str]:
     done = _git(root, "diff-index", "--cached", "--no-renames", "-z", "HEAD")
     if done.returncode != 0:
         return []
+    # Each change is two fields, its status line then its path: a path is never read as a status line
+    # (a file named `:a b c --all` would hand rev-list every ref's objects).
+    fields = done.stdout.split("\0")
     found = []
-    for field in done.stdout.split("\0"):
-        parts = field.split()
-        if field.startswith(":") and len(parts) >= 4 and parts[3] != NO_OBJECT and parts[1] != "160000":
+    for status in fields[0:-1:2]:
+        parts = status.split()
+        if len(parts) >= 4 and parts[1] != "160000" and parts[3] != NO_OBJECT and _is_oid(parts[3]):
             found.append(parts[3])
     return found
 
 
-def _pack(root: Path, store: Path, revs: list[str]) -> None:
-    """One more pack in `store` of the objects `git rev-list --objects REVS` lists, read from the
-    user's repository (alternates included: the store needs none)."""
+def _pack(root: Path, store: Path, revs: list[str], *, history: bool = True) -> None:
+    """One more pack in `store` of the objects `git rev-list --objects REVS` lists (each an object id,
+    or `^` and one: what to leave out), read from the user's repository (alternates included: the store
+    needs none). Without `history`, only the objects REVS name and their trees."""
+    if not all(_is_oid(rev.removeprefix("^")) for rev in revs):
+        raise ValueError(f"not an object id among what to pack: {revs!r}")
     with subprocess.Popen(
-        ["git", "-C", str(root), "rev-list", "--objects", *revs],
+        [
+            "git",
+            "-C",
+            str(root),
+            "rev-list",
+            "--objects",
+            *([] if history else ["--no-walk"]),
+            "--end-of-options",
+            *revs,
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
     ) as walk:

@@ -162,3 +162,29 @@ def test_a_store_that_cannot_be_built_anew_holds_nothing_of_the_worktree_that_ha
         for line in _git(repo, "rev-list", "--objects", "--missing=allow-any", "main").splitlines()
     }
     assert set(listed) <= reachable
+
+
+def test_a_staged_file_named_like_a_status_line_puts_no_other_refs_objects_in_the_store(
+    tmp_path: Path,
+) -> None:
+    repo = _repo(tmp_path)
+    _git(repo, "checkout", "-q", "-b", "private")
+    secret = _commit(repo, "secret.txt", "on a branch of the user's own\n")
+    _git(repo, "checkout", "-q", "main")
+    # `--all` as the fourth word of a name that starts like diff-index's status line.
+    name = ":a b c --all"
+    extended, built = (repo / ".git" / "hub-worktrees" / task for task in ("t1", "t2"))
+    _git(repo, "worktree", "add", "-q", "-b", "hub/t1", str(extended))
+    _store(extended)
+    for tree in (extended, built):  # the store extended by the staged file, then built with it
+        if not tree.exists():
+            _git(repo, "worktree", "add", "-q", "-b", "hub/t2", str(tree))
+        (tree / name).write_text("staged, not committed\n", encoding="utf-8")
+        _git(tree, "--literal-pathspecs", "add", "--", name)
+
+        objects = _store(tree)
+
+        assert _holds(
+            repo, objects, _git(tree, "--literal-pathspecs", "ls-files", "-s", "--", name).split()[1]
+        )
+        assert not _holds(repo, objects, secret) and not _holds(repo, objects, f"{secret}:secret.txt")
