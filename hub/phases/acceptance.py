@@ -112,8 +112,10 @@ def run_command(
     has forked, and unsandboxed nothing dies with the hub. What it printed comes back redacted.
     `crash_at` names its crash point (hub.core.faults) while it runs."""
     started = time.perf_counter()
-    report = _ReportPipe()
     sandboxed = jail is not None and jail.sandboxed
+    if jail is not None and sandboxed and jail.git_objects is not None:
+        jail.git_objects()  # before any descriptor is opened for the command: none to close if it fails
+    report = _ReportPipe()
     group = command_group(jail.cgroup, jail.limits) if jail and sandboxed and jail.cgroup else None
     try:
         result = _run(command, cwd, timeout, jail, pidfile, report, crash_at, group)
@@ -145,23 +147,23 @@ def _run(
     sandboxed = jail is not None and jail.sandboxed
     # bwrap writes to --info-fd once the sandbox stands (its die-with-parent armed) and closes it: until
     # then a kill of the hub could leave a sandbox starting up without a parent to die with.
-    info_read, info_write = os.pipe() if sandboxed else (-1, -1)
     were_absent = absent(jail.guarded) if jail else []
     env = dict(jail.env) if jail else None
     argv: list[str] | str = command
     args_fd = -1
-    if jail and sandboxed:
-        # bwrap's options through a memfd, so that no host path shows in the sandbox's /proc/1/cmdline.
-        args_fd = os.memfd_create("bwrap-args", 0)
-        os.write(args_fd, jail.options())
-        os.lseek(args_fd, 0, os.SEEK_SET)
-        argv = jail.argv(command, cwd, info_fd=info_write, args_fd=args_fd)
-        if group is not None:
-            argv = group.wrap(argv)
-    elif jail:
-        argv = jail.argv(command, cwd)
-    env = {**(env if env is not None else os.environ), "PYTEST_ADDOPTS": report.addopts(env)}
+    info_read, info_write = os.pipe() if sandboxed else (-1, -1)
     try:
+        if jail and sandboxed:
+            # bwrap's options through a memfd, so that no host path shows in the sandbox's /proc/1/cmdline.
+            args_fd = os.memfd_create("bwrap-args", 0)
+            os.write(args_fd, jail.options())
+            os.lseek(args_fd, 0, os.SEEK_SET)
+            argv = jail.argv(command, cwd, info_fd=info_write, args_fd=args_fd)
+            if group is not None:
+                argv = group.wrap(argv)
+        elif jail:
+            argv = jail.argv(command, cwd)
+        env = {**(env if env is not None else os.environ), "PYTEST_ADDOPTS": report.addopts(env)}
         child = Child(
             argv,
             shell=jail is None,
@@ -172,10 +174,14 @@ def _run(
             pass_fds=((info_write, args_fd) if sandboxed else ()) + (report.write_fd,),
             preexec_fn=jail.preexec if jail and sandboxed else None,
         )
-    finally:
+    except BaseException:
         if sandboxed:
-            os.close(info_write)
-            os.close(args_fd)
+            os.close(info_read)
+        raise
+    finally:
+        for fd in (info_write, args_fd):
+            if fd >= 0:
+                os.close(fd)
         # Only the command holds the pipe's writing end now: its end is the report's.
         report.started()
     with child:

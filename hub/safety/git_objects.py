@@ -47,16 +47,18 @@ def task_objects(root: Path, common: Path, gitdir: Path, own: Path) -> tuple[Pat
     date with its HEAD and index. Never the user's own objects: if the store cannot be brought up to
     date, git inside the sandbox misses objects rather than reads others'."""
     store, shallow = own / STORE, own / SHALLOW
-    (store / "pack").mkdir(parents=True, exist_ok=True)
-    if not shallow.exists():
-        write_atomic(shallow, "")
-    key = _key(root, common, gitdir)
-    state = _read_state(own)
-    if key is None or state.get("key") == key:
-        return store, shallow
     from filelock import FileLock, Timeout
 
+    # Everything in here can fail (a full disk, a folder the user made read-only, git timing out): the
+    # command then runs with the store as it is, and each command's update must not cost its caller
+    # open files or a traceback.
     try:
+        (store / "pack").mkdir(parents=True, exist_ok=True)
+        if not shallow.exists():
+            write_atomic(shallow, "")
+        key = _key(root, common, gitdir)
+        if key is None or _read_state(own).get("key") == key:
+            return store, shallow
         with FileLock(str(own / "objects.lock"), timeout=BUILD_TIMEOUT, is_singleton=False):
             state = _read_state(own)
             if state.get("key") != key:

@@ -154,7 +154,7 @@ class Jail:
     bwrap_at: int = 0
     # Where each command gets a cgroup of its own (hub.safety.cgroup); None: memory and processes polled.
     cgroup: Path | None = None
-    # Brings the worktree's git object store up to date: HEAD moves at each checkpoint, within a phase.
+    # Brings the worktree's git object store up to date (HEAD moves at each checkpoint): before each command.
     git_objects: Callable[[], object] | None = None
 
     def argv(
@@ -165,8 +165,6 @@ class Jail:
         /proc/1/cmdline showed the command every host path the mounts name (issue 38)."""
         if not self.sandboxed:
             return ["/bin/sh", "-c", command]
-        if self.git_objects is not None:
-            self.git_objects()
         info = ["--info-fd", str(info_fd)] if info_fd is not None else []
         run = ["--chdir", str(cwd), "--", "/bin/sh", "-c", command]
         if args_fd is not None:

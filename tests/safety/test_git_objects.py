@@ -188,3 +188,16 @@ def test_a_staged_file_named_like_a_status_line_puts_no_other_refs_objects_in_th
             repo, objects, _git(tree, "--literal-pathspecs", "ls-files", "-s", "--", name).split()[1]
         )
         assert not _holds(repo, objects, secret) and not _holds(repo, objects, f"{secret}:secret.txt")
+
+
+def test_a_store_that_cannot_be_written_is_left_as_it_is_without_an_error(tmp_path: Path) -> None:
+    repo = _repo(tmp_path)
+    worktree = repo / ".git" / "hub-worktrees" / "t1"
+    _git(repo, "worktree", "add", "-q", "-b", "hub/t1", str(worktree))
+    own = repo / ".git" / SANDBOX_VIEWS / "t1"
+    own.mkdir(parents=True)
+    (own / "objects").write_text("a file where the store's folder goes\n", encoding="utf-8")
+
+    objects = _store(worktree)
+
+    assert objects.is_file() and not (own / "shallow").exists()

@@ -4,14 +4,19 @@ stash, other branches, other tasks' commits or dangling blobs. Run against a che
 
 from __future__ import annotations
 
+import dataclasses
+import os
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from hub.core.config import load_config
 from hub.phases.acceptance import jail_for, run_command
 from hub.repo import gitops
+from hub.repo.sandbox_views import SANDBOX_VIEWS
 
 STASHED = "OBJSECRET-stashed-password-Qw19"
 DANGLING = "OBJSECRET-dangling-blob-Hn42"
@@ -118,3 +123,32 @@ def test_a_raw_walk_of_the_sandboxs_objects_finds_no_stash_branch_other_task_or_
     assert "private" not in seen.stdout and "hub/other" not in seen.stdout and "stash" not in seen.stdout
     # The user's stash is as it was.
     assert "wip" in _git(checkout, "stash", "list")
+
+
+def _open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def test_a_store_that_cannot_be_updated_costs_the_command_no_open_files_and_no_error(ground: Any) -> None:
+    checkout = ground.checkout
+    worktree = checkout / ".git" / "hub-worktrees" / "t1"
+    _git(checkout, "worktree", "add", "-q", "-b", "hub/t1", str(worktree))
+    store = checkout / ".git" / SANDBOX_VIEWS / "t1" / "objects"
+    store.parent.mkdir(parents=True)
+    store.write_text("a file where the store's folder goes\n", encoding="utf-8")
+    jail = jail_for(load_config(checkout), worktree)
+    before = _open_fds()
+
+    done = [run_command("echo RAN", worktree, 60, jail) for _ in range(3)]
+
+    assert all(result.ok and "RAN" in result.stdout for result in done)
+    assert _open_fds() == before
+
+    # An updater that fails outright fails the call, and still leaves no descriptor open.
+    def failing() -> None:
+        raise PermissionError("the store's folder is not writable")
+
+    for _ in range(3):
+        with pytest.raises(PermissionError):
+            run_command("echo RAN", worktree, 60, dataclasses.replace(jail, git_objects=failing))
+    assert _open_fds() == before
