@@ -96,8 +96,8 @@ def git_view(root: Path, tmp_size: Sequence[str] = ()) -> GitView | None:
     objects, shallow = task_objects(root, common, gitdir, own)
     args: list[str] = [*tmp_size, "--tmpfs", str(common), "--ro-bind", str(objects), str(common / "objects")]
     shown: list[Path] = [objects]
-    if shallow.is_file() and shallow.stat().st_size:
-        args += ["--ro-bind", str(shallow), str(common / "shallow")]
+    # Bound even while empty: a store whose first build failed here may be built by a later command.
+    args += ["--ro-bind-try", str(shallow), str(common / "shallow")]
     for name in ("HEAD", *(f"info/{part}" for part in SHOWN_INFO)):
         if (common / name).is_file():
             args += ["--ro-bind", str(common / name), str(common / name)]

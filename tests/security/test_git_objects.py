@@ -152,3 +152,21 @@ def test_a_store_that_cannot_be_updated_costs_the_command_no_open_files_and_no_e
         with pytest.raises(PermissionError):
             run_command("echo RAN", worktree, 60, dataclasses.replace(jail, git_objects=failing))
     assert _open_fds() == before
+
+
+def test_git_log_in_the_sandbox_works_when_the_store_was_first_built_after_the_jail(ground: Any) -> None:
+    checkout = ground.checkout
+    (checkout / "second.txt").write_text("two\n", encoding="utf-8")
+    _git(checkout, "add", "second.txt")
+    _git(checkout, "commit", "-q", "-m", "second")  # the base has a parent the store does not hold
+    worktree = checkout / ".git" / "hub-worktrees" / "t1"
+    _git(checkout, "worktree", "add", "-q", "-b", "hub/t1", str(worktree))
+    store = checkout / ".git" / SANDBOX_VIEWS / "t1" / "objects"
+    store.parent.mkdir(parents=True)
+    store.write_text("in the way while the jail is prepared\n", encoding="utf-8")
+    jail = jail_for(load_config(checkout), worktree)
+    store.unlink()
+
+    logged = run_command("git log --format=%s", worktree, 60, jail)
+
+    assert logged.ok and logged.stdout.split() == ["second"], logged.stdout + logged.stderr
