@@ -167,7 +167,9 @@ def _rebuild(root: Path, own: Path, key: dict[str, str]) -> None:
     (own / STATE).unlink(missing_ok=True)
     with contextlib.suppress(FileNotFoundError):
         store.rename(old)
-    shutil.rmtree(old, ignore_errors=True)
+    # With the old store go those a rebuild killed halfway left (the lock is held: none is in use).
+    for left in own.glob(f"{STORE}.old-*"):
+        shutil.rmtree(left, ignore_errors=True)
     (store / "pack").mkdir(parents=True)
     head = key["head"]
     write_atomic(own / SHALLOW, f"{head}\n")

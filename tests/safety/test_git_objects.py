@@ -201,3 +201,18 @@ def test_a_store_that_cannot_be_written_is_left_as_it_is_without_an_error(tmp_pa
     objects = _store(worktree)
 
     assert objects.is_file() and not (own / "shallow").exists()
+
+
+def test_a_rebuild_removes_the_old_stores_a_killed_rebuild_left(tmp_path: Path) -> None:
+    repo = _repo(tmp_path)
+    worktree = repo / ".git" / "hub-worktrees" / "t1"
+    _git(repo, "worktree", "add", "-q", "-b", "hub/t1", str(worktree))
+    objects = _store(worktree)
+    left = objects.parent / "objects.old-999999999"
+    (left / "pack").mkdir(parents=True)
+    (left / "pack" / "pack-old.pack").write_bytes(b"PACK")
+    _git(worktree, "reset", "-q", "--hard", "HEAD~1")
+
+    _store(worktree)
+
+    assert list(objects.parent.glob("objects.old-*")) == []
