@@ -27,6 +27,7 @@ from pathlib import Path
 
 from hub.core.log import get_logger
 from hub.core.sandbox_config import SandboxLimits
+from hub.safety.cgroup import processes
 
 log = get_logger(__name__)
 
@@ -85,14 +86,19 @@ def _own_processes() -> int:
 
 class Watch:
     """Polls one running sandbox (its init's host pid) against `limits`; `kill` ends it past one.
-    `exceeded` then says which, in a sentence. With `kernel`, the disk alone."""
+    `exceeded` then says which, in a sentence. With `cgroup` (the command's), the kernel bounds memory
+    and threads: the processes are counted from the cgroup, and the disk walked."""
 
     def __init__(
-        self, limits: SandboxLimits, init_pid: int, root: Path, kill: Callable[[], None], kernel: bool = False
+        self,
+        limits: SandboxLimits,
+        init_pid: int,
+        root: Path,
+        kill: Callable[[], None],
+        cgroup: Path | None = None,
     ) -> None:
         self.limits = limits
-        # The kernel bounds the command's memory and processes (its cgroup): only the disk is walked.
-        self.kernel = kernel
+        self.cgroup = cgroup
         self.root = root
         self.kill = kill
         self.started = time.time_ns()
@@ -126,7 +132,10 @@ class Watch:
                 return
 
     def _check(self, disk: bool) -> str | None:
-        if self.kernel:
+        if self.cgroup is not None:
+            # pids.max counts threads too and sits well above this: the process limit is read here.
+            if processes(self.cgroup) > self.limits.processes:
+                return f"more than {self.limits.processes} processes (sandbox.limits.processes)"
             return self.check_disk() if disk else None
         pids = self._pids()
         if len(pids) > self.limits.processes:
