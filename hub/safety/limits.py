@@ -1,12 +1,13 @@
 """Bounds on one sandboxed command (issue 28): processes, memory, bytes written (`sandbox.limits`).
 
 bwrap has no resource limits of its own, and cgroups need a delegated hierarchy most machines do not
-give an unprivileged user (where one is, `hub.safety.cgroup` bounds memory and processes and the watch
-walks the disk alone). So two layers:
+give an unprivileged user (where one is, `hub.safety.cgroup` bounds memory and threads, and the watch
+counts the processes in the cgroup and walks the disk). So two layers:
 
 - rlimits set before bwrap starts (`prlimit --` in front of it), inherited by everything it runs: RLIMIT_FSIZE (no
   file grows past `disk_mb`: the writer gets SIGXFSZ), RLIMIT_DATA (no process maps more than four
-  times `memory_mb`) and, for a hub not run by root (the kernel never applies it to root), RLIMIT_NPROC;
+  times `memory_mb`) and, for a hub not run by root (the kernel never applies it to root), RLIMIT_NPROC
+  (it counts threads: room for THREADS_PER_PROCESS a process, as the cgroup's pids.max);
 - `Watch`, a thread that polls the sandbox's PID namespace a few times a second: the processes in it,
   their resident memory together, and the bytes of the files in the writable root changed since the
   command started. Past a limit it ends the whole sandbox and says which limit; `remove_written` then
@@ -27,7 +28,7 @@ from pathlib import Path
 
 from hub.core.log import get_logger
 from hub.core.sandbox_config import SandboxLimits
-from hub.safety.cgroup import processes
+from hub.safety.cgroup import THREADS_PER_PROCESS, processes
 
 log = get_logger(__name__)
 
@@ -69,18 +70,21 @@ def prlimit_argv(prlimit: str, limits: SandboxLimits) -> list[str]:
 
 
 def _values(limits: SandboxLimits) -> tuple[int, int, int | None]:
-    nproc = _own_processes() + limits.processes if os.getuid() != 0 else None
+    # RLIMIT_NPROC counts threads, like the cgroup's pids.max: the same room for a threaded command
+    # (cargo, a JVM); the watch counts the processes.
+    room = limits.processes * THREADS_PER_PROCESS
+    nproc = own_tasks(os.getuid()) + room if os.getuid() != 0 else None
     return limits.disk_mb * MIB, DATA_FACTOR * limits.memory_mb * MIB, nproc
 
 
-def _own_processes() -> int:
-    """The processes of this user now: RLIMIT_NPROC counts them all, not only the sandbox's."""
-    uid = os.getuid()
+def own_tasks(uid: int, proc: str = "/proc") -> int:
+    """The tasks (threads) of user `uid` now: RLIMIT_NPROC counts them all, not only the sandbox's."""
     count = 0
-    for name in os.listdir("/proc"):
+    for name in os.listdir(proc):
         if name.isdigit():
             with contextlib.suppress(OSError):
-                count += os.stat(f"/proc/{name}").st_uid == uid
+                if os.stat(f"{proc}/{name}").st_uid == uid:
+                    count += len(os.listdir(f"{proc}/{name}/task"))
     return count
 
 
