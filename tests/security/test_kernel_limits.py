@@ -166,6 +166,9 @@ def test_with_a_cgroup_the_processes_are_counted_there_not_its_threads(ground: A
     crowd = "for d in cgroupfs/hub.scope/cmd-*; do seq 1000 1040 > $d/cgroup.procs; done; exec sleep 60"
 
     crowded = run_command(crowd, ground.checkout, 60, jail)
+    # The code a shell that cannot enter its cgroup exits with, from a command whose sandbox stood: its own.
+    own = run_command("exit 125", ground.checkout, 60, jail)
 
+    assert own.exit_code == 125 and own.failure is None
     assert not crowded.timed_out
     assert crowded.failure == "resource_limit: more than 40 processes (sandbox.limits.processes)"
