@@ -51,7 +51,7 @@ MIB = 1024 * 1024
 # no --info-fd, which tells it apart from a command that exits with the same code.
 ENTER_FAILED = 125
 ENTER = f'echo $$ > "$0/cgroup.procs" || exit {ENTER_FAILED}; exec "$@"'
-# Tasks (threads) the kernel allows per process allowed by `sandbox.limits.processes` (see the module's docstring).
+# Tasks (threads) pids.max and RLIMIT_NPROC leave room for, per process `sandbox.limits.processes` allows.
 THREADS_PER_PROCESS = 8
 # How long a removal waits for the kernel to reap a killed command's processes.
 REMOVE_SECONDS = 2.0
