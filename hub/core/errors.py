@@ -11,6 +11,7 @@
     ├── EditError                  model output could not become file edits, or an edit was refused
     ├── RuleError                  an ast-grep rule is invalid, missing, or the scanner failed
     ├── SandboxUnavailable         `sandbox: required`, but no sandbox here (hub.safety.sandbox)
+    ├── CgroupRefused              a command could not enter its cgroup; it did not run (hub.safety.cgroup)
     ├── ReviewParseError           the reviewer's answer holds no review (also a ValueError; hub.phases.local_review)
     ├── WorkerError                talking to a model failed
     │   ├── WorkerUnavailable      an outage: down, restarting, connection reset, 5xx (waited out, then a halt)

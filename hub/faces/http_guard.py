@@ -3,8 +3,8 @@
 - **Idle connections close.** uvicorn arms its keep-alive clock only after a response: a connection
   that never sends a request, or sends half a header and stops, was kept for ever, and a few hundred
   of them used up the process's descriptors. `GuardedH11` gives every connection a deadline from its
-  opening (and from each response's end) to its next complete request; data that trickles in does not
-  move it.
+  opening (and from each response's end) to its next complete request, its body included (a POST whose
+  body stops half-way is closed too); data that trickles in does not move it.
 - **Out of descriptors: 503, and one log line a minute.** asyncio's accept loop meets an EMFILE by
   logging a traceback and re-arming itself once per pending accept, up to the backlog each time: a server
   at its limit wrote hundreds of MB of them and was too busy to close the connections that would have
@@ -17,7 +17,10 @@
   in all (`--max-connections`, by default head-room below the descriptor limit, so the 503 above is the
   last resort, not the rule). A connection past a cap makes room by closing the oldest *idle* connection
   (of that peer, or of anyone at the total cap): a flood of held connections evicts itself, and a client
-  that asks is served. When every connection is busy with a request, the new one is answered 503.
+  that asks is served. A connection whose request is still arriving counts as idle: on loopback every
+  local client shares one address, and stalled uploads must not lock the others out. When every
+  connection is busy with a request, the new one is answered 503. Each server has its own counts
+  (`serve` gives it a subclass of `GuardedH11`): two in one process do not share them.
 
 Imported only by the HTTP transport (it loads uvicorn).
 """
@@ -115,13 +118,15 @@ class Connections:
             victim = next((c for c in crowd if c.idle()), None)
             if victim is None:
                 self.refused += 1
-                self._report(peer)
+                self._report(
+                    peer, "every connection in its way was busy with a request: the new one was answered 503"
+                )
                 return False
             self.forget(victim)
             self.closing.add(victim)
             victim.evict()
             self.evicted += 1
-            self._report(peer)
+            self._report(peer, "the oldest idle connection was closed to make room")
         self.by_peer.setdefault(peer, {})[conn] = None
         self.every[conn] = peer
         return True
@@ -137,7 +142,7 @@ class Connections:
         if not same:
             del self.by_peer[peer]
 
-    def _report(self, peer: str) -> None:
+    def _report(self, peer: str, done: str) -> None:
         now = self.clock()
         if self.logged_at is None or now - self.logged_at >= LOG_EVERY_SECONDS:
             log.warning(
@@ -148,7 +153,8 @@ class Connections:
                 total=self.total,
                 evicted=self.evicted,
                 refused=self.refused,
-                hint="a client holding many connections open; the oldest idle ones were closed",
+                detail=f"a client holding many connections open; {done}",
+                hint="--max-per-client and --max-connections raise the caps if a real client needs more",
             )
             self.logged_at = now
 
@@ -157,7 +163,8 @@ class GuardedH11(H11Protocol):
     """uvicorn's HTTP/1.1 protocol with a deadline for each next request (see the module's docstring)."""
 
     idle_seconds = IDLE_SECONDS
-    # Not `connections`: uvicorn keeps its own set of them under that name.
+    # Not `connections`: uvicorn keeps its own set of them under that name. One per server: `serve`
+    # subclasses this class for each, so that its sockets and its connections share one count.
     admission = Connections(MAX_PER_CLIENT, MAX_CONNECTIONS)
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
@@ -183,7 +190,7 @@ class GuardedH11(H11Protocol):
     def data_received(self, data: bytes) -> None:
         super().data_received(data)  # cancels the clock; a complete request starts a cycle
         if self._idle():
-            self._arm()  # a partial request: the same deadline, not a new one
+            self._arm()  # a partial request or body: the same deadline, not a new one
 
     def on_response_complete(self) -> None:
         super().on_response_complete()
@@ -192,12 +199,22 @@ class GuardedH11(H11Protocol):
             self._arm()
 
     def _idle(self) -> bool:
-        # A request cut before its headers ended has no cycle yet: idle too.
-        return self.cycle is None or self.cycle.response_complete
+        # A request cut before its headers ended has no cycle yet, one whose body is still arriving has
+        # one: idle both, nothing the client waits for is lost by closing them.
+        cycle = self.cycle
+        return cycle is None or cycle.response_complete or cycle.more_body
 
     def _arm(self) -> None:
         self._unset_keepalive_if_required()
-        self.timeout_keep_alive_task = self.loop.call_at(self._deadline, self.timeout_keep_alive_handler)
+        self.timeout_keep_alive_task = self.loop.call_at(self._deadline, self._expire)
+
+    def _expire(self) -> None:
+        if self.cycle is not None and not self.cycle.response_complete:
+            # Mid-request h11 refuses to send ConnectionClosed (uvicorn's handler would raise): the
+            # transport's close ends the cycle as a disconnect.
+            self.transport.close()
+        else:
+            self.timeout_keep_alive_handler()
 
 
 class OutOfDescriptors:
@@ -293,7 +310,7 @@ def listening_socket(
         sock.close()
         raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
     sock.guard = OutOfDescriptors()
-    sock.admission = admission or GuardedH11.admission
+    sock.admission = admission if admission is not None else GuardedH11.admission
     shown = f"[{host}]" if family == socket.AF_INET6 else host
     # uvicorn's own words: it prints them only when it binds the socket itself.
     logging.getLogger("uvicorn.error").info(
@@ -310,8 +327,11 @@ async def serve(
 ) -> None:
     """Run a `uvicorn.Server` (configured with `http=GuardedH11`) on a GuardedSocket, at most `per_client`
     connections from one address and `total` in all (default: `default_max_connections()`)."""
-    GuardedH11.idle_seconds = idle_seconds
-    GuardedH11.admission = Connections(per_client, total or default_max_connections())
+    admission = Connections(per_client, total or default_max_connections())
+    protocol = type("GuardedH11", (GuardedH11,), {"idle_seconds": idle_seconds, "admission": admission})
     config = server.config
-    sock = listening_socket(config.host, config.port, config.backlog, GuardedH11.admission)
+    config.http = protocol
+    if config.loaded:
+        config.http_protocol_class = protocol
+    sock = listening_socket(config.host, config.port, config.backlog, admission)
     await server.serve(sockets=[sock])

@@ -136,6 +136,38 @@ class BearerAuth:
         await self.app(scope, receive, send)
 
 
+class WholeBody:
+    """ASGI middleware: a request's body is read whole before the SDK sees it. A client that goes away
+    half-way through its body, or that http_guard closes at its deadline, ends here with a debug line;
+    the SDK logged each as an error with a traceback."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        chunks: list[bytes] = []
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                log.debug(
+                    "mcp.http.request_abandoned", path=scope.get("path"), received=sum(map(len, chunks))
+                )
+                return
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body", False):
+                break
+        whole: list[dict[str, Any]] = [{"type": "http.request", "body": b"".join(chunks), "more_body": False}]
+
+        async def replay() -> dict[str, Any]:
+            # The body once, then what the connection says next (a disconnect, for a stream's end).
+            return whole.pop() if whole else await receive()
+
+        await self.app(scope, replay, send)
+
+
 def transport_security(host: str, port: int) -> Any:
     """DNS-rebinding protection for a loopback bind, whatever the loopback address: only requests whose
     Host (and Origin, when sent) name the address bound, or localhost, are served. The SDK's own guard
@@ -165,7 +197,7 @@ def http_app(server: MCPServer, host: str, token: str | None, port: int = DEFAUL
             "print(secrets.token_urlsafe(24))'`)",
         )
     security = transport_security(host, port) if loopback else None
-    app = server.streamable_http_app(host=bind_address(host), transport_security=security)
+    app = WholeBody(server.streamable_http_app(host=bind_address(host), transport_security=security))
     return BearerAuth(app, token) if token else app
 
 

@@ -186,14 +186,15 @@ def _run(
         report.started()
     with child:
         watch = None
+        init = None
         if sandboxed:
             assert jail is not None
             with os.fdopen(info_read, "rb") as info:
                 init = _init_pid(info.read())
             if init is not None:
                 child.remember(pidfile, init, group=False)
-                # With a cgroup the kernel bounds memory and processes: the watch walks the disk alone.
-                watch = Watch(jail.limits, init, cwd.resolve(), child.end, kernel=group is not None)
+                # With a cgroup the kernel bounds memory and threads: the watch counts processes there.
+                watch = Watch(jail.limits, init, cwd.resolve(), child.end, group.path if group else None)
         else:
             # Unsandboxed, the command's process group is what a later phase can still end.
             child.remember(pidfile)
@@ -209,6 +210,8 @@ def _run(
         child.end()
         stdout, stderr = (reader.text() for reader in readers)
     failure = None
+    if group is not None:
+        group.refused(exit_code, started=init is not None)
     stopped = group.stopped() if group is not None else None
     if watch is not None and (watch.exceeded or stopped or exit_code in XFSZ_EXITS):
         assert jail is not None

@@ -3,9 +3,14 @@
 A cgroup v2 with the memory and pids controllers bounds what polling cannot see whole: memfds, tmpfs pages
 and the processes of a nested namespace are all charged to it. Each sandboxed command then runs in a
 child cgroup of its own (`memory.max` = `sandbox.limits.memory_mb`, `memory.swap.max` 0, `pids.max` =
-`sandbox.limits.processes`), entered by a two-line shell that writes its own pid to `cgroup.procs` and
-execs the sandbox, so nothing of the command runs outside it; the cgroup is removed afterwards, and its
-`memory.events` (`oom_kill`) and `pids.events` (`max`) say whether the kernel stopped it.
+THREADS_PER_PROCESS x `sandbox.limits.processes`: the kernel counts every thread, and cargo, a JVM or a
+threaded test run has far more threads than processes; the processes themselves are counted from the
+cgroup's `cgroup.procs` by `hub.safety.limits.Watch`), entered by a two-line shell that writes its own
+pid to `cgroup.procs` and execs the sandbox, so nothing of the command runs outside it (if it cannot, it
+exits ENTER_FAILED before the sandbox starts: a hub error, never the command's failure); the cgroup is
+removed afterwards, and its `memory.events` (`oom_kill`) and `pids.events` (`max`) say whether the
+kernel stopped it. A hub killed before it removed one leaves `cmd-<pid>-<n>`: the next hub to `take()`
+the cgroup removes those whose pid is dead.
 
 Where: the cgroup this process runs in (`/proc/self/cgroup`'s `0::` line) must be writable, offer both
 controllers, and hold this process alone. The kernel's "no internal processes" rule forbids enabling
@@ -24,11 +29,13 @@ import contextlib
 import errno
 import itertools
 import os
+import signal
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from hub.core.errors import HubError
 from hub.core.log import get_logger
 from hub.core.sandbox_config import SandboxLimits
 
@@ -40,11 +47,21 @@ NEEDED = ("memory", "pids")
 MIB = 1024 * 1024
 # Writes its own pid into the cgroup (its first argument) and becomes the command (the rest): the same
 # process, so everything the command starts is in the cgroup from its first instruction.
-ENTER = 'echo $$ > "$0/cgroup.procs" && exec "$@"'
+# Exit code of the shell when it cannot enter the cgroup: the sandbox never started, so bwrap wrote
+# no --info-fd, which tells it apart from a command that exits with the same code.
+ENTER_FAILED = 125
+ENTER = f'echo $$ > "$0/cgroup.procs" || exit {ENTER_FAILED}; exec "$@"'
+# Tasks (threads) pids.max and RLIMIT_NPROC leave room for, per process `sandbox.limits.processes` allows.
+THREADS_PER_PROCESS = 8
 # How long a removal waits for the kernel to reap a killed command's processes.
 REMOVE_SECONDS = 2.0
 
 _names = itertools.count(1)
+
+
+class CgroupRefused(HubError):
+    """A command could not be put in its cgroup (the kernel refused the write to `cgroup.procs`): the
+    command never ran, so nothing is said about it."""
 
 
 @dataclass(frozen=True)
@@ -144,8 +161,32 @@ def take(root: Path | None = None, own: str | None = None, pid: int | None = Non
             except OSError as exc:
                 log.warning("sandbox.cgroup_refused", base=str(found.base), error=str(exc))
                 found = Delegation(None, f"the kernel refused to set up {found.base}: {exc.strerror or exc}")
+        if found.base is not None:
+            _remove_dead(found.base)
         _TAKEN[root] = found
         return found
+
+
+def _remove_dead(base: Path) -> None:
+    """Remove the commands' cgroups a killed hub left (`cmd-<pid>-<n>`, `pid` no longer running)."""
+    try:
+        names = [p for p in base.iterdir() if p.name.startswith("cmd-")]
+    except OSError:
+        return
+    for path in names:
+        pid = path.name.split("-")[1]
+        if pid.isdigit() and not _running(int(pid)):
+            CommandGroup(path, SandboxLimits()).remove()
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # another user's: alive
+    return True
 
 
 @dataclass(frozen=True)
@@ -168,16 +209,31 @@ class CommandGroup:
             )
         if _count(self.path / "pids.events", "max"):
             return (
-                f"more than {self.limits.processes} processes (sandbox.limits.processes): the kernel refused "
-                "a fork (cgroup pids.max)"
+                f"more than {self.limits.processes * THREADS_PER_PROCESS} tasks, threads counted "
+                f"({THREADS_PER_PROCESS} x sandbox.limits.processes): the kernel refused a new process or "
+                "thread (cgroup pids.max)"
             )
         return None
 
+    def refused(self, exit_code: int, started: bool) -> None:
+        """Raise CgroupRefused when the command exited ENTER_FAILED before its sandbox `started`."""
+        if exit_code == ENTER_FAILED and not started:
+            raise CgroupRefused(
+                f"the command could not be put in its cgroup {self.path} (the kernel refused the write to "
+                "cgroup.procs); it did not run",
+                hint="start the hub alone in a cgroup delegated to this user "
+                "(`systemd-run --user --scope -p Delegate=yes hub ...`), or outside one to have it polled",
+            )
+
     def remove(self) -> bool:
-        """Remove the cgroup once its processes are gone (killed first, where the kernel offers
-        `cgroup.kill`); False when it could not be (logged)."""
-        with contextlib.suppress(OSError):
-            (self.path / "cgroup.kill").write_text("1", encoding="ascii")
+        """Remove the cgroup once its processes are gone (killed first: by `cgroup.kill`, or each pid in
+        `cgroup.procs` where the kernel is older than 5.14); False when it could not be (logged)."""
+        try:
+            _write(self.path / "cgroup.kill", "1")
+        except OSError:
+            for pid in _words(self.path / "cgroup.procs"):
+                with contextlib.suppress(OSError, ValueError):
+                    os.kill(int(pid), signal.SIGKILL)
         deadline = time.monotonic() + REMOVE_SECONDS
         while True:
             try:
@@ -199,7 +255,7 @@ def command_group(base: Path, limits: SandboxLimits) -> CommandGroup | None:
     try:
         path.mkdir()
         (path / "memory.max").write_text(str(limits.memory_mb * MIB), encoding="ascii")
-        (path / "pids.max").write_text(str(limits.processes), encoding="ascii")
+        (path / "pids.max").write_text(str(limits.processes * THREADS_PER_PROCESS), encoding="ascii")
     except OSError as exc:
         log.warning("sandbox.cgroup_unmade", path=str(path), error=str(exc))
         with contextlib.suppress(OSError):
@@ -209,6 +265,20 @@ def command_group(base: Path, limits: SandboxLimits) -> CommandGroup | None:
     with contextlib.suppress(OSError):
         (path / "memory.swap.max").write_text("0", encoding="ascii")
     return CommandGroup(path, limits)
+
+
+def _write(path: Path, text: str) -> None:
+    """Write to a control file that must exist already (cgroupfs makes none on open)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
+    try:
+        os.write(fd, text.encode("ascii"))
+    finally:
+        os.close(fd)
+
+
+def processes(path: Path) -> int:
+    """The processes (not threads) in the cgroup at `path`."""
+    return len(_words(path / "cgroup.procs"))
 
 
 def _count(path: Path, key: str) -> int:

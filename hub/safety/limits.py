@@ -1,12 +1,13 @@
 """Bounds on one sandboxed command (issue 28): processes, memory, bytes written (`sandbox.limits`).
 
 bwrap has no resource limits of its own, and cgroups need a delegated hierarchy most machines do not
-give an unprivileged user (where one is, `hub.safety.cgroup` bounds memory and processes and the watch
-walks the disk alone). So two layers:
+give an unprivileged user (where one is, `hub.safety.cgroup` bounds memory and threads, and the watch
+counts the processes in the cgroup and walks the disk). So two layers:
 
 - rlimits set before bwrap starts (`prlimit --` in front of it), inherited by everything it runs: RLIMIT_FSIZE (no
   file grows past `disk_mb`: the writer gets SIGXFSZ), RLIMIT_DATA (no process maps more than four
-  times `memory_mb`) and, for a hub not run by root (the kernel never applies it to root), RLIMIT_NPROC;
+  times `memory_mb`) and, for a hub not run by root (the kernel never applies it to root), RLIMIT_NPROC
+  (it counts threads: room for THREADS_PER_PROCESS a process, as the cgroup's pids.max);
 - `Watch`, a thread that polls the sandbox's PID namespace a few times a second: the processes in it,
   their resident memory together, and the bytes of the files in the writable root changed since the
   command started. Past a limit it ends the whole sandbox and says which limit; `remove_written` then
@@ -27,6 +28,7 @@ from pathlib import Path
 
 from hub.core.log import get_logger
 from hub.core.sandbox_config import SandboxLimits
+from hub.safety.cgroup import THREADS_PER_PROCESS, processes
 
 log = get_logger(__name__)
 
@@ -68,31 +70,39 @@ def prlimit_argv(prlimit: str, limits: SandboxLimits) -> list[str]:
 
 
 def _values(limits: SandboxLimits) -> tuple[int, int, int | None]:
-    nproc = _own_processes() + limits.processes if os.getuid() != 0 else None
+    # RLIMIT_NPROC counts threads, like the cgroup's pids.max: the same room for a threaded command
+    # (cargo, a JVM); the watch counts the processes.
+    room = limits.processes * THREADS_PER_PROCESS
+    nproc = own_tasks(os.getuid()) + room if os.getuid() != 0 else None
     return limits.disk_mb * MIB, DATA_FACTOR * limits.memory_mb * MIB, nproc
 
 
-def _own_processes() -> int:
-    """The processes of this user now: RLIMIT_NPROC counts them all, not only the sandbox's."""
-    uid = os.getuid()
+def own_tasks(uid: int, proc: str = "/proc") -> int:
+    """The tasks (threads) of user `uid` now: RLIMIT_NPROC counts them all, not only the sandbox's."""
     count = 0
-    for name in os.listdir("/proc"):
+    for name in os.listdir(proc):
         if name.isdigit():
             with contextlib.suppress(OSError):
-                count += os.stat(f"/proc/{name}").st_uid == uid
+                if os.stat(f"{proc}/{name}").st_uid == uid:
+                    count += len(os.listdir(f"{proc}/{name}/task"))
     return count
 
 
 class Watch:
     """Polls one running sandbox (its init's host pid) against `limits`; `kill` ends it past one.
-    `exceeded` then says which, in a sentence. With `kernel`, the disk alone."""
+    `exceeded` then says which, in a sentence. With `cgroup` (the command's), the kernel bounds memory
+    and threads: the processes are counted from the cgroup, and the disk walked."""
 
     def __init__(
-        self, limits: SandboxLimits, init_pid: int, root: Path, kill: Callable[[], None], kernel: bool = False
+        self,
+        limits: SandboxLimits,
+        init_pid: int,
+        root: Path,
+        kill: Callable[[], None],
+        cgroup: Path | None = None,
     ) -> None:
         self.limits = limits
-        # The kernel bounds the command's memory and processes (its cgroup): only the disk is walked.
-        self.kernel = kernel
+        self.cgroup = cgroup
         self.root = root
         self.kill = kill
         self.started = time.time_ns()
@@ -126,7 +136,10 @@ class Watch:
                 return
 
     def _check(self, disk: bool) -> str | None:
-        if self.kernel:
+        if self.cgroup is not None:
+            # pids.max counts threads too and sits well above this: the process limit is read here.
+            if processes(self.cgroup) > self.limits.processes:
+                return f"more than {self.limits.processes} processes (sandbox.limits.processes)"
             return self.check_disk() if disk else None
         pids = self._pids()
         if len(pids) > self.limits.processes:

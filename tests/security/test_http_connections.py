@@ -6,6 +6,7 @@ The server is a real subprocess; its checkout lies outside /tmp and HOME holds p
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import re
@@ -16,9 +17,11 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
+import uvicorn
 
 from hub.core.config import CONFIG_FILE, default_yaml
 from hub.faces import http_guard
@@ -302,3 +305,85 @@ def test_the_listening_socket_accepts_no_more_than_the_room_left_by_connections_
     caps.forget(old)  # its connection_lost
     # Full, but nothing in the making: one more is accepted, to be admitted by eviction or answered 503.
     assert caps.has_room()
+
+
+def stalled_post(server: Server) -> socket.socket:
+    """A connection whose POST sent its headers and the first byte of a body it never finishes."""
+    conn = server.connect()
+    conn.sendall(
+        b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nAccept: application/json, text/event-stream\r\n"
+        b"Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{" % server.port
+    )
+    return conn
+
+
+def test_a_post_whose_body_stops_half_way_is_closed_after_the_idle_timeout(repo: Path) -> None:
+    server = Server(repo, "--idle-timeout", "0.5")
+    try:
+        stalled = stalled_post(server)
+
+        # Closed (an end of stream or a reset), not held: a socket.timeout (the bound) fails the test.
+        readable, _, _ = select.select([stalled], [], [], WAIT)
+        assert readable and closed_by_server([stalled]) == 1
+        stalled.close()
+    finally:
+        text = server.close()
+    assert "Traceback" not in text, text[-3000:]
+
+
+def test_stalled_uploads_from_the_shared_loopback_address_lock_no_other_client_out(repo: Path) -> None:
+    server = Server(repo, "--idle-timeout", "120", "--max-per-client", "3")
+    held: list[socket.socket] = []
+    try:
+        held = [stalled_post(server) for _ in range(3)]
+        assert server.initialize() == 200  # the request of each is under way (not refused meanwhile)
+        held.append(stalled_post(server))
+
+        # Every local client shares 127.0.0.1: the oldest stalled upload made room, no 503.
+        assert server.initialize() == 200
+        readable, _, _ = select.select(held[:1], [], [], WAIT)
+        assert readable and closed_by_server(held[:1]) == 1
+    finally:
+        for conn in held:
+            conn.close()
+        text = server.close()
+    assert "the oldest idle connection was closed to make room" in text
+    assert "Traceback" not in text, text[-3000:]
+
+
+def test_two_servers_in_one_process_each_keep_their_own_connection_counts() -> None:
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    ports = []
+    for _ in range(2):
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            ports.append(int(probe.getsockname()[1]))
+    servers = [
+        uvicorn.Server(
+            uvicorn.Config(
+                app, host="127.0.0.1", port=port, lifespan="off", loop="asyncio", log_level="warning"
+            )
+        )
+        for port in ports
+    ]
+
+    async def both() -> None:
+        await asyncio.gather(*(http_guard.serve(s, per_client=2, total=2) for s in servers))
+
+    running = threading.Thread(target=asyncio.run, args=(both(),), daemon=True)
+    running.start()
+    try:
+        # Two, three times the total cap, one after the other: each closed before the next.
+        for n in range(6):
+            for port in ports:
+                with httpx.Client(timeout=WAIT, transport=httpx.HTTPTransport(retries=3)) as http:
+                    answer = http.get(f"http://127.0.0.1:{port}/", headers={"Connection": "close"})
+                assert answer.status_code == 200, (n, port)
+    finally:
+        for s in servers:
+            s.should_exit = True
+        running.join(timeout=WAIT)
+    assert not running.is_alive()

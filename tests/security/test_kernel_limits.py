@@ -136,10 +136,39 @@ def test_with_a_delegated_cgroup_each_command_runs_in_its_own_and_the_kernels_ve
     made = sorted(scope.glob("cmd-*"))
     assert len(made) == 2
     assert (made[0] / "memory.max").read_text(encoding="ascii") == str(64 * 1024 * 1024)
-    assert (made[0] / "pids.max").read_text(encoding="ascii") == "40"
+    # The kernel counts threads: a bound of 40 would fail a threaded test run of 3 processes.
+    assert (made[0] / "pids.max").read_text(encoding="ascii") == "320"
     assert (made[0] / "cgroup.procs").read_text(encoding="ascii").strip().isdigit()
     assert not killed.ok
     assert killed.failure == (
         "resource_limit: more than 64 MiB of memory (sandbox.limits.memory_mb): the kernel ended it "
         "(cgroup memory.max)"
     )
+
+
+def test_with_a_cgroup_the_processes_are_counted_there_not_its_threads(ground: Any) -> None:
+    fs = ground.checkout / "cgroupfs"
+    scope = fs / "hub.scope"
+    scope.mkdir(parents=True)
+    (scope / "cgroup.controllers").write_text("memory pids\n", encoding="ascii")
+    (scope / "cgroup.procs").write_text("4242\n", encoding="ascii")
+    (scope / "cgroup.subtree_control").write_text("", encoding="ascii")
+    cgroups = take(fs, "0::/hub.scope\n", 4242)
+    (ground.checkout / "hub.yaml").write_text("project: p\n", encoding="utf-8")
+    jail = prepare(
+        load_config(ground.checkout).sandbox._replace(limits=SandboxLimits(processes=40)),
+        ground.checkout,
+        [ground.checkout / ".git"],
+        cgroups=cgroups,
+    )
+    # What the kernel would list with 41 processes in the command's cgroup; the command then waits to be
+    # ended (its clock, 60 s, bounds the wait).
+    crowd = "for d in cgroupfs/hub.scope/cmd-*; do seq 1000 1040 > $d/cgroup.procs; done; exec sleep 60"
+
+    crowded = run_command(crowd, ground.checkout, 60, jail)
+    # The code a shell that cannot enter its cgroup exits with, from a command whose sandbox stood: its own.
+    own = run_command("exit 125", ground.checkout, 60, jail)
+
+    assert own.exit_code == 125 and own.failure is None
+    assert not crowded.timed_out
+    assert crowded.failure == "resource_limit: more than 40 processes (sandbox.limits.processes)"

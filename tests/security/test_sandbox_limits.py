@@ -3,6 +3,7 @@ fails. Against a checkout outside /tmp (conftest.py)."""
 
 from __future__ import annotations
 
+import os
 import shlex
 import subprocess
 import sys
@@ -14,6 +15,7 @@ import pytest
 from hub.core.config import load_config
 from hub.core.errors import ConfigError
 from hub.phases.acceptance import CommandResult, jail_for, run_command
+from hub.safety.limits import own_tasks
 
 PY = shlex.quote(sys.executable)
 
@@ -150,3 +152,17 @@ def test_a_real_passing_run_passes(ground: Any) -> None:
 
     assert result.ok, result.stdout + result.stderr
     assert not list(Path(ground.checkout).glob("*.xml"))  # the report is written outside the worktree
+
+
+def test_the_process_limits_room_counts_threads_as_rlimit_nproc_does(tmp_path: Path) -> None:
+    # /proc's shape: a process with 40 threads besides its main one, and one with none.
+    for pid, threads in ((100, 41), (200, 1)):
+        for tid in range(threads):
+            (tmp_path / str(pid) / "task" / str(pid + tid)).mkdir(parents=True)
+    (tmp_path / "self").mkdir()
+
+    # The kernel counts 42 tasks against RLIMIT_NPROC, not 2 processes.
+    assert own_tasks(os.getuid(), str(tmp_path)) == 42
+    assert own_tasks(os.getuid() + 1, str(tmp_path)) == 0
+    # This process is one of its user's, with its threads.
+    assert own_tasks(os.getuid()) >= len(os.listdir("/proc/self/task"))
