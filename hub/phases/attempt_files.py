@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from hub.core.errors import GitError
 from hub.core.log import get_logger
+from hub.core.redaction import user_secrets
 from hub.core.relpaths import behaviour_file, first_match
 from hub.edits.policy import control_file_refusal
 from hub.phases import prompt_parts
@@ -100,7 +101,12 @@ def find_files(bench: Workbench, worker: Worker, again: StallRecord | None = Non
         cache_dir=map_cache(run),
         count_tokens=lambda text: budget.estimate_tokens(text, request.token_scale),
     )
-    prompt = prompt_parts.render(root, "find_files", **fields, map=repo_map.text or "(empty)")
+    # The map's signatures carry default values, and the retry's section quotes the failing output: the
+    # user's own secrets in either are replaced, as in edit mode's prompt (build_prompt).
+    known = user_secrets(config, run.worktree)
+    prompt = known.redact_known(
+        prompt_parts.render(root, "find_files", **fields, map=repo_map.text or "(empty)")
+    )
     generation = bench.generate(worker, request_for(config, "implementer", prompt), PURPOSE, first=True)
     if not generation.text.strip():
         raise Failed(Stall("files_not_found", empty_answer(generation)))

@@ -551,7 +551,7 @@ def observe_call(config: Config, request: ChatRequest, generation: Generation) -
     """After a call: a cut flagged only because the server had cached a prefix of an earlier prompt
     (its prompt_eval_count counts only what it evaluated) is no cut (a worker that was not told
     `cached_chars` flags it); a call the server counted and read whole calibrates the model's token
-    ratio; the prompt is remembered for the next process."""
+    ratio; the prompt is remembered for the next process, unless it was cut."""
     path = calibration_path(config)
     calibration = budget.Calibration.load(path)
     prompt = (request.system or "") + full_prompt(request)
@@ -569,7 +569,10 @@ def observe_call(config: Config, request: ChatRequest, generation: Generation) -
         # (sharing no remembered prefix) says how its tokenizer counts.
         if not calibration.shared_prefix(request.model, prompt):
             calibration.observe(request.model, estimate, generation.prompt_tokens)
-    calibration.remember(request.model, prompt)
+    if not generation.truncated:
+        # A cut prompt remembered would count as cached whole when it is sent again (a resume after the
+        # context_overflow halt, in a new process): its cut could then never be seen again.
+        calibration.remember(request.model, prompt)
     try:
         calibration.save(path)
     except OSError as exc:

@@ -189,10 +189,13 @@ def truncated(count: int | None, estimate: int, num_ctx: int, cached_prefix_toke
         # The prompt filled the whole window: older runners keep the last num_ctx tokens.
         return True
     expected = estimate - cached_prefix_tokens
-    if count in CUT_COUNTS and expected > count:
+    if count in CUT_COUNTS and estimate > count:
         # A window the hub did not set (Ollama's /v1 runs at the server's default, 2048 or 4096): the
         # older runner read exactly that many, the newer half of it and 3. A prompt of exactly such a
-        # size read whole is flagged too: 1 in thousands, and a retry with outlines costs little.
+        # size read whole is flagged too: 1 in thousands, and a retry with outlines costs little. Against
+        # the whole estimate, not what a remembered prefix leaves of it: such a count is what a cut
+        # leaves when the server had nothing cached (a reloaded model, another server), and a prompt
+        # the hub remembers whole from then may be cut now.
         return True
     return count < TRUNCATION_SHARE * expected
 

@@ -261,3 +261,19 @@ def test_found_files_too_large_together_even_as_outlines_lose_the_last_chosen_in
     assert contract["handoff_data"]["found_files"]["files"] == ["src/app.py", "src/big.py"]
     edit = pipe.prompts()[-1]
     assert 'return "hello " + name' in edit and "helper_number_" not in edit
+
+
+def test_the_users_secret_in_a_signature_on_the_find_files_map_is_redacted(pipe: Pipeline) -> None:
+    secret = "sk-live-4f9a8b7c6d5e4f3a2b1c"
+    (pipe.repo / ".env").write_text(f"SERVICE_TOKEN={secret}\n", encoding="utf-8")
+    pipe.commit(
+        "a client",
+        {".gitignore": ".env\n", "src/client.py": f"def connect(name, token='{secret}'):\n    return name\n"},
+    )
+    pipe.fake.script(IMPL, "src/app.py\n", whole_file("src/app.py", GREET_FIXED))
+    start_unnamed(pipe, requirements=["connect the greeting through the client's connect"])
+
+    assert pipe.implement().to_state == "pending_local_review"
+
+    find = pipe.prompts()[0]
+    assert "def connect(name, token=" in find and secret not in find

@@ -206,3 +206,28 @@ def test_the_failing_tests_are_read_from_pytest_and_unittest_summaries(tmp_path:
 
     assert refind.tests == ("TestWait::test_jitter", "test_max_delay", "test_stop")
     assert set(refind.mentioned) == {"tenacity/wait.py", "tests/test_wait.py", "tenacity/__init__.py"}
+
+
+def test_the_users_secret_on_the_map_of_the_second_find_files_call_is_redacted(pipe: Pipeline) -> None:
+    secret = "sk-live-4f9a8b7c6d5e4f3a2b1c"
+    (pipe.repo / ".env").write_text(f"SERVICE_TOKEN={secret}\n", encoding="utf-8")
+    pipe.commit(
+        "a client",
+        {".gitignore": ".env\n", "src/client.py": f"def connect(name, token='{secret}'):\n    return name\n"},
+    )
+    pipe.fake.script(
+        IMPL,
+        "src/calc.py\n",
+        whole_file("src/app.py", GREET_FIXED),
+        "src/app.py\n",
+        whole_file("src/app.py", GREET_FIXED),
+    )
+    start(pipe, requirements=["the calculator's add and mul need a comma, as the client's connect"])
+
+    assert pipe.implement().data["stall"] == "wrong_files"
+    assert pipe.implement().to_state == "pending_local_review"
+
+    find, again = pipe.prompts()[0], pipe.prompts()[2]
+    assert "In the last attempt you chose: src/calc.py." in again
+    for prompt in (find, again):
+        assert "def connect(name, token=" in prompt and secret not in prompt

@@ -431,3 +431,46 @@ def test_the_window_a_cut_leaves_is_read_back_from_the_count() -> None:
     assert budget.cut_window(4096) == 4096  # older runners: all of the window
     assert budget.cut_window(2051) == 4096  # newer: half of it and 3
     assert budget.cut_window(4000) is None
+
+
+def test_a_prompt_flagged_as_cut_is_flagged_again_when_a_new_process_resumes_with_it(
+    tmp_path: Path, fake: FakeOllama, v1: OpenAIProvider
+) -> None:
+    from hub.core.config import load_config
+    from hub.workers.bridge import observe_call, with_remembered_prefix
+
+    (tmp_path / ".git").mkdir()
+    config = load_config(tmp_path, env={})
+    fake.configure("m-resume", overflow="new_runner")
+    fake.script("m-resume", "answer from half a prompt", "answer from half a prompt again")
+    # /v1 runs at the server's default window (4096), not the configured 16384: the context_overflow halt.
+    cut = request(model="m-resume", prompt=sample("Python source", 6000), num_ctx=16_384)
+    first = observe_call(config, cut, v1.generate(with_remembered_prefix(config, cut)))
+    assert first.truncated
+
+    # The resume, in a new process: the hub must not take the same prompt for one the server read whole.
+    resumed = with_remembered_prefix(config, cut)
+    assert resumed.cached_chars == 0
+    again = observe_call(config, resumed, v1.generate(resumed))
+    assert again.truncated
+
+
+def test_a_prompt_read_whole_before_is_flagged_when_a_smaller_window_cuts_it_now(
+    tmp_path: Path, fake: FakeOllama, ollama: OllamaProvider, v1: OpenAIProvider
+) -> None:
+    from hub.core.config import load_config
+    from hub.workers.bridge import observe_call, with_remembered_prefix
+
+    (tmp_path / ".git").mkdir()
+    config = load_config(tmp_path, env={})
+    fake.configure("m-shrunk", overflow="new_runner")
+    fake.script("m-shrunk", "read whole", "answer from half a prompt")
+    sent = request(model="m-shrunk", prompt=sample("Python source", 6000), num_ctx=16_384)
+    whole = observe_call(config, sent, ollama.generate(with_remembered_prefix(config, sent)))
+    assert not whole.truncated
+
+    # The same prompt through /v1, at the server's default window: a cut, whatever the hub remembers.
+    remembered = with_remembered_prefix(config, sent)
+    assert remembered.cached_chars > 0
+    cut = observe_call(config, remembered, v1.generate(remembered))
+    assert cut.prompt_tokens == 4096 // 2 + 3 and cut.truncated
