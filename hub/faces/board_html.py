@@ -38,22 +38,31 @@ textarea{width:100%;min-height:4em;font:inherit}button{font:inherit;padding:.25e
 """
 
 # Ask for the live part; a different key means the page's actions changed (a halt, a verdict due):
-# load the whole page again rather than patch forms a person may be typing in.
+# load the whole page again rather than patch forms a person may be typing in. Once a form is sent the
+# page is on its way out: the action changes the key before its answer arrives, and a reload then
+# would cancel the navigation to that answer (its message lost; seen on a loaded machine). A page the
+# browser brings back from its history cache (Back) polls again.
 SCRIPT = """
 (function(){
   var root=document.getElementById('live'); if(!root) return;
+  var leaving=false, timer=null;
+  function later(ms){clearTimeout(timer);timer=setTimeout(tick,ms);}
+  document.addEventListener('submit',function(){leaving=true;clearTimeout(timer);});
+  window.addEventListener('pageshow',function(ev){if(ev.persisted&&leaving){leaving=false;later(POLL);}});
   function tick(){
+    if(leaving) return;
     fetch(root.dataset.src,{cache:'no-store'}).then(function(r){return r.ok?r.json():null}).then(function(d){
+      if(leaving) return;
       if(d){
         if(d.key!==root.dataset.key){location.reload();return;}
         document.querySelectorAll('[data-part]').forEach(function(el){
           var html=d.parts[el.dataset.part]; if(html!==undefined&&html!==el.innerHTML){el.innerHTML=html;}
         });
       }
-      setTimeout(tick,POLL);
-    }).catch(function(){setTimeout(tick,POLL*4);});
+      later(POLL);
+    }).catch(function(){later(POLL*4);});
   }
-  setTimeout(tick,POLL);
+  later(POLL);
 })();
 """.replace("POLL", str(POLL_MS))
 

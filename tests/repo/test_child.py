@@ -3,22 +3,27 @@ pid file lasts exactly as long as it runs."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import select
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import IO
 
 import pytest
 
 from hub.repo import leftovers
 from hub.repo.child import PIPE, Child
 
-# Prints "ready" once its SIGTERM handler stands; on SIGTERM says goodbye and exits 3.
+# Prints "ready" once its SIGTERM handler stands; on SIGTERM says goodbye and exits 3. The goodbye is an
+# os.write: the parent reads "ready" while print() may still be inside stdout's flush, and a handler
+# that printed then would re-enter the buffered writer (RuntimeError, exit 1; seen under load).
 POLITE = (
-    "import signal, sys, time\n"
+    "import os, signal, sys, time\n"
     "def bye(*_):\n"
-    "    print('bye', flush=True)\n"
+    "    os.write(1, b'bye\\n')\n"
     "    sys.exit(3)\n"
     "signal.signal(signal.SIGTERM, bye)\n"
     "print('ready', flush=True)\n"
@@ -26,6 +31,17 @@ POLITE = (
 )
 # Ignores SIGTERM.
 STUBBORN = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('ready', flush=True); time.sleep(60)"
+
+
+@contextlib.contextmanager
+def ready(code: str) -> Iterator[tuple[Child, IO[str]]]:
+    """A Python child that has said "ready", and its stdout. The pipe is closed even when the test fails:
+    one left to the garbage collector is a ResourceWarning raised in whichever test runs then."""
+    with Child([sys.executable, "-c", code], stdout=PIPE, text=True) as child:
+        assert child.proc.stdout is not None
+        with child.proc.stdout as out:
+            assert out.readline() == "ready\n"
+            yield child, out
 
 
 def closed_within(fd: int, seconds: float) -> bool:
@@ -44,11 +60,11 @@ def test_the_clock_ends_the_child_and_what_it_started_in_its_group() -> None:
     # The background sleep holds stdout open: end of file is its death too.
     with Child(["sh", "-c", "sleep 60 & exec sleep 60"], stdout=PIPE) as child:
         assert child.proc.stdout is not None
-        with child.clock(0.2):
-            code = child.proc.wait()
-        assert child.timed_out and code == -9
-        assert closed_within(child.proc.stdout.fileno(), 10)
-        child.proc.stdout.close()
+        with child.proc.stdout as out:
+            with child.clock(0.2):
+                code = child.proc.wait()
+            assert child.timed_out and code == -9
+            assert closed_within(out.fileno(), 10)
 
 
 def test_a_child_done_before_its_clock_has_not_timed_out() -> None:
@@ -58,32 +74,23 @@ def test_a_child_done_before_its_clock_has_not_timed_out() -> None:
 
 
 def test_with_a_grace_the_child_gets_sigterm_first_and_may_say_goodbye() -> None:
-    with Child([sys.executable, "-c", POLITE], stdout=PIPE, text=True) as child:
-        assert child.proc.stdout is not None
-        assert child.proc.stdout.readline() == "ready\n"
+    with ready(POLITE) as (child, out):
         child.end(grace=30)
         assert child.proc.returncode == 3
-        assert child.proc.stdout.read() == "bye\n"
-        child.proc.stdout.close()
+        assert out.read() == "bye\n"
 
 
 def test_a_child_that_ignores_sigterm_is_killed_when_its_grace_runs_out() -> None:
-    with Child([sys.executable, "-c", STUBBORN], stdout=PIPE, text=True) as child:
-        assert child.proc.stdout is not None
-        assert child.proc.stdout.readline() == "ready\n"
+    with ready(STUBBORN) as (child, _):
         child.end(grace=0.2)
         assert child.proc.returncode == -9
-        child.proc.stdout.close()
 
 
 def test_without_a_grace_the_child_is_killed_at_once() -> None:
-    with Child([sys.executable, "-c", POLITE], stdout=PIPE, text=True) as child:
-        assert child.proc.stdout is not None
-        assert child.proc.stdout.readline() == "ready\n"
+    with ready(POLITE) as (child, out):
         child.end()
         assert child.proc.returncode == -9
-        assert child.proc.stdout.read() == ""
-        child.proc.stdout.close()
+        assert out.read() == ""
 
 
 def test_the_pid_file_names_the_group_while_it_runs_and_goes_with_the_block(tmp_path: Path) -> None:

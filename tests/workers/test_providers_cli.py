@@ -3,11 +3,14 @@ spends its answer's room thinking, and a slot held by another client of the same
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -117,42 +120,61 @@ def test_a_thinking_model_that_never_answers_is_a_stall_that_says_it_thought(
     assert "answered with nothing" not in detail
 
 
+def hang_up_once_asked(fake: FakeOllama, client: socket.socket, path: str, done: threading.Event) -> None:
+    """Hang up `client` once someone asked `path` of the fake (or once `done`, at the latest after a
+    minute): the other client's generation ends then, and its slot is free."""
+    deadline = time.monotonic() + 60
+    while not any(r.path == path for r in fake.requests) and time.monotonic() < deadline:
+        if done.wait(0.05):
+            break
+    with contextlib.suppress(OSError):
+        client.shutdown(socket.SHUT_RDWR)
+
+
 def test_a_foreign_client_holding_the_servers_slot_is_waited_out_not_struck(
     git_repo: Path, run_git: Any
 ) -> None:
-    foreign_in = threading.Event()
+    foreign_in, done = threading.Event(), threading.Event()
 
     def foreign(body: dict[str, Any]) -> Reply:
         foreign_in.set()
-        return Reply(text="someone else's answer", first_token_delay=3.0)
+        # Held until its client hangs up: a fixed hold raced the hub's start-up, which on a loaded
+        # machine outlasted it, and the slot was free again before the hub asked for it.
+        return Reply(text="someone else's answer", first_token_delay=120)
 
     gpu = SimulatedGPU(slots=1, max_loaded=1)
-    with FakeOllama({IMPL: lambda _b: ANSWER, "other-model": foreign}, gpu=gpu) as fake:
-        client = threading.Thread(
-            target=lambda: httpx.post(
-                f"{fake.url}/api/chat",
-                json={
-                    "model": "other-model",
-                    "messages": [{"role": "user", "content": "hi"}],
-                    "stream": False,
-                },
-                timeout=30,
-            )
-        )
+    with (
+        FakeOllama({IMPL: lambda _b: ANSWER, "other-model": foreign}, gpu=gpu) as fake,
+        socket.create_connection((fake.host, fake.port), timeout=30) as other,
+    ):
+        # The other client leaves once the hub's first token was late and the hub asked the server why.
+        leaves = threading.Thread(target=hang_up_once_asked, args=(fake, other, "/api/ps", done))
 
         def foreign_client_takes_the_slot() -> None:
-            client.start()
+            body = json.dumps(
+                {"model": "other-model", "messages": [{"role": "user", "content": "hi"}], "stream": False}
+            ).encode()
+            other.sendall(
+                b"POST /api/chat HTTP/1.1\r\nHost: fake\r\nContent-Type: application/json\r\n"
+                + f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
+                + body
+            )
             assert foreign_in.wait(30)
+            leaves.start()
 
-        outcome = implement_once(
-            git_repo,
-            run_git,
-            fake,
-            extra="    timeouts: {first_token: 1}",
-            role_extra=True,
-            before=foreign_client_takes_the_slot,
-        )
-        client.join(30)
+        try:
+            outcome = implement_once(
+                git_repo,
+                run_git,
+                fake,
+                extra="    timeouts: {first_token: 1}",
+                role_extra=True,
+                before=foreign_client_takes_the_slot,
+            )
+        finally:
+            done.set()
+            if leaves.is_alive():
+                leaves.join(30)
         asked = [r.path for r in fake.requests if r.method == "GET"]
 
     assert "/api/ps" in asked  # the first token was late, and the server said why
