@@ -553,7 +553,7 @@ def test_the_readmes_walk_through_reaches_the_merge_with_the_stand_in_model(
     import shlex
 
     readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
-    walk = readme.split("    cd your-repo\n", 1)[1].split("\n\n", 1)[0]
+    walk = readme.split("    cd your-repo", 1)[1].split("\n", 1)[1].split("\n\n", 1)[0]
     commands = [shlex.split(line, comments=True) for line in walk.replace("\\\n", " ").splitlines()]
     commands = [c for c in commands if c]
     assert [c[:2] for c in commands][:3] == [["hub", "init"], ["hub", "new"], ["hub", "next"]]

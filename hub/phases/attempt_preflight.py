@@ -40,8 +40,9 @@ _RUNNER_MISSING = re.compile(
 )
 FIX = (
     "install what it needs where the command runs (no `python` on Debian/Ubuntu: write `python3`, or "
-    "`apt install python-is-python3`; no pytest: `python3 -m pip install pytest` into the interpreter the "
-    "command names); in the sandbox a command sees the system folders, PATH's entries and "
+    "`apt install python-is-python3`; no pytest: install it into the interpreter the command names, "
+    "`pip install pytest` in your project's venv or `apt install python3-pytest` for the system's python3, "
+    "whose pip PEP 668 refuses); in the sandbox a command sees the system folders, PATH's entries and "
     "sandbox.read_paths only; a wrong command needs a new task (`hub new --acceptance-command ...`)"
 )
 
