@@ -7,10 +7,17 @@ still the base, each command runs once as every acceptance command does (sandbox
 clock; a `preflight` record). One that cannot run halts the task at once (`command_cannot_run`),
 naming the command and what it printed; one that runs and fails is what a task is for. A base whose
 commands all ran is remembered in the task's folder (`.preflight.json`): one run per base.
+
+A test runner that found no test on the base (pytest's "no tests ran", exit 5; unittest's "NO TESTS
+RAN") fails whatever the model writes unless the task may add a test the command would collect. When no
+path it may write could hold one (`--target calc.py` beside no test), the command is the person's to fix
+and halts the same way; when one could (a folder, a glob, a test file, found files), the task carries on
+with a `preflight-note` record saying the base ran no test.
 """
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import re
 from pathlib import Path
@@ -23,6 +30,7 @@ from hub.phases.attempt_commands import clean_state, run_acceptance_command
 from hub.phases.run import Run
 from hub.repo import gitops
 from hub.state.breakers import Trip
+from hub.state.provenance import write_record
 from hub.state.triggers import Trigger
 
 if TYPE_CHECKING:
@@ -44,6 +52,18 @@ FIX = (
     "`pip install pytest` in your project's venv or `apt install python3-pytest` for the system's python3, "
     "whose pip PEP 668 refuses); in the sandbox a command sees the system folders, PATH's entries and "
     "sandbox.read_paths only; a wrong command needs a new task (`hub new --acceptance-command ...`)"
+)
+
+# A test runner's word for a run that collected nothing: pytest's summary, unittest's (Python 3.12+).
+_NO_TESTS = re.compile(r"\bno tests ran\b|^Ran 0 tests\b", re.I | re.M)
+# Files that could hold a test pytest or unittest collects by default, or change what they collect.
+_TEST_HOLDERS = ("*test*.py", "pytest.ini", "pyproject.toml", "setup.cfg", "tox.ini")
+_COLLECTION_SETTINGS = ("python_files", "doctest")
+NO_TESTS_FIX = (
+    "add a test the command finds beside the code (e.g. `test_{stem}.py`) and commit it: on the base branch, "
+    "then start a new task from it (`hub new ...`; this task's branch starts at the commit before), or on "
+    "this task's branch in its worktree ({worktree}), then `hub resume --to pending_implementer`; or give a "
+    "new task a path it may write a test in (`hub new --allowed-path tests/ ...`)"
 )
 
 
@@ -73,6 +93,10 @@ def preflight(run: Run, commands: list[str], jail: Jail | None) -> Trip | None:
             if why is not None:
                 log.warning("acceptance.cannot_run", task=run.task_id, command=command, why=why)
                 return cannot_run(command, why, result)
+            if ran_no_test(command, result):
+                trip = no_test_to_run(run, command, result)
+                if trip is not None:
+                    return trip
     finally:
         clean_state(run, ())  # what the commands wrote is not the base the model is shown
     write_atomic(cache, json.dumps({"base_commit": base, "commands": commands}))
@@ -88,6 +112,72 @@ def cannot_run(command: str, why: str, result: CommandResult) -> Trip:
         {"command": command, "exit_code": result.exit_code},
         hint=FIX,
     )
+
+
+def ran_no_test(command: str, result: CommandResult) -> bool:
+    """Whether a failed `result` is a test runner that collected no test at all."""
+    if result.ok or result.timed_out:
+        return False
+    said = _NO_TESTS.search(f"{result.stdout}\n{result.stderr}")
+    return said is not None or (result.exit_code == 5 and "pytest" in command)
+
+
+def no_test_to_run(run: Run, command: str, result: CommandResult) -> Trip | None:
+    """The halt for a command that ran no test on the base when the task cannot add one; else None, with
+    a note in the record: the model's test is what the command will run."""
+    allowed = run.contract["constraints"]["allowed_paths"]
+    if may_add_test(run, command, allowed):
+        note = "the base ran no test; the task may add one (its allowed paths can hold a test)"
+        log.info("acceptance.no_tests_on_base", task=run.task_id, command=command)
+        write_record(
+            run.ctx.handoff, run.task_id, "preflight-note", {"command": command, "note": note}, run.now
+        )
+        return None
+    log.warning("acceptance.no_tests", task=run.task_id, command=command)
+    output = (result.stdout + "\n" + result.stderr).strip()[-800:]
+    shown = ", ".join(allowed) or "none"
+    target = run.contract["specification"].get("target_file") or (allowed[0] if allowed else "app.py")
+    return Trip(
+        Trigger.COMMAND_CANNOT_RUN,
+        f"the acceptance command `{command}` runs no test on the task's base (no tests ran), and no path "
+        f"the task may write ({shown}) could hold a test it collects, so no answer of the model's can pass "
+        f"it; no model was called. It printed:\n\n{output or '(nothing)'}\n",
+        {"command": command, "exit_code": result.exit_code},
+        hint=NO_TESTS_FIX.format(stem=Path(target).stem or "app", worktree=run.worktree),
+    )
+
+
+def may_add_test(run: Run, command: str, allowed: list[str]) -> bool:
+    """Whether a path the task may write could hold a test `command` collects. Decided from the paths
+    alone, and leaning to yes: a task that finds its files, a folder, a glob or an extension-less name
+    (a folder yet to be), a file named like a test or a runner's settings; doctests and a base that sets
+    which files are tests make any file one."""
+    if run.contract["specification"].get("find_files") or "doctest" in command:
+        return True
+    if _sets_collection(run.worktree):
+        return True
+    for entry in allowed:
+        path = entry.strip().rstrip("/")
+        name = path.rsplit("/", 1)[-1]
+        if not path or path == "." or any(c in path for c in "*?[") or (run.worktree / path).is_dir():
+            return True
+        if entry.endswith("/") or ("." not in name and not (run.worktree / path).is_file()):
+            return True
+        if any(fnmatch.fnmatch(name.lower(), pattern) for pattern in _TEST_HOLDERS):
+            return True
+    return False
+
+
+def _sets_collection(worktree: Path) -> bool:
+    """Whether the base's runner settings choose which files hold tests (`python_files`, doctests)."""
+    for name in _TEST_HOLDERS[1:]:
+        try:
+            text = (worktree / name).read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        if any(setting in text for setting in _COLLECTION_SETTINGS):
+            return True
+    return False
 
 
 def _cached(cache: Path, base: str, commands: list[str]) -> bool:

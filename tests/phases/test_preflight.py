@@ -51,3 +51,58 @@ def test_tests_failing_on_the_base_are_the_task_and_run_once_per_base(pipe: Pipe
     # One run on the base for both attempts (the first stalled; the branch is still at the base).
     assert [r["exit_code"] for r in pipe.records("preflight")] == [1]
     assert [r["exit_code"] for r in pipe.records("command")][-1] == 0
+
+
+def pytest_command() -> str:
+    return f"{shlex.quote(sys.executable)} -m pytest -q -p no:cacheprovider"
+
+
+def test_a_command_running_no_test_halts_when_the_task_cannot_add_one(pipe: Pipeline) -> None:
+    # The README's walk-through copied with calc.py alone: pytest finds no test, and `--target` lets the
+    # model write only the code, so every answer would fail "no tests ran".
+    pipe.fake.script(IMPL, whole_file("src/app.py", GREET_FIXED))
+    pipe.start(acceptance_commands=[pytest_command()])
+
+    outcome = pipe.implement()
+
+    assert (outcome.to_state, outcome.data["trigger"]) == ("erik_consultation", "command_cannot_run")
+    assert pipe.fake.chat_requests(IMPL) == []
+    halt = pipe.halt_text()
+    assert f"`{pytest_command()}` runs no test on the task's base (no tests ran)" in halt
+    assert "(src/app.py)" in halt and "no model was called" in halt
+    assert "fix: add a test the command finds beside the code (e.g. `test_app.py`)" in halt
+    assert "hub resume --to pending_implementer" in halt
+    assert [r["exit_code"] for r in pipe.records("preflight")] == [5]
+
+
+def test_the_same_task_with_a_committed_test_calls_the_model(pipe: Pipeline) -> None:
+    pipe.commit(
+        "a test of greet",
+        {
+            "test_app.py": 'from src.app import greet\n\n\ndef test_greet():\n    assert greet("x") == "hello, x"\n'
+        },
+    )
+    pipe.fake.script(IMPL, whole_file("src/app.py", GREET_FIXED))
+    pipe.start(acceptance_commands=[pytest_command()])
+
+    outcome = pipe.implement()
+
+    assert outcome.to_state == "pending_local_review"
+    assert [r["exit_code"] for r in pipe.records("preflight")] == [1]  # the base fails the test
+    assert pipe.records("preflight-note") == []
+
+
+def test_a_task_that_may_write_tests_carries_on_with_a_note(pipe: Pipeline) -> None:
+    test = 'from src.app import greet\n\n\ndef test_greet():\n    assert greet("x") == "hello, x"\n'
+    pipe.fake.script(
+        IMPL, whole_file("src/app.py", GREET_FIXED) + "\n" + whole_file("tests/test_app.py", test)
+    )
+    pipe.start(acceptance_commands=[pytest_command()], allowed_paths=["src/app.py", "tests/"])
+
+    outcome = pipe.implement()
+
+    assert outcome.to_state == "pending_local_review"
+    assert len(pipe.fake.chat_requests(IMPL)) == 1
+    assert [r["exit_code"] for r in pipe.records("preflight")] == [5]
+    assert [r["command"] for r in pipe.records("preflight-note")] == [pytest_command()]
+    assert [r["exit_code"] for r in pipe.records("command")][-1] == 0
