@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from hub.core.atomic import write_atomic
+from hub.core.files import read_text_capped
 from hub.core.log import get_logger
 from hub.phases.acceptance import CommandResult
 from hub.phases.attempt_commands import clean_state, run_acceptance_command
@@ -171,11 +172,8 @@ def may_add_test(run: Run, command: str, allowed: list[str]) -> bool:
 def _sets_collection(worktree: Path) -> bool:
     """Whether the base's runner settings choose which files hold tests (`python_files`, doctests)."""
     for name in _TEST_HOLDERS[1:]:
-        try:
-            text = (worktree / name).read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            continue
-        if any(setting in text for setting in _COLLECTION_SETTINGS):
+        text = read_text_capped(worktree / name, root=worktree)  # no link followed, bounded
+        if text is not None and any(setting in text for setting in _COLLECTION_SETTINGS):
             return True
     return False
 
