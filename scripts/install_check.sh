@@ -88,7 +88,8 @@ PY
 impl='calc.py\n```python\ndef add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return a - b\n```\n'
 review='```json\n{\"passed\": true, \"critical\": false, \"issues\": []}\n```'
 pair="\"$impl\", \"$review\""
-echo "{\"models\": {\"qwen2.5-coder:7b\": [$pair, $pair, $pair]}}" > script.json
+# One implementer's and one reviewer's reply per route: pipx, pipx from git, plain venv, uv.
+echo "{\"models\": {\"qwen2.5-coder:7b\": [$pair, $pair, $pair, $pair]}}" > script.json
 "$src/.venv/bin/python" -m hub.testing --script script.json > fake.out 2>&1 &
 fake_pid=$!
 trap 'kill $fake_pid 2>/dev/null; rm -rf "$work"' EXIT
