@@ -17,7 +17,7 @@ from hub.faces.doctor import check_sandbox
 from hub.phases.acceptance import CommandResult, jail_for, run_command
 from hub.repo import gitops, untrusted
 from hub.safety.cgroup import delegation, take
-from hub.safety.sandbox import prepare
+from hub.safety.sandbox import Jail, prepare
 
 PY = shlex.quote(sys.executable)
 
@@ -108,11 +108,9 @@ def test_readme_says_where_the_limits_are_only_polled() -> None:
     assert "not enforced by the kernel" in readme and "--disable-userns" in readme
 
 
-def test_with_a_delegated_cgroup_each_command_runs_in_its_own_and_the_kernels_verdict_fails_it(
-    ground: Any,
-) -> None:
-    # A folder tree of the cgroup file system's shape, where the command can write what the kernel would
-    # (no kernel on this machine enforces it: no cgroup v2 here is delegated with memory and pids).
+def delegated(ground: Any, limits: SandboxLimits) -> tuple[Path, Jail]:
+    """A folder tree of the cgroup file system's shape (`cgroupfs/hub.scope`, the hub alone in it), and a
+    jail whose commands each get a cgroup there."""
     fs = ground.checkout / "cgroupfs"
     scope = fs / "hub.scope"
     scope.mkdir(parents=True)
@@ -121,12 +119,16 @@ def test_with_a_delegated_cgroup_each_command_runs_in_its_own_and_the_kernels_ve
     (scope / "cgroup.subtree_control").write_text("", encoding="ascii")
     cgroups = take(fs, "0::/hub.scope\n", 4242)
     (ground.checkout / "hub.yaml").write_text("project: p\n", encoding="utf-8")
-    jail = prepare(
-        load_config(ground.checkout).sandbox._replace(limits=SandboxLimits(processes=40, memory_mb=64)),
-        ground.checkout,
-        [ground.checkout / ".git"],
-        cgroups=cgroups,
-    )
+    config = load_config(ground.checkout).sandbox._replace(limits=limits)
+    return scope, prepare(config, ground.checkout, [ground.checkout / ".git"], cgroups=cgroups)
+
+
+def test_with_a_delegated_cgroup_each_command_runs_in_its_own_and_the_kernels_verdict_fails_it(
+    ground: Any,
+) -> None:
+    # A folder tree of the cgroup file system's shape, where the command can write what the kernel would
+    # (no kernel on this machine enforces it: no cgroup v2 here is delegated with memory and pids).
+    scope, jail = delegated(ground, SandboxLimits(processes=40, memory_mb=64))
     oom = "for d in cgroupfs/hub.scope/cmd-*; do printf 'oom 1\\noom_kill 1\\n' > $d/memory.events; done"
 
     fine = run_command("echo fine", ground.checkout, 60, jail)
@@ -147,20 +149,7 @@ def test_with_a_delegated_cgroup_each_command_runs_in_its_own_and_the_kernels_ve
 
 
 def test_with_a_cgroup_the_processes_are_counted_there_not_its_threads(ground: Any) -> None:
-    fs = ground.checkout / "cgroupfs"
-    scope = fs / "hub.scope"
-    scope.mkdir(parents=True)
-    (scope / "cgroup.controllers").write_text("memory pids\n", encoding="ascii")
-    (scope / "cgroup.procs").write_text("4242\n", encoding="ascii")
-    (scope / "cgroup.subtree_control").write_text("", encoding="ascii")
-    cgroups = take(fs, "0::/hub.scope\n", 4242)
-    (ground.checkout / "hub.yaml").write_text("project: p\n", encoding="utf-8")
-    jail = prepare(
-        load_config(ground.checkout).sandbox._replace(limits=SandboxLimits(processes=40)),
-        ground.checkout,
-        [ground.checkout / ".git"],
-        cgroups=cgroups,
-    )
+    _, jail = delegated(ground, SandboxLimits(processes=40))
     # What the kernel would list with 41 processes in the command's cgroup; the command then waits to be
     # ended (its clock, 60 s, bounds the wait).
     crowd = "for d in cgroupfs/hub.scope/cmd-*; do seq 1000 1040 > $d/cgroup.procs; done; exec sleep 60"
